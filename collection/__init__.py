@@ -1,0 +1,1 @@
+"""COCO loading and indexing, instance geometry (shapely), pair sampling. Imports only core."""

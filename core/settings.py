@@ -1,0 +1,42 @@
+"""Settings, read from the environment (prefix-free names such as DATABASE_URL).
+
+No instance is created at import time: call :func:`get_settings` (or build ``Settings``
+yourself in tests) so tests can point anywhere.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    database_url: str = Field(
+        default="sqlite:///./vsr.db",
+        description="SQLAlchemy URL; PostgreSQL as postgresql+psycopg://user@host/db",
+    )
+    secret_key: str = Field(
+        default="dev-insecure-secret-change-me",
+        description="Signs session cookies; set a long random value in production",
+    )
+    image_root: Path | None = Field(
+        default=None,
+        description="Local folder holding COCO images as <split>/<file_name> or <file_name>",
+    )
+    image_cache_dir: Path = Field(default=Path("./var/image_cache"))
+    base_url: str = Field(default="http://127.0.0.1:8000", description="Public site URL")
+    prolific_completion_url: str = Field(
+        default="https://app.prolific.com/submissions/complete?cc={code}"
+    )
+    sql_echo: bool = False
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings from the environment (cached; tests build their own)."""
+    return Settings()

@@ -1,0 +1,1 @@
+"""FastAPI app factory, routes, templates, task assignment, image rendering, auth."""
