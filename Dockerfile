@@ -1,0 +1,28 @@
+# The web app, the CLI and the migrations in one image.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+# PyTorch first and pinned: a loose pin lets other packages pull a newer (CUDA) build.
+# Pass --build-arg TORCH_INDEX_URL=<a CPU wheel index> to get the small CPU build.
+ARG TORCH_INDEX_URL=""
+RUN if [ -n "$TORCH_INDEX_URL" ]; then \
+      pip install "torch==2.13.0" --index-url "$TORCH_INDEX_URL"; \
+    else pip install "torch==2.13.0"; fi
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY core ./core
+COPY collection ./collection
+COPY webapp ./webapp
+COPY matching ./matching
+COPY dataset ./dataset
+COPY migrations ./migrations
+COPY demo ./demo
+RUN pip install .
+
+RUN useradd --create-home --uid 1000 vsr && mkdir -p /data && chown vsr /data
+USER vsr
+EXPOSE 8000
+CMD ["vsr", "serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "2"]
