@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Column, ForeignKey, Index, Integer, UniqueConstraint
+from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, UniqueConstraint, false, true
 from sqlmodel import Field, SQLModel
 
 from core.types import JSONType, UTCDateTime, utcnow
@@ -272,11 +272,29 @@ class ExampleBase(SQLModel):
     target_votes: int | None = Field(default=None, description="override of the study default")
 
 
+def _counter() -> Any:
+    return Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+
+
 class Example(ExampleBase, table=True):
+    # The validation queue walks open, non-gold Examples in id order (webapp.validation_queue).
+    __table_args__ = (Index("ix_example_queue", "queue_open", "is_gold", "id"),)
     id: int | None = Field(default=None, primary_key=True)
     # Stable key of an imported record so importing the same file twice changes nothing.
     source_key: str | None = Field(default=None, max_length=128, unique=True)
     created_at: datetime = _ts()
+    # Validation queue state, kept on the row itself so one row lock serialises leasing it
+    # (PostgreSQL re-checks a locked row's own columns, not subqueries). Maintained only by
+    # webapp.validation_queue; the Vote table stays the source of truth for statistics.
+    queue_votes: int = _counter()
+    queue_agree: int = _counter()
+    queue_leases: int = _counter()
+    queue_settled: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+    queue_open: bool = Field(
+        default=True, sa_column=Column(Boolean, nullable=False, server_default=true())
+    )
 
 
 class ExamplePublic(ExampleBase):
