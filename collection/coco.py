@@ -1,0 +1,274 @@
+"""Load COCO instance files (train2017 + val2017 together) into a lean index for sampling.
+
+Why not ``pycocotools.coco.COCO`` for loading: it keeps the whole parsed JSON plus its
+indexes alive, several times the file size for train2017 (448 MB on disk), which breaks our
+memory target (peak <= 3x the file size, see bench/sample.py). The VSR rule only needs, per
+(image, category), how many instances there are and, when there is exactly one, that one
+instance. So we parse with the standard ``json`` module and an ``object_hook`` that counts
+every annotation as it is parsed and keeps only the possible candidates (not crowd, area >=
+min_area); every other annotation, with its polygon lists, is freed at once. pycocotools is
+still used where it is the right tool: decoding RLE masks and computing missing areas (see
+``collection.geometry``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collection.errors import CocoFileError
+
+# (stage, done, total or None): how the CLI (tqdm) and the dashboard (Job.progress) follow us.
+ProgressFn = Callable[[str, int, int | None], None]
+
+_SPLIT_RE = re.compile(r"(train|val|test)20\d\d")
+_PROGRESS_EVERY = 50_000  # annotations between progress callbacks: cheap enough, smooth enough
+
+
+@dataclass(frozen=True, slots=True)
+class CocoImage:
+    id: int
+    file_name: str
+    split: str
+    width: int
+    height: int
+    coco_url: str | None
+    flickr_url: str | None
+    license_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class CocoInstance:
+    """The single instance of one category in one image (a candidate for a pair)."""
+
+    id: int
+    image_id: int
+    category_id: int
+    area: float
+    bbox: list[float]
+    segmentation: Any
+    iscrowd: bool = False
+
+
+@dataclass
+class CocoIndex:
+    """What the sampler needs from one or more COCO files, for one ``min_area``.
+
+    ``eligible[image_id][category_id]`` is the instance when the image holds exactly one
+    instance of that category (a crowd region counts as more than one) and its area is at
+    least ``min_area``. Only images with an eligible instance are kept in ``images``.
+    """
+
+    min_area: float
+    files: list[Path] = field(default_factory=list)
+    categories: dict[int, str] = field(default_factory=dict)
+    licenses: dict[int, str] = field(default_factory=dict)
+    images: dict[int, CocoImage] = field(default_factory=dict)
+    eligible: dict[int, dict[int, CocoInstance]] = field(default_factory=dict)
+    n_images: int = 0
+    n_annotations: int = 0
+    # every image id seen so far, to refuse files whose images overlap (double counting)
+    seen_image_ids: set[int] = field(default_factory=set, repr=False)
+
+    @property
+    def category_ids(self) -> dict[str, int]:
+        return {name: cid for cid, name in self.categories.items()}
+
+
+class _FileState:
+    """Per-file accumulators filled by the json object_hook while the file is parsed."""
+
+    def __init__(self, min_area: float, progress: ProgressFn | None, done_before: int) -> None:
+        self.min_area = min_area
+        self.counts: dict[tuple[Any, Any], int] = {}
+        self.candidates: dict[tuple[Any, Any], dict[str, Any]] = {}
+        self.n_annotations = 0
+        self.progress = progress
+        self.done_before = done_before
+
+    def hook(self, d: dict[str, Any]) -> Any:
+        # Called by the C parser for every JSON object, innermost first. Annotations are
+        # consumed here (we return None so the parser drops them); everything else is kept.
+        if "category_id" not in d or "image_id" not in d:
+            return d
+        self.n_annotations += 1
+        if self.progress is not None and self.n_annotations % _PROGRESS_EVERY == 0:
+            self.progress("load", self.done_before + self.n_annotations, None)
+        key = (d["image_id"], d["category_id"])
+        counts = self.counts
+        seen = counts.get(key, 0)
+        if d.get("iscrowd"):
+            counts[key] = seen + 2  # a crowd region stands for several instances
+            self.candidates.pop(key, None)
+            return None
+        counts[key] = seen + 1
+        if seen:
+            self.candidates.pop(key, None)
+            return None
+        area = d.get("area")
+        if area is None or area >= self.min_area:  # a missing area is computed later
+            self.candidates[key] = d
+        return None
+
+
+def _split_of(image: dict[str, Any], path: Path) -> str:
+    for text in (image.get("coco_url") or "", path.name):
+        m = _SPLIT_RE.search(str(text))
+        if m:
+            return m.group(0)
+    return "unknown"
+
+
+def _read_json(path: Path, state: _FileState) -> Any:
+    if not path.exists():
+        raise CocoFileError(f"COCO file not found: {path}")
+    if not path.is_file():
+        raise CocoFileError(f"not a file: {path}")
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            return json.load(fh, object_hook=state.hook)
+    except json.JSONDecodeError as exc:
+        raise CocoFileError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except UnicodeDecodeError:
+        raise CocoFileError(f"{path} is not a UTF-8 JSON file") from None
+    except (TypeError, KeyError, ValueError) as exc:
+        raise CocoFileError(
+            f"{path} is not a COCO instances file (bad annotation: {exc})"
+        ) from None
+    except OSError as exc:
+        raise CocoFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _int(value: Any, what: str, path: Path) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CocoFileError(f"{path} is not a COCO instances file ({what} is {value!r})")
+    return value
+
+
+def _number(value: Any, what: str, path: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CocoFileError(f"{path} is not a COCO instances file ({what} is {value!r})")
+    return float(value)
+
+
+def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None:
+    state = _FileState(index.min_area, progress, index.n_annotations)
+    data = _read_json(path, state)
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), list) for k in ("images", "annotations", "categories")
+    ):
+        raise CocoFileError(
+            f"{path} is not a COCO instances file (needs 'images', 'annotations' and "
+            "'categories' lists)"
+        )
+    if any(a is not None for a in data["annotations"]):
+        raise CocoFileError(
+            f"{path} is not a COCO instances file (an annotation lacks image_id or category_id)"
+        )
+
+    for cat in data["categories"]:
+        if not isinstance(cat, dict) or not isinstance(cat.get("name"), str):
+            raise CocoFileError(f"{path} is not a COCO instances file (bad category {cat!r})")
+        cid = _int(cat.get("id"), "a category id", path)
+        known = index.categories.get(cid)
+        if known is not None and known != cat["name"]:
+            raise CocoFileError(
+                f"{path}: category {cid} is '{cat['name']}' here but '{known}' in another file"
+            )
+        index.categories[cid] = cat["name"]
+    for lic in data.get("licenses") or []:
+        if isinstance(lic, dict) and isinstance(lic.get("id"), int):
+            index.licenses[lic["id"]] = str(lic.get("name") or "")
+
+    raw_images: dict[int, dict[str, Any]] = {}
+    for img in data["images"]:
+        if not isinstance(img, dict):
+            raise CocoFileError(f"{path} is not a COCO instances file (bad image {img!r})")
+        iid = _int(img.get("id"), "an image id", path)
+        if iid in raw_images:
+            raise CocoFileError(f"{path}: image id {iid} appears twice")
+        if iid in index.seen_image_ids:
+            raise CocoFileError(f"{path}: image id {iid} is also in another file given")
+        raw_images[iid] = img
+    index.seen_image_ids.update(raw_images)
+    index.n_images += len(raw_images)
+    index.n_annotations += state.n_annotations
+    del data
+
+    from collection.geometry import area_from_segmentation
+
+    for key, ann in state.candidates.items():
+        if state.counts[key] != 1:
+            continue
+        image_id, category_id = key
+        ann_id = _int(ann.get("id"), "an annotation id", path)
+        img = raw_images.get(image_id)
+        if img is None:
+            raise CocoFileError(
+                f"{path}: annotation {ann_id} refers to image {image_id}, which is not in the file"
+            )
+        if category_id not in index.categories:
+            raise CocoFileError(
+                f"{path}: annotation {ann_id} has category_id {category_id}, which is not in "
+                "the categories"
+            )
+        width = _int(img.get("width"), f"the width of image {image_id}", path)
+        height = _int(img.get("height"), f"the height of image {image_id}", path)
+        bbox = ann.get("bbox") or []
+        seg = ann.get("segmentation") or None
+        if not seg and len(bbox) != 4:
+            raise CocoFileError(
+                f"{path}: annotation {ann_id} has neither a segmentation nor a bbox"
+            )
+        area_raw = ann.get("area")
+        if area_raw is None:
+            area = area_from_segmentation(seg, bbox, width, height)
+        else:
+            area = _number(area_raw, f"the area of annotation {ann_id}", path)
+        if area < index.min_area:
+            continue
+        if image_id not in index.images:
+            index.images[image_id] = CocoImage(
+                id=image_id,
+                file_name=str(img.get("file_name") or f"{image_id:012d}.jpg"),
+                split=_split_of(img, path),
+                width=width,
+                height=height,
+                coco_url=img.get("coco_url"),
+                flickr_url=img.get("flickr_url"),
+                license_id=img.get("license") if isinstance(img.get("license"), int) else None,
+            )
+        index.eligible.setdefault(image_id, {})[category_id] = CocoInstance(
+            id=ann_id,
+            image_id=image_id,
+            category_id=category_id,
+            area=area,
+            bbox=[float(v) for v in bbox],
+            segmentation=seg,
+        )
+
+
+def load_coco(
+    paths: Sequence[str | Path] | Iterable[str | Path],
+    min_area: float = 30_000,
+    progress: ProgressFn | None = None,
+) -> CocoIndex:
+    """Load and index one or more COCO instance files (their image ids must not overlap)."""
+    files = [Path(p) for p in paths]
+    if not files:
+        raise CocoFileError("no COCO file given")
+    resolved = [f.resolve() for f in files]
+    if len(set(resolved)) != len(resolved):
+        raise CocoFileError("the same COCO file is given twice")
+    index = CocoIndex(min_area=float(min_area), files=files)
+    for path in files:
+        _load_one(path, index, progress)
+        if progress is not None:
+            progress("load", index.n_annotations, None)
+    return index
