@@ -9,11 +9,16 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
+from starlette.middleware.sessions import SessionMiddleware
 
 from core.db import make_engine
 from core.settings import Settings, get_settings
+from webapp.errors import install_error_handlers
+from webapp.leases import LeaseStrategy, PairStrategy
 
 WEBAPP_DIR = Path(__file__).resolve().parent
+SESSION_COOKIE = "vsr_session"
+SESSION_MAX_AGE = 14 * 24 * 3600
 
 
 def make_templates() -> Jinja2Templates:
@@ -27,9 +32,27 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.state.settings = settings
     app.state.engine = engine or make_engine(settings)
     app.state.templates = make_templates()
+    # Item selection per kind of crowd work (webapp.leases.LeaseStrategy); the validation
+    # task adds its own under "validate".
+    strategies: dict[str, LeaseStrategy] = {"generate": PairStrategy()}
+    app.state.strategies = strategies
+    # MTurk shows the site in an iframe on mturk.com: a cross-site cookie needs
+    # SameSite=None, which browsers accept only with Secure (so only behind https).
+    https = settings.base_url.startswith("https://")
+    app.add_middleware(
+        SessionMiddleware,
+        secret_key=settings.secret_key,
+        session_cookie=SESSION_COOKIE,
+        max_age=SESSION_MAX_AGE,
+        same_site="none" if https else "lax",
+        https_only=https,
+    )
+    install_error_handlers(app)
     app.mount("/static", StaticFiles(directory=str(WEBAPP_DIR / "static")), name="static")
 
-    from webapp.routes import health
+    from webapp.routes import entry, generate, health
 
     app.include_router(health.router)
+    app.include_router(entry.router)
+    app.include_router(generate.router)
     return app

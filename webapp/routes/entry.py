@@ -1,0 +1,224 @@
+"""Crowd entry, consent, instructions, batch start and the completion / screen-out pages.
+
+Shared by every kind of work: ``/start/{kind}`` where kind is ``generate`` or ``validate``;
+the task itself lives at ``/{kind}``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+from sqlmodel import Session
+
+from core.models import BatchStatus, ImagePair, PairStatus, Worker
+from core.study import load_study_config
+from webapp import batches
+from webapp.deps import SessionDep, SettingsDep, TemplatesDep
+from webapp.errors import PageError, screenout_context
+from webapp.identity import (
+    CurrentWorker,
+    check_csrf,
+    check_resume,
+    csrf_token,
+    entry_for,
+    has_consented,
+    login,
+    parse_entry,
+    record_consent,
+    resolve_worker,
+)
+from webapp.leases import LeaseStrategy
+
+router = APIRouter(tags=["entry"])
+
+KIND_TITLES = {"generate": "Write spatial captions", "validate": "Check spatial captions"}
+
+
+def strategy_for(request: Request, kind: str) -> LeaseStrategy:
+    strategies: dict[str, LeaseStrategy] = request.app.state.strategies
+    if kind not in strategies:
+        raise PageError(404, "There is no such task in this study.")
+    return strategies[kind]
+
+
+def task_url(kind: str) -> str:
+    return f"/{kind}"
+
+
+def redirect(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def page(templates: Any, request: Request, name: str, kind: str, **ctx: Any) -> Response:
+    ctx.setdefault("kind", kind)
+    ctx.setdefault("kind_title", KIND_TITLES.get(kind, kind))
+    ctx.setdefault("csrf", csrf_token(request))
+    return templates.TemplateResponse(request, name, ctx)  # type: ignore[no-any-return]
+
+
+def _check_roles(worker: Worker, kind: str) -> None:
+    if worker.roles and kind not in worker.roles:
+        raise PageError(403, "Your invitation is not for this task.")
+
+
+@router.get("/start/{kind}", summary="Entry from a Prolific, MTurk or invite link")
+def start(
+    kind: str, request: Request, session: SessionDep, templates: TemplatesDep
+) -> Response:
+    strategy = strategy_for(request, kind)
+    entry = parse_entry(request.query_params)
+    if entry is not None and entry.preview:
+        return _preview(kind, request, session, templates)
+    if entry is None:
+        if not isinstance(request.session.get("worker_id"), int):
+            raise PageError(
+                400, "This link has no participant id. Please open the study from Prolific, "
+                "MTurk or your invitation link.",
+            )
+        return redirect(task_url(kind))  # a returning worker with a cookie: resume
+    worker = resolve_worker(session, entry)
+    if worker.blocked:
+        session.commit()
+        raise PageError(403, "This account cannot take part in the study.", page="screenout")
+    _check_roles(worker, kind)
+    assert worker.id is not None
+    open_batch = batches.current_batch(session, worker.id, kind)
+    if open_batch is not None:
+        config = load_study_config(session)
+        if batches.expire_if_due(session, open_batch, config, strategy):
+            open_batch = None
+        elif request.session.get("worker_id") != worker.id:
+            check_resume(entry, open_batch.entry)
+    session.commit()
+    login(request, worker, kind, entry)
+    if open_batch is not None:
+        return redirect(task_url(kind))
+    return redirect(f"/instructions/{kind}" if has_consented(request, kind) else f"/consent/{kind}")
+
+
+def _preview(kind: str, request: Request, session: Session, templates: Any) -> Response:
+    """MTurk preview: what the task looks like, read-only, with no identity and no lease."""
+    from sqlmodel import col, select
+
+    sample = session.exec(
+        select(ImagePair).where(ImagePair.status != PairStatus.retired).order_by(col(ImagePair.id))
+    ).first()
+    task = None
+    if kind == "generate" and sample is not None:
+        from webapp.routes.generate import task_context
+
+        task = task_context(request, session, sample)
+    return page(templates, request, "preview.html", kind, task=task)
+
+
+@router.get("/consent/{kind}", summary="Consent form")
+def consent_form(
+    kind: str, request: Request, worker: CurrentWorker, templates: TemplatesDep
+) -> Response:
+    strategy_for(request, kind)
+    return page(templates, request, "consent.html", kind)
+
+
+@router.post("/consent/{kind}", summary="Give or decline consent")
+def consent_submit(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    templates: TemplatesDep,
+    decision: Annotated[str, Form(max_length=16)],
+    csrf: Annotated[str, Form(max_length=128)],
+) -> Response:
+    strategy_for(request, kind)
+    check_csrf(request, csrf)
+    if decision == "agree":
+        record_consent(request, kind)
+        return redirect(f"/instructions/{kind}")
+    if decision == "decline":
+        return page(templates, request, "declined.html", kind)
+    raise PageError(400, "Please choose whether you agree to take part.")
+
+
+@router.get("/instructions/{kind}", summary="Instructions with worked examples")
+def instructions(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    templates: TemplatesDep,
+) -> Response:
+    strategy_for(request, kind)
+    if not has_consented(request, kind):
+        return redirect(f"/consent/{kind}")
+    config = load_study_config(session)
+    size, minutes, per_day = batches.limits(config, kind)
+    assert worker.id is not None
+    open_batch = batches.current_batch(session, worker.id, kind)
+    return page(
+        templates, request, "instructions.html", kind,
+        size=size, minutes=minutes, per_day=per_day, open_batch=open_batch,
+    )
+
+
+@router.post("/begin/{kind}", summary="Open (or resume) a batch and go to the task")
+def begin(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    csrf: Annotated[str, Form(max_length=128)],
+) -> Response:
+    strategy = strategy_for(request, kind)
+    check_csrf(request, csrf)
+    _check_roles(worker, kind)
+    if not has_consented(request, kind):
+        return redirect(f"/consent/{kind}")
+    config = load_study_config(session)
+    try:
+        batches.open_or_resume(session, worker, kind, config, strategy, entry_for(request, kind))
+    except batches.BatchError as exc:
+        session.rollback()
+        raise PageError(409, exc.message) from exc
+    session.commit()
+    return redirect(task_url(kind))
+
+
+@router.get("/done/{kind}", summary="Completion page with the completion code")
+def done(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    settings: SettingsDep,
+    templates: TemplatesDep,
+) -> Response:
+    strategy = strategy_for(request, kind)
+    assert worker.id is not None
+    batch = batches.latest_batch(session, worker.id, kind)
+    if batch is None:
+        return redirect(f"/instructions/{kind}")
+    if batch.status == BatchStatus.open:
+        if not batches.expire_if_due(session, batch, load_study_config(session), strategy):
+            return redirect(task_url(kind))
+        session.commit()
+    from webapp.leases import count_done
+
+    entry = batch.entry or {}
+    ctx: dict[str, Any] = {"batch": batch, "done_count": count_done(session, batch)}
+    if batch.completion_code:
+        ctx["prolific_url"] = (
+            settings.prolific_completion_url.format(code=batch.completion_code)
+            if entry.get("source") == "prolific"
+            else None
+        )
+        if entry.get("source") == "mturk" and entry.get("turk_submit_to"):
+            ctx["mturk_action"] = entry["turk_submit_to"] + "/mturk/externalSubmit"
+            ctx["mturk_assignment"] = entry.get("assignment_id", "")
+    return page(templates, request, "done.html", kind, **ctx)
+
+
+@router.get("/screenout", summary="Screen-out page")
+def screenout(request: Request, templates: TemplatesDep) -> Response:
+    ctx = screenout_context(request)
+    return page(templates, request, "screenout.html", "", message=None, **ctx)

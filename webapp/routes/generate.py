@@ -1,0 +1,338 @@
+"""The generation task: HTML page + form, the same as JSON, and the marked images."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+from pydantic import BaseModel
+from sqlmodel import Session
+
+from core.captions import render_caption
+from core.models import Annotation, Assignment, Batch, Image, ImagePair, Instance, Worker
+from core.relations import relations_by_category
+from core.study import StudyConfig, load_study_config
+from webapp import batches, images
+from webapp.deps import SessionDep, SettingsDep, TemplatesDep
+from webapp.errors import PageError
+from webapp.generation import (
+    SKIP_REASONS,
+    GenerationForm,
+    GenerationSubmission,
+    SubmissionError,
+    allowed_relations,
+    submit,
+)
+from webapp.identity import CurrentWorker, check_csrf, csrf_token
+from webapp.leases import LeaseStrategy, count_done, take_next
+from webapp.routes.entry import redirect, strategy_for
+
+router = APIRouter(tags=["generate"])
+KIND = "generate"
+
+
+# --- shared by the page and the API --------------------------------------------------------
+
+
+def advance(
+    session: Session, worker: Worker, config: StudyConfig, strategy: LeaseStrategy
+) -> tuple[Batch | None, Assignment | None]:
+    """Bring the worker's batch up to date and return (batch, lease); commits.
+
+    (None, None) means there is no open batch (never opened, or it just ended).
+    """
+    assert worker.id is not None
+    batch = batches.current_batch(session, worker.id, KIND)
+    if batch is None:
+        return None, None
+    if batches.expire_if_due(session, batch, config, strategy):
+        session.commit()
+        return None, None
+    done = count_done(session, batch)
+    if done >= batch.size:
+        batches.complete(session, batch, config, strategy)
+        session.commit()
+        return None, None
+    lease = take_next(session, batch, strategy, config.lease_minutes)
+    if lease is None:
+        if done > 0:
+            batches.complete(session, batch, config, strategy)
+        else:
+            batches.give_up(session, batch, strategy)
+        session.commit()
+        return None, None
+    session.commit()
+    return batch, lease
+
+
+def _where_next(session: Session, worker: Worker) -> str:
+    assert worker.id is not None
+    last = batches.latest_batch(session, worker.id, KIND)
+    return f"/done/{KIND}" if last is not None else f"/instructions/{KIND}"
+
+
+def _instances(session: Session, pair: ImagePair) -> dict[str, Instance]:
+    out = {}
+    for key in ("image1_a_id", "image1_b_id", "image2_a_id", "image2_b_id"):
+        inst = session.get(Instance, getattr(pair, key))
+        assert inst is not None
+        out[key] = inst
+    return out
+
+
+def task_context(request: Request, session: Session, pair: ImagePair) -> dict[str, Any]:
+    """Everything the task template needs to show one pair."""
+    settings = request.app.state.settings
+    config = load_study_config(session)
+    insts = _instances(session, pair)
+    shown = []
+    for slot in (1, 2):
+        image = session.get(Image, getattr(pair, f"image{slot}_id"))
+        assert image is not None
+        a, b = insts[f"image{slot}_a_id"], insts[f"image{slot}_b_id"]
+        shown.append(
+            {
+                "slot": slot,
+                "image": image,
+                "local": settings.image_root is not None,
+                "src": f"/images/pair/{pair.id}/{slot}.jpg"
+                if settings.image_root is not None
+                else image.coco_url,
+                "shapes_a": images.svg_shapes(a),
+                "shapes_b": images.svg_shapes(b),
+            }
+        )
+    allowed = set(allowed_relations(config))
+    groups = {
+        cat: [r for r in rels if r in allowed]
+        for cat, rels in relations_by_category(only_enabled=False).items()
+    }
+    groups = {cat: rels for cat, rels in groups.items() if rels}
+    # The exact captions core.captions renders, so the live preview cannot drift from storage.
+    captions = {
+        rel: {
+            "a": render_caption(pair.concept_a, rel, pair.concept_b),
+            "b": render_caption(pair.concept_b, rel, pair.concept_a),
+        }
+        for rel in sorted(allowed)
+    }
+    return {
+        "pair": pair,
+        "shown": shown,
+        "groups": groups,
+        "captions": captions,
+        "skip_reasons": SKIP_REASONS,
+    }
+
+
+# --- the HTML task -----------------------------------------------------------------------
+
+
+@router.get("/generate", summary="The caption-writing task page")
+def task_page(
+    request: Request, worker: CurrentWorker, session: SessionDep, templates: TemplatesDep
+) -> Response:
+    strategy = strategy_for(request, KIND)
+    config = load_study_config(session)
+    batch, lease = advance(session, worker, config, strategy)
+    if batch is None or lease is None:
+        return redirect(_where_next(session, worker))
+    pair = session.get(ImagePair, lease.pair_id)
+    assert pair is not None
+    ctx = task_context(request, session, pair)
+    ctx.update(
+        kind=KIND,
+        batch=batch,
+        lease=lease,
+        done_count=count_done(session, batch),
+        seconds_left=batches.seconds_left(batch),
+        client_token=secrets.token_urlsafe(16),
+        csrf=csrf_token(request),
+        preview=False,
+        notice=request.query_params.get("notice"),
+    )
+    return templates.TemplateResponse(request, "generate.html", ctx)
+
+
+@router.post("/generate", summary="Submit one caption (HTML form)")
+def task_submit(
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    form: Annotated[GenerationForm, Form()],
+) -> Response:
+    check_csrf(request, form.csrf)
+    assert worker.id is not None
+    config = load_study_config(session)
+    try:
+        answer = GenerationSubmission(**form.model_dump(exclude={"csrf"}))
+        submit(session, worker.id, answer, config)
+    except SubmissionError as exc:
+        if exc.status == 409:
+            # The lease ran out: nothing to fix in the form, so carry on with the next pair.
+            return redirect(f"/{KIND}?notice=expired")
+        raise PageError(exc.status, exc.message) from exc
+    return redirect(f"/{KIND}")
+
+
+# --- the JSON API -----------------------------------------------------------------------
+
+
+class TaskImage(BaseModel):
+    slot: int
+    image_id: int
+    coco_id: int
+    src: str | None
+    width: int
+    height: int
+
+
+class TaskPublic(BaseModel):
+    assignment_id: int
+    pair_id: int
+    concept_a: str
+    concept_b: str
+    images: list[TaskImage]
+    relations: list[str]
+    batch_size: int
+    done: int
+    seconds_left: int
+    lease_expires_at: str
+
+
+class AnnotationResult(BaseModel):
+    annotation_id: int
+    created: bool
+    relation: str | None
+    subj: str | None
+    obj: str | None
+    true_image_id: int | None
+    skip_reason: str | None
+    captions: list[str]
+
+
+@router.get(
+    "/api/generate/task",
+    response_model=TaskPublic,
+    responses={401: {}, 403: {}, 409: {"description": "no open batch or nothing left"}},
+)
+def api_task(request: Request, worker: CurrentWorker, session: SessionDep) -> TaskPublic:
+    """The worker's current pair (leasing the next one if needed)."""
+    strategy = strategy_for(request, KIND)
+    config = load_study_config(session)
+    batch, lease = advance(session, worker, config, strategy)
+    if batch is None or lease is None:
+        raise PageError(409, "There is no open batch with work left; see /done/generate.")
+    pair = session.get(ImagePair, lease.pair_id)
+    assert pair is not None and pair.id is not None and lease.id is not None
+    settings = request.app.state.settings
+    shown = []
+    for slot in (1, 2):
+        image = session.get(Image, getattr(pair, f"image{slot}_id"))
+        assert image is not None and image.id is not None
+        src = f"/images/pair/{pair.id}/{slot}.jpg" if settings.image_root else image.coco_url
+        shown.append(
+            TaskImage(
+                slot=slot, image_id=image.id, coco_id=image.coco_id, src=src,
+                width=image.width, height=image.height,
+            )
+        )
+    return TaskPublic(
+        assignment_id=lease.id,
+        pair_id=pair.id,
+        concept_a=pair.concept_a,
+        concept_b=pair.concept_b,
+        images=shown,
+        relations=allowed_relations(config),
+        batch_size=batch.size,
+        done=count_done(session, batch),
+        seconds_left=batches.seconds_left(batch),
+        lease_expires_at=lease.lease_expires_at.isoformat(),
+    )
+
+
+@router.post(
+    "/api/generate/annotations",
+    response_model=AnnotationResult,
+    status_code=201,
+    responses={200: {"description": "a repeat of an earlier submission"}, 401: {}, 403: {},
+               409: {}, 422: {}},
+)
+def api_submit(
+    body: GenerationSubmission, worker: CurrentWorker, session: SessionDep
+) -> Response:
+    """Submit one answer. JSON only, so a cross-site form cannot post it (no CSRF token)."""
+    assert worker.id is not None
+    try:
+        annotation, created = submit(session, worker.id, body, load_study_config(session))
+    except SubmissionError as exc:
+        raise PageError(exc.status, exc.message) from exc
+    result = _result(session, annotation, created)
+    return JSONResponse(result.model_dump(), status_code=201 if created else 200)
+
+
+def _result(session: Session, annotation: Annotation, created: bool) -> AnnotationResult:
+    from sqlmodel import col, select
+
+    from core.models import Example
+
+    captions = session.exec(
+        select(Example.caption).where(Example.annotation_id == annotation.id).order_by(
+            col(Example.id)
+        )
+    ).all()
+    assert annotation.id is not None
+    return AnnotationResult(
+        annotation_id=annotation.id,
+        created=created,
+        relation=annotation.relation,
+        subj=annotation.subj,
+        obj=annotation.obj,
+        true_image_id=annotation.true_image_id,
+        skip_reason=annotation.skip_reason,
+        captions=list(captions),
+    )
+
+
+class RelationPublic(BaseModel):
+    name: str
+    category: str
+    copula: bool
+
+
+@router.get("/api/relations", response_model=list[RelationPublic])
+def api_relations(session: SessionDep) -> list[RelationPublic]:
+    """The relations offered in this study, grouped by their Table 1 category order."""
+    allowed = set(allowed_relations(load_study_config(session)))
+    out: list[RelationPublic] = []
+    seen: set[str] = set()
+    from core.relations import get_relation
+
+    for cat, rels in relations_by_category(only_enabled=False).items():
+        for rel in rels:
+            if rel in allowed and rel not in seen:
+                seen.add(rel)
+                out.append(RelationPublic(name=rel, category=cat, copula=get_relation(rel).copula))
+    return out
+
+
+# --- images -----------------------------------------------------------------------------
+
+
+@router.get("/images/pair/{pair_id}/{slot}.jpg", summary="A pair's image with A and B marked")
+def pair_image(pair_id: int, slot: int, session: SessionDep, settings: SettingsDep) -> Response:
+    if slot not in (1, 2) or not (0 < pair_id < 2**31):
+        raise PageError(404, "No such image.")
+    pair = session.get(ImagePair, pair_id)
+    if pair is None or settings.image_root is None:
+        raise PageError(404, "No such image.")
+    image = session.get(Image, getattr(pair, f"image{slot}_id"))
+    a = session.get(Instance, getattr(pair, f"image{slot}_a_id"))
+    b = session.get(Instance, getattr(pair, f"image{slot}_b_id"))
+    assert image is not None and a is not None and b is not None
+    path = images.render_marked(settings.image_root, settings.image_cache_dir, image, a, b)
+    if path is None:
+        raise PageError(404, "The image file is missing on the server.")
+    return FileResponse(path, media_type="image/jpeg", headers={"Cache-Control": "max-age=86400"})

@@ -1,0 +1,136 @@
+// The caption task: live caption preview, type-to-filter, keyboard shortcuts, countdown.
+// Plain JS, no dependencies (the study machines have no internet and no CDN).
+(function () {
+  "use strict";
+  const form = document.getElementById("task-form");
+  if (!form) return;
+  const started = Date.now();
+  const captions = JSON.parse(document.getElementById("captions-data").textContent);
+  const preview = document.getElementById("caption-preview");
+  const truth = document.getElementById("truth-preview");
+  const hint = document.getElementById("form-hint");
+  const filter = document.getElementById("filter");
+  const count = document.getElementById("filter-count");
+  const chips = Array.from(document.querySelectorAll('input[name="relation"]'));
+  const photos = Array.from(document.querySelectorAll(".photo"));
+
+  function checked(name) {
+    const el = document.querySelector('input[name="' + name + '"]:checked');
+    return el ? el.value : null;
+  }
+
+  // The captions table comes from core.captions.render_caption on the server, so what the
+  // annotator reads here is exactly what is stored.
+  function update() {
+    const rel = checked("relation"), ent1 = checked("ent1") || "a", img = checked("true_image");
+    if (rel && captions[rel]) {
+      preview.textContent = captions[rel][ent1];
+      preview.classList.add("ready");
+    } else {
+      const names = document.querySelectorAll(".ent1 .toggle span");
+      const first = names[ent1 === "a" ? 0 : 1].textContent.trim();
+      const second = names[ent1 === "a" ? 1 : 0].textContent.trim();
+      preview.textContent = "The " + first + " (is) ___ the " + second + ".";
+      preview.classList.remove("ready");
+    }
+    truth.textContent = img ? "True for image " + img + ", false for image " + (img === "1" ? 2 : 1) + "." : "";
+    photos.forEach(function (p) {
+      const on = p.dataset.slot === img;
+      p.classList.toggle("chosen-true", on);
+      p.classList.toggle("chosen-false", !!img && !on);
+      p.querySelector(".photo-verdict").textContent = img ? (on ? "TRUE" : "FALSE") : "";
+    });
+    const missing = [];
+    if (!rel) missing.push("a relation");
+    if (!img) missing.push("the image it is true for");
+    hint.textContent = missing.length ? "Still to choose: " + missing.join(" and ") + "." : "Ready: press Enter to submit.";
+    hint.classList.toggle("ok", !missing.length);
+  }
+
+  function applyFilter() {
+    const q = filter.value.trim().toLowerCase();
+    let shown = 0;
+    chips.forEach(function (input) {
+      const ok = !q || input.value.indexOf(q) !== -1;
+      input.closest(".chip").hidden = !ok;
+      if (ok) shown++;
+    });
+    document.querySelectorAll(".group").forEach(function (g) {
+      g.hidden = !g.querySelector(".chip:not([hidden])");
+    });
+    count.textContent = q ? shown + " match" + (shown === 1 ? "" : "es") : "";
+  }
+
+  function visibleChips() { return chips.filter(function (c) { return !c.closest(".chip").hidden; }); }
+
+  function pick(input) { input.checked = true; input.focus(); update(); }
+
+  function swap() {
+    const other = document.querySelector('input[name="ent1"]:not(:checked)');
+    if (other) { other.checked = true; update(); }
+  }
+
+  function typing(el) {
+    return el && (el.tagName === "TEXTAREA" || (el.tagName === "INPUT" && (el.type === "search" || el.type === "text")));
+  }
+
+  form.addEventListener("change", update);
+  document.addEventListener("change", update);
+  document.getElementById("swap").addEventListener("click", swap);
+  filter.addEventListener("input", applyFilter);
+  filter.addEventListener("keydown", function (e) {
+    const vis = visibleChips();
+    if ((e.key === "Enter" || e.key === "ArrowDown") && vis.length) {
+      e.preventDefault();
+      pick(vis[0]);
+    } else if (e.key === "Escape") {
+      filter.value = ""; applyFilter();
+    }
+  });
+
+  document.addEventListener("keydown", function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    const el = document.activeElement;
+    if (typing(el)) return;
+    if (e.key === "/") { e.preventDefault(); filter.focus(); filter.select(); }
+    else if (e.key === "1" || e.key === "2") { e.preventDefault(); document.getElementById("true" + e.key).checked = true; update(); }
+    else if (e.key === "s" || e.key === "S") { e.preventDefault(); swap(); }
+    else if (e.key === "Enter" && !(el && el.closest && el.closest("#skip-box"))) {
+      if (el && (el.tagName === "BUTTON" || el.tagName === "A" || el.tagName === "SUMMARY")) return;
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  // One click, one submission: the button is disabled while the request is in flight (the
+  // server is idempotent anyway, via client_token).
+  document.querySelectorAll("form").forEach(function (f) {
+    f.addEventListener("submit", function (e) {
+      if (f.dataset.sent) { e.preventDefault(); return; }
+      const d = f.querySelector('input[name="duration_ms"]');
+      if (d) d.value = String(Date.now() - started);
+      f.dataset.sent = "1";
+      f.querySelectorAll("button[type=submit], button:not([type])").forEach(function (b) { b.disabled = true; });
+    });
+  });
+  form.addEventListener("invalid", function () {
+    update();
+    hint.classList.add("error");
+  }, true);
+
+  // Countdown of the batch's time; at zero the server closes the batch and shows the code.
+  const clock = document.getElementById("countdown");
+  if (clock) {
+    const end = Date.now() + 1000 * parseInt(clock.dataset.seconds || "0", 10);
+    const tick = function () {
+      const left = Math.max(0, Math.round((end - Date.now()) / 1000));
+      const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
+      clock.textContent = (h ? h + ":" + String(m).padStart(2, "0") : String(m)) + ":" + String(s).padStart(2, "0");
+      clock.classList.toggle("low", left < 300);
+      if (left === 0) { window.location.href = "/generate"; return; }
+      setTimeout(tick, 1000);
+    };
+    tick();
+  }
+  update();
+})();
