@@ -48,7 +48,7 @@ def lock_rows(stmt: Any, session: Session) -> Any:
     """Add FOR UPDATE SKIP LOCKED on PostgreSQL; SQLite is serialised by BEGIN IMMEDIATE."""
     bind = session.get_bind()
     if bind.dialect.name == "postgresql":
-        return stmt
+        return stmt.with_for_update(skip_locked=True)
     return stmt
 
 
