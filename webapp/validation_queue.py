@@ -1,0 +1,541 @@
+"""The validation queue: which Example a validator judges next, and recording the vote.
+
+It plugs into the shared lease machinery (``webapp.leases``) as :class:`ExampleStrategy`;
+batches, leases, expiry and completion codes are the same as for generation.
+
+Rules (issue 5): only human and adversarial Examples are served; never to their author, never
+twice to one validator; each gets ``votes_per_example`` votes (or its own ``target_votes``),
+and more, up to ``max_votes_per_example``, while ``core.agreement.is_decided`` says the votes
+so far leave the keep decision open. Gold Examples are mixed in at ``gold_rate``.
+
+Concurrency: the vote and lease counts live on the Example row (``queue_*`` columns), so the
+row lock taken by ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL) covers the whole check:
+PostgreSQL re-checks a locked row's own columns against the WHERE clause when another
+transaction changed it meanwhile, which it would not do for a count in a subquery. SQLite's
+``BEGIN IMMEDIATE`` serialises writers outright. Every transaction locks an Assignment
+before an Example (and several Examples in id order) so two never wait on each other.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, case, exists, false, func, or_, true, update
+from sqlalchemy import select as sa_select
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from core.agreement import is_decided
+from core.models import (
+    Assignment,
+    Batch,
+    BatchKind,
+    Example,
+    ExampleOrigin,
+    LeaseStatus,
+    Vote,
+    Worker,
+)
+from core.study import StudyConfig, load_study_config
+from core.types import utcnow
+from webapp import batches, leases
+from webapp.gold import check_gold_accuracy
+
+VOTABLE_ORIGINS = (ExampleOrigin.human.value, ExampleOrigin.adversarial.value)
+REFERENCE_FRAMES = ("intrinsic", "relative", "both")
+
+
+class VoteError(Exception):
+    """A vote that cannot be recorded; ``status`` is the HTTP status the worker gets."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# --- the serving rule, as SQL over the Example row -----------------------------------------
+
+
+def _target(config: StudyConfig) -> Any:
+    return func.coalesce(col(Example.target_votes), config.votes_per_example)
+
+
+def _maximum(config: StudyConfig) -> Any:
+    # An Example's own target may exceed the study maximum: then the target is its maximum.
+    target = _target(config)
+    return case((target > config.max_votes_per_example, target), else_=config.max_votes_per_example)
+
+
+def has_room(config: StudyConfig) -> Any:
+    """SQL: the Example may take one more lease (votes + active leases below its limit).
+
+    Below the target any Example may; beyond it only once the target's votes are in and still
+    leave the keep decision open (so pending leases are never doubled up on a guess).
+    """
+    used = col(Example.queue_votes) + col(Example.queue_leases)
+    target = _target(config)
+    return or_(
+        used < target,
+        and_(
+            col(Example.queue_votes) >= target,
+            col(Example.queue_settled) == false(),
+            used < _maximum(config),
+        ),
+    )
+
+
+def decision_state(
+    n_agree: int, n_votes: int, target: int, config: StudyConfig
+) -> tuple[bool, bool]:
+    """(settled, open): settled = the votes fix the keep decision whatever the minimum count;
+    open = the Example still wants votes (not decided under the study's rule)."""
+    maximum = max(target, config.max_votes_per_example)
+    kwargs: dict[str, Any] = {
+        "max_votes": maximum,
+        "threshold": config.keep_threshold,
+        "method": config.decide_method,
+        "confidence": config.decide_confidence,
+    }
+    settled = is_decided(n_agree, n_votes, min_votes=0, **kwargs)
+    decided = is_decided(n_agree, n_votes, min_votes=target, **kwargs)
+    return settled, not decided
+
+
+# --- the lease strategy ---------------------------------------------------------------------
+
+
+@dataclass
+class ExampleStrategy:
+    """Validation: open Examples oldest first, with gold Examples mixed in at ``gold_rate``.
+
+    ``config`` pins the study settings (tests, the benchmark); None reads them per request.
+    """
+
+    kind: str = BatchKind.validate
+    item_field: str = "example_id"
+    config: StudyConfig | None = None
+    rng: random.Random = field(default_factory=random.Random)
+
+    def study(self, session: Session) -> StudyConfig:
+        return self.config or load_study_config(session)
+
+    def candidates(self, session: Session, batch: Batch, limit: int) -> Sequence[int]:
+        config = self.study(session)
+        worker_id = batch.worker_id
+        if config.gold_rate > 0 and self.rng.random() < config.gold_rate:
+            gold = gold_candidates(session, worker_id, limit)
+            if gold:
+                return gold
+        return regular_candidates(session, worker_id, config, limit)
+
+    def on_leased(self, session: Session, item_id: int) -> None:
+        session.execute(
+            update(Example)
+            .where(col(Example.id) == item_id, col(Example.is_gold) == false())
+            .values(queue_leases=col(Example.queue_leases) + 1)
+        )
+
+    def on_returned(self, session: Session, item_id: int) -> None:
+        session.execute(
+            update(Example)
+            .where(
+                col(Example.id) == item_id,
+                col(Example.is_gold) == false(),
+                col(Example.queue_leases) > 0,
+            )
+            .values(queue_leases=col(Example.queue_leases) - 1)
+        )
+
+
+def _not_seen_by(worker_id: int) -> list[Any]:
+    """Conditions: not the worker's own Example, never leased or voted by them before."""
+    return [
+        or_(col(Example.author_id).is_(None), col(Example.author_id) != worker_id),
+        ~exists().where(
+            col(Assignment.example_id) == col(Example.id), col(Assignment.worker_id) == worker_id
+        ),
+        ~exists().where(col(Vote.example_id) == col(Example.id), col(Vote.worker_id) == worker_id),
+    ]
+
+
+def regular_candidates(
+    session: Session, worker_id: int, config: StudyConfig, limit: int
+) -> list[int]:
+    stmt = (
+        select(Example.id)
+        .where(
+            col(Example.queue_open) == true(),
+            col(Example.is_gold) == false(),
+            col(Example.origin).in_(VOTABLE_ORIGINS),
+            has_room(config),
+            *_not_seen_by(worker_id),
+        )
+        .order_by(col(Example.id))
+        .limit(limit)
+    )
+    return [i for i in session.exec(leases.lock_rows(stmt, session)) if i is not None]
+
+
+def gold_candidates(session: Session, worker_id: int, limit: int) -> list[int]:
+    # Gold rows are shared by every validator and their counters are not touched, so they
+    # are read without a lock; random order so validators do not all meet the same one first.
+    stmt = (
+        select(Example.id)
+        .where(
+            col(Example.is_gold) == true(),
+            col(Example.gold_label).is_not(None),
+            *_not_seen_by(worker_id),
+        )
+        .order_by(func.random())
+        .limit(limit)
+    )
+    return [i for i in session.exec(stmt) if i is not None]
+
+
+# --- expiry, release -----------------------------------------------------------------------
+
+
+def expire_stale(session: Session, strategy: ExampleStrategy, now: datetime | None = None) -> int:
+    """Expire validation leases whose time ran out, in Example id order (see module doc).
+
+    ``leases.take_next`` also expires stale leases, in no particular order; running this
+    first in the same transaction leaves it nothing to do, so Example rows are always locked
+    in ascending order and two sweeps never deadlock.
+    """
+    now = now or utcnow()
+    stmt = (
+        select(Assignment)
+        .where(
+            Assignment.kind == strategy.kind,
+            Assignment.status == LeaseStatus.active,
+            col(Assignment.lease_expires_at) < now,
+        )
+        .order_by(col(Assignment.example_id), col(Assignment.id))
+    )
+    stale = session.exec(leases.lock_rows(stmt, session)).all()
+    for lease in stale:
+        lease.status = LeaseStatus.expired
+        lease.finished_at = now
+        session.add(lease)
+        if lease.example_id is not None:
+            strategy.on_returned(session, lease.example_id)
+    return len(stale)
+
+
+# --- serving and voting --------------------------------------------------------------------
+
+
+@dataclass
+class NextItem:
+    batch: Batch
+    lease: Assignment | None  # None: nothing left for this worker (batch finished)
+    done: int
+
+
+def begin_batch(
+    session: Session,
+    worker: Worker,
+    strategy: ExampleStrategy,
+    entry: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Batch:
+    """Open (or resume) the worker's validation batch. Commits.
+
+    Raises ``batches.BatchError`` when the daily limit is used up.
+    """
+    try:
+        batch = batches.open_or_resume(
+            session, worker, strategy.kind, strategy.study(session), strategy, entry, now=now
+        )
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return batch
+
+
+def next_item(
+    session: Session, worker: Worker, strategy: ExampleStrategy, now: datetime | None = None
+) -> NextItem | None:
+    """The worker's current or next validation item in their open batch. Commits.
+
+    None when the worker has no open batch (send them to the instructions or the done page).
+    A batch that ends here (size reached, time up, pool dry) comes back with no lease and
+    its completion code set, or status ``returned`` when nothing was done.
+    """
+    now = now or utcnow()
+    assert worker.id is not None
+    config = strategy.study(session)
+    try:
+        batch = batches.current_batch(session, worker.id, strategy.kind)
+        if batch is None:
+            session.rollback()
+            return None
+        if batches.expire_if_due(session, batch, config, strategy, now):
+            session.commit()
+            return NextItem(batch, None, leases.count_done(session, batch))
+        done = leases.count_done(session, batch)
+        lease = None
+        if done < batch.size:
+            expire_stale(session, strategy, now)
+            lease = leases.take_next(session, batch, strategy, config.lease_minutes, now=now)
+        if lease is None:
+            if done > 0:
+                batches.complete(session, batch, config, strategy, now)
+            else:
+                batches.give_up(session, batch, strategy)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return NextItem(batch=batch, lease=lease, done=done)
+
+
+def current_batch_progress(session: Session, batch: Batch) -> int:
+    return leases.count_done(session, batch)
+
+
+@dataclass
+class VoteOutcome:
+    vote: Vote
+    created: bool  # False: the same assignment was submitted before (idempotent replay)
+    batch: Batch
+    done: int
+    flagged: bool = False
+
+
+def record_vote(
+    session: Session,
+    worker: Worker,
+    assignment_id: int,
+    value: bool,
+    strategy: ExampleStrategy,
+    reference_frame: str | None = None,
+    duration_ms: int | None = None,
+    now: datetime | None = None,
+) -> VoteOutcome:
+    """Record a validator's vote for the item leased to them. Commits, or changes nothing.
+
+    Resubmitting the same assignment returns the stored vote (idempotent). A vote that
+    arrives after its lease ran out is still taken if the Example has room for it.
+    Raises :class:`VoteError` (404 not this worker's item, 409 no longer acceptable).
+    """
+    if reference_frame is not None and reference_frame not in REFERENCE_FRAMES:
+        raise VoteError(422, "The reference frame must be intrinsic, relative or both.")
+    if duration_ms is not None and not 0 <= duration_ms <= 24 * 3600 * 1000:
+        duration_ms = None  # a client clock glitch is not worth refusing a vote for
+    now = now or utcnow()
+    config = strategy.study(session)
+    try:
+        outcome = _record_vote(
+            session, worker, assignment_id, value, strategy, config, reference_frame,
+            duration_ms, now,
+        )
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return outcome
+
+
+def _record_vote(
+    session: Session,
+    worker: Worker,
+    assignment_id: int,
+    value: bool,
+    strategy: ExampleStrategy,
+    config: StudyConfig,
+    reference_frame: str | None,
+    duration_ms: int | None,
+    now: datetime,
+) -> VoteOutcome:
+    lease = session.exec(
+        leases.lock_row_wait(select(Assignment).where(Assignment.id == assignment_id), session)
+    ).first()
+    if (
+        lease is None
+        or lease.worker_id != worker.id
+        or lease.kind != strategy.kind
+        or lease.example_id is None
+    ):
+        raise VoteError(404, "This item is not one of yours. Please reload the page.")
+    batch = session.get(Batch, lease.batch_id)
+    assert batch is not None
+    existing = session.exec(select(Vote).where(Vote.assignment_id == lease.id)).first()
+    if existing is not None:
+        return VoteOutcome(existing, False, batch, leases.count_done(session, batch))
+    example_id = lease.example_id
+    held = lease.status == LeaseStatus.active
+    if not held:
+        if lease.status not in (LeaseStatus.expired, LeaseStatus.released):
+            raise VoteError(409, "This item was already answered. Please reload the page.")
+        late_ok = session.exec(
+            leases.lock_row_wait(
+                select(Example.id).where(
+                    col(Example.id) == example_id,
+                    or_(
+                        col(Example.is_gold) == true(),
+                        and_(col(Example.queue_open) == true(), has_room(config)),
+                    ),
+                ),
+                session,
+            )
+        ).first()
+        if late_ok is None:
+            raise VoteError(
+                409, "The time for this item ran out and it went to someone else. "
+                "Please reload the page for the next one."
+            )
+    try:
+        with session.begin_nested():
+            vote, is_gold = _count_and_insert(
+                session, worker, lease, example_id, value, held, config, reference_frame,
+                duration_ms, now,
+            )
+    except IntegrityError as exc:
+        raise VoteError(409, "You have already judged this caption.") from exc
+    leases.finish(session, lease, now)
+    session.flush()
+    done = leases.count_done(session, batch)
+    flagged = False
+    if is_gold:
+        assert worker.id is not None
+        flagged = check_gold_accuracy(session, worker, config, strategies={strategy.kind: strategy})
+    if batch.status == "open" and done >= batch.size:
+        batches.complete(session, batch, config, strategy, now)
+    return VoteOutcome(vote, True, batch, done, flagged)
+
+
+def _count_and_insert(
+    session: Session,
+    worker: Worker,
+    lease: Assignment,
+    example_id: int,
+    value: bool,
+    held: bool,
+    config: StudyConfig,
+    reference_frame: str | None,
+    duration_ms: int | None,
+    now: datetime,
+) -> tuple[Vote, bool]:
+    # Counters first: the UPDATE locks the Example row, so votes of one Example get their
+    # ids in the order they were counted.
+    agrees = case((col(Example.label) == value, 1), else_=0)
+    release = case((col(Example.is_gold) == true(), 0), else_=1) if held else 0
+    row = session.execute(
+        update(Example)
+        .where(col(Example.id) == example_id)
+        .values(
+            queue_votes=col(Example.queue_votes) + 1,
+            queue_agree=col(Example.queue_agree) + agrees,
+            queue_leases=col(Example.queue_leases) - release,
+        )
+        .returning(
+            col(Example.queue_votes),
+            col(Example.queue_agree),
+            col(Example.target_votes),
+            col(Example.is_gold),
+            col(Example.queue_settled),
+            col(Example.queue_open),
+        )
+    ).one()
+    n_votes, n_agree, target_votes, is_gold, was_settled, was_open = row
+    target = target_votes or config.votes_per_example
+    settled, still_open = decision_state(n_agree, n_votes, target, config)
+    if (settled, still_open) != (was_settled, was_open):
+        session.execute(
+            update(Example)
+            .where(col(Example.id) == example_id)
+            .values(queue_settled=settled, queue_open=still_open)
+        )
+    vote = Vote(
+        example_id=example_id,
+        worker_id=worker.id,  # type: ignore[arg-type]
+        value=value,
+        reference_frame=reference_frame,
+        duration_ms=duration_ms,
+        assignment_id=lease.id,
+        created_at=now,
+    )
+    session.add(vote)
+    session.flush()
+    return vote, bool(is_gold)
+
+
+# --- upkeep -----------------------------------------------------------------------------------
+
+
+def refresh_queue(session: Session, config: StudyConfig) -> int:
+    """Recompute every Example's settled/open state under the current study settings (after
+    an admin changes votes, maximum, threshold or method). Returns how many changed. Commits."""
+    rows = session.execute(
+        sa_select(
+            col(Example.id), col(Example.queue_agree), col(Example.queue_votes),
+            col(Example.target_votes), col(Example.queue_settled), col(Example.queue_open),
+        ).where(col(Example.origin).in_(VOTABLE_ORIGINS))
+    ).all()
+    changed = 0
+    for ex_id, agree, votes, target_votes, was_settled, was_open in rows:
+        state = decision_state(agree, votes, target_votes or config.votes_per_example, config)
+        if state != (was_settled, was_open):
+            session.execute(
+                update(Example)
+                .where(col(Example.id) == ex_id)
+                .values(queue_settled=state[0], queue_open=state[1])
+            )
+            changed += 1
+    session.commit()
+    return changed
+
+
+@dataclass(frozen=True)
+class QueueMismatch:
+    example_id: int
+    field: str
+    stored: int
+    actual: int
+
+
+def audit_counters(session: Session) -> list[QueueMismatch]:
+    """Compare the denormalised queue counters with the Vote and Assignment tables (tests,
+    the load benchmark, and an admin's sanity check)."""
+    votes = dict(
+        session.exec(select(Vote.example_id, func.count()).group_by(col(Vote.example_id))).all()
+    )
+    agree = dict(
+        session.exec(
+            select(Vote.example_id, func.count())
+            .join(Example, col(Example.id) == col(Vote.example_id))
+            .where(col(Vote.value) == col(Example.label))
+            .group_by(col(Vote.example_id))
+        ).all()
+    )
+    active = dict(
+        session.exec(
+            select(Assignment.example_id, func.count())
+            .join(Example, col(Example.id) == col(Assignment.example_id))
+            .where(Assignment.status == LeaseStatus.active, col(Example.is_gold) == false())
+            .group_by(col(Assignment.example_id))
+        ).all()
+    )
+    out = []
+    rows = session.execute(
+        sa_select(
+            col(Example.id), col(Example.queue_votes), col(Example.queue_agree),
+            col(Example.queue_leases),
+        ).where(col(Example.origin).in_(VOTABLE_ORIGINS))
+    ).all()
+    for ex_id, q_votes, q_agree, q_leases in rows:
+        for name, stored, actual in (
+            ("votes", q_votes, votes.get(ex_id, 0)),
+            ("agree", q_agree, agree.get(ex_id, 0)),
+            ("leases", q_leases, active.get(ex_id, 0)),
+        ):
+            if stored != actual:
+                out.append(QueueMismatch(int(ex_id), name, int(stored), int(actual)))
+    return out
