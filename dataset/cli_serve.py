@@ -70,6 +70,61 @@ def _check_database(url: str) -> None:
 
 
 @admin_app.command("create")
-def admin_create() -> None:
-    """Create an admin account (not built yet)."""
-    raise CliError("`vsr admin create` is not built yet")
+def admin_create(
+    username: Annotated[str, typer.Option(help="Login name (letters, digits, . _ -)")],
+    password: Annotated[
+        str | None,
+        typer.Option(
+            envvar="VSR_ADMIN_PASSWORD",
+            help="Password (at least 8 characters); prompted for when not given "
+            "(scripts: set VSR_ADMIN_PASSWORD)",
+        ),
+    ] = None,
+    update: Annotated[
+        bool, typer.Option("--update", help="Reset the password of an existing admin")
+    ] = False,
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Create an admin account for the dashboard at /admin (password hashed with argon2)."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+    from sqlmodel import Session
+
+    from dataset.cli_common import engine_for
+    from webapp.admin.auth import AdminAccountError, create_admin
+
+    if password is None:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            user = create_admin(session, username, password, update=update)
+    except AdminAccountError as exc:
+        raise CliError(str(exc)) from None
+    except (OperationalError, ProgrammingError) as exc:
+        if "no such table" in str(exc) or "does not exist" in str(exc):
+            raise CliError("the database has no tables yet: run `vsr db upgrade` first") from None
+        raise
+    finally:
+        engine.dispose()
+    typer.echo(f"admin {user.username!r} {'updated' if update else 'created'} (id {user.id})")
+
+
+@admin_app.command("run-job", hidden=True)
+def admin_run_job(
+    job_id: Annotated[int, typer.Argument(help="Job id (the dashboard starts these itself)")],
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Run one background job queued from the dashboard (used by the web server)."""
+    from dataset.admin_jobs import run_job
+    from dataset.cli_common import engine_for
+
+    engine = engine_for(database_url)
+    try:
+        job = run_job(engine, job_id)
+    except (LookupError, RuntimeError) as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        engine.dispose()
+    typer.echo(f"job {job_id} {job.status}: {job.message}")
+    if job.status != "succeeded":
+        raise typer.Exit(1)

@@ -55,4 +55,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.include_router(health.router)
     app.include_router(entry.router)
     app.include_router(generate.router)
+    from webapp.routes import admin
+
+    app.include_router(admin.router)
     return app

@@ -1,0 +1,127 @@
+"""What admins change from the dashboard: block/unblock workers, gold marks, re-queueing.
+
+Each function does its whole change in the caller's transaction and commits once, so a
+failure leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from core.models import (
+    Assignment,
+    Batch,
+    BatchStatus,
+    Example,
+    ImagePair,
+    LeaseStatus,
+    PairStatus,
+    Vote,
+    Worker,
+)
+from core.types import utcnow
+
+
+def block_worker(
+    session: Session, worker: Worker, strategies: Mapping[str, Any], reason: str | None = None
+) -> int:
+    """Block a worker and hand their leased items back to the pool; returns leases released.
+
+    Leases go back through the site's lease strategies (``app.state.strategies``) so each kind
+    of work restores its own item state; open batches end as "returned".
+    """
+    from webapp import leases as lease_mod
+
+    worker.blocked = True
+    if reason:
+        worker.flagged = True
+        worker.flag_reason = reason[:500]
+    session.add(worker)
+    active = session.exec(
+        select(Assignment).where(
+            Assignment.worker_id == worker.id, Assignment.status == LeaseStatus.active
+        )
+    ).all()
+    for lease in active:
+        strategy = strategies.get(lease.kind)
+        if strategy is not None:
+            lease_mod.release(session, lease, strategy)
+        else:
+            # No strategy registered for this kind (should not happen): end the lease and
+            # put a leased pair back so nothing stays locked to a blocked worker.
+            lease.status = LeaseStatus.released
+            lease.finished_at = utcnow()
+            session.add(lease)
+            if lease.pair_id is not None:
+                pair = session.get(ImagePair, lease.pair_id)
+                if pair is not None and pair.status == PairStatus.leased:
+                    pair.status = PairStatus.available
+                    session.add(pair)
+    now = utcnow()
+    for batch in session.exec(
+        select(Batch).where(Batch.worker_id == worker.id, Batch.status == BatchStatus.open)
+    ):
+        batch.status = BatchStatus.returned
+        batch.finished_at = now
+        session.add(batch)
+    session.commit()
+    return len(active)
+
+
+def unblock_worker(session: Session, worker: Worker) -> None:
+    worker.blocked = False
+    session.add(worker)
+    session.commit()
+
+
+def set_flag(session: Session, worker: Worker, flagged: bool, reason: str | None) -> None:
+    worker.flagged = flagged
+    worker.flag_reason = (reason or "")[:500] or None if flagged else None
+    session.add(worker)
+    session.commit()
+
+
+def set_gold(session: Session, example: Example, gold: bool, gold_label: bool | None) -> None:
+    example.is_gold = gold
+    example.gold_label = (example.label if gold_label is None else gold_label) if gold else None
+    session.add(example)
+    session.commit()
+
+
+def vote_count(session: Session, example_id: int) -> int:
+    stmt = select(func.count()).select_from(Vote).where(Vote.example_id == example_id)
+    return int(session.exec(stmt).one())
+
+
+def requeue(session: Session, example: Example, extra_votes: int, default_target: int) -> int:
+    """Ask for ``extra_votes`` more votes on this Example; returns its new vote target.
+
+    The target is an override on the Example (``target_votes``); the validation queue serves
+    Examples below their target again.
+    """
+    assert example.id is not None
+    have = vote_count(session, example.id)
+    target = max(have, example.target_votes or default_target) + extra_votes
+    example.target_votes = target
+    # Re-open it in the validation queue's own bookkeeping on the row.
+    if hasattr(example, "queue_open"):
+        example.queue_open = True
+        example.queue_settled = False
+    session.add(example)
+    session.commit()
+    return target
+
+
+def open_batches(session: Session, worker_id: int) -> list[Batch]:
+    return list(
+        session.exec(
+            select(Batch)
+            .where(Batch.worker_id == worker_id)
+            .order_by(col(Batch.created_at).desc())
+            .limit(50)
+        )
+    )

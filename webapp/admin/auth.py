@@ -1,0 +1,161 @@
+"""Admin accounts and the admin session cookie.
+
+Passwords are hashed with argon2 (argon2-cffi). The session is a cookie signed with
+itsdangerous under its own salt, so a worker's cookie (or any other cookie signed with the
+same SECRET_KEY) can never pass as an admin session.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from fastapi import Depends, HTTPException, Request
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from sqlmodel import Session, select
+
+from core.models import AdminUser
+from core.types import utcnow
+from webapp.deps import SessionDep
+
+COOKIE_NAME = "vsr_admin"
+SESSION_MAX_AGE = 12 * 3600
+_SALT = "vsr-admin-session-v1"
+_hasher = PasswordHasher()
+
+
+class AdminAccountError(ValueError):
+    """Bad username/password when creating an account (message is shown to the user)."""
+
+
+def hash_password(password: str) -> str:
+    return _hasher.hash(password)
+
+
+def verify_password(password_hash: str, password: str) -> bool:
+    try:
+        return _hasher.verify(password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def validate_credentials(username: str, password: str) -> tuple[str, str]:
+    username = username.strip()
+    if (
+        not username
+        or len(username) > 64
+        or not username.replace("_", "").replace(".", "").replace("-", "").isalnum()
+    ):
+        raise AdminAccountError("username must be 1-64 letters, digits, '.', '_' or '-'")
+    if len(password) < 8:
+        raise AdminAccountError("password must be at least 8 characters")
+    return username, password
+
+
+def create_admin(
+    session: Session, username: str, password: str, *, update: bool = False
+) -> AdminUser:
+    """Create an admin (or reset the password of an existing one when ``update``)."""
+    username, password = validate_credentials(username, password)
+    existing = session.exec(select(AdminUser).where(AdminUser.username == username)).first()
+    if existing is not None and not update:
+        raise AdminAccountError(f"admin {username!r} already exists (use --update to reset it)")
+    user = existing or AdminUser(username=username, password_hash="")
+    user.password_hash = hash_password(password)
+    session.add(user)
+    session.commit()
+    session.refresh(user)
+    return user
+
+
+def authenticate(session: Session, username: str, password: str) -> AdminUser | None:
+    user = session.exec(select(AdminUser).where(AdminUser.username == username.strip())).first()
+    if user is None:
+        # Spend the same time as a real check so timing does not reveal valid usernames.
+        verify_password(_DUMMY_HASH, password)
+        return None
+    if not verify_password(user.password_hash, password):
+        return None
+    if _hasher.check_needs_rehash(user.password_hash):
+        user.password_hash = hash_password(password)
+    user.last_login_at = utcnow()
+    session.add(user)
+    session.commit()
+    session.refresh(user)
+    return user
+
+
+_DUMMY_HASH = _hasher.hash("not-a-real-password")
+
+
+def _serializer(secret_key: str) -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(secret_key, salt=_SALT)
+
+
+@dataclass(frozen=True)
+class AdminSession:
+    user_id: int
+    username: str
+    nonce: str  # per-login random value; the CSRF token is derived from it
+
+
+def make_session_cookie(secret_key: str, user: AdminUser) -> str:
+    assert user.id is not None
+    payload = {"uid": user.id, "u": user.username, "n": secrets.token_urlsafe(16)}
+    return _serializer(secret_key).dumps(payload)
+
+
+def read_session_cookie(secret_key: str, value: str | None) -> AdminSession | None:
+    if not value:
+        return None
+    try:
+        data: Any = _serializer(secret_key).loads(value, max_age=SESSION_MAX_AGE)
+    except BadSignature:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("uid"), int):
+        return None
+    return AdminSession(
+        user_id=data["uid"], username=str(data.get("u", "")), nonce=str(data.get("n", ""))
+    )
+
+
+class AdminLoginRequired(HTTPException):
+    """Raised for anonymous visitors and workers on any admin URL."""
+
+
+def current_admin_session(request: Request, session: SessionDep) -> AdminSession:
+    """The logged-in admin, or: GET of a page -> 303 to the login form; anything else -> 403."""
+    settings = request.app.state.settings
+    admin = read_session_cookie(settings.secret_key, request.cookies.get(COOKIE_NAME))
+    # The account must still exist: deleting an admin ends their sessions.
+    if admin is not None and session.get(AdminUser, admin.user_id) is not None:
+        request.state.admin = admin
+        return admin
+    wants_page = request.method == "GET" and "text/html" in request.headers.get("accept", "")
+    if wants_page:
+        from urllib.parse import quote
+
+        target = quote(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+        raise AdminLoginRequired(
+            status_code=303,
+            detail="Please log in",
+            headers={"Location": f"/admin/login?next={target}"},
+        )
+    raise AdminLoginRequired(status_code=403, detail="Admins only: please log in at /admin/login")
+
+
+AdminDep = Annotated[AdminSession, Depends(current_admin_session)]
+
+
+async def admin_with_csrf(request: Request, admin: AdminDep) -> AdminSession:
+    """For state-changing routes: a logged-in admin AND a valid CSRF token."""
+    from webapp.admin import csrf
+
+    await csrf.check_request(request, admin.nonce)
+    return admin
+
+
+AdminPostDep = Annotated[AdminSession, Depends(admin_with_csrf)]

@@ -1,0 +1,235 @@
+"""Background jobs started from the dashboard (sample pairs, adversarial matching, build).
+
+A job is a Job row plus a child process running ``vsr admin run-job <id>``. The child does
+the work with the collection / matching / dataset libraries (which the web app may not
+import) and writes its progress into the Job row, so a page reload -- or another server
+process -- shows it. A separate process also keeps torch and long CPU work out of the web
+server's threads. A small reaper thread marks a job failed if its process dies silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from core.models import Job
+from core.settings import Settings
+from core.types import utcnow
+
+ACTIVE = ("queued", "running")
+
+
+class SampleParams(BaseModel):
+    """Sample more COCO image pairs into the pool."""
+
+    n_pairs: int = Field(100, ge=1, le=100_000)
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    coco_files: list[str] = Field(
+        min_length=1, max_length=10, description="COCO instances JSON files on the server"
+    )
+
+    @field_validator("coco_files", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [p.strip() for p in value.replace(",", "\n").splitlines() if p.strip()]
+        return value
+
+    @field_validator("coco_files")
+    @classmethod
+    def _exist(cls, value: list[str]) -> list[str]:
+        missing = [p for p in value if not Path(p).is_file()]
+        if missing:
+            raise ValueError(f"no such file on the server: {', '.join(missing)}")
+        return [str(Path(p).resolve()) for p in value]
+
+
+class MatchParams(BaseModel):
+    """Adversarial matching: h trades difficulty for correctness, k rounds = k distractors."""
+
+    h: float = Field(1.0, ge=0.0, le=100.0)
+    k: int = Field(3, ge=1, le=10)
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+
+class BuildParams(BaseModel):
+    """Build the dataset (JSONL splits, stats, card) and zip it for download."""
+
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+
+
+JOB_KINDS: dict[str, type[BaseModel]] = {
+    "sample": SampleParams,
+    "match": MatchParams,
+    "build": BuildParams,
+}
+
+
+class JobBusyError(RuntimeError):
+    """A job of this kind is already running."""
+
+
+def export_dir(settings: Settings) -> Path:
+    """Where build jobs write their zip files (next to the image cache, under ./var)."""
+    return (Path(settings.image_cache_dir).parent / "exports").resolve()
+
+
+def create_job(session: Session, settings: Settings, kind: str, params: BaseModel) -> Job:
+    """Insert a queued Job (one active job per kind: two builds at once would fight)."""
+    busy = session.exec(select(Job).where(Job.kind == kind, col(Job.status).in_(ACTIVE))).first()
+    if busy is not None:
+        raise JobBusyError(f"a {kind} job (#{busy.id}) is already running")
+    data: dict[str, Any] = params.model_dump()
+    job = Job(kind=kind, params=data, status="queued", message="waiting to start")
+    session.add(job)
+    session.commit()
+    session.refresh(job)
+    if kind == "build":
+        assert job.id is not None
+        job.params = {**data, "zip": str(export_dir(settings) / f"vsr-dataset-job{job.id}.zip")}
+        session.add(job)
+        session.commit()
+        session.refresh(job)
+    return job
+
+
+def last_coco_files(session: Session) -> str:
+    """The COCO files of the latest sample job, to prefill the form."""
+    job = session.exec(
+        select(Job).where(Job.kind == "sample").order_by(col(Job.id).desc()).limit(1)
+    ).first()
+    files = job.params.get("coco_files", []) if job else []
+    return "\n".join(str(f) for f in files)
+
+
+def child_env(settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = settings.database_url
+    env["SECRET_KEY"] = settings.secret_key
+    env["BASE_URL"] = settings.base_url
+    env["IMAGE_CACHE_DIR"] = str(settings.image_cache_dir)
+    if settings.image_root is not None:
+        env["IMAGE_ROOT"] = str(settings.image_root)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    return env
+
+
+def launch(engine: Engine, settings: Settings, job_id: int) -> subprocess.Popen[bytes]:
+    """Start ``vsr admin run-job`` for this job and a thread that reaps it."""
+    log_dir = export_dir(settings).parent / "job-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"job{job_id}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dataset.cli", "admin", "run-job", str(job_id)],
+            env=child_env(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # a killed server does not take the job down mid-write
+        )
+    with Session(engine) as session:
+        job = session.get(Job, job_id)
+        if job is not None:
+            job.params = {**job.params, "_pid": proc.pid, "_log": str(log_path)}
+            session.add(job)
+            session.commit()
+    threading.Thread(
+        target=_reap, args=(engine, job_id, proc, log_path), daemon=True, name=f"job-{job_id}"
+    ).start()
+    return proc
+
+
+def _reap(engine: Engine, job_id: int, proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    code = proc.wait()
+    with Session(engine) as session:
+        job = session.get(Job, job_id)
+        if job is None or job.status not in ACTIVE:
+            return
+        job.status = "failed"
+        job.finished_at = utcnow()
+        job.message = f"the job process ended (exit code {code}): {_last_line(log_path)}"[:2000]
+        session.add(job)
+        session.commit()
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "no output"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped) counts as dead.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def mark_orphans(session: Session) -> int:
+    """Active jobs whose process is gone (e.g. the server restarted) become failed."""
+    n = 0
+    for job in session.exec(select(Job).where(col(Job.status).in_(ACTIVE))):
+        pid = job.params.get("_pid")
+        started = job.started_at or job.created_at
+        stale_queue = pid is None and (utcnow() - started).total_seconds() > 60
+        if (isinstance(pid, int) and not _alive(pid)) or stale_queue:
+            job.status = "failed"
+            job.finished_at = utcnow()
+            job.message = "the job stopped without finishing (server restarted or crashed)"
+            session.add(job)
+            n += 1
+    if n:
+        session.commit()
+    return n
+
+
+def cancel(session: Session, job: Job) -> None:
+    import signal
+
+    pid = job.params.get("_pid")
+    if isinstance(pid, int) and _alive(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    job.status = "cancelled"
+    job.finished_at = utcnow()
+    job.message = "cancelled by an admin"
+    session.add(job)
+    session.commit()
+
+
+def public(job: Job) -> dict[str, Any]:
+    """What the pipeline page polls (no internal fields such as the pid)."""
+    return {
+        "id": job.id,
+        "kind": job.kind,
+        "status": job.status,
+        "progress": round(float(job.progress), 4),
+        "message": job.message,
+        "params": {k: v for k, v in job.params.items() if not k.startswith("_") and k != "zip"},
+        "result": job.result,
+        "created_at": job.created_at.isoformat(timespec="seconds"),
+        "finished_at": job.finished_at.isoformat(timespec="seconds") if job.finished_at else None,
+        "download": f"/admin/jobs/{job.id}/download"
+        if job.kind == "build" and job.status == "succeeded"
+        else None,
+    }

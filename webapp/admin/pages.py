@@ -1,0 +1,87 @@
+"""Helpers shared by the admin routes: rendering with the admin's CSRF token, the study
+config, and the per-app figure cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.responses import RedirectResponse, Response
+from sqlmodel import Session
+
+from core.study import StudyConfig, load_study_config
+from webapp.admin import csrf
+from webapp.admin.auth import AdminSession
+from webapp.admin.cache import TTLCache
+from webapp.admin.stats import data_version
+
+T = TypeVar("T")
+
+NAV = (
+    ("overview", "/admin", "Overview"),
+    ("quality", "/admin/quality", "Data quality"),
+    ("workers", "/admin/workers", "Workers"),
+    ("data", "/admin/data", "Data"),
+    ("settings", "/admin/settings", "Study settings"),
+    ("pipeline", "/admin/pipeline", "Pipeline"),
+)
+CACHE_TTL_SECONDS = 30.0
+
+
+def figure_cache(request: Request) -> TTLCache:
+    """One cache per app (created lazily: nothing at import time)."""
+    state = request.app.state
+    cache = getattr(state, "admin_cache", None)
+    if cache is None:
+        cache = TTLCache(ttl_seconds=CACHE_TTL_SECONDS)
+        state.admin_cache = cache
+    return cache  # type: ignore[no-any-return]
+
+
+def cached(request: Request, session: Session, name: Hashable, compute: Callable[[], T]) -> T:
+    """``compute()`` cached under the current data version (new votes invalidate it)."""
+    key = (name, data_version(session))
+    return figure_cache(request).get_or_compute(key, compute)
+
+
+def render(
+    request: Request,
+    admin: AdminSession,
+    template: str,
+    active: str,
+    status_code: int = 200,
+    **context: Any,
+) -> Response:
+    settings = request.app.state.settings
+    templates = request.app.state.templates
+    ctx = {
+        "admin": admin,
+        "nav": NAV,
+        "active": active,
+        "csrf_token": csrf.token_for(settings.secret_key, admin.nonce),
+        **context,
+    }
+    return templates.TemplateResponse(  # type: ignore[no-any-return]
+        request, f"admin/{template}", ctx, status_code=status_code
+    )
+
+
+def study_config(session: Session) -> StudyConfig:
+    return load_study_config(session)
+
+
+def back(url: str, message: str | None = None) -> RedirectResponse:
+    """Post/redirect/get: after an action go back to the page, with a flash message."""
+    from urllib.parse import quote
+
+    sep = "&" if "?" in url else "?"
+    target = f"{url}{sep}msg={quote(message)}" if message else url
+    return RedirectResponse(target, status_code=303)
+
+
+def safe_next(url: str | None) -> str:
+    """Only local admin paths as a post-login target (no open redirect)."""
+    if url and url.startswith("/admin") and not url.startswith("//") and "\\" not in url:
+        return url
+    return "/admin"

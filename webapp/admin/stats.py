@@ -1,0 +1,511 @@
+"""Dashboard figures, aggregated in SQL (GROUP BY) so pages stay fast on a full study.
+
+Every function takes a Session (and the StudyConfig where the keep rule matters) and
+returns plain dicts/lists for templates and JSON endpoints.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Float, Table, and_, case, cast, func, or_, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql import Subquery
+from sqlmodel import Session
+
+from core.agreement import as_fraction
+from core.models import (
+    Annotation,
+    Assignment,
+    Batch,
+    Example,
+    ImagePair,
+    Job,
+    LeaseStatus,
+    McItem,
+    Vote,
+    Worker,
+)
+from core.study import StudyConfig
+from core.types import utcnow
+
+# Table objects (not the ORM classes): typed columns for SQL expressions.
+ANN: Table = Annotation.__table__  # type: ignore[attr-defined]
+ASG: Table = Assignment.__table__  # type: ignore[attr-defined]
+BATCH: Table = Batch.__table__  # type: ignore[attr-defined]
+EX: Table = Example.__table__  # type: ignore[attr-defined]
+PAIR: Table = ImagePair.__table__  # type: ignore[attr-defined]
+JOB: Table = Job.__table__  # type: ignore[attr-defined]
+MC: Table = McItem.__table__  # type: ignore[attr-defined]
+VOTE: Table = Vote.__table__  # type: ignore[attr-defined]
+WORKER: Table = Worker.__table__  # type: ignore[attr-defined]
+
+PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
+
+
+def _conn(session: Session) -> Connection:
+    return session.connection()
+
+
+def vote_counts() -> Subquery:
+    """Per Example: number of votes ``n`` and of True votes ``t``."""
+    return (
+        select(
+            VOTE.c.example_id.label("example_id"),
+            func.count().label("n"),
+            func.sum(case((VOTE.c.value.is_(True), 1), else_=0)).label("t"),
+        )
+        .group_by(VOTE.c.example_id)
+        .subquery("vc")
+    )
+
+
+def example_agreement(cfg: StudyConfig) -> Subquery:
+    """Per Example: votes, votes agreeing with its label, and decided / kept / unanimous flags.
+
+    An Example is decided once it has its target number of votes (its own override or the
+    study default); it is kept when a share >= keep_threshold of its votes agree with its
+    label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie fails) and rejected otherwise.
+    """
+    vc = vote_counts()
+    n = func.coalesce(vc.c.n, 0)
+    t = func.coalesce(vc.c.t, 0)
+    agree = case((EX.c.label.is_(True), t), else_=n - t)
+    target = func.coalesce(EX.c.target_votes, cfg.votes_per_example)
+    decided = and_(n >= target, n > 0)
+    # Exact integer comparison agree/n >= num/den, the same rule as core.agreement.is_kept.
+    frac = as_fraction(cfg.keep_threshold)
+    kept = and_(decided, agree * frac.denominator >= n * frac.numerator)
+    return (
+        select(
+            EX.c.id.label("id"),
+            EX.c.relation.label("relation"),
+            EX.c.subj.label("subj"),
+            EX.c.obj.label("obj"),
+            EX.c.label.label("label"),
+            EX.c.origin.label("origin"),
+            EX.c.is_gold.label("is_gold"),
+            n.label("n"),
+            t.label("t"),
+            agree.label("agree"),
+            case((decided, 1), else_=0).label("decided"),
+            case((kept, 1), else_=0).label("kept"),
+            case((and_(decided, agree == n), 1), else_=0).label("unanimous"),
+        )
+        .select_from(EX)
+        .outerjoin(vc, vc.c.example_id == EX.c.id)
+        .subquery("ea")
+    )
+
+
+def data_version(session: Session) -> tuple[Any, ...]:
+    """Cheap fingerprint of the tables behind the figures (cache key)."""
+    conn = _conn(session)
+    row = conn.execute(
+        select(
+            select(func.count()).select_from(VOTE).scalar_subquery(),
+            select(func.max(VOTE.c.id)).scalar_subquery(),
+            select(func.count()).select_from(EX).scalar_subquery(),
+            select(func.max(EX.c.id)).scalar_subquery(),
+            select(func.count()).select_from(ANN).scalar_subquery(),
+            select(func.count()).select_from(PAIR).scalar_subquery(),
+            select(func.count()).select_from(EX).where(EX.c.is_gold.is_(True)).scalar_subquery(),
+        )
+    ).one()
+    return tuple(row)
+
+
+def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
+    conn = _conn(session)
+    pairs = {s: 0 for s in PAIR_STATUSES}
+    for status, n in conn.execute(select(PAIR.c.status, func.count()).group_by(PAIR.c.status)):
+        pairs[str(status)] = int(n)
+    origins = {
+        str(o): int(n)
+        for o, n in conn.execute(select(EX.c.origin, func.count()).group_by(EX.c.origin))
+    }
+    ea = example_agreement(cfg)
+    agg = conn.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(ea.c.decided), 0),
+            func.coalesce(func.sum(ea.c.kept), 0),
+            func.coalesce(func.sum(ea.c.n), 0),
+        ).select_from(ea)
+    ).one()
+    total, decided, kept, votes = (int(x) for x in agg)
+    batches: dict[str, dict[str, int]] = {"generate": {}, "validate": {}}
+    for kind, status, n in conn.execute(
+        select(BATCH.c.kind, BATCH.c.status, func.count()).group_by(BATCH.c.kind, BATCH.c.status)
+    ):
+        batches.setdefault(str(kind), {})[str(status)] = int(n)
+    now = utcnow()
+    active_leases = conn.execute(
+        select(func.count())
+        .select_from(ASG)
+        .where(ASG.c.status == LeaseStatus.active, ASG.c.lease_expires_at > now)
+    ).scalar_one()
+    workers = conn.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(case((WORKER.c.blocked.is_(True), 1), else_=0)), 0),
+            func.coalesce(func.sum(case((WORKER.c.flagged.is_(True), 1), else_=0)), 0),
+        ).select_from(WORKER)
+    ).one()
+    skipped_annotations = conn.execute(
+        select(func.count()).select_from(ANN).where(ANN.c.skip_reason.is_not(None))
+    ).scalar_one()
+    jobs_running = conn.execute(
+        select(func.count()).select_from(JOB).where(JOB.c.status.in_(("queued", "running")))
+    ).scalar_one()
+    return {
+        "pairs": pairs,
+        "pairs_total": sum(pairs.values()),
+        "examples": total,
+        "examples_by_origin": origins,
+        "votes": votes,
+        "decided": decided,
+        "undecided": total - decided,
+        "kept": kept,
+        "rejected": decided - kept,
+        "batches_open": sum(b.get("open", 0) for b in batches.values()),
+        "batches_finished": sum(b.get("completed", 0) for b in batches.values()),
+        "batches": batches,
+        "active_leases": int(active_leases),
+        "skipped_annotations": int(skipped_annotations),
+        "workers": int(workers[0]),
+        "workers_blocked": int(workers[1]),
+        "workers_flagged": int(workers[2]),
+        "jobs_running": int(jobs_running),
+        "generated_at": now.isoformat(timespec="seconds"),
+    }
+
+
+def _hour_bucket(session: Session, column: Any) -> Any:
+    if session.get_bind().dialect.name == "postgresql":
+        return func.to_char(func.date_trunc("hour", column), "YYYY-MM-DD HH24:00")
+    return func.strftime("%Y-%m-%d %H:00", column)
+
+
+def throughput(session: Session, hours: int = 48) -> dict[str, Any]:
+    """Votes and captions per hour over the last ``hours`` hours (UTC)."""
+    now = utcnow()
+    since = (now - timedelta(hours=hours - 1)).replace(minute=0, second=0, microsecond=0)
+    labels = [(since + timedelta(hours=i)).strftime("%Y-%m-%d %H:00") for i in range(hours)]
+    series: dict[str, list[int]] = {}
+    conn = _conn(session)
+    for name, model in (("votes", VOTE), ("captions", ANN)):
+        bucket = _hour_bucket(session, model.c.created_at)
+        rows = conn.execute(
+            select(bucket.label("h"), func.count())
+            .where(model.c.created_at >= since)
+            .group_by(bucket)
+        ).all()
+        got = {str(h): int(n) for h, n in rows}
+        series[name] = [got.get(lbl, 0) for lbl in labels]
+    return {"hours": labels, **series}
+
+
+def agreement_counts(session: Session, cfg: StudyConfig) -> list[tuple[int, int]]:
+    """(True votes, False votes) of every Example with at least two votes."""
+    vc = vote_counts()
+    rows = _conn(session).execute(select(vc.c.t, vc.c.n).where(vc.c.n >= 2)).all()
+    return [(int(t), int(n) - int(t)) for t, n in rows]
+
+
+def quality(session: Session, cfg: StudyConfig) -> dict[str, Any]:
+    from webapp.admin.agreement import fleiss_kappa, krippendorff_alpha
+
+    conn = _conn(session)
+    ea = example_agreement(cfg)
+    row = conn.execute(
+        select(
+            func.coalesce(func.sum(ea.c.decided), 0),
+            func.coalesce(func.sum(ea.c.kept), 0),
+            func.coalesce(func.sum(ea.c.unanimous), 0),
+            func.count(),
+        ).select_from(ea)
+    ).one()
+    decided, kept, unanimous, total = (int(x) for x in row)
+    counts = agreement_counts(session, cfg)
+    labels = {
+        (bool(lbl), bool(k)): int(n)
+        for lbl, k, n in conn.execute(
+            select(ea.c.label, ea.c.kept, func.count()).group_by(ea.c.label, ea.c.kept)
+        )
+    }
+    label_balance = {
+        "all_true": labels.get((True, True), 0) + labels.get((True, False), 0),
+        "all_false": labels.get((False, True), 0) + labels.get((False, False), 0),
+        "kept_true": labels.get((True, True), 0),
+        "kept_false": labels.get((False, True), 0),
+    }
+    return {
+        "examples": total,
+        "decided": decided,
+        "kept": kept,
+        "unanimous": unanimous,
+        "kept_share": kept / decided if decided else None,
+        "unanimous_share": unanimous / decided if decided else None,
+        "fleiss_kappa": fleiss_kappa(counts),
+        "krippendorff_alpha": krippendorff_alpha(counts),
+        "rated_examples": len(counts),
+        "label_balance": label_balance,
+    }
+
+
+def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
+    """Per relation: Examples, kept, True-label share, and the probability that two randomly
+    chosen judges (the author's label and the validators) disagree (VSR paper, Figure 7)."""
+    ea = example_agreement(cfg)
+    # Judges of one Example: the validators plus the author's label.
+    tj = ea.c.t + case((ea.c.label.is_(True), 1), else_=0)
+    nj = ea.c.n + 1
+    p_dis = cast(2 * tj * (nj - tj), Float) / cast(nj * (nj - 1), Float)
+    rows = (
+        _conn(session)
+        .execute(
+            select(
+                ea.c.relation,
+                func.count(),
+                func.sum(ea.c.kept),
+                func.sum(case((ea.c.label.is_(True), 1), else_=0)),
+                func.avg(case((ea.c.n > 0, p_dis), else_=None)),
+                func.sum(ea.c.decided),
+            ).group_by(ea.c.relation)
+        )
+        .all()
+    )
+    from core.relations import CATEGORIES, category_of, is_known
+
+    out = []
+    for rel, n, k, tr, dis, dec in rows:
+        cat = category_of(rel) if is_known(rel, allow_import_only=True) else "Unknown"
+        out.append(
+            {
+                "relation": rel,
+                "category": cat,
+                "examples": int(n),
+                "decided": int(dec or 0),
+                "kept": int(k or 0),
+                "true_share": int(tr or 0) / int(n) if n else None,
+                "disagreement": float(dis) if dis is not None else None,
+            }
+        )
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    out.sort(key=lambda r: (order.get(r["category"], 99), -r["examples"], r["relation"]))
+    return out
+
+
+def concept_counts(session: Session, limit: int = 40) -> list[dict[str, Any]]:
+    """Concepts by how often they are ENT1 (subj) and ENT2 (obj), most frequent first."""
+    conn = _conn(session)
+    subj: dict[str, int] = dict(
+        conn.execute(select(EX.c.subj, func.count()).group_by(EX.c.subj)).all()
+    )
+    obj: dict[str, int] = dict(
+        conn.execute(select(EX.c.obj, func.count()).group_by(EX.c.obj)).all()
+    )
+    names = set(subj) | set(obj)
+    ranked = sorted(names, key=lambda c: (-(subj.get(c, 0) + obj.get(c, 0)), c))
+    return [{"concept": c, "subj": subj.get(c, 0), "obj": obj.get(c, 0)} for c in ranked[:limit]]
+
+
+def worker_table(
+    session: Session,
+    cfg: StudyConfig,
+    *,
+    offset: int = 0,
+    limit: int = 100,
+    order: str = "votes",
+    only: int | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Per worker: captions, skips, votes, agreement with the majority, gold accuracy."""
+    conn = _conn(session)
+    vc = vote_counts()
+    # A vote agrees with the majority of its Example's votes; ties have no majority.
+    agrees = case(
+        (and_(VOTE.c.value.is_(True), 2 * vc.c.t > vc.c.n), 1),
+        (and_(VOTE.c.value.is_(False), 2 * vc.c.t < vc.c.n), 1),
+        else_=0,
+    )
+    has_majority = case((2 * vc.c.t != vc.c.n, 1), else_=0)
+    gold_target = func.coalesce(EX.c.gold_label, EX.c.label)
+    gold_hit = case((and_(EX.c.is_gold.is_(True), VOTE.c.value == gold_target), 1), else_=0)
+    gold_seen = case((EX.c.is_gold.is_(True), 1), else_=0)
+    votes_q = (
+        select(
+            VOTE.c.worker_id.label("worker_id"),
+            func.count().label("votes"),
+            func.sum(agrees).label("agree"),
+            func.sum(has_majority).label("with_majority"),
+            func.sum(gold_seen).label("gold_seen"),
+            func.sum(gold_hit).label("gold_hit"),
+            func.max(VOTE.c.created_at).label("last_vote"),
+        )
+        .select_from(VOTE)
+        .join(vc, vc.c.example_id == VOTE.c.example_id)
+        .join(EX, EX.c.id == VOTE.c.example_id)
+        .group_by(VOTE.c.worker_id)
+        .subquery("wv")
+    )
+    ann_q = (
+        select(
+            ANN.c.worker_id.label("worker_id"),
+            func.count().label("captions"),
+            func.sum(case((ANN.c.skip_reason.is_not(None), 1), else_=0)).label("skips"),
+        )
+        .group_by(ANN.c.worker_id)
+        .subquery("wa")
+    )
+    votes = func.coalesce(votes_q.c.votes, 0)
+    captions = func.coalesce(ann_q.c.captions, 0)
+    agree_rate = cast(votes_q.c.agree, Float) / func.nullif(votes_q.c.with_majority, 0)
+    gold_rate = cast(votes_q.c.gold_hit, Float) / func.nullif(votes_q.c.gold_seen, 0)
+    order_by = {
+        "votes": votes.desc(),
+        "captions": captions.desc(),
+        "agreement": agree_rate.asc(),
+        "gold": gold_rate.asc(),
+        "id": WORKER.c.id,
+    }.get(order, votes.desc())
+    base = (
+        select(
+            WORKER.c.id,
+            WORKER.c.source,
+            WORKER.c.external_id,
+            WORKER.c.roles,
+            WORKER.c.blocked,
+            WORKER.c.flagged,
+            WORKER.c.flag_reason,
+            captions.label("captions"),
+            func.coalesce(ann_q.c.skips, 0).label("skips"),
+            votes.label("votes"),
+            agree_rate.label("agreement"),
+            votes_q.c.gold_seen,
+            gold_rate.label("gold_accuracy"),
+            votes_q.c.last_vote,
+        )
+        .select_from(WORKER)
+        .outerjoin(votes_q, votes_q.c.worker_id == WORKER.c.id)
+        .outerjoin(ann_q, ann_q.c.worker_id == WORKER.c.id)
+    )
+    if only is not None:
+        base = base.where(WORKER.c.id == only)
+    total = conn.execute(select(func.count()).select_from(WORKER)).scalar_one()
+    rows = (
+        conn.execute(base.order_by(order_by, WORKER.c.id).offset(offset).limit(limit))
+        .mappings()
+        .all()
+    )
+    out = [dict(r) for r in rows]
+    medians = median_seconds(session, [r["id"] for r in out])
+    for r in out:
+        r["median_vote_s"], r["median_caption_s"] = medians.get(r["id"], (None, None))
+    return out, int(total)
+
+
+def median_seconds(
+    session: Session, worker_ids: list[int]
+) -> dict[int, tuple[float | None, float | None]]:
+    """Median seconds per vote and per caption for these workers.
+
+    Medians are not portable SQL (SQLite has no percentile function), so the durations of one
+    page of workers are fetched and the medians taken in Python.
+    """
+    import statistics
+
+    if not worker_ids:
+        return {}
+    conn = _conn(session)
+    out: dict[int, tuple[float | None, float | None]] = {}
+    per: dict[str, dict[int, list[int]]] = {"v": {}, "a": {}}
+    for key, model in (("v", VOTE), ("a", ANN)):
+        rows = conn.execute(
+            select(model.c.worker_id, model.c.duration_ms).where(
+                model.c.worker_id.in_(worker_ids),
+                model.c.duration_ms.is_not(None),
+            )
+        )
+        for wid, ms in rows:
+            per[key].setdefault(int(wid), []).append(int(ms))
+    for wid in worker_ids:
+        v = per["v"].get(wid)
+        a = per["a"].get(wid)
+        out[wid] = (
+            statistics.median(v) / 1000 if v else None,
+            statistics.median(a) / 1000 if a else None,
+        )
+    return out
+
+
+def example_filters(
+    cfg: StudyConfig,
+    *,
+    relation: str | None = None,
+    concept: str | None = None,
+    agreement: str | None = None,
+    origin: str | None = None,
+    gold: bool | None = None,
+    q: str | None = None,
+) -> tuple[Subquery, list[Any]]:
+    ea = example_agreement(cfg)
+    conds: list[Any] = []
+    if relation:
+        conds.append(ea.c.relation == relation)
+    if concept:
+        conds.append(or_(ea.c.subj == concept, ea.c.obj == concept))
+    if origin:
+        conds.append(ea.c.origin == origin)
+    if gold is not None:
+        conds.append(ea.c.is_gold.is_(gold))
+    if agreement == "unanimous":
+        conds.append(ea.c.unanimous == 1)
+    elif agreement == "kept":
+        conds.append(ea.c.kept == 1)
+    elif agreement == "rejected":
+        conds.append(and_(ea.c.decided == 1, ea.c.kept == 0))
+    elif agreement == "undecided":
+        conds.append(ea.c.decided == 0)
+    elif agreement == "split":
+        conds.append(and_(ea.c.t > 0, ea.c.t < ea.c.n))
+    if q:
+        conds.append(EX.c.caption.ilike(f"%{q}%"))
+    return ea, conds
+
+
+def browse_examples(
+    session: Session, cfg: StudyConfig, *, offset: int = 0, limit: int = 50, **filters: Any
+) -> tuple[list[dict[str, Any]], int]:
+    ea, conds = example_filters(cfg, **filters)
+    base = select(ea).join(EX, EX.c.id == ea.c.id)
+    if conds:
+        base = base.where(*conds)
+    conn = _conn(session)
+    total = conn.execute(select(func.count()).select_from(base.subquery())).scalar_one()
+    rows = (
+        conn.execute(
+            base.add_columns(EX.c.caption, EX.c.image_id)
+            .order_by(ea.c.id)
+            .offset(offset)
+            .limit(limit)
+        )
+        .mappings()
+        .all()
+    )
+    return [dict(r) for r in rows], int(total)
+
+
+def distinct_values(session: Session) -> dict[str, list[str]]:
+    conn = _conn(session)
+    rels = [r for (r,) in conn.execute(select(EX.c.relation).distinct().order_by(EX.c.relation))]
+    subj = {c for (c,) in conn.execute(select(EX.c.subj).distinct())}
+    obj = {c for (c,) in conn.execute(select(EX.c.obj).distinct())}
+    origins = [o for (o,) in conn.execute(select(EX.c.origin).distinct().order_by(EX.c.origin))]
+    return {"relations": rels, "concepts": sorted(subj | obj), "origins": origins}
+
+
+def mc_summary(session: Session) -> dict[str, Any]:
+    n = _conn(session).execute(select(func.count()).select_from(MC)).scalar_one()
+    return {"mc_items": int(n)}

@@ -1,0 +1,82 @@
+"""Admin login and logout (the only admin URLs open to anonymous visitors: the login form)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from webapp.admin import csrf
+from webapp.admin.auth import COOKIE_NAME, SESSION_MAX_AGE, AdminPostDep, authenticate
+from webapp.admin.auth import make_session_cookie as make_cookie
+from webapp.admin.pages import safe_next
+from webapp.deps import SessionDep, SettingsDep, TemplatesDep
+
+router = APIRouter(prefix="/admin", tags=["admin"])
+
+
+def _login_page(
+    request: Request, templates: TemplatesDep, secret: str, nxt: str, error: str | None, status: int
+) -> Response:
+    nonce = request.cookies.get(csrf.PRELOGIN_COOKIE) or csrf.new_nonce()
+    response = templates.TemplateResponse(
+        request,
+        "admin/login.html",
+        {"next": nxt, "error": error, "csrf_token": csrf.token_for(secret, nonce)},
+        status_code=status,
+    )
+    response.set_cookie(
+        csrf.PRELOGIN_COOKIE, nonce, max_age=3600, httponly=True, samesite="strict", path="/admin"
+    )
+    return response
+
+
+@router.get("/login", include_in_schema=False)
+def login_form(
+    request: Request, templates: TemplatesDep, settings: SettingsDep, next: str = "/admin"
+) -> Response:
+    return _login_page(request, templates, settings.secret_key, safe_next(next), None, 200)
+
+
+@router.post("/login", include_in_schema=False)
+def login(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    templates: TemplatesDep,
+    username: Annotated[str, Form(max_length=64)] = "",
+    password: Annotated[str, Form(max_length=1024)] = "",
+    csrf_token: Annotated[str, Form(max_length=200)] = "",
+    next: Annotated[str, Form(max_length=2000)] = "/admin",
+) -> Response:
+    csrf.check(settings.secret_key, request.cookies.get(csrf.PRELOGIN_COOKIE), csrf_token)
+    user = authenticate(session, username, password) if username and password else None
+    if user is None:
+        return _login_page(
+            request,
+            templates,
+            settings.secret_key,
+            safe_next(next),
+            "Unknown username or wrong password.",
+            401,
+        )
+    response = RedirectResponse(safe_next(next), status_code=303)
+    response.set_cookie(
+        COOKIE_NAME,
+        make_cookie(settings.secret_key, user),
+        max_age=SESSION_MAX_AGE,
+        httponly=True,
+        samesite="strict",
+        secure=settings.base_url.startswith("https://"),
+        path="/admin",
+    )
+    response.delete_cookie(csrf.PRELOGIN_COOKIE, path="/admin")
+    return response
+
+
+@router.post("/logout", include_in_schema=False)
+def logout(admin: AdminPostDep) -> Response:
+    response = RedirectResponse("/admin/login", status_code=303)
+    response.delete_cookie(COOKIE_NAME, path="/admin")
+    return response

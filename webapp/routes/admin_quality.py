@@ -1,0 +1,70 @@
+"""Data quality: agreement statistics and the VSR paper's distributions (Figures 5-7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import Response
+
+from webapp.admin import charts, stats
+from webapp.admin.auth import AdminDep, current_admin_session
+from webapp.admin.pages import cached, render, study_config
+from webapp.deps import SessionDep
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+
+SVG = "image/svg+xml"
+CHARTS = ("relations", "concepts", "disagreement", "labels")
+
+
+def _min_examples(total: int) -> int:
+    # The paper plots relations with > 20 Examples; a young study shows every relation.
+    return 20 if total >= 1000 else 0
+
+
+def quality_data(request: Request, session: Any) -> dict[str, Any]:
+    cfg = study_config(session)
+
+    def compute() -> dict[str, Any]:
+        q = stats.quality(session, cfg)
+        q["relations"] = stats.relation_table(session, cfg)
+        q["concepts"] = stats.concept_counts(session)
+        q["min_examples"] = _min_examples(q["examples"])
+        q["keep_threshold"] = cfg.keep_threshold
+        return q
+
+    return cached(request, session, ("quality", cfg.keep_threshold, cfg.votes_per_example), compute)
+
+
+@router.get("/quality", include_in_schema=False)
+def quality_page(request: Request, admin: AdminDep, session: SessionDep) -> Response:
+    q = quality_data(request, session)
+    by_cat: dict[str, list[dict[str, Any]]] = {}
+    for row in q["relations"]:
+        by_cat.setdefault(row["category"], []).append(row)
+    return render(request, admin, "quality.html", "quality", q=q, by_cat=by_cat, charts=CHARTS)
+
+
+@router.get("/api/quality.json")
+def quality_json(request: Request, session: SessionDep) -> dict[str, Any]:
+    return quality_data(request, session)
+
+
+@router.get("/charts/{name}.svg", include_in_schema=False)
+def quality_chart(name: str, request: Request, session: SessionDep) -> Response:
+    if name not in CHARTS:
+        raise HTTPException(status_code=404, detail=f"no chart called {name!r}")
+    q = quality_data(request, session)
+
+    def draw() -> bytes:
+        if name == "relations":
+            return charts.relation_chart(q["relations"])
+        if name == "concepts":
+            return charts.concept_chart(q["concepts"])
+        if name == "disagreement":
+            return charts.disagreement_chart(q["relations"], q["min_examples"])
+        return charts.label_chart(q["label_balance"])
+
+    body = cached(request, session, ("chart", name), draw)
+    return Response(body, media_type=SVG, headers={"Cache-Control": "no-store"})

@@ -1,0 +1,75 @@
+// Admin dashboard: live numbers and job progress without a full page reload (plain fetch()).
+(function () {
+  "use strict";
+
+  function get(obj, path) {
+    return path.split(".").reduce(function (o, k) { return o == null ? undefined : o[k]; }, obj);
+  }
+
+  function pollNumbers(el) {
+    var url = el.getAttribute("data-poll");
+    var every = parseInt(el.getAttribute("data-interval") || "5000", 10);
+    function tick() {
+      fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+        .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+        .then(function (data) {
+          el.classList.remove("stale");
+          document.querySelectorAll("[data-key]").forEach(function (node) {
+            var v = get(data, node.getAttribute("data-key"));
+            if (v !== undefined) node.textContent = v;
+          });
+          document.querySelectorAll("[data-width-key]").forEach(function (node) {
+            var part = get(data, node.getAttribute("data-width-key"));
+            var whole = get(data, node.getAttribute("data-width-of"));
+            node.style.width = (whole ? (100 * part / whole) : 0) + "%";
+          });
+        })
+        .catch(function () { el.classList.add("stale"); })
+        .finally(function () { setTimeout(tick, every); });
+    }
+    setTimeout(tick, every);
+  }
+
+  function refreshImages() {
+    document.querySelectorAll("img[data-refresh]").forEach(function (img) {
+      var every = parseInt(img.getAttribute("data-refresh"), 10);
+      var base = img.getAttribute("src").split("?")[0];
+      setInterval(function () { img.src = base + "?t=" + Date.now(); }, every);
+    });
+  }
+
+  function pollJobs() {
+    var rows = document.querySelectorAll("tr[data-job]");
+    rows.forEach(function (row) {
+      var status = row.getAttribute("data-status");
+      if (status !== "queued" && status !== "running") return;
+      var id = row.getAttribute("data-job");
+      function tick() {
+        fetch("/admin/api/jobs/" + id, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+          .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+          .then(function (job) {
+            var tag = row.querySelector("[data-job-key=status]");
+            tag.textContent = job.status; tag.className = "tag " + job.status;
+            row.querySelector("[data-job-key=progress]").value = job.progress;
+            row.querySelector("[data-job-key=percent]").textContent = Math.round(100 * job.progress) + "%";
+            row.querySelector("[data-job-key=message]").textContent = job.message;
+            row.setAttribute("data-status", job.status);
+            if (job.status === "queued" || job.status === "running") {
+              setTimeout(tick, 1000);
+            } else {
+              // Finished: reload once to show the result, download link and diagnostics.
+              window.location.reload();
+            }
+          })
+          .catch(function () { setTimeout(tick, 3000); });
+      }
+      setTimeout(tick, 1000);
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-poll]").forEach(pollNumbers);
+    refreshImages();
+    pollJobs();
+  });
+})();
