@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections import Counter, defaultdict
 from functools import lru_cache
 from pathlib import Path
@@ -110,3 +111,84 @@ def make_pairs(session: Session, coco_dir: Path, n: int | None = None) -> list[i
         ids.append(pair.id)
     session.commit()
     return ids
+
+
+# --- driving the site in tests -------------------------------------------------------------
+
+CSRF_RE = re.compile(r'name="csrf" value="([^"]+)"')
+FIELD_RE = r'name="{name}" value="([^"]*)"'
+
+
+def make_app(db_url: str, tmp_path: Path, image_root: Path | None = None, **extra: Any) -> Any:
+    from core.db import make_engine
+    from core.settings import Settings
+    from webapp.app import create_app
+
+    settings = Settings(
+        database_url=db_url,
+        secret_key="test-secret-" + "x" * 32,
+        image_root=image_root,
+        image_cache_dir=tmp_path / "image_cache",
+        **extra,
+    )
+    return create_app(settings, make_engine(db_url))
+
+
+def client_for(app: Any) -> Any:
+    from fastapi.testclient import TestClient
+
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def form_field(html: str, name: str) -> str:
+    m = re.search(FIELD_RE.format(name=re.escape(name)), html)
+    assert m, f"no field {name!r} in page"
+    return m.group(1)
+
+
+def enter(client: Any, query: str, kind: str = "generate") -> str:
+    """Follow a study link through consent; returns the CSRF token of the session."""
+    r = client.get(f"/start/{kind}?{query}", follow_redirects=False)
+    assert r.status_code == 303, r.text
+    page = client.get(f"/consent/{kind}")
+    assert page.status_code == 200, page.text
+    csrf = form_field(page.text, "csrf")
+    r = client.post(
+        f"/consent/{kind}", data={"decision": "agree", "csrf": csrf}, follow_redirects=False
+    )
+    assert r.headers["location"] == f"/instructions/{kind}"
+    return csrf
+
+
+def begin(client: Any, csrf: str, kind: str = "generate") -> Any:
+    return client.post(f"/begin/{kind}", data={"csrf": csrf}, follow_redirects=False)
+
+
+def start_prolific(client: Any, pid: str, session_id: str = "sess1") -> str:
+    csrf = enter(client, f"PROLIFIC_PID={pid}&STUDY_ID=study1&SESSION_ID={session_id}")
+    r = begin(client, csrf)
+    assert r.status_code == 303 and r.headers["location"] == "/generate", r.text
+    return csrf
+
+
+def task(client: Any) -> dict[str, str]:
+    """Open the task page and return its hidden fields (assignment_id, client_token, csrf)."""
+    page = client.get("/generate", follow_redirects=False)
+    assert page.status_code == 200, (page.status_code, page.headers.get("location"))
+    return {k: form_field(page.text, k) for k in ("assignment_id", "client_token", "csrf")}
+
+
+def answer(fields: dict[str, str], **overrides: str) -> dict[str, str]:
+    data = dict(fields, action="submit", relation="on top of", ent1="a", true_image="1")
+    data.update(overrides)
+    return data
+
+
+def set_study(db_url: str, **changes: Any) -> None:
+    from core.db import make_engine
+    from core.study import save_study_config
+
+    engine = make_engine(db_url)
+    with Session(engine) as session:
+        save_study_config(session, changes)
+    engine.dispose()
