@@ -9,6 +9,7 @@ good caption tasks, because one relation can be true in one image and false in t
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import shapely
@@ -36,7 +37,11 @@ def _mask_shape(rle: dict[str, Any], width: int, height: int) -> BaseGeometry:
 
     if isinstance(rle.get("counts"), list):  # uncompressed RLE, as in COCO crowd regions
         rle = mask_utils.frPyObjects(rle, *rle.get("size", [height, width]))
-    m = mask_utils.decode(rle)
+    with warnings.catch_warnings():
+        # pycocotools 2.0.x built for numpy 1 warns about the copy keyword under numpy 2;
+        # the decoded mask is right, the warning is noise for our users.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        m = mask_utils.decode(rle)
     if m.ndim == 3:
         m = m[:, :, 0]
     # Runs of ones in each column: starts where the padded column steps 0 -> 1, ends 1 -> 0.
