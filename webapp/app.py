@@ -35,6 +35,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     # Item selection per kind of crowd work (webapp.leases.LeaseStrategy); the validation
     # task adds its own under "validate".
     strategies: dict[str, LeaseStrategy] = {"generate": PairStrategy()}
+    from webapp.validation_queue import ExampleStrategy
+
+    strategies["validate"] = ExampleStrategy()
     app.state.strategies = strategies
     # MTurk shows the site in an iframe on mturk.com: a cross-site cookie needs
     # SameSite=None, which browsers accept only with Secure (so only behind https).
@@ -58,4 +61,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     from webapp.routes import admin
 
     app.include_router(admin.router)
+    from webapp.routes import validation
+
+    app.include_router(validation.router)
     return app

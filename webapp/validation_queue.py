@@ -19,6 +19,7 @@ before an Example (and several Examples in id order) so two never wait on each o
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -120,9 +121,18 @@ class ExampleStrategy:
     item_field: str = "example_id"
     config: StudyConfig | None = None
     rng: random.Random = field(default_factory=random.Random)
+    # Settings read from the database are reused this long: one query less per request on
+    # the hot path, and an admin's change still applies within seconds.
+    cache_seconds: float = 2.0
+    _cached: tuple[float, StudyConfig] | None = field(default=None, repr=False)
 
     def study(self, session: Session) -> StudyConfig:
-        return self.config or load_study_config(session)
+        if self.config is not None:
+            return self.config
+        now = time.monotonic()
+        if self._cached is None or now - self._cached[0] > self.cache_seconds:
+            self._cached = (now, load_study_config(session))
+        return self._cached[1]
 
     def candidates(self, session: Session, batch: Batch, limit: int) -> Sequence[int]:
         config = self.study(session)

@@ -1,0 +1,260 @@
+"""The validation task: the HTML page and form, the same as a lean JSON API, and the image.
+
+Entry, consent, instructions, batch start and the done page are the shared ones in
+``webapp.routes.entry`` (``/start/validate``, ``/begin/validate``, ``/done/validate``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+from pydantic import BaseModel, Field
+from sqlmodel import Session
+
+from core.models import Assignment, Batch, Example, Image, Worker
+from webapp import batches, images
+from webapp.deps import SessionDep, SettingsDep, TemplatesDep
+from webapp.errors import PageError
+from webapp.identity import CurrentWorker, check_csrf, csrf_token
+from webapp.routes.entry import redirect, strategy_for
+from webapp.validation_queue import (
+    REFERENCE_FRAMES,
+    ExampleStrategy,
+    NextItem,
+    VoteError,
+    next_item,
+    record_vote,
+)
+from webapp.validation_view import example_instances, shown_item
+
+router = APIRouter(tags=["validate"])
+KIND = "validate"
+
+
+def _strategy(request: Request) -> ExampleStrategy:
+    strategy = strategy_for(request, KIND)
+    assert isinstance(strategy, ExampleStrategy)
+    return strategy
+
+
+def _where_next(session: Session, worker: Worker) -> str:
+    assert worker.id is not None
+    last = batches.latest_batch(session, worker.id, KIND)
+    return f"/done/{KIND}" if last is not None else f"/instructions/{KIND}"
+
+
+def _advance(request: Request, session: Session, worker: Worker) -> NextItem | None:
+    return next_item(session, worker, _strategy(request))
+
+
+# --- the HTML task -----------------------------------------------------------------------
+
+
+@router.get("/validate", summary="The True/False validation page")
+def task_page(
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    settings: SettingsDep,
+    templates: TemplatesDep,
+) -> Response:
+    item = _advance(request, session, worker)
+    if item is None or item.lease is None:
+        return redirect(_where_next(session, worker))
+    lease = item.lease
+    assert lease.id is not None and lease.example_id is not None
+    example = session.get(Example, lease.example_id)
+    assert example is not None
+    ctx: dict[str, Any] = {
+        "kind": KIND,
+        "batch": item.batch,
+        "lease": lease,
+        "item": shown_item(session, lease.id, example, settings.image_root),
+        "done_count": item.done,
+        "seconds_left": batches.seconds_left(item.batch),
+        "csrf": csrf_token(request),
+        "frames": REFERENCE_FRAMES,
+        "notice": request.query_params.get("notice"),
+    }
+    return templates.TemplateResponse(request, "validate.html", ctx)
+
+
+class VoteForm(BaseModel):
+    csrf: str = Field(max_length=128)
+    assignment_id: int = Field(gt=0, lt=2**31)
+    answer: Literal["true", "false"]
+    reference_frame: Literal["", "intrinsic", "relative", "both"] = ""
+    duration_ms: str = Field("", max_length=12)
+
+
+@router.post("/validate", summary="Submit one True/False judgement (HTML form)")
+def task_submit(
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    form: Annotated[VoteForm, Form()],
+) -> Response:
+    check_csrf(request, form.csrf)
+    duration = int(form.duration_ms) if form.duration_ms.isdigit() else None
+    try:
+        record_vote(
+            session, worker, form.assignment_id, form.answer == "true", _strategy(request),
+            reference_frame=form.reference_frame or None, duration_ms=duration,
+        )
+    except VoteError as exc:
+        if exc.status == 409:
+            return redirect(f"/{KIND}?notice=expired")  # nothing to fix: carry on
+        raise PageError(exc.status, exc.message) from exc
+    return redirect(f"/{KIND}")
+
+
+# --- the JSON API (the same rules; lean for high request rates) ----------------------------
+
+
+class ItemImage(BaseModel):
+    src: str | None
+    marked: bool = Field(description="true: src is a JPEG with both objects drawn on it")
+    width: int
+    height: int
+    coco_id: int
+    shapes_subj: list[str] = Field(description="SVG polygon points when not marked")
+    shapes_obj: list[str]
+
+
+class ItemPublic(BaseModel):
+    assignment_id: int
+    caption: str
+    subj: str
+    obj: str
+    relation: str
+    frame_question: bool
+    image: ItemImage
+
+
+class TaskState(BaseModel):
+    item: ItemPublic | None = Field(description="null when the batch has ended")
+    batch_size: int
+    done: int
+    seconds_left: int
+    finished: bool
+    completion_code: str | None = None
+
+
+class VoteIn(BaseModel):
+    assignment_id: int = Field(gt=0, lt=2**31)
+    value: bool
+    reference_frame: Literal["intrinsic", "relative", "both"] | None = None
+    duration_ms: int | None = Field(None, ge=0, le=24 * 3600 * 1000)
+
+
+class VoteResult(BaseModel):
+    vote_id: int
+    created: bool
+    value: bool
+    done: int
+    batch_size: int
+    finished: bool
+    completion_code: str | None = None
+    next: TaskState | None = Field(None, description="the next item, when asked with ?next=1")
+
+
+def _state(request: Request, session: Session, item: NextItem) -> TaskState:
+    batch: Batch = item.batch
+    public = None
+    if item.lease is not None:
+        lease: Assignment = item.lease
+        assert lease.id is not None and lease.example_id is not None
+        example = session.get(Example, lease.example_id)
+        assert example is not None
+        shown = shown_item(session, lease.id, example, request.app.state.settings.image_root)
+        public = ItemPublic.model_validate(shown.public())
+    return TaskState(
+        item=public,
+        batch_size=batch.size,
+        done=item.done,
+        seconds_left=batches.seconds_left(batch),
+        finished=batch.status != "open",
+        completion_code=batch.completion_code,
+    )
+
+
+@router.get(
+    "/api/validate/item",
+    response_model=TaskState,
+    responses={401: {}, 403: {}, 409: {"description": "no open batch: start one first"}},
+)
+def api_item(request: Request, worker: CurrentWorker, session: SessionDep) -> TaskState:
+    """The worker's current item (leasing the next one if needed), or the finished batch."""
+    item = _advance(request, session, worker)
+    if item is None:
+        raise PageError(
+            409, "There is no open validation batch; start one at /instructions/validate."
+        )
+    return _state(request, session, item)
+
+
+@router.post(
+    "/api/validate/votes",
+    response_model=VoteResult,
+    status_code=201,
+    responses={200: {"description": "a repeat of an earlier submission"}, 401: {}, 403: {},
+               404: {}, 409: {}, 422: {}},
+)
+def api_vote(
+    request: Request, body: VoteIn, worker: CurrentWorker, session: SessionDep, next: int = 0
+) -> Response:
+    """Record one judgement. JSON only, so a cross-site form cannot post it (no CSRF token).
+
+    With ``?next=1`` the answer also carries the next item (one request per round trip).
+    """
+    try:
+        out = record_vote(
+            session, worker, body.assignment_id, body.value, _strategy(request),
+            reference_frame=body.reference_frame, duration_ms=body.duration_ms,
+        )
+    except VoteError as exc:
+        raise PageError(exc.status, exc.message) from exc
+    assert out.vote.id is not None
+    result = VoteResult(
+        vote_id=out.vote.id,
+        created=out.created,
+        value=out.vote.value,
+        done=out.done,
+        batch_size=out.batch.size,
+        finished=out.batch.status != "open",
+        completion_code=out.batch.completion_code,
+    )
+    if next and not result.finished:
+        item = _advance(request, session, worker)
+        result.next = _state(request, session, item) if item is not None else None
+    return JSONResponse(result.model_dump(), status_code=201 if out.created else 200)
+
+
+# --- the image ------------------------------------------------------------------------------
+
+
+@router.get("/images/validate/{assignment_id}.jpg", summary="The leased item's image, marked")
+def item_image(
+    assignment_id: int, worker: CurrentWorker, session: SessionDep, settings: SettingsDep
+) -> Response:
+    """Addressed by the worker's own lease, so the URL says nothing about the Example."""
+    lease = session.get(Assignment, assignment_id) if 0 < assignment_id < 2**31 else None
+    if lease is None or lease.worker_id != worker.id or lease.example_id is None:
+        raise PageError(404, "No such image.")
+    example = session.get(Example, lease.example_id)
+    insts = example_instances(session, example) if example is not None else None
+    if example is None or insts is None or settings.image_root is None:
+        raise PageError(404, "No such image.")
+    image = session.get(Image, example.image_id)
+    assert image is not None
+    path = images.render_marked(
+        settings.image_root, settings.image_cache_dir, image, insts[0], insts[1]
+    )
+    if path is None:
+        raise PageError(404, "The image file is missing on the server.")
+    # Private: the URL belongs to one worker's lease.
+    return FileResponse(
+        path, media_type="image/jpeg", headers={"Cache-Control": "private, max-age=3600"}
+    )
