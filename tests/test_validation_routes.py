@@ -79,7 +79,8 @@ def test_instructions_batch_defaults_and_page(site: Any, engine: Engine) -> None
     with Session(engine) as s:
         first = s.exec(select(Example).order_by(col(Example.id))).first()
         assert first is not None
-    assert first.caption in page.text and 'id="btn-true"' in page.text and 'id="btn-false"' in page.text
+    assert first.caption in page.text
+    assert 'id="btn-true"' in page.text and 'id="btn-false"' in page.text
     assert "/images/validate/" in page.text  # the marked JPEG, addressed by the lease
     # The label, gold flag and origin do not reach the page: flipping them changes nothing.
     with Session(engine) as s:
