@@ -65,6 +65,11 @@ def _kept(agree: int, n: int, t: Fraction) -> bool:
     return n > 0 and agree >= t * n
 
 
+def is_kept_count(n_agree: int, n_votes: int, threshold: Threshold = DEFAULT_THRESHOLD) -> bool:
+    """The keep rule from counts (for code that already counted agreeing votes)."""
+    return _kept(n_agree, n_votes, as_fraction(threshold))
+
+
 def is_unanimous(label: bool, votes: Sequence[bool]) -> bool:
     """Every validator agrees with the label (and there is at least one vote)."""
     return bool(votes) and votes_agreeing(label, votes) == len(votes)

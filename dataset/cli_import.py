@@ -2,9 +2,41 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import typer
+from tqdm import tqdm
+
+from dataset.cli_common import DB_HELP, engine_for
 from dataset.errors import CliError
 
 
-def import_vsr() -> None:
-    """Import a VSR-format release into the database (not built yet)."""
-    raise CliError("`vsr import-vsr` is not built yet")
+def import_vsr(
+    paths: list[Path] = typer.Argument(  # noqa: B008
+        ...,
+        help="VSR JSONL files (raw, validated or split files), meta_data.csv, or a release "
+        "directory (all of them: raw first).",
+    ),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Import a VSR-format release into the database (each file all-or-nothing; re-running
+    an import changes nothing)."""
+    from dataset.import_vsr import import_path, release_files
+    from dataset.vsr_format import VsrFormatError
+
+    try:
+        files = [f for p in paths for f in release_files(p)]
+    except VsrFormatError as exc:
+        raise CliError(str(exc)) from None
+    engine = engine_for(database_url)
+    try:
+        for f in files:
+            with tqdm(desc=f.name, unit=" lines", disable=quiet, leave=False) as bar:
+                try:
+                    result = import_path(engine, f, bar.update)
+                except VsrFormatError as exc:
+                    raise CliError(f"{exc} (nothing from this file was imported)") from None
+            typer.echo(result.line())
+    finally:
+        engine.dispose()

@@ -1,0 +1,218 @@
+"""Read every Example with its votes in one streamed query and turn it into a VSR record.
+
+Records keep VSR's field names and types (``label`` 0/1, validator ids as JSON lists of
+ints) and add ``subj``/``obj`` (as the zero-shot files do), ``reference_frame`` when known,
+``relation_category``, ``agreement``, ``origin`` and ``example_id``.
+
+Worker ids in the export are integers: an imported Worker keeps its VSR number (a repeated
+vote stored as ``"17#2"`` is written as 17 again); any other Worker is written as
+``offset + Worker.id`` with ``offset`` the largest imported number, so the two never collide
+and no platform id (Prolific PID, MTurk workerId) is published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import orjson
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from core.agreement import ItemVotes, is_kept_count
+from core.models import Example, Image, Vote, Worker, WorkerSource
+from core.relations import category_of
+from dataset.vsr_format import export_id_of
+
+EXAMPLE = Example.__table__  # type: ignore[attr-defined]
+VOTE = Vote.__table__  # type: ignore[attr-defined]
+WORKER = Worker.__table__  # type: ignore[attr-defined]
+IMAGE = Image.__table__  # type: ignore[attr-defined]
+COCO_BASE = "http://images.cocodataset.org"
+
+
+@dataclass
+class ExportRow:
+    """One Example: what splits, stats and figures need, plus its serialised record."""
+
+    id: int
+    label: bool
+    relation: str
+    subj: str
+    obj: str
+    origin: str
+    author: int | None  # export id of the caption writer
+    group: Hashable
+    votes: tuple[tuple[int, bool], ...]  # (export worker id, value) in vote order
+    n_agree: int
+    kept: bool
+    line: bytes  # the JSONL line, newline included
+
+    @property
+    def n_votes(self) -> int:
+        return len(self.votes)
+
+    def item_votes(self) -> ItemVotes:
+        return ItemVotes(self.id, self.label, self.votes, self.relation)
+
+
+def worker_export_ids(conn: Connection) -> dict[int, int]:
+    rows = conn.execute(select(WORKER.c.id, WORKER.c.source, WORKER.c.external_id)).all()
+    imported = {
+        wid: n
+        for wid, source, ext in rows
+        if source == WorkerSource.imported.value and (n := export_id_of(ext)) is not None
+    }
+    offset = max(imported.values(), default=0)
+    return {wid: imported.get(wid, offset + wid) for wid, _, _ in rows}
+
+
+def read_rows(
+    conn: Connection,
+    *,
+    threshold: Fraction,
+    origins: list[str] | None = None,
+    aggregates: dict[Hashable, tuple[bool, float]] | None = None,
+) -> list[ExportRow]:
+    """All Examples (optionally of some origins) in id order, serialised."""
+    ids = worker_export_ids(conn)
+    images = {
+        iid: (name, split)
+        for iid, name, split in conn.execute(
+            select(IMAGE.c.id, IMAGE.c.file_name, IMAGE.c.coco_split)
+        )
+    }
+    stmt = (
+        select(
+            EXAMPLE.c.id, EXAMPLE.c.image_id, EXAMPLE.c.caption, EXAMPLE.c.label,
+            EXAMPLE.c.relation, EXAMPLE.c.subj, EXAMPLE.c.obj, EXAMPLE.c.author_id,
+            EXAMPLE.c.reference_frame, EXAMPLE.c.origin, EXAMPLE.c.annotation_id,
+            EXAMPLE.c.parent_example_id, VOTE.c.worker_id, VOTE.c.value,
+        )
+        .select_from(EXAMPLE.outerjoin(VOTE, VOTE.c.example_id == EXAMPLE.c.id))
+        .order_by(EXAMPLE.c.id, VOTE.c.id)
+    )
+    if origins:
+        stmt = stmt.where(EXAMPLE.c.origin.in_(origins))
+    rows = conn.execution_options(yield_per=20_000).execute(stmt)
+    out = [
+        _row(ex, votes, ids, images, threshold, aggregates) for ex, votes in _grouped(rows)
+    ]
+    _resolve_groups(out)
+    return out
+
+
+def _grouped(rows: Any) -> Iterator[tuple[tuple[Any, ...], list[tuple[int, bool]]]]:
+    current: tuple[Any, ...] | None = None
+    votes: list[tuple[int, bool]] = []
+    for r in rows:
+        if current is None or r[0] != current[0]:
+            if current is not None:
+                yield current, votes
+            current, votes = tuple(r[:12]), []
+        if r[12] is not None:
+            votes.append((r[12], bool(r[13])))
+    if current is not None:
+        yield current, votes
+
+
+_CATEGORY: dict[str, str] = {}
+
+
+def _category(relation: str) -> str:
+    cat = _CATEGORY.get(relation)
+    if cat is None:
+        try:
+            cat = category_of(relation)
+        except ValueError:
+            cat = "Unknown"
+        _CATEGORY[relation] = cat
+    return cat
+
+
+def frame_value(frame: str | None) -> float | str | None:
+    """VSR writes reference_frame as a number (0.0/1.0/2.0); our own values are words."""
+    if frame is None:
+        return None
+    try:
+        return float(frame)
+    except ValueError:
+        return frame
+
+
+def _row(
+    ex: tuple[Any, ...],
+    raw_votes: list[tuple[int, bool]],
+    ids: dict[int, int],
+    images: dict[int, tuple[str, str]],
+    threshold: Fraction,
+    aggregates: dict[Hashable, tuple[bool, float]] | None,
+) -> ExportRow:
+    (eid, image_id, caption, label, relation, subj, obj, author_id, frame, origin,
+     annotation_id, parent_id) = ex
+    label = bool(label)
+    votes = tuple((ids[w], v) for w, v in raw_votes)
+    true_ids = [w for w, v in votes if v]
+    false_ids = [w for w, v in votes if not v]
+    n_agree = len(true_ids) if label else len(false_ids)
+    n = len(votes)
+    file_name, split = images[image_id]
+    record: dict[str, Any] = {
+        "image": file_name,
+        "image_link": f"{COCO_BASE}/{split}/{file_name}",
+        "caption": caption,
+        "label": int(label),
+        "relation": relation,
+        "subj": subj,
+        "obj": obj,
+        "annotator_id": ids[author_id] if author_id is not None else None,
+        "vote_true_validator_id": true_ids,
+        "vote_false_validator_id": false_ids,
+    }
+    if frame is not None:
+        record["reference_frame"] = frame_value(frame)
+    record["relation_category"] = _category(relation)
+    record["agreement"] = round(n_agree / n, 4) if n else None
+    record["origin"] = origin
+    record["example_id"] = eid
+    if aggregates is not None and eid in aggregates:
+        agg_label, conf = aggregates[eid]
+        record["aggregate_label"] = int(agg_label)
+        record["aggregate_confidence"] = round(conf, 4)
+    # Annotation halves share a group; imported Examples have no Annotation row, and their
+    # halves share caption and author. Adversarial negatives follow their parent (resolved
+    # after the pass, see _resolve_groups).
+    group: Hashable
+    if annotation_id is not None:
+        group = ("annotation", annotation_id)
+    elif parent_id is not None:
+        group = ("parent", parent_id)
+    else:
+        group = ("caption", author_id, caption)
+    return ExportRow(
+        id=eid,
+        label=label,
+        relation=relation,
+        subj=subj,
+        obj=obj,
+        origin=origin,
+        author=record["annotator_id"],
+        group=group,
+        votes=votes,
+        n_agree=n_agree,
+        kept=is_kept_count(n_agree, n, threshold),
+        line=orjson.dumps(record) + b"\n",
+    )
+
+
+def _resolve_groups(rows: list[ExportRow]) -> None:
+    by_id = {r.id: r for r in rows}
+    for r in rows:
+        seen = set()
+        g = r.group
+        while isinstance(g, tuple) and g[0] == "parent" and g[1] in by_id and g[1] not in seen:
+            seen.add(g[1])
+            g = by_id[g[1]].group
+        r.group = g

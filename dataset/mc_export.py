@@ -1,0 +1,66 @@
+"""Multiple-choice items of the latest adversarial matching run, as ``mc/{split}.jsonl``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from core.models import Example, Image, MatchRun, McItem
+
+EXAMPLE = Example.__table__  # type: ignore[attr-defined]
+IMAGE = Image.__table__  # type: ignore[attr-defined]
+MCITEM = McItem.__table__  # type: ignore[attr-defined]
+MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
+COCO_BASE = "http://images.cocodataset.org"
+
+
+def latest_run_id(conn: Connection) -> int | None:
+    return conn.execute(select(func.max(MATCHRUN.c.id))).scalar()
+
+
+def mc_lines(conn: Connection, run_id: int | None = None) -> dict[str, list[bytes]]:
+    """Split name -> JSONL lines (ordered by query Example id); empty if matching never ran.
+
+    One line per item: the query image and concepts, the candidate captions (``choices``),
+    the index of the true one (``answer``), each choice's relation, and the ids of the
+    Examples the distractors came from.
+    """
+    run_id = latest_run_id(conn) if run_id is None else run_id
+    if run_id is None:
+        return {}
+    stmt = (
+        select(
+            MCITEM.c.split, MCITEM.c.query_example_id, MCITEM.c.choices, MCITEM.c.relations,
+            MCITEM.c.answer_index, MCITEM.c.distractor_example_ids, EXAMPLE.c.subj,
+            EXAMPLE.c.obj, EXAMPLE.c.caption, IMAGE.c.file_name, IMAGE.c.coco_split,
+        )
+        .select_from(
+            MCITEM.join(EXAMPLE, EXAMPLE.c.id == MCITEM.c.query_example_id).join(
+                IMAGE, IMAGE.c.id == EXAMPLE.c.image_id
+            )
+        )
+        .where(MCITEM.c.run_id == run_id)
+        .order_by(MCITEM.c.split, MCITEM.c.query_example_id)
+    )
+    out: dict[str, list[bytes]] = {}
+    for (split, qid, choices, relations, answer, distractors, subj, obj, caption, file_name,
+         coco_split) in conn.execute(stmt):
+        record: dict[str, Any] = {
+            "image": file_name,
+            "image_link": f"{COCO_BASE}/{coco_split}/{file_name}",
+            "subj": subj,
+            "obj": obj,
+            "caption": caption,
+            "choices": list(choices),
+            "answer": answer,
+            "relations": list(relations),
+            "split": split,
+            "example_id": qid,
+            "distractor_example_ids": list(distractors),
+            "run_id": run_id,
+        }
+        out.setdefault(split, []).append(orjson.dumps(record) + b"\n")
+    return out
