@@ -24,7 +24,7 @@ from core.models import Image, Instance
 COLOUR_A = (230, 25, 75)
 COLOUR_B = (30, 136, 229)
 MAX_SIDE = 900
-RENDER_VERSION = 2  # bump when the drawing changes, so cached files are not reused
+RENDER_VERSION = 3  # bump when the drawing changes, so cached files are not reused
 
 
 def find_source(image_root: Path, image: Image) -> Path | None:
@@ -58,7 +58,7 @@ def instance_mask(instance: Instance, height: int, width: int) -> np.ndarray:
 def _overlay(base: PILImage.Image, mask: np.ndarray, colour: tuple[int, int, int]) -> None:
     alpha = PILImage.fromarray((mask * 255).astype(np.uint8), "L")
     tint = PILImage.new("RGB", base.size, colour)
-    base.paste(tint, (0, 0), alpha.point(lambda v: v * 30 // 100))
+    base.paste(tint, (0, 0), alpha.point(lambda v: v * 22 // 100))
     # Outline = mask minus its erosion, thickened so it shows on a downscaled photo.
     width = max(3, round(max(base.size) / 250))
     edge = PILImage.fromarray(

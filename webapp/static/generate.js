@@ -27,12 +27,14 @@
       preview.textContent = captions[rel][ent1];
       preview.classList.add("ready");
     } else {
-      const names = document.querySelectorAll(".ent1 .toggle span");
-      const first = names[ent1 === "a" ? 0 : 1].textContent.trim();
-      const second = names[ent1 === "a" ? 1 : 0].textContent.trim();
+      const first = form.dataset[ent1 === "a" ? "conceptA" : "conceptB"];
+      const second = form.dataset[ent1 === "a" ? "conceptB" : "conceptA"];
       preview.textContent = "The " + first + " (is) ___ the " + second + ".";
       preview.classList.remove("ready");
     }
+    document.querySelectorAll("[data-role-of]").forEach(function (el) {
+      el.textContent = el.dataset.roleOf === ent1 ? "ENT1" : "ENT2";
+    });
     truth.textContent = img ? "True for image " + img + ", false for image " + (img === "1" ? 2 : 1) + "." : "";
     photos.forEach(function (p) {
       const on = p.dataset.slot === img;
@@ -77,6 +79,13 @@
   form.addEventListener("change", update);
   document.addEventListener("change", update);
   document.getElementById("swap").addEventListener("click", swap);
+  document.getElementById("skip-open").addEventListener("click", function () {
+    const box = document.getElementById("skip-box");
+    box.open = true;
+    box.scrollIntoView({ block: "center" });
+    const first = box.querySelector('input[name="skip_reason"]');
+    if (first) first.focus();
+  });
   filter.addEventListener("input", applyFilter);
   filter.addEventListener("keydown", function (e) {
     const vis = visibleChips();
@@ -89,7 +98,7 @@
   });
 
   document.addEventListener("keydown", function (e) {
-    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
     const el = document.activeElement;
     if (typing(el)) return;
     if (e.key === "/") { e.preventDefault(); filter.focus(); filter.select(); }
@@ -124,8 +133,8 @@
     const end = Date.now() + 1000 * parseInt(clock.dataset.seconds || "0", 10);
     const tick = function () {
       const left = Math.max(0, Math.round((end - Date.now()) / 1000));
-      const h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
-      clock.textContent = (h ? h + ":" + String(m).padStart(2, "0") : String(m)) + ":" + String(s).padStart(2, "0");
+      // Minutes:seconds even above an hour ("79:30"): the batch time is given in minutes.
+      clock.textContent = Math.floor(left / 60) + ":" + String(left % 60).padStart(2, "0");
       clock.classList.toggle("low", left < 300);
       if (left === 0) { window.location.href = "/generate"; return; }
       setTimeout(tick, 1000);

@@ -1,0 +1,147 @@
+"""A real annotator in a real browser: `vsr serve` + headless Debian Chromium via Playwright.
+
+Enters through a Prolific link, consents, reads the instructions, does two tasks (one with
+the keyboard only, one with the mouse only), sees the completion code, and the database
+holds exactly what was chosen. A screenshot of the task page is saved in the test's tmp dir.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlmodel import Session, col, select
+
+from core.db import make_engine
+from core.models import Annotation, Example, ImagePair
+from tests.webapp_coco import make_pairs, set_study
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium not installed")
+    engine = make_engine(sqlite_url)
+    with Session(engine) as s:
+        make_pairs(s, coco_dir, 4)
+    engine.dispose()
+    set_study(sqlite_url, generate_batch_size=2, completion_code="BROWSER-OK")
+    port = _free_port()
+    env = dict(os.environ, SECRET_KEY="browser-test-" + "k" * 32,
+               IMAGE_CACHE_DIR=str(tmp_path / "cache"))
+    vsr = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen(
+        [vsr, "serve", "--port", str(port), "--database-url", sqlite_url,
+         "--image-root", str(coco_dir / "images")],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None:
+                pytest.fail("vsr serve exited: " + (tmp_path / "server.log").read_text())
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def test_annotator_completes_two_tasks_in_chromium(
+    server: str, sqlite_url: str, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--headless", "--disable-background-networking", "--disable-gpu"],
+        )
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+        page.goto(server + "/start/generate?PROLIFIC_PID=5f1e2d3c4b5a&STUDY_ID=st1&SESSION_ID=se1")
+        page.get_by_role("button", name="I agree, continue").click()
+        expect(page.get_by_role("heading", name="Write spatial captions: instructions")).to_be_visible()
+        page.get_by_role("button", name="Start the batch").click()
+
+        # --- task 1: keyboard only ------------------------------------------------------
+        expect(page.locator("#countdown")).to_have_text(re.compile(r"^(79|80):\d\d$"))
+        concept_a = page.locator(".ent1 .toggle").nth(0).inner_text().strip()
+        concept_b = page.locator(".ent1 .toggle").nth(1).inner_text().strip()
+        page.wait_for_load_state("load")
+        for img in page.locator(".photo img").all():  # marked images really loaded
+            assert img.evaluate("i => i.complete && i.naturalWidth > 0")
+        page.screenshot(path=str(tmp_path / "task_page_start.png"))
+        page.keyboard.press("/")
+        page.keyboard.type("on top")
+        expect(page.locator(".chip:not([hidden])")).to_have_count(1)
+        page.keyboard.press("Enter")  # picks the only match
+        page.keyboard.press("s")  # swap: ENT1 is now concept B
+        page.keyboard.press("2")  # true for image 2
+        caption = f"The {concept_b} is on top of the {concept_a}."
+        expect(page.locator("#caption-preview")).to_have_text(caption)
+        expect(page.locator(".photo").nth(1)).to_have_class(re.compile("chosen-true"))
+        page.screenshot(path=str(tmp_path / "task_page.png"), full_page=False)
+        page.keyboard.press("Enter")
+
+        # --- task 2: mouse only -----------------------------------------------------------
+        expect(page.locator(".progress-text")).to_contain_text("Pair 2 of 2")
+        concept_a2 = page.locator(".ent1 .toggle").nth(0).inner_text().strip()
+        concept_b2 = page.locator(".ent1 .toggle").nth(1).inner_text().strip()
+        page.locator(".chip", has_text="left of").first.click()
+        page.locator(".photo").nth(0).click()
+        expect(page.locator("#caption-preview")).to_have_text(
+            f"The {concept_a2} is left of the {concept_b2}."
+        )
+        page.get_by_role("button", name="Submit").click()
+
+        # --- completion -----------------------------------------------------------------
+        expect(page.locator("#completion-code")).to_have_text("BROWSER-OK")
+        href = page.locator("#prolific-link").get_attribute("href")
+        assert href == "https://app.prolific.com/submissions/complete?cc=BROWSER-OK"
+        page.screenshot(path=str(tmp_path / "done_page.png"))
+        browser.close()
+        assert errors == []
+
+    engine = make_engine(sqlite_url)
+    with Session(engine) as s:
+        anns = s.exec(select(Annotation).order_by(col(Annotation.id))).all()
+        assert [(a.relation, a.subj, a.obj) for a in anns] == [
+            ("on top of", concept_b, concept_a),
+            ("left of", concept_a2, concept_b2),
+        ]
+        first_pair = s.get(ImagePair, anns[0].pair_id)
+        assert first_pair is not None and anns[0].true_image_id == first_pair.image2_id
+        examples = s.exec(select(Example).order_by(col(Example.id))).all()
+        assert [(e.caption, e.label) for e in examples[:2]] == [(caption, True), (caption, False)]
+        assert len(examples) == 4
+        assert all(a.duration_ms and a.duration_ms > 0 for a in anns)
+    engine.dispose()
+    assert (tmp_path / "task_page.png").stat().st_size > 10_000
