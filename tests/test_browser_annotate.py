@@ -88,7 +88,8 @@ def test_annotator_completes_two_tasks_in_chromium(
 
         page.goto(server + "/start/generate?PROLIFIC_PID=5f1e2d3c4b5a&STUDY_ID=st1&SESSION_ID=se1")
         page.get_by_role("button", name="I agree, continue").click()
-        expect(page.get_by_role("heading", name="Write spatial captions: instructions")).to_be_visible()
+        heading = page.get_by_role("heading", name="Write spatial captions: instructions")
+        expect(heading).to_be_visible()
         page.get_by_role("button", name="Start the batch").click()
 
         # --- task 1: keyboard only ------------------------------------------------------
