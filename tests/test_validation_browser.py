@@ -79,7 +79,8 @@ def test_validator_judges_with_the_keyboard(server: str, sqlite_url: str, tmp_pa
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(server + "/start/validate?PROLIFIC_PID=6a7b8c9d&STUDY_ID=st1&SESSION_ID=se1")
         page.get_by_role("button", name="I agree, continue").click()
-        expect(page.get_by_role("heading", name="Check spatial captions: instructions")).to_be_visible()
+        heading = page.get_by_role("heading", name="Check spatial captions: instructions")
+        expect(heading).to_be_visible()
         page.get_by_role("button", name="Start the batch").click()
 
         captions = []
