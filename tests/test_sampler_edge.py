@@ -153,6 +153,11 @@ def _edge_file(tmp_path: Path) -> tuple[Path, set[int]]:
     c.ann(i9, 44, 31_000)
     c.ann(i9, 17, 45_000)
     c.ann(i9, 18, 45_000, segmentation=_square(200, 200, 212.2))
+    # the crowd region comes first in the file this time
+    i10 = c.image(10)
+    c.ann(i10, 18, 20_000, iscrowd=1, segmentation=_crowd_rle(480, 640), bbox=[300, 300, 200, 100])
+    c.ann(i10, 17, 50_000)
+    c.ann(i10, 18, 40_000)
     return c.write(tmp_path / "instances_val2017_edge.json"), {1, 4, 7, 9}
 
 
@@ -161,7 +166,7 @@ def test_rule_edge_cases(tmp_path: Path) -> None:
     index = load_coco([path], min_area=30_000)
     cat_dog = {i for i, cats in index.eligible.items() if {17, 18} <= set(cats)}
     assert cat_dog == eligible
-    assert index.n_images == 9 and index.n_annotations == 21
+    assert index.n_images == 10 and index.n_annotations == 24
     assert index.eligible[7][17].area == pytest.approx(50_000)  # computed from the RLE
     assert index.images[4].split == "train2017" and index.images[1].split == "val2017"
     res = sample_pairs(index, 100, seed=0)
