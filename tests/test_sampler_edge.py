@@ -195,6 +195,24 @@ def test_geometry_from_bbox_and_rle(tmp_path: Path) -> None:
     assert img7["a"]["area_frac"] == pytest.approx(50_000 / (640 * 480), abs=1e-4)
 
 
+def test_prefer_contrast_picks_mirrored_layouts(tmp_path: Path) -> None:
+    """Six images with the cat left of the dog, six with it right: contrast finds the flips."""
+    c = Coco()
+    for k in range(12):
+        iid = c.image(100 + k)
+        left, right = (20 + 3 * k, 320) if k % 2 else (320, 20 + 3 * k)
+        c.ann(iid, 17, 40_000, segmentation=_square(left, 100, 200), bbox=[left, 100, 200, 200])
+        c.ann(iid, 18, 40_000, segmentation=_square(right, 100, 200), bbox=[right, 100, 200, 200])
+    index = load_coco([c.write(tmp_path / "mirror.json")])
+    flips = lambda ps: sum(  # noqa: E731
+        p.geometry["image1"]["a_left_of_b"] != p.geometry["image2"]["a_left_of_b"] for p in ps
+    )
+    pref = sample_pairs(index, 6, seed=3, prefer_contrast=True).pairs
+    plain = sample_pairs(index, 6, seed=3).pairs
+    assert flips(pref) == 6 and all(p.contrast >= 0.4 for p in pref)
+    assert flips(plain) < 6
+
+
 def test_stored_rows_on_both_backends(engine: Engine, tmp_path: Path) -> None:
     path, _ = _edge_file(tmp_path)
     first = sample_into_db(engine, [path], n_pairs=4, seed=1)

@@ -191,10 +191,16 @@ def test_cap_per_concept_pair_keeps_the_long_tail(coco_dir: Path) -> None:
 
 def test_prefer_contrast_picks_more_contrastive_pairs(coco_dir: Path) -> None:
     index = load_coco(_files(coco_dir), min_area=2_000)
-    plain = sample_pairs(index, 40, seed=8)
+
+    def mean(prefer: bool) -> float:
+        ps = [
+            p for s in (1, 2, 3) for p in sample_pairs(index, 40, s, prefer_contrast=prefer).pairs
+        ]
+        return sum(p.contrast for p in ps) / len(ps)
+
+    # most concept pairs here have 2-3 eligible images (little choice), so the gain is modest
+    assert mean(True) > mean(False) + 0.05
     pref = sample_pairs(index, 40, seed=8, prefer_contrast=True)
-    mean = lambda ps: sum(p.contrast for p in ps) / len(ps)  # noqa: E731
-    assert mean(pref.pairs) > mean(plain.pairs) + 0.05
     # every stored contrast is the score recorded in the geometry
     assert all(p.contrast == p.geometry["contrast"]["score"] for p in pref.pairs)
 
