@@ -53,23 +53,24 @@ def _chunks(rows: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
 def _insert_ignore(
     session: Session, model: Any, rows: list[dict[str, Any]], keys: list[str]
 ) -> None:
+    """INSERT ... ON CONFLICT (keys) DO NOTHING, as one cached Core statement run executemany.
+
+    (A multi-row ``.values([...])`` statement is recompiled for every chunk, which made
+    storing 3,000 pairs take 9 s; executemany reuses one compiled statement.)
+    """
     if not rows:
         return
-    bind = session.get_bind()
-    if is_postgres(bind):  # type: ignore[arg-type]
+    conn = session.connection()
+    if is_postgres(conn.engine):
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-        for chunk in _chunks(rows):
-            session.execute(
-                pg_insert(model).values(list(chunk)).on_conflict_do_nothing(index_elements=keys)
-            )
+        stmt: Any = pg_insert(model.__table__).on_conflict_do_nothing(index_elements=keys)
     else:
         from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-        for chunk in _chunks(rows):
-            session.execute(
-                sqlite_insert(model).values(list(chunk)).on_conflict_do_nothing(index_elements=keys)
-            )
+        stmt = sqlite_insert(model.__table__).on_conflict_do_nothing(index_elements=keys)
+    for chunk in _chunks(rows):
+        conn.execute(stmt, list(chunk))
 
 
 def _id_map(session: Session, column: Any, pk: Any, wanted: list[int]) -> dict[int, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -37,11 +38,10 @@ class _Bars:
                 disable=None,  # no bar when stderr is not a terminal (logs, CI)
                 dynamic_ncols=True,
             )
-        bar = self.bar
+        bar: Any = self.bar
         if bar is not None:
-            bar.total = total  # type: ignore[attr-defined]
-            bar.n = done  # type: ignore[attr-defined]
-            bar.refresh()  # type: ignore[attr-defined]
+            bar.total = total
+            bar.update(max(0, done - bar.n))  # update() keeps tqdm's rate estimate right
 
     def close(self) -> None:
         if self.bar is not None:
