@@ -173,7 +173,9 @@ def csrf_token(request: Request) -> str:
 
 def check_csrf(request: Request, submitted: str | None) -> None:
     expected = request.session.get("csrf")
-    if not expected or not submitted or not secrets.compare_digest(str(expected), submitted):
+    if not expected or not submitted or not secrets.compare_digest(
+        str(expected).encode(), submitted.encode("utf-8", "replace")
+    ):
         raise PageError(
             403, "This form has expired or did not come from this site. Reload the page and "
             "try again."
