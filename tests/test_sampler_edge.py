@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pycocotools import mask as mask_utils
 from sqlalchemy import func
 from sqlalchemy import select as sa_select
@@ -327,3 +329,38 @@ def test_cli_sample_and_its_errors(sqlite_url: str, tmp_path: Path) -> None:
     assert len(r.stderr.strip().splitlines()) == 1
     r = _vsr("sample", "--coco", str(path), "--pairs", "0", db=sqlite_url)
     assert r.returncode != 0 and "Traceback" not in r.stderr
+
+
+@st.composite
+def _worlds(draw: st.DrawFn) -> Coco:
+    """Random small COCO files: few categories, repeats, crowds, areas around the threshold."""
+    c = Coco()
+    for iid in range(1, draw(st.integers(1, 12)) + 1):
+        c.image(iid)
+        for _ in range(draw(st.integers(0, 6))):
+            cat = draw(st.sampled_from([17, 18, 65, 44]))
+            size = draw(st.sampled_from([100.0, 29_999.0, 30_000.0, 30_001.5, 90_000.0]))
+            crowd = draw(st.integers(0, 5)) == 0
+            c.ann(iid, cat, size, iscrowd=int(crowd))
+    return c
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(world=_worlds(), n=st.integers(1, 30), seed=st.integers(0, 3))
+def test_random_worlds_match_the_independent_rule(
+    tmp_path: Path, world: Coco, n: int, seed: int
+) -> None:
+    from tests.test_sampler_real import independent_rule
+
+    path = world.write(tmp_path / "world.json")
+    truth = independent_rule([path], 30_000)
+    res = sample_pairs(load_coco([path]), n, seed=seed)
+    available = sum(len(v) * (len(v) - 1) // 2 for v in truth.values())
+    assert res.available == available and len(res.pairs) == min(n, available)
+    assert len({p.key for p in res.pairs}) == len(res.pairs)
+    for p in res.pairs:
+        imgs = truth[(p.concept_a, p.concept_b)]
+        assert p.image1 < p.image2 and p.image1 in imgs and p.image2 in imgs
+        assert p.geometry["image1"]["a"]["ann_id"] == imgs[p.image1][0]["id"]
