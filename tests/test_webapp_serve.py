@@ -1,0 +1,37 @@
+"""`vsr serve` refuses to start, in one line, when it could not serve anyone.
+
+(The browser test starts it for real and works through it.)
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _vsr(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_serve_needs_a_migrated_database(tmp_path: Path) -> None:
+    r = _vsr("serve", "--database-url", f"sqlite:///{tmp_path / 'empty.db'}", "--port", "1")
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [
+        "error: the database has no schema yet: run `vsr db upgrade` first"
+    ]
+
+
+def test_serve_checks_the_image_root(tmp_path: Path) -> None:
+    r = _vsr("serve", "--image-root", str(tmp_path / "nope"))
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert "is not a directory" in r.stderr
+
+
+def test_serve_help_lists_its_options() -> None:
+    r = _vsr("serve", "--help")
+    assert r.returncode == 0
+    for option in ("--host", "--port", "--workers", "--database-url", "--image-root", "--reload"):
+        assert option in r.stdout
