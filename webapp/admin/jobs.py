@@ -10,6 +10,7 @@ server's threads. A small reaper thread marks a job failed if its process dies s
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from core.settings import Settings
 from core.types import utcnow
 
 ACTIVE = ("queued", "running")
+log = logging.getLogger("webapp.admin.jobs")
 
 
 class SampleParams(BaseModel):
@@ -123,43 +125,49 @@ def child_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def launch(engine: Engine, settings: Settings, job_id: int) -> subprocess.Popen[bytes]:
-    """Start ``vsr admin run-job`` for this job and a thread that reaps it."""
+def launch(session: Session, engine: Engine, settings: Settings, job: Job) -> int:
+    """Start ``vsr admin run-job`` for this job, record its pid, and reap it in a thread.
+
+    The pid is written through the caller's session: on SQLite a second connection would
+    wait for the request's own write lock.
+    """
+    assert job.id is not None
     log_dir = export_dir(settings).parent / "job-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"job{job_id}.log"
+    log_path = log_dir / f"job{job.id}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dataset.cli", "admin", "run-job", str(job_id)],
+            [sys.executable, "-m", "dataset.cli", "admin", "run-job", str(job.id)],
             env=child_env(settings),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # a killed server does not take the job down mid-write
         )
-    with Session(engine) as session:
-        job = session.get(Job, job_id)
-        if job is not None:
-            job.params = {**job.params, "_pid": proc.pid, "_log": str(log_path)}
-            session.add(job)
-            session.commit()
+    job.params = {**job.params, "_pid": proc.pid, "_log": str(log_path)}
+    session.add(job)
+    session.commit()
     threading.Thread(
-        target=_reap, args=(engine, job_id, proc, log_path), daemon=True, name=f"job-{job_id}"
+        target=_reap, args=(engine, job.id, proc, log_path), daemon=True, name=f"job-{job.id}"
     ).start()
-    return proc
+    return proc.pid
 
 
 def _reap(engine: Engine, job_id: int, proc: subprocess.Popen[bytes], log_path: Path) -> None:
     code = proc.wait()
-    with Session(engine) as session:
-        job = session.get(Job, job_id)
-        if job is None or job.status not in ACTIVE:
-            return
-        job.status = "failed"
-        job.finished_at = utcnow()
-        job.message = f"the job process ended (exit code {code}): {_last_line(log_path)}"[:2000]
-        session.add(job)
-        session.commit()
+    try:
+        with Session(engine) as session:
+            job = session.get(Job, job_id)
+            if job is None or job.status not in ACTIVE:
+                return
+            job.status = "failed"
+            job.finished_at = utcnow()
+            last = _last_line(log_path)
+            job.message = f"the job process ended (exit code {code}): {last}"[:2000]
+            session.add(job)
+            session.commit()
+    except Exception:  # the database went away (shutdown): mark_orphans catches it later
+        log.warning("could not record the end of job %s", job_id, exc_info=True)
 
 
 def _last_line(path: Path) -> str:

@@ -321,7 +321,7 @@ def worker_table(
     order: str = "votes",
     only: int | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Per worker: captions, skips, votes, agreement with the majority, gold accuracy."""
+    """Per worker: Examples written, skips, votes, agreement with the majority, gold accuracy."""
     conn = _conn(session)
     vc = vote_counts()
     # A vote agrees with the majority of its Example's votes; ties have no majority.
@@ -353,14 +353,20 @@ def worker_table(
     ann_q = (
         select(
             ANN.c.worker_id.label("worker_id"),
-            func.count().label("captions"),
             func.sum(case((ANN.c.skip_reason.is_not(None), 1), else_=0)).label("skips"),
         )
         .group_by(ANN.c.worker_id)
         .subquery("wa")
     )
+    # Captions written = Examples authored (imported releases have no Annotation rows).
+    ex_q = (
+        select(EX.c.author_id.label("worker_id"), func.count().label("written"))
+        .where(EX.c.author_id.is_not(None))
+        .group_by(EX.c.author_id)
+        .subquery("we")
+    )
     votes = func.coalesce(votes_q.c.votes, 0)
-    captions = func.coalesce(ann_q.c.captions, 0)
+    captions = func.coalesce(ex_q.c.written, 0)
     agree_rate = cast(votes_q.c.agree, Float) / func.nullif(votes_q.c.with_majority, 0)
     gold_rate = cast(votes_q.c.gold_hit, Float) / func.nullif(votes_q.c.gold_seen, 0)
     order_by = {
@@ -390,6 +396,7 @@ def worker_table(
         .select_from(WORKER)
         .outerjoin(votes_q, votes_q.c.worker_id == WORKER.c.id)
         .outerjoin(ann_q, ann_q.c.worker_id == WORKER.c.id)
+        .outerjoin(ex_q, ex_q.c.worker_id == WORKER.c.id)
     )
     if only is not None:
         base = base.where(WORKER.c.id == only)

@@ -69,8 +69,7 @@ async def start_job(
         job = jobs.create_job(session, settings, kind, params)
     except jobs.JobBusyError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
-    assert job.id is not None
-    jobs.launch(request.app.state.engine, settings, job.id)
+    jobs.launch(session, request.app.state.engine, settings, job)
     return back("/admin/pipeline", f"Started {kind} job #{job.id}.")
 
 
