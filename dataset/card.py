@@ -119,8 +119,8 @@ def render_card(
         titles = {
             "relations": "Relation distribution (cf. VSR Figure 5)",
             "concepts": "Concept distribution (cf. VSR Figure 6)",
-            "disagreement": "Per-relation probability that two validators disagree "
-            "(cf. VSR Figure 7)",
+            "disagreement": "Per-relation probability that two randomly chosen annotators "
+            "disagree (cf. VSR Figure 7)",
         }
         for name, note in figure_notes.items():
             lines += [f"### {titles[name]}", "", f"![{titles[name]}]({FIGURES[name]})", "",

@@ -79,7 +79,8 @@ def concept_figure(stats: dict[str, Any], path: Path, min_count: int = 100, top:
 
 
 def disagreement_figure(stats: dict[str, Any], path: Path, min_n: int = 20) -> str:
-    """Figure 7: per-relation probability that two random validators disagree (all Examples).
+    """Figure 7: per-relation probability that two randomly chosen annotators (the caption
+    writer and the validators) disagree, over all Examples.
 
     Like VSR, only relations with more than ``min_n`` Examples; on a small dataset all.
     """
@@ -95,12 +96,15 @@ def disagreement_figure(stats: dict[str, Any], path: Path, min_n: int = 20) -> s
         f"Relations with more than {min_n} Examples ({len(shown)})."
         if big
         else f"All {len(shown)} relations (none has more than {min_n} Examples)."
+    ) + (
+        " The caption writer's label counts as one annotator's judgement, as in VSR; "
+        "`stats.json` also has validators-only values (`disagreement_validators`)."
     )
     fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * len(shown) + 2), 4.2))
     ax.bar(range(len(shown)), [r[0] for r in shown], color="#C44E52")
     ax.set_xticks(range(len(shown)), [r[1] for r in shown], rotation=75, ha="right", fontsize=7)
-    ax.set_ylabel("P(two validators disagree)")
-    ax.set_title("Per-relation disagreement (all Examples)")
+    ax.set_ylabel("P(two annotators disagree)")
+    ax.set_title("Per-relation disagreement (caption writer + validators, all Examples)")
     ax.margins(x=0.01)
     _save(fig, path)
     return note

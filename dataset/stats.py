@@ -68,7 +68,11 @@ def compute_stats(
         "both": len(annotators & validators),
     }
 
-    dis = per_relation_disagreement(items)
+    # VSR Figure 7 ("two randomly chosen annotators") counts the caption writer as one of the
+    # annotators; with the writer's label included our ranking matches the paper's section
+    # 4.2 (near, close to high; within, inside, part of low). Validators-only kept alongside.
+    dis = per_relation_disagreement(items, include_label=True)
+    dis_val = per_relation_disagreement(items)
     raw_rel = Counter(r.relation for r in rows)
     val_rel = Counter(r.relation for r in validated)
     stats["relations"] = {
@@ -77,6 +81,7 @@ def compute_stats(
             "n_raw": raw_rel[rel],
             "n_validated": val_rel.get(rel, 0),
             "disagreement": dis.get(rel, {}).get("disagreement"),
+            "disagreement_validators": dis_val.get(rel, {}).get("disagreement"),
         }
         for rel in sorted(raw_rel)
     }
