@@ -62,7 +62,9 @@ def start(client: Any, pid: str) -> str:
     return csrf
 
 
-def test_instructions_batch_defaults_and_page(site: Any, engine: Engine) -> None:
+def test_instructions_batch_defaults_and_page(
+    site: Any, engine: Engine, db_url: str, tmp_path: Path, coco_dir: Path
+) -> None:
     client = client_for(site)
     csrf = enter(client, "PROLIFIC_PID=v1&STUDY_ID=st&SESSION_ID=se", kind="validate")
     instr = client.get("/instructions/validate")
@@ -90,7 +92,11 @@ def test_instructions_batch_defaults_and_page(site: Any, engine: Engine) -> None
         row.origin = "adversarial"
         s.add(row)
         s.commit()
-    again = client.get("/validate")
+    # A fresh app (as after a restart: no cached display) with the same signed cookie.
+    fresh = client_for(make_app(db_url, tmp_path, image_root=coco_dir / "images"))
+    fresh.cookies = client.cookies
+    again = fresh.get("/validate")
+    assert again.status_code == 200
     strip = re.compile(r'data-seconds="\d+"')
     assert strip.sub("", again.text) == strip.sub("", page.text)
     # "left of": the frame rule is repeated and the optional frame question is asked.

@@ -4,7 +4,7 @@ so gold items look exactly like the others."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import OrderedDict
 from typing import Any
 
 from sqlmodel import Session, select
@@ -50,57 +50,62 @@ def example_instances(session: Session, example: Example) -> tuple[Instance, Ins
     return None
 
 
-@dataclass
-class ShownItem:
-    assignment_id: int
-    caption: str
-    subj: str
-    obj: str
-    relation: str
-    frame_question: bool
-    image: Image
-    src: str | None
-    local: bool  # a server-rendered marked JPEG (else COCO URL + SVG outlines)
-    shapes_subj: list[str]
-    shapes_obj: list[str]
-
-    def public(self) -> dict[str, Any]:
-        return {
-            "assignment_id": self.assignment_id,
-            "caption": self.caption,
-            "subj": self.subj,
-            "obj": self.obj,
-            "relation": self.relation,
-            "frame_question": self.frame_question,
-            "image": {
-                "src": self.src,
-                "marked": self.local,
-                "width": self.image.width,
-                "height": self.image.height,
-                "coco_id": self.image.coco_id,
-                "shapes_subj": self.shapes_subj,
-                "shapes_obj": self.shapes_obj,
-            },
-        }
+DISPLAY_CACHE_SIZE = 20_000
+DisplayCache = OrderedDict[int, dict[str, Any]]
 
 
-def shown_item(
-    session: Session, assignment_id: int, example: Example, image_root: Any
-) -> ShownItem:
+def example_display(
+    session: Session, example_id: int, local_images: bool, cache: DisplayCache | None = None
+) -> dict[str, Any]:
+    """The lease-independent part of an item, as JSON-ready values.
+
+    What a validator sees of an Example never changes once it exists (caption, image,
+    outlines), so the app keeps it in ``cache`` (one per app instance, i.e. per server
+    process): on the hot path that saves five queries per item.
+    """
+    hit = cache.get(example_id) if cache is not None else None
+    if hit is not None:
+        return hit
+    example = session.get(Example, example_id)
+    assert example is not None
     image = session.get(Image, example.image_id)
     assert image is not None
     insts = example_instances(session, example)
-    local = image_root is not None and insts is not None
-    return ShownItem(
-        assignment_id=assignment_id,
-        caption=example.caption,
-        subj=example.subj,
-        obj=example.obj,
-        relation=example.relation,
-        frame_question=needs_frame_question(example.relation),
-        image=image,
-        src=f"/images/validate/{assignment_id}.jpg" if local else image.coco_url,
-        local=local,
-        shapes_subj=[] if local or insts is None else images.svg_shapes(insts[0]),
-        shapes_obj=[] if local or insts is None else images.svg_shapes(insts[1]),
-    )
+    marked = local_images and insts is not None
+    shown = {
+        "caption": example.caption,
+        "subj": example.subj,
+        "obj": example.obj,
+        "relation": example.relation,
+        "frame_question": needs_frame_question(example.relation),
+        "image": {
+            "src": None if marked else image.coco_url,
+            "marked": marked,
+            "width": image.width,
+            "height": image.height,
+            "coco_id": image.coco_id,
+            "license_name": image.license_name,
+            "shapes_subj": [] if marked or insts is None else images.svg_shapes(insts[0]),
+            "shapes_obj": [] if marked or insts is None else images.svg_shapes(insts[1]),
+        },
+    }
+    if cache is not None:
+        cache[example_id] = shown
+        while len(cache) > DISPLAY_CACHE_SIZE:
+            cache.popitem(last=False)
+    return shown
+
+
+def public_item(
+    session: Session,
+    assignment_id: int,
+    example_id: int,
+    image_root: Any,
+    cache: DisplayCache | None = None,
+) -> dict[str, Any]:
+    """One leased item as the page and the API show it: no label, origin or gold flag."""
+    shown = example_display(session, example_id, image_root is not None, cache)
+    image = dict(shown["image"])
+    if image["marked"]:
+        image["src"] = f"/images/validate/{assignment_id}.jpg"
+    return {**shown, "assignment_id": assignment_id, "image": image}

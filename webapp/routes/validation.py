@@ -13,7 +13,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from sqlmodel import Session
 
-from core.models import Assignment, Batch, Example, Image, Worker
+from core.models import Assignment, Example, Image, Worker
+from core.types import utcnow
 from webapp import batches, images
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.errors import PageError
@@ -27,7 +28,7 @@ from webapp.validation_queue import (
     next_item,
     record_vote,
 )
-from webapp.validation_view import example_instances, shown_item
+from webapp.validation_view import DisplayCache, example_instances, public_item
 
 router = APIRouter(tags=["validate"])
 KIND = "validate"
@@ -37,6 +38,15 @@ def _strategy(request: Request) -> ExampleStrategy:
     strategy = strategy_for(request, KIND)
     assert isinstance(strategy, ExampleStrategy)
     return strategy
+
+
+def _display_cache(request: Request) -> DisplayCache:
+    """One cache per app instance (so per server process, and fresh in every test app)."""
+    cache = getattr(request.app.state, "validation_display", None)
+    if cache is None:
+        cache = DisplayCache()
+        request.app.state.validation_display = cache
+    return cache  # type: ignore[no-any-return]
 
 
 def _where_next(session: Session, worker: Worker) -> str:
@@ -63,17 +73,17 @@ def task_page(
     item = _advance(request, session, worker)
     if item is None or item.lease is None:
         return redirect(_where_next(session, worker))
-    lease = item.lease
-    assert lease.id is not None and lease.example_id is not None
-    example = session.get(Example, lease.example_id)
-    assert example is not None
+    assert item.lease_id is not None and item.example_id is not None
     ctx: dict[str, Any] = {
         "kind": KIND,
-        "batch": item.batch,
-        "lease": lease,
-        "item": shown_item(session, lease.id, example, settings.image_root),
+        "batch_size": item.batch_size,
+        "lease_id": item.lease_id,
+        "item": public_item(
+            session, item.lease_id, item.example_id, settings.image_root,
+            _display_cache(request),
+        ),
         "done_count": item.done,
-        "seconds_left": batches.seconds_left(item.batch),
+        "seconds_left": _seconds_left(item),
         "csrf": csrf_token(request),
         "frames": REFERENCE_FRAMES,
         "notice": request.query_params.get("notice"),
@@ -160,23 +170,28 @@ class VoteResult(BaseModel):
     next: TaskState | None = Field(None, description="the next item, when asked with ?next=1")
 
 
+def _seconds_left(item: NextItem) -> int:
+    if item.deadline is None:
+        return 0
+    return max(0, int((item.deadline - utcnow()).total_seconds()))
+
+
 def _state(request: Request, session: Session, item: NextItem) -> TaskState:
-    batch: Batch = item.batch
     public = None
-    if item.lease is not None:
-        lease: Assignment = item.lease
-        assert lease.id is not None and lease.example_id is not None
-        example = session.get(Example, lease.example_id)
-        assert example is not None
-        shown = shown_item(session, lease.id, example, request.app.state.settings.image_root)
-        public = ItemPublic.model_validate(shown.public())
+    if item.lease_id is not None and item.example_id is not None:
+        image_root = request.app.state.settings.image_root
+        public = ItemPublic.model_validate(
+            public_item(
+                session, item.lease_id, item.example_id, image_root, _display_cache(request)
+            )
+        )
     return TaskState(
         item=public,
-        batch_size=batch.size,
+        batch_size=item.batch_size,
         done=item.done,
-        seconds_left=batches.seconds_left(batch),
-        finished=batch.status != "open",
-        completion_code=batch.completion_code,
+        seconds_left=_seconds_left(item),
+        finished=item.batch_status != "open",
+        completion_code=item.completion_code,
     )
 
 
@@ -213,6 +228,7 @@ def api_vote(
         out = record_vote(
             session, worker, body.assignment_id, body.value, _strategy(request),
             reference_frame=body.reference_frame, duration_ms=body.duration_ms,
+            then_next=bool(next),
         )
     except VoteError as exc:
         raise PageError(exc.status, exc.message) from exc
@@ -222,13 +238,11 @@ def api_vote(
         created=out.created,
         value=out.vote.value,
         done=out.done,
-        batch_size=out.batch.size,
-        finished=out.batch.status != "open",
-        completion_code=out.batch.completion_code,
+        batch_size=out.batch_size,
+        finished=out.batch_status != "open",
+        completion_code=out.completion_code,
+        next=_state(request, session, out.next) if out.next is not None else None,
     )
-    if next and not result.finished:
-        item = _advance(request, session, worker)
-        result.next = _state(request, session, item) if item is not None else None
     return JSONResponse(result.model_dump(), status_code=201 if out.created else 200)
 
 
