@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,10 @@ def instance_mask(instance: Instance, height: int, width: int) -> np.ndarray:
         rle = dict(seg)
         if isinstance(rle["counts"], str):
             rle["counts"] = rle["counts"].encode("ascii")
-    return np.asarray(mask_utils.decode(rle), dtype=bool)
+    with warnings.catch_warnings():
+        # pycocotools' decode trips a NumPy 2 DeprecationWarning (copy keyword); harmless.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return np.asarray(mask_utils.decode(rle), dtype=bool)
 
 
 def _overlay(base: PILImage.Image, mask: np.ndarray, colour: tuple[int, int, int]) -> None:
