@@ -77,9 +77,8 @@ def sample(
 ) -> None:
     """Sample COCO 2017 image pairs that share two concepts, by the VSR rule, into the DB.
 
-    An image is eligible for concepts A and B when it holds exactly one instance of each
-    (a crowd region counts as several) and both have area >= --min-area.
-    """
+    An image is eligible for concepts A and B when it holds exactly one instance of each (a crowd region counts as several) and both have area >= --min-area.
+    """  # noqa: E501 - one line, or the help text wraps badly
     from sqlalchemy.exc import OperationalError, ProgrammingError
 
     from collection.errors import SamplerError

@@ -305,7 +305,10 @@ def _vsr(*args: str, db: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_sample_and_its_errors(sqlite_url: str, tmp_path: Path) -> None:
     path, _ = _edge_file(tmp_path)
-    ok = _vsr("sample", "--coco", str(path), "--pairs", "4", "--seed", "2", db=sqlite_url)
+    ok = _vsr(
+        "sample", "--coco", str(path), "--pairs", "9", "--seed", "2", "--prefer-contrast",
+        "--max-per-concept-pair", "4", "--concepts", "dog,cat", db=sqlite_url,
+    )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("stored 4 new image pairs (1 concept pairs, 2 concepts, ")
     short = _vsr("sample", "--coco", str(path), "--pairs", "5", db=sqlite_url)
