@@ -61,17 +61,20 @@ def _mask_shape(rle: dict[str, Any], width: int, height: int) -> BaseGeometry:
 def instance_shape(segmentation: Any, bbox: list[float], width: int, height: int) -> BaseGeometry:
     """The instance's region: its polygons, its RLE mask, or its bbox when it has neither."""
     shape: BaseGeometry | None = None
-    if isinstance(segmentation, list) and segmentation:
-        parts = []
-        for poly in segmentation:
-            if isinstance(poly, list) and len(poly) >= 6:
-                ring = list(zip(poly[0::2], poly[1::2], strict=False))
-                # COCO polygons are sometimes self-intersecting; make_valid repairs them.
-                parts.append(shapely.make_valid(Polygon(ring)))
-        if parts:
-            shape = shapely.union_all(parts)
-    elif isinstance(segmentation, dict) and "counts" in segmentation:
-        shape = _mask_shape(segmentation, width, height)
+    try:
+        if isinstance(segmentation, list) and segmentation:
+            parts = []
+            for poly in segmentation:
+                if isinstance(poly, list) and len(poly) >= 6:
+                    ring = list(zip(poly[0::2], poly[1::2], strict=False))
+                    # COCO polygons are sometimes self-intersecting; make_valid repairs them.
+                    parts.append(shapely.make_valid(Polygon(ring)))
+            if parts:
+                shape = shapely.union_all(parts)
+        elif isinstance(segmentation, dict) and "counts" in segmentation:
+            shape = _mask_shape(segmentation, width, height)
+    except (ValueError, TypeError, shapely.errors.GEOSException):
+        shape = None  # a malformed segmentation: the bbox below still gives a fair layout
     if shape is None or shape.is_empty or shape.area <= 0:
         if len(bbox) == 4:
             x, y, w, h = bbox

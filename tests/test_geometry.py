@@ -62,7 +62,8 @@ def test_bow_tie_polygon_is_repaired() -> None:
 
 
 def test_missing_or_degenerate_segmentation_falls_back_to_bbox() -> None:
-    for seg in (None, [], [[1, 2, 3, 4]], [[0, 0, 5, 0, 10, 0]]):
+    bad_rle = {"counts": "not an rle", "size": [H, W]}
+    for seg in (None, [], [[1, 2, 3, 4]], [[0, 0, 5, 0, 10, 0]], [["a", 1, 2, 3, 4, 5]], bad_rle):
         shape = instance_shape(seg, [10, 20, 30, 40], W, H)
         assert shape.bounds == (10, 20, 40, 60)
 
