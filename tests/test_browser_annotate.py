@@ -87,9 +87,11 @@ def test_annotator_completes_two_tasks_in_chromium(
         page.on("pageerror", lambda exc: errors.append(str(exc)))
 
         page.goto(server + "/start/generate?PROLIFIC_PID=5f1e2d3c4b5a&STUDY_ID=st1&SESSION_ID=se1")
+        page.screenshot(path=str(tmp_path / "consent_page.png"))
         page.get_by_role("button", name="I agree, continue").click()
         heading = page.get_by_role("heading", name="Write spatial captions: instructions")
         expect(heading).to_be_visible()
+        page.screenshot(path=str(tmp_path / "instructions_page.png"), full_page=True)
         page.get_by_role("button", name="Start the batch").click()
 
         # --- task 1: keyboard only ------------------------------------------------------
