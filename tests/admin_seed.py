@@ -87,7 +87,7 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                  "coco_url": rec["image_link"].replace("\\/", "/")},
             )
         conn.execute(insert(image_t), list(images.values()))
-        image_ids = dict(conn.execute(select(image_t.c.file_name, image_t.c.id)).all())
+        image_ids: dict[str, int] = dict(conn.execute(select(image_t.c.file_name, image_t.c.id)).all())
         rows = []
         for i, rec in enumerate(records):
             parsed = parse_caption(rec["caption"], rec["relation"])
@@ -99,7 +99,7 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                  "source_key": f"seed:{i}", "created_at": now}
             )
         conn.execute(insert(example_t), rows)
-        ids = dict(conn.execute(select(example_t.c.source_key, example_t.c.id)).all())
+        ids: dict[str, int] = dict(conn.execute(select(example_t.c.source_key, example_t.c.id)).all())
         example_ids = [ids[f"seed:{i}"] for i in range(len(records))]
         votes = []
         k = 0

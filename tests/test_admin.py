@@ -352,7 +352,13 @@ def test_quality_figures_match_core_agreement(
     assert q["kept_share"] == pytest.approx(kept / len(decided))
     table = [[sum(v for _, v in vote_list(r)), sum(not v for _, v in vote_list(r))] for r in recs]
     assert q["fleiss_kappa"] == pytest.approx(fleiss_kappa(table))
-    assert -1 <= q["krippendorff_alpha"] <= 1
+    import krippendorff
+    import numpy as np
+
+    rated = np.array([row for row in table if sum(row) >= 2], dtype=float)
+    expected_alpha = krippendorff.alpha(value_counts=rated, level_of_measurement="nominal")
+    assert q["krippendorff_alpha"] == pytest.approx(expected_alpha)
+    assert q["rated_examples"] == len(rated)
     rel_counts = Counter(r["relation"] for r in recs)
     got = {row["relation"]: row["examples"] for row in q["relations"]}
     assert got == dict(rel_counts)
@@ -421,6 +427,7 @@ def test_workers_table_and_history(
         ex.is_gold, ex.gold_label = True, ex.label  # type: ignore[union-attr]
         s.add(ex)
         s.commit()
+    client.app.state.admin_cache.clear()  # type: ignore[attr-defined]  # changed behind its back
     rows = {
         w["external_id"]: w for w in client.get("/admin/api/workers.json?page=1").json()["workers"]
     }

@@ -13,7 +13,7 @@ from sqlmodel import Session
 from core.study import StudyConfig, load_study_config
 from webapp.admin import csrf
 from webapp.admin.auth import AdminSession
-from webapp.admin.cache import TTLCache
+from webapp.admin.cache import FigureCache
 from webapp.admin.stats import data_version
 
 T = TypeVar("T")
@@ -26,23 +26,34 @@ NAV = (
     ("settings", "/admin/settings", "Study settings"),
     ("pipeline", "/admin/pipeline", "Pipeline"),
 )
-CACHE_TTL_SECONDS = 30.0
+CACHE_TTL_SECONDS = 60.0
 
 
-def figure_cache(request: Request) -> TTLCache:
+def figure_cache(request: Request) -> FigureCache:
     """One cache per app (created lazily: nothing at import time)."""
     state = request.app.state
     cache = getattr(state, "admin_cache", None)
     if cache is None:
-        cache = TTLCache(ttl_seconds=CACHE_TTL_SECONDS)
+        cache = FigureCache(ttl_seconds=CACHE_TTL_SECONDS)
         state.admin_cache = cache
     return cache  # type: ignore[no-any-return]
 
 
-def cached(request: Request, session: Session, name: Hashable, compute: Callable[[], T]) -> T:
-    """``compute()`` cached under the current data version (new votes invalidate it)."""
-    key = (name, data_version(session))
-    return figure_cache(request).get_or_compute(key, compute)
+def cached(
+    request: Request, session: Session, name: Hashable, compute: Callable[[Session], T]
+) -> T:
+    """``compute(session)`` through the figure cache (see webapp.admin.cache).
+
+    The first computation uses the request's session (on SQLite a second connection would
+    wait for this request's own lock); background refreshes open their own.
+    """
+    engine = request.app.state.engine
+
+    def later() -> T:
+        with Session(engine) as own:
+            return compute(own)
+
+    return figure_cache(request).get(name, data_version(session), lambda: compute(session), later)
 
 
 def render(

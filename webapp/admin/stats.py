@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Float, Table, and_, case, cast, func, or_, select
+from sqlalchemy import Float, Table, and_, case, cast, func, or_, select, true
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
@@ -48,17 +48,17 @@ def _conn(session: Session) -> Connection:
     return session.connection()
 
 
-def vote_counts() -> Subquery:
-    """Per Example: number of votes ``n`` and of True votes ``t``."""
-    return (
-        select(
-            VOTE.c.example_id.label("example_id"),
-            func.count().label("n"),
-            func.sum(case((VOTE.c.value.is_(True), 1), else_=0)).label("t"),
-        )
-        .group_by(VOTE.c.example_id)
-        .subquery("vc")
+def vote_counts(example_ids: Any = None) -> Subquery:
+    """Per Example: number of votes ``n`` and of True votes ``t`` (optionally only for the
+    Examples in ``example_ids``, a subquery)."""
+    stmt = select(
+        VOTE.c.example_id.label("example_id"),
+        func.count().label("n"),
+        func.sum(case((VOTE.c.value.is_(True), 1), else_=0)).label("t"),
     )
+    if example_ids is not None:
+        stmt = stmt.where(VOTE.c.example_id.in_(example_ids))
+    return stmt.group_by(VOTE.c.example_id).subquery("vc")
 
 
 def example_agreement(cfg: StudyConfig) -> Subquery:
@@ -207,16 +207,47 @@ def throughput(session: Session, hours: int = 48) -> dict[str, Any]:
     return {"hours": labels, **series}
 
 
-def agreement_counts(session: Session, cfg: StudyConfig) -> list[tuple[int, int]]:
-    """(True votes, False votes) of every Example with at least two votes."""
+def agreement_coefficients(session: Session) -> dict[str, float | None]:
+    """Fleiss' kappa and Krippendorff's alpha (nominal) of the validators' True/False votes
+    over Examples with at least two votes, from SQL sums alone.
+
+    Both have closed forms in per-Example counts (t True, f False, n = t + f):
+    Fleiss (unequal rater counts, as core.agreement.fleiss_kappa): P_i = (t(t-1) + f(f-1)) /
+    (n(n-1)), chance from the pooled True share. Krippendorff: alpha = 1 - (N-1) *
+    sum(t f / (n-1)) / (N_T N_F). Summing in SQL avoids loading every Example into Python
+    (the krippendorff package alone took ~110 ms on the VSR release); tests check both
+    against core.agreement and the krippendorff package.
+    """
     vc = vote_counts()
-    rows = _conn(session).execute(select(vc.c.t, vc.c.n).where(vc.c.n >= 2)).all()
-    return [(int(t), int(n) - int(t)) for t, n in rows]
+    n, t = vc.c.n, vc.c.t
+    f = n - t
+    row = (
+        _conn(session)
+        .execute(
+            select(
+                func.count(),
+                func.sum(t),
+                func.sum(n),
+                func.sum(cast(t * (t - 1) + f * (f - 1), Float) / cast(n * (n - 1), Float)),
+                func.sum(cast(t * f, Float) / cast(n - 1, Float)),
+            ).where(n >= 2)
+        )
+        .one()
+    )
+    items = int(row[0] or 0)
+    if not items:
+        return {"fleiss_kappa": None, "krippendorff_alpha": None, "rated_examples": 0}
+    n_true, n_all = float(row[1]), float(row[2])
+    n_false = n_all - n_true
+    p_bar = float(row[3]) / items
+    p_t = n_true / n_all
+    p_e = p_t**2 + (1 - p_t) ** 2
+    kappa = (p_bar - p_e) / (1 - p_e) if p_e < 1 else None
+    alpha = 1 - (n_all - 1) * float(row[4]) / (n_true * n_false) if n_true and n_false else None
+    return {"fleiss_kappa": kappa, "krippendorff_alpha": alpha, "rated_examples": items}
 
 
 def quality(session: Session, cfg: StudyConfig) -> dict[str, Any]:
-    from webapp.admin.agreement import fleiss_kappa, krippendorff_alpha
-
     conn = _conn(session)
     ea = example_agreement(cfg)
     row = conn.execute(
@@ -228,7 +259,7 @@ def quality(session: Session, cfg: StudyConfig) -> dict[str, Any]:
         ).select_from(ea)
     ).one()
     decided, kept, unanimous, total = (int(x) for x in row)
-    counts = agreement_counts(session, cfg)
+    coefficients = agreement_coefficients(session)
     labels = {
         (bool(lbl), bool(k)): int(n)
         for lbl, k, n in conn.execute(
@@ -248,9 +279,7 @@ def quality(session: Session, cfg: StudyConfig) -> dict[str, Any]:
         "unanimous": unanimous,
         "kept_share": kept / decided if decided else None,
         "unanimous_share": unanimous / decided if decided else None,
-        "fleiss_kappa": fleiss_kappa(counts),
-        "krippendorff_alpha": krippendorff_alpha(counts),
-        "rated_examples": len(counts),
+        **coefficients,
         "label_balance": label_balance,
     }
 
@@ -323,7 +352,11 @@ def worker_table(
 ) -> tuple[list[dict[str, Any]], int]:
     """Per worker: Examples written, skips, votes, agreement with the majority, gold accuracy."""
     conn = _conn(session)
-    vc = vote_counts()
+    vc = vote_counts(
+        None
+        if only is None
+        else select(VOTE.c.example_id).where(VOTE.c.worker_id == only).scalar_subquery()
+    )
     # A vote agrees with the majority of its Example's votes; ties have no majority.
     agrees = case(
         (and_(VOTE.c.value.is_(True), 2 * vc.c.t > vc.c.n), 1),
@@ -347,6 +380,7 @@ def worker_table(
         .select_from(VOTE)
         .join(vc, vc.c.example_id == VOTE.c.example_id)
         .join(EX, EX.c.id == VOTE.c.example_id)
+        .where(VOTE.c.worker_id == only if only is not None else true())
         .group_by(VOTE.c.worker_id)
         .subquery("wv")
     )

@@ -58,7 +58,7 @@ def data_page(
     rows, total = stats.browse_examples(
         session, cfg, offset=(page - 1) * PAGE, limit=PAGE, **filters
     )
-    choices = cached(request, session, "choices", lambda: stats.distinct_values(session))
+    choices = cached(request, session, "choices", stats.distinct_values)
     params = {
         "relation": relation,
         "concept": concept,

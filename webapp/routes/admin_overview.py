@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
+from sqlmodel import Session
 
 from webapp.admin import charts, stats
 from webapp.admin.auth import AdminDep, current_admin_session
@@ -31,8 +32,8 @@ def overview_json(session: SessionDep) -> dict[str, Any]:
 
 @router.get("/charts/throughput.svg", include_in_schema=False)
 def throughput_svg(request: Request, session: SessionDep) -> Response:
-    def draw() -> bytes:
-        t = stats.throughput(session)
+    def draw(s: Session) -> bytes:
+        t = stats.throughput(s)
         return charts.throughput_chart(t["hours"], t["votes"], t["captions"])
 
     body = cached(request, session, "throughput", draw)

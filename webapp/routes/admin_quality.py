@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
+from sqlmodel import Session
 
 from webapp.admin import charts, stats
 from webapp.admin.auth import AdminDep, current_admin_session
@@ -23,15 +25,16 @@ def _min_examples(total: int) -> int:
     return 20 if total >= 1000 else 0
 
 
-def quality_data(request: Request, session: Any) -> dict[str, Any]:
+def quality_data(request: Request, session: Session) -> dict[str, Any]:
     cfg = study_config(session)
 
-    def compute() -> dict[str, Any]:
-        q = stats.quality(session, cfg)
-        q["relations"] = stats.relation_table(session, cfg)
-        q["concepts"] = stats.concept_counts(session)
+    def compute(s: Session) -> dict[str, Any]:
+        q = stats.quality(s, cfg)
+        q["relations"] = stats.relation_table(s, cfg)
+        q["concepts"] = stats.concept_counts(s)
         q["min_examples"] = _min_examples(q["examples"])
         q["keep_threshold"] = cfg.keep_threshold
+        q["stamp"] = time.monotonic_ns()  # identifies this computation for the charts
         return q
 
     return cached(request, session, ("quality", cfg.keep_threshold, cfg.votes_per_example), compute)
@@ -57,7 +60,7 @@ def quality_chart(name: str, request: Request, session: SessionDep) -> Response:
         raise HTTPException(status_code=404, detail=f"no chart called {name!r}")
     q = quality_data(request, session)
 
-    def draw() -> bytes:
+    def draw(_: Session) -> bytes:
         if name == "relations":
             return charts.relation_chart(q["relations"])
         if name == "concepts":
@@ -66,5 +69,6 @@ def quality_chart(name: str, request: Request, session: SessionDep) -> Response:
             return charts.disagreement_chart(q["relations"], q["min_examples"])
         return charts.label_chart(q["label_balance"])
 
-    body = cached(request, session, ("chart", name), draw)
+    # Keyed by the figures it draws, so a chart never lags behind its numbers.
+    body = cached(request, session, ("chart", name, q["stamp"]), draw)
     return Response(body, media_type=SVG, headers={"Cache-Control": "no-store"})

@@ -11,7 +11,7 @@ from sqlmodel import Session, col, select
 from core.models import Annotation, Example, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
-from webapp.admin.pages import back, figure_cache, render, study_config
+from webapp.admin.pages import back, cached, figure_cache, render, study_config
 from webapp.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
@@ -36,9 +36,7 @@ def workers_page(
     msg: str | None = None,
 ) -> Response:
     cfg = study_config(session)
-    rows, total = stats.worker_table(
-        session, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order
-    )
+    rows, total = _table(request, session, cfg, page, order)
     return render(
         request,
         admin,
@@ -57,14 +55,25 @@ def workers_page(
 
 @router.get("/api/workers.json")
 def workers_json(
+    request: Request,
     session: SessionDep,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
     order: Annotated[str, Query(pattern="^(" + "|".join(ORDERS) + ")$")] = "votes",
 ) -> dict[str, Any]:
-    rows, total = stats.worker_table(
-        session, study_config(session), offset=(page - 1) * PAGE, limit=PAGE, order=order
-    )
+    rows, total = _table(request, session, study_config(session), page, order)
     return {"total": total, "page": page, "workers": rows}
+
+
+def _table(
+    request: Request, session: Session, cfg: Any, page: int, order: str
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the worker table; cached briefly (it aggregates every vote)."""
+    return cached(
+        request,
+        session,
+        ("workers", page, order, cfg.gold_accuracy_threshold),
+        lambda s: stats.worker_table(s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order),
+    )
 
 
 @router.get("/workers/{worker_id}", include_in_schema=False)

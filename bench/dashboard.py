@@ -1,0 +1,167 @@
+"""How fast the admin dashboard answers with the full VSR release imported.
+
+Imports the real raw VSR file (12,809 Examples, ~39,000 votes) into a fresh database (the
+project's importer, ``dataset.import_vsr``), logs in as an admin, and times every
+dashboard page and JSON/chart endpoint in-process (FastAPI TestClient, so no network in
+the figures). Each figure is the median of N requests after one warm-up request, printed
+in milliseconds and as a ratio against ``/healthz`` (a trivial request) measured in the
+same run. Target: every page < 300 ms.
+
+    python bench/dashboard.py                      # SQLite file in a temp dir
+    python bench/dashboard.py --database-url postgresql+psycopg://postgres@127.0.0.1/bench
+    python bench/dashboard.py --repeat 15 --cold   # --cold: clear the figure cache first
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
+PAGES = [
+    "/admin",
+    "/admin/api/overview.json",
+    "/admin/charts/throughput.svg",
+    "/admin/quality",
+    "/admin/api/quality.json",
+    "/admin/charts/relations.svg",
+    "/admin/charts/concepts.svg",
+    "/admin/charts/disagreement.svg",
+    "/admin/charts/labels.svg",
+    "/admin/workers",
+    "/admin/workers?order=agreement",
+    "/admin/workers/{worker}",
+    "/admin/data",
+    "/admin/data?relation=touching&agreement=kept",
+    "/admin/data?q=dog&page=3",
+    "/admin/data?agreement=split&concept=person",
+    "/admin/examples/{example}",
+    "/admin/settings",
+    "/admin/pipeline",
+]
+
+
+def _fresh_db(url: str | None, tmp: Path) -> str:
+    from sqlalchemy import text
+
+    from core.db import make_engine
+    from migrations.runner import upgrade
+
+    if url is None:
+        url = f"sqlite:///{tmp / 'bench.db'}"
+    elif url.startswith("postgresql"):
+        from sqlalchemy.engine import make_url
+
+        name = make_url(url).database
+        admin = make_engine(make_url(url).set(database="postgres").render_as_string(False))
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            c.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+    upgrade(url)
+    return url
+
+
+def _import(engine: object, path: Path) -> str:
+    t0 = time.perf_counter()
+    try:
+        from dataset.import_vsr import import_vsr_file
+
+        result = import_vsr_file(engine, path)  # type: ignore[arg-type]
+        how = f"dataset.import_vsr: {result.line()}"
+    except ImportError:
+        from tests.admin_seed import read_raw, seed
+
+        records = read_raw(path.parents[2])
+        seed(engine, records)  # type: ignore[arg-type]
+        how = f"tests.admin_seed (importer not available): {len(records)} records"
+    return f"{how} in {time.perf_counter() - t0:.1f} s"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--database-url", default=None)
+    ap.add_argument("--repeat", type=int, default=9)
+    ap.add_argument(
+        "--cold", action="store_true", help="clear the figure cache before each request"
+    )
+    args = ap.parse_args()
+
+    from fastapi.testclient import TestClient
+    from sqlalchemy import func
+    from sqlmodel import Session, select
+
+    from core.db import make_engine
+    from core.models import Example, Vote
+    from core.settings import Settings
+    from webapp.admin.auth import create_admin
+    from webapp.app import create_app
+
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        url = _fresh_db(args.database_url, tmp)
+        engine = make_engine(url)
+        print(_import(engine, VSR_RAW))
+        with Session(engine) as s:
+            n_ex = s.exec(select(func.count()).select_from(Example)).one()
+            n_votes = s.exec(select(func.count()).select_from(Vote)).one()
+            example = s.exec(select(func.max(Example.id))).one()
+            worker = s.exec(
+                select(Vote.worker_id).group_by(Vote.worker_id).order_by(func.count().desc())
+            ).first()
+            create_admin(s, "bench", "bench-password")
+        print(f"database: {engine.dialect.name}, {n_ex} Examples, {n_votes} votes")
+        settings = Settings(
+            database_url=url,
+            secret_key="bench-secret-key-0123456789",
+            image_cache_dir=tmp / "var" / "cache",
+        )
+        app = create_app(settings, engine)
+        client = TestClient(app)
+        form = client.get("/admin/login").text
+        token = re.search(r'name="csrf_token" value="([^"]+)"', form).group(1)  # type: ignore[union-attr]
+        r = client.post(
+            "/admin/login",
+            data={"username": "bench", "password": "bench-password", "csrf_token": token},
+            follow_redirects=False,
+        )
+        assert r.status_code == 303, r.text
+
+        def timed(path: str) -> float:
+            times = []
+            client.get(path)  # warm-up (and fills the cache unless --cold)
+            for _ in range(args.repeat):
+                if args.cold and hasattr(app.state, "admin_cache"):
+                    app.state.admin_cache.clear()
+                t0 = time.perf_counter()
+                resp = client.get(path)
+                times.append(time.perf_counter() - t0)
+                assert resp.status_code == 200, (path, resp.status_code, resp.text[:200])
+            return statistics.median(times) * 1000
+
+        base = timed("/healthz")
+        print(f"{'page':48s} {'median ms':>10s} {'x /healthz':>11s}")
+        print(f"{'/healthz (baseline)':48s} {base:10.1f} {1.0:11.1f}")
+        worst = 0.0
+        for page in PAGES:
+            path = page.format(worker=worker, example=example)
+            ms = timed(path)
+            worst = max(worst, ms)
+            flag = "" if ms < 300 else "  <-- over 300 ms"
+            print(f"{path:48s} {ms:10.1f} {ms / base:11.1f}{flag}")
+        print(
+            f"slowest page: {worst:.1f} ms (target < 300 ms; cache {'cleared' if args.cold else 'warm'})"
+        )
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
