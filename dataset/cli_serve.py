@@ -41,6 +41,12 @@ def serve(
         raise CliError("--reload works with one worker only")
     settings = Settings()
     _check_database(settings.database_url)
+    if settings.secret_key == Settings.model_fields["secret_key"].default:
+        # Anyone who knows the default key can forge a session cookie for any worker.
+        typer.secho(
+            "warning: SECRET_KEY is the development default; set a long random value",
+            err=True, fg="yellow",
+        )
     uvicorn.run(
         "webapp.app:create_app",
         factory=True,
