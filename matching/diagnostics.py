@@ -1,0 +1,214 @@
+"""Diagnostics of a matching run: is it hard for text-only models and still fair to people?
+
+- answer-only baseline (sees only the choices): per choice, log-odds of "is the answer" for
+  its relation and concept words, counted on the *train* items (naive Bayes with add-one
+  smoothing), scored on test. Every response is used once as truth and once per round as a
+  distractor, so this should sit at chance 1/(k+1).
+- text-only baseline (sees the concepts and the choices): the P_rel model trained on train,
+  scored on test. Matching optimised against it, so it should be at or below chance.
+- share of distractors the relation table marks as equivalent to or entailed by the truth
+  (0 by default: the table filter excludes them), duplicate choices (must be 0), and the
+  relation distribution of distractors vs. correct answers (total variation distance).
+
+Ties between choices count as a fair coin among the tied ones (expected accuracy).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from core.relation_semantics import is_equivalent, is_implied, sim_probability
+from matching.pipeline import Item, MatchResult
+from matching.relevance import RelevanceModel
+
+
+def _expected_hit(scores: Sequence[float], answer: int) -> float:
+    best = max(scores)
+    top = [i for i, s in enumerate(scores) if math.isclose(s, best, rel_tol=0, abs_tol=1e-9)]
+    return 1.0 / len(top) if answer in top else 0.0
+
+
+def _features(triple: tuple[str, str, str]) -> list[str]:
+    return [f"rel={triple[1]}", f"subj={triple[0]}", f"obj={triple[2]}"]
+
+
+def answer_only_accuracy(train: Sequence[Item], test: Sequence[Item]) -> float | None:
+    if not train or not test:
+        return None
+    pos: Counter[str] = Counter()
+    neg: Counter[str] = Counter()
+    for it in train:
+        for i, t in enumerate(it.triples):
+            (pos if i == it.answer_index else neg).update(_features(t))
+    n_pos = sum(pos.values()) or 1
+    n_neg = sum(neg.values()) or 1
+
+    def score(t: tuple[str, str, str]) -> float:
+        return sum(
+            math.log((pos[f] + 1) / n_pos) - math.log((neg[f] + 1) / n_neg) for f in _features(t)
+        )
+
+    return float(np.mean([_expected_hit([score(t) for t in it.triples], it.answer_index)
+                          for it in test]))
+
+
+def text_only_scores(item: Item, relevance: RelevanceModel, remap: bool) -> list[float]:
+    q = item.query
+    lp = relevance.log_proba([(q.subj, q.obj)])[0]
+    scores = [float(lp[relevance.index[t[1]]]) for t in item.triples]
+    if not remap:
+        sim_s = relevance.concept_similarity([q.subj], [t[0] for t in item.triples])[0]
+        sim_o = relevance.concept_similarity([q.obj], [t[2] for t in item.triples])[0]
+        scores = [s + math.log(max((1 + a) / 2 * (1 + b) / 2, 1e-12))
+                  for s, a, b in zip(scores, sim_s, sim_o, strict=True)]
+    return scores
+
+
+def text_only_accuracy(
+    test: Sequence[Item], relevance: RelevanceModel, remap: bool
+) -> float | None:
+    if not test:
+        return None
+    return float(np.mean([_expected_hit(text_only_scores(it, relevance, remap), it.answer_index)
+                          for it in test]))
+
+
+def relation_distribution(items: Sequence[Item]) -> dict[str, Any]:
+    correct: Counter[str] = Counter()
+    distractor: Counter[str] = Counter()
+    for it in items:
+        correct[it.triples[it.answer_index][1]] += 1
+        distractor.update(t[1] for t in it.distractor_triples)
+    nc, nd = sum(correct.values()) or 1, sum(distractor.values()) or 1
+    rels = set(correct) | set(distractor)
+    tv = 0.5 * sum(abs(correct[r] / nc - distractor[r] / nd) for r in rels)
+    return {
+        "correct": dict(correct.most_common()),
+        "distractor": dict(distractor.most_common()),
+        "total_variation": round(tv, 4),
+    }
+
+
+def diagnose(result: MatchResult, relevance: RelevanceModel) -> dict[str, Any]:
+    """All figures of a run, JSON-ready (stored in MatchRun.diagnostics)."""
+    p = result.params
+    items = result.items
+    n_distractors = sum(len(it.triples) - 1 for it in items)
+    implied = duplicates = equivalent_pairs = known_true = 0
+    p_sims: list[float] = []
+    for it in items:
+        truth = it.triples[it.answer_index]
+        texts = [c.strip().lower() for c in it.choices]
+        duplicates += int(len(set(texts)) < len(texts))
+        for a in range(len(it.triples)):
+            for b in range(a + 1, len(it.triples)):
+                equivalent_pairs += int(is_equivalent(it.triples[a], it.triples[b]))
+        for d in it.distractor_triples:
+            implied += int(is_implied(truth, d))
+            p_sims.append(sim_probability(truth, d))
+            known = result.known_true.get(it.query.image, ())
+            known_true += int(any(is_implied(kt, d) for kt in known if kt != truth))
+    train, test = result.items_in("train"), result.items_in("test")
+    return {
+        "params": p.as_dict(),
+        "queries": result.queries,
+        "items": {s: len(result.items_in(s)) for s in result.queries},
+        "unmatched": result.unmatched,
+        "chance": round(1 / (p.k + 1), 4),
+        "answer_only_accuracy": _r(answer_only_accuracy(train, test)),
+        "text_only_accuracy": _r(text_only_accuracy(test, relevance, p.remap)),
+        "implied_by_truth_share": _r(implied / n_distractors if n_distractors else 0.0),
+        "known_true_distractors": known_true,
+        "duplicate_choice_items": duplicates,
+        "equivalent_choice_pairs": equivalent_pairs,
+        "mean_p_sim_table": _r(float(np.mean(p_sims)) if p_sims else None),
+        "relation_distribution": relation_distribution(items),
+        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
+    }
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 4)
+
+
+SUMMARY_KEYS = (
+    "chance",
+    "answer_only_accuracy",
+    "text_only_accuracy",
+    "implied_by_truth_share",
+    "duplicate_choice_items",
+    "mean_p_sim_table",
+)
+
+
+def summary_row(diag: dict[str, Any]) -> dict[str, Any]:
+    row = {k: diag[k] for k in SUMMARY_KEYS}
+    row["h"] = diag["params"]["h"]
+    row["items"] = sum(diag["items"].values())
+    row["relation_tv"] = diag["relation_distribution"]["total_variation"]
+    return row
+
+
+def format_report(diag: dict[str, Any]) -> str:
+    """A few readable lines for the terminal."""
+    p = diag["params"]
+    lines = [
+        f"adversarial matching: h={p['h']} k={p['k']} remap={p['remap']} "
+        f"table_filter={p['table_filter']}",
+        "  items per split: " + ", ".join(f"{s}={n}" for s, n in diag["items"].items())
+        + "  (queries without k distractors: "
+        + ", ".join(f"{s}={n}" for s, n in diag["unmatched"].items()) + ")",
+        f"  chance                      {diag['chance']}",
+        f"  answer-only accuracy (test) {diag['answer_only_accuracy']}",
+        f"  text-only accuracy (test)   {diag['text_only_accuracy']}",
+        f"  distractors implied by truth (table) {diag['implied_by_truth_share']}",
+        f"  distractors known true for the image {diag['known_true_distractors']}",
+        f"  items with duplicate choices {diag['duplicate_choice_items']}, "
+        f"equivalent choice pairs {diag['equivalent_choice_pairs']}",
+        f"  mean table P_sim(truth, distractor) {diag['mean_p_sim_table']}",
+        f"  relation distribution distractor vs correct: total variation "
+        f"{diag['relation_distribution']['total_variation']}",
+    ]
+    return "\n".join(lines)
+
+
+def format_sweep(rows: Sequence[dict[str, Any]]) -> str:
+    head = ("h", "items", "chance", "answer_only", "text_only", "implied", "dup", "p_sim", "rel_tv")
+    keys = ("h", "items", "chance", "answer_only_accuracy", "text_only_accuracy",
+            "implied_by_truth_share", "duplicate_choice_items", "mean_p_sim_table", "relation_tv")
+    out = ["  ".join(f"{h:>11}" for h in head)]
+    for row in rows:
+        out.append("  ".join(f"{_cell(row[k]):>11}" for k in keys))
+    return "\n".join(out)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def sweep(
+    records: Sequence[Any],
+    relevance: RelevanceModel,
+    similarity: Any,
+    params: Any,
+    hs: Sequence[float],
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """Re-run matching for each h (P_rel already trained) and summarise each run."""
+    from dataclasses import replace
+
+    from matching.pipeline import run_matching
+
+    rows = []
+    for h in hs:
+        res = run_matching(records, relevance, similarity, replace(params, h=float(h)),
+                           fit=False, **kwargs)
+        rows.append(summary_row(diagnose(res, relevance)))
+    return rows

@@ -1,0 +1,367 @@
+"""Adversarial matching (VCR section 4) adapted to spatial captions.
+
+Queries are kept True Examples; responses are their captions. For each query, ``k`` rounds of
+maximum-weight bipartite matching pick distractors from the other queries' responses with
+
+    W[i, j] = log P_rel(q_i, r_j) + h * log(1 - P_sim(r_i, r_j))
+
+(clipped at ``eps`` so no log is infinite), where in later rounds P_sim is the maximum
+similarity to every response already among q_i's choices. With remapping (the default,
+PMR appendix C) a response is rewritten onto the query's concepts ("The cat is on the bed."
+becomes "The dog is on the sofa." for a dog/sofa query), so a distractor differs from the
+truth in its relation only (GITM-MR's idea). Matching runs within each split.
+
+Filtering (never weighed, always excluded): the response itself and exact duplicates of a
+choice; with ``table_filter`` (default) also anything the relation-semantics table says the
+truth implies or that is equivalent to a choice; and anything known true for the query's
+image (implied by another kept True Example of the same image).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.captions import render_caption
+from matching.assign import Method, solve
+from matching.records import SPLITS, Record, Triple, kept_true, split_mapping
+from matching.relevance import RelevanceModel
+from matching.similarity import SimilarityScorer, table_lookup, table_matrices
+
+
+@dataclass(frozen=True)
+class MatchParams:
+    h: float = 1.0
+    k: int = 3
+    remap: bool = True
+    table_filter: bool = True
+    eps: float = 1e-4
+    method: Method = "auto"
+    dense_limit: int = 4000
+    top_k: int = 50
+    sim_top: int = 20  # model-based P_sim: scored only for each query's best groups by P_rel
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError("k (distractors per query) must be at least 1")
+        if not (self.h >= 0 and np.isfinite(self.h)):
+            raise ValueError("h must be a finite number >= 0")
+        if not 0 < self.eps < 0.5:
+            raise ValueError("eps must be in (0, 0.5)")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Item:
+    """One multiple-choice item: the query's image and concepts, k+1 captions, the answer."""
+
+    query: Record
+    split: str
+    choices: list[str]
+    triples: list[Triple]
+    answer_index: int
+    # The Example whose response became each choice (the query's own at the answer).
+    source_ids: list[int]
+    weights: list[float] = field(default_factory=list)  # W of each distractor, round order
+    round_sources: list[int] = field(default_factory=list)  # source Example per round
+
+    @property
+    def relations(self) -> list[str]:
+        return [t[1] for t in self.triples]
+
+    @property
+    def distractor_triples(self) -> list[Triple]:
+        return [t for i, t in enumerate(self.triples) if i != self.answer_index]
+
+
+@dataclass
+class MatchResult:
+    params: MatchParams
+    items: list[Item]
+    queries: dict[str, int]
+    unmatched: dict[str, int]
+    known_true: dict[str, list[Triple]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def items_in(self, split: str) -> list[Item]:
+        return [it for it in self.items if it.split == split]
+
+
+def known_true_by_image(
+    records: Sequence[Record], threshold: Any = None
+) -> dict[str, list[Triple]]:
+    """Image -> triples of its kept True Examples (what validators confirmed about it)."""
+    out: dict[str, list[Triple]] = {}
+    for r in kept_true(records) if threshold is None else kept_true(records, threshold):
+        out.setdefault(r.image, []).append(r.triple)
+    return out
+
+
+class _Ids:
+    """Dense integer ids for concepts (relations use the table's index)."""
+
+    def __init__(self) -> None:
+        self.concepts: dict[str, int] = {}
+        self.rel = table_matrices()[0]
+
+    def c(self, name: str) -> int:
+        return self.concepts.setdefault(name, len(self.concepts))
+
+    def triple(self, t: Triple) -> tuple[int, int, int]:
+        return self.rel[t[1]], self.c(t[0]), self.c(t[2])
+
+
+def match_split(
+    queries: Sequence[Record],
+    split: str,
+    relevance: RelevanceModel,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    known_true: Mapping[str, Sequence[Triple]] | None = None,
+) -> tuple[list[Item], int]:
+    """Match one split; returns the complete items and how many queries got fewer than k."""
+    queries = sorted(queries, key=lambda r: r.id)
+    n = len(queries)
+    if n == 0:
+        return [], 0
+    ids = _Ids()
+    t_rel, t_s, t_o = (np.array(v, dtype=int)[:, None] for v in zip(
+        *(ids.triple(q.triple) for q in queries), strict=True))
+
+    # Response groups: interchangeable responses (same relation once remapped, or the same
+    # caption without remapping) are one group with a capacity, see matching.assign.
+    key_of = (lambda r: r.relation) if params.remap else (lambda r: r.triple)
+    groups: dict[Any, list[int]] = {}
+    for j, q in enumerate(queries):
+        groups.setdefault(key_of(q), []).append(j)
+    keys = list(groups)
+    members = [groups[k] for k in keys]
+    cap = np.array([len(m) for m in members], dtype=int)
+    g_first = [queries[m[0]] for m in members]
+    c_rel = np.array([ids.rel[r.relation] for r in g_first], dtype=int)[None, :]
+    if params.remap:
+        c_s, c_o = t_s, t_o
+    else:
+        c_s = np.array([ids.c(r.subj) for r in g_first], dtype=int)[None, :]
+        c_o = np.array([ids.c(r.obj) for r in g_first], dtype=int)[None, :]
+    shape = (n, len(keys))
+
+    def cand_triple(i: int, g: int) -> Triple:
+        r = g_first[g]
+        return (queries[i].subj, r.relation, queries[i].obj) if params.remap else r.triple
+
+    # log P_rel(q_i, r_j): relation plausibility for the query's concepts; without remapping
+    # also how close the response's concepts are to the query's (a bi-encoder cosine).
+    pairs = sorted({(q.subj, q.obj) for q in queries})
+    lp_pairs = relevance.log_proba(pairs)
+    pair_row = {p: i for i, p in enumerate(pairs)}
+    lp_q = lp_pairs[[pair_row[(q.subj, q.obj)] for q in queries]]
+    log_rel = lp_q[:, c_rel[0]]
+    if not params.remap:
+        names = sorted(ids.concepts, key=ids.concepts.__getitem__)
+        sim = relevance.concept_similarity(names, names)
+        match = ((1 + sim[t_s, c_s]) / 2) * ((1 + sim[t_o, c_o]) / 2)
+        log_rel = log_rel + np.log(np.clip(match, params.eps, 1.0))
+    log_rel = np.maximum(log_rel, np.log(params.eps))
+
+    # Filters that hold in every round.
+    same_as_truth = (c_rel == t_rel) & (c_s == t_s) & (c_o == t_o)
+    allowed = ~np.broadcast_to(same_as_truth, shape).copy()
+    if params.table_filter:
+        allowed &= ~table_lookup(t_rel, t_s, t_o, c_rel, c_s, c_o, implied=True)
+    for i, q in enumerate(queries):
+        for kt in (known_true or {}).get(q.image, ()):
+            if kt == q.triple:
+                continue
+            k_rel, k_s, k_o = ids.triple(kt)
+            row_s = c_s[i] if params.remap else c_s[0]
+            row_o = c_o[i] if params.remap else c_o[0]
+            bad = (c_rel[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
+            if params.table_filter:
+                bad |= table_lookup(
+                    np.array(k_rel), np.array(k_s), np.array(k_o), c_rel[0], row_s, row_o,
+                    implied=True,
+                )
+            allowed[i] &= ~bad
+
+    vectorised = bool(getattr(similarity, "vectorised", False))
+    if vectorised:
+        p_truth = np.broadcast_to(table_lookup(t_rel, t_s, t_o, c_rel, c_s, c_o), shape).copy()
+    else:
+        # A model-based P_sim is too slow for every pair: keep each row's best groups by P_rel.
+        top = min(params.sim_top, shape[1])
+        masked = np.where(allowed, log_rel, -np.inf)
+        keep = np.zeros(shape, dtype=bool)
+        idx = np.argpartition(-masked, top - 1, axis=1)[:, :top]
+        np.put_along_axis(keep, idx, True, axis=1)
+        allowed &= keep
+        p_truth = np.zeros(shape)
+        ii, gg = np.nonzero(allowed)
+        if len(ii):
+            p_truth[ii, gg] = similarity.score(
+                [queries[i].triple for i in ii],
+                [cand_triple(int(i), int(g)) for i, g in zip(ii, gg, strict=True)],
+            )
+
+    chosen: list[list[int]] = [[] for _ in range(n)]  # groups taken by each query so far
+    sources: list[list[int]] = [[] for _ in range(n)]
+    weights_taken: list[list[float]] = [[] for _ in range(n)]
+    alive = np.ones(n, dtype=bool)
+    p_max = p_truth.copy()
+    for round_no in range(params.k):
+        if round_no > 0:
+            _diversity_update(
+                p_max, allowed, chosen, alive, queries, similarity, params, ids,
+                (t_s, t_o), (c_rel, c_s, c_o), cand_triple, vectorised,
+            )
+        w = round_weights(log_rel, p_max, allowed & alive[:, None], params.h, params.eps)
+        pick = solve(
+            w, cap, method=params.method, dense_limit=params.dense_limit,
+            top_k=params.top_k, seed=params.seed + round_no,
+        )
+        next_member = np.zeros(len(keys), dtype=int)
+        for i in range(n):
+            g = int(pick[i])
+            if not alive[i] or g < 0:
+                alive[i] = False
+                continue
+            member = members[g][next_member[g]]
+            next_member[g] += 1
+            chosen[i].append(g)
+            sources[i].append(queries[member].id)
+            weights_taken[i].append(float(w[i, g]))
+
+    items: list[Item] = []
+    for i, q in enumerate(queries):
+        if not alive[i]:
+            continue
+        triples = [q.triple] + [cand_triple(i, g) for g in chosen[i]]
+        captions = [q.caption] + [
+            render_caption(*cand_triple(i, g)) if params.remap else g_first[g].caption
+            for g in chosen[i]
+        ]
+        src = [q.id, *sources[i]]
+        order = np.random.default_rng([params.seed, q.id]).permutation(len(triples))
+        items.append(
+            Item(
+                query=q,
+                split=split,
+                choices=[captions[o] for o in order],
+                triples=[triples[o] for o in order],
+                answer_index=int(np.flatnonzero(order == 0)[0]),
+                source_ids=[src[o] for o in order],
+                weights=weights_taken[i],
+                round_sources=sources[i],
+            )
+        )
+    return items, int((~alive).sum())
+
+
+def round_weights(
+    log_rel: np.ndarray, p_sim: np.ndarray, allowed: np.ndarray, h: float, eps: float
+) -> np.ndarray:
+    """W = log P_rel + h * log(1 - P_sim), both logs clipped at log(eps); -inf = excluded."""
+    w = np.maximum(log_rel, np.log(eps)) + h * np.log(np.clip(1.0 - p_sim, eps, 1.0))
+    return np.where(allowed, w, -np.inf)
+
+
+def _diversity_update(
+    p_max: np.ndarray,
+    allowed: np.ndarray,
+    chosen: list[list[int]],
+    alive: np.ndarray,
+    queries: Sequence[Record],
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    ids: _Ids,
+    truth_so: tuple[np.ndarray, np.ndarray],
+    cand: tuple[np.ndarray, np.ndarray, np.ndarray],
+    cand_triple: Any,
+    vectorised: bool,
+) -> None:
+    """After a round: P_sim becomes the max similarity to every choice of the query so far,
+    and a candidate that duplicates a chosen distractor is excluded."""
+    c_rel, c_s, c_o = cand
+    rows = np.flatnonzero(alive)
+    if len(rows) == 0:
+        return
+    last = np.array([chosen[i][-1] for i in rows])
+    d_rel = c_rel[0][last][:, None]
+    if params.remap:
+        d_s, d_o = truth_so[0][rows], truth_so[1][rows]
+        r_s, r_o = d_s, d_o
+    else:
+        d_s, d_o = c_s[0][last][:, None], c_o[0][last][:, None]
+        r_s, r_o = c_s, c_o
+    dup = (c_rel == d_rel) & (r_s == d_s) & (r_o == d_o)
+    if params.table_filter:
+        fwd = table_lookup(d_rel, d_s, d_o, c_rel, r_s, r_o, implied=True)
+        back = table_lookup(c_rel, r_s, r_o, d_rel, d_s, d_o, implied=True)
+        dup |= fwd & back
+    allowed[rows] &= ~dup
+    if vectorised:
+        p_fwd = table_lookup(d_rel, d_s, d_o, c_rel, r_s, r_o)
+        p_back = table_lookup(c_rel, r_s, r_o, d_rel, d_s, d_o)
+        p_max[rows] = np.maximum(p_max[rows], np.maximum(p_fwd, p_back))
+        return
+    sub = allowed[rows]
+    ri, gg = np.nonzero(sub)
+    if len(ri) == 0:
+        return
+    qi = rows[ri]
+    prev = [cand_triple(int(i), int(chosen[int(i)][-1])) for i in qi]
+    cands = [cand_triple(int(i), int(g)) for i, g in zip(qi, gg, strict=True)]
+    both = np.maximum(similarity.score(prev, cands), similarity.score(cands, prev))
+    p_max[qi, gg] = np.maximum(p_max[qi, gg], both)
+
+
+def run_matching(
+    records: Sequence[Record],
+    relevance: RelevanceModel,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    *,
+    splits: Mapping[int, str] | None = None,
+    split_seed: int = 0,
+    threshold: Any = None,
+    fit: bool = True,
+) -> MatchResult:
+    """Match every split of the kept True records; ``fit`` trains P_rel on train first."""
+    import time
+
+    kw = {} if threshold is None else {"threshold": threshold}
+    queries = kept_true(records, **kw)
+    mapping = split_mapping(queries, splits, split_seed)
+    by_split: dict[str, list[Record]] = {s: [] for s in SPLITS}
+    for q in queries:
+        if q.id in mapping:
+            by_split[mapping[q.id]].append(q)
+    seconds: dict[str, float] = {}
+    if fit:
+        t0 = time.perf_counter()
+        train = by_split["train"] or queries  # no train part: fall back to everything
+        relevance.fit(train)
+        seconds["fit_p_rel"] = time.perf_counter() - t0
+    known = known_true_by_image(records, threshold)
+    items: list[Item] = []
+    unmatched: dict[str, int] = {}
+    for split in SPLITS:
+        t0 = time.perf_counter()
+        got, missing = match_split(by_split[split], split, relevance, similarity, params, known)
+        items += got
+        unmatched[split] = missing
+        seconds[f"match_{split}"] = time.perf_counter() - t0
+    return MatchResult(
+        params=params,
+        items=items,
+        queries={s: len(v) for s, v in by_split.items()},
+        unmatched=unmatched,
+        known_true=known,
+        seconds=seconds,
+    )
