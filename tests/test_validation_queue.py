@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from core.agreement import is_decided
 from core.models import Assignment, Batch, Example, Vote, Worker
 from core.study import StudyConfig
 from core.types import utcnow
@@ -271,6 +272,14 @@ def test_concurrent_validators_never_overserve(engine: Engine, session: Session)
     session.close()  # SQLite: an open transaction here would hold the write lock
     errors = _concurrent_validators(engine, ids, strat, rounds=30)
     assert errors == []
+    # A validator who momentarily found every open Example leased to others has left; the
+    # rest is finished one by one so every Example must end closed.
+    for worker_id in ids:
+        with Session(engine) as s:
+            worker = s.get(Worker, worker_id)
+            assert worker is not None
+            while judge(s, worker, strat, True) is not None:
+                pass
     session.expire_all()
     votes = session.exec(select(Vote)).all()
     pairs = Counter((v.example_id, v.worker_id) for v in votes)
@@ -282,6 +291,10 @@ def test_concurrent_validators_never_overserve(engine: Engine, session: Session)
         assert 3 <= n <= 5, (ex_id, n)  # every Example got its target, none beyond the maximum
         row = by_id[ex_id]
         assert row.queue_votes == n and row.queue_open is False
+        if n > 3:  # extra votes only when the first three left the keep decision open
+            first = sorted((v for v in votes if v.example_id == ex_id), key=lambda v: v.id or 0)
+            agree = sum(v.value == row.label for v in first[:3])
+            assert not is_decided(agree, 3, max_votes=5, min_votes=3), (ex_id, agree)
     assert all(author_of[v.example_id] != v.worker_id for v in votes)
     assert vq.audit_counters(session) == []
     assert session.exec(select(Assignment).where(col(Assignment.status) == "active")).all() == []

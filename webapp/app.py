@@ -37,7 +37,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     strategies: dict[str, LeaseStrategy] = {"generate": PairStrategy()}
     from webapp.validation_queue import ExampleStrategy
 
-    strategies["validate"] = ExampleStrategy()
+    strategies["validate"] = ExampleStrategy(sweep_seconds=1.0)
     app.state.strategies = strategies
     # MTurk shows the site in an iframe on mturk.com: a cross-site cookie needs
     # SameSite=None, which browsers accept only with Secure (so only behind https).
@@ -58,10 +58,11 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.include_router(health.router)
     app.include_router(entry.router)
     app.include_router(generate.router)
-    from webapp.routes import admin
-
-    app.include_router(admin.router)
+    # Before admin: routes are matched in order and the validation API is the hottest path.
     from webapp.routes import validation
 
     app.include_router(validation.router)
+    from webapp.routes import admin
+
+    app.include_router(admin.router)
     return app

@@ -126,6 +126,17 @@ class ExampleStrategy:
     # the hot path, and an admin's change still applies within seconds.
     cache_seconds: float = 2.0
     _cached: tuple[float, StudyConfig] | None = field(default=None, repr=False)
+    # Leases run for minutes, so sweeping for stale ones once a second per process is
+    # plenty (0 = on every request, as the tests do).
+    sweep_seconds: float = 0.0
+    _last_sweep: float = field(default=-1e9, repr=False)
+
+    def sweep_due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_sweep < self.sweep_seconds:
+            return False
+        self._last_sweep = now
+        return True
 
     def study(self, session: Session) -> StudyConfig:
         if self.config is not None:
@@ -333,7 +344,8 @@ def _advance(
         done = leases.count_done(session, batch)
     lease = None
     if done < batch.size:
-        expire_stale(session, strategy, now)
+        if strategy.sweep_due():
+            expire_stale(session, strategy, now)
         lease = leases.take_next(session, batch, strategy, config.lease_minutes, now=now)
     if lease is None:
         if done > 0:
@@ -416,14 +428,15 @@ def _record_vote(
     # One statement: the lease, locked (two submits of one lease serialise here), and any
     # vote already stored for it.
     stmt = (
-        select(Assignment, Vote)
+        select(Assignment, Vote, Batch)
+        .join(Batch, col(Batch.id) == col(Assignment.batch_id))
         .outerjoin(Vote, col(Vote.assignment_id) == col(Assignment.id))
         .where(Assignment.id == assignment_id)
     )
     if session.get_bind().dialect.name == "postgresql":
         stmt = stmt.with_for_update(of=Assignment)  # type: ignore[arg-type]
     locked = session.exec(stmt).first()
-    lease, existing = locked if locked is not None else (None, None)
+    lease, existing, batch = locked if locked is not None else (None, None, None)
     if (
         lease is None
         or lease.worker_id != worker_id
@@ -431,7 +444,6 @@ def _record_vote(
         or lease.example_id is None
     ):
         raise VoteError(404, "This item is not one of yours. Please reload the page.")
-    batch = session.get(Batch, lease.batch_id)
     assert batch is not None
     if existing is not None:
         return VoteOutcome(existing, False, batch, leases.count_done(session, batch))

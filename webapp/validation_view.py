@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from core.models import Example, Image, ImagePair, Instance
 from webapp import images
@@ -66,10 +66,12 @@ def example_display(
     hit = cache.get(example_id) if cache is not None else None
     if hit is not None:
         return hit
-    example = session.get(Example, example_id)
-    assert example is not None
-    image = session.get(Image, example.image_id)
-    assert image is not None
+    row = session.exec(
+        select(Example, Image)
+        .join(Image, col(Image.id) == col(Example.image_id))
+        .where(Example.id == example_id)
+    ).one()
+    example, image = row
     insts = example_instances(session, example)
     marked = local_images and insts is not None
     shown = {
