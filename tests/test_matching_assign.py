@@ -1,0 +1,113 @@
+"""The matching solvers (matching.assign) against brute force and against each other."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from matching.assign import solve
+
+
+def _expand(weights: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    return weights[:, np.repeat(np.arange(len(cap)), cap)]
+
+
+def _brute_force(weights: np.ndarray, cap: np.ndarray) -> tuple[int, float]:
+    """(most rows matched, best total weight among those) over every assignment."""
+    n, g = weights.shape
+    best = (-1, -np.inf)
+    for choice in itertools.product(range(-1, g), repeat=n):
+        counts = np.bincount([c for c in choice if c >= 0], minlength=g)
+        if (counts > cap).any():
+            continue
+        if any(c >= 0 and not np.isfinite(weights[i, c]) for i, c in enumerate(choice)):
+            continue
+        matched = sum(c >= 0 for c in choice)
+        total = sum(weights[i, c] for i, c in enumerate(choice) if c >= 0)
+        best = max(best, (matched, total))
+    return best
+
+
+def _score(weights: np.ndarray, cap: np.ndarray, out: np.ndarray) -> tuple[int, float]:
+    assert out.shape == (weights.shape[0],)
+    counts = np.bincount(out[out >= 0], minlength=len(cap))
+    assert (counts <= cap).all(), "a group is used more often than it has responses"
+    for i, c in enumerate(out):
+        if c >= 0:
+            assert np.isfinite(weights[i, c]), "a forbidden pair was matched"
+    return int((out >= 0).sum()), float(sum(weights[i, c] for i, c in enumerate(out) if c >= 0))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_all_solvers_find_the_brute_force_optimum(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, g = 5, 3
+    weights = np.log(rng.uniform(0.01, 1.0, size=(n, g)))
+    weights[rng.uniform(size=(n, g)) < 0.3] = -np.inf  # forbidden pairs
+    cap = rng.integers(0, 3, size=g)
+    best = _brute_force(weights, cap)
+    for method in ("dense", "grouped", "sparse"):
+        got = _score(weights, cap, solve(weights, cap, method=method, top_k=50))  # type: ignore[arg-type]
+        assert got[0] == best[0], method
+        assert got[1] == pytest.approx(best[1], abs=1e-9), method
+
+
+def test_plain_assignment_uses_every_response_once() -> None:
+    # Without groups (capacity 1 each) it is VCR's N x N assignment with the diagonal excluded.
+    rng = np.random.default_rng(1)
+    n = 40
+    w = np.log(rng.uniform(0.01, 1, size=(n, n)))
+    np.fill_diagonal(w, -np.inf)
+    out = solve(w, method="dense")
+    assert sorted(out.tolist()) == list(range(n))
+    assert all(out[i] != i for i in range(n))
+
+
+def test_grouped_equals_dense_on_the_expanded_matrix_with_ties() -> None:
+    # Remapped responses with the same relation are identical: many exact ties.
+    rng = np.random.default_rng(2)
+    n, g = 300, 12
+    rel = rng.integers(0, g, size=n)
+    cap = np.bincount(rel, minlength=g)
+    w = np.round(np.log(rng.dirichlet(np.ones(g), size=n) + 1e-4), 1)
+    w[np.arange(n), rel] = -np.inf  # a query never takes its own relation
+    grouped = _score(w, cap, solve(w, cap, method="grouped"))
+    dense = _score(w, cap, solve(w, cap, method="dense"))
+    assert grouped[0] == dense[0] == n
+    assert grouped[1] == pytest.approx(dense[1], abs=1e-6)
+    # and the LP optimum equals a plain LSA on the fully expanded n x n matrix
+    from scipy.optimize import linear_sum_assignment
+
+    full = _expand(np.where(np.isfinite(w), w, -1e6), cap)
+    r, c = linear_sum_assignment(full, maximize=True)
+    assert full[r, c].sum() == pytest.approx(grouped[1], abs=1e-6)
+
+
+def test_sparse_top_k_is_valid_and_close_to_the_optimum() -> None:
+    rng = np.random.default_rng(3)
+    n = 400
+    w = np.log(rng.uniform(0.001, 1, size=(n, n)))
+    np.fill_diagonal(w, -np.inf)
+    dense = _score(w, np.ones(n, int), solve(w, method="dense"))
+    sparse = _score(w, np.ones(n, int), solve(w, method="sparse", top_k=40))
+    assert sparse[0] >= 0.95 * n
+    assert sparse[1] / sparse[0] >= dense[1] / dense[0] - 0.5  # mean weight per match
+
+
+def test_rows_without_an_allowed_response_get_minus_one() -> None:
+    w = np.array([[0.0, -np.inf], [-1.0, -2.0], [-np.inf, -np.inf]])
+    for method in ("dense", "grouped", "sparse"):
+        out = solve(w, np.array([1, 1]), method=method)  # type: ignore[arg-type]
+        assert out.tolist() == [0, 1, -1], method
+
+
+def test_auto_picks_grouped_for_shared_responses_and_bad_capacity_fails() -> None:
+    w = np.zeros((4, 2))
+    out = solve(w, np.array([2, 2]))
+    assert sorted(out.tolist()) == [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="capacity"):
+        solve(w, np.array([1, -1]))
+    with pytest.raises(ValueError, match="capacity"):
+        solve(w, np.array([1, 1, 1]))
