@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import Literal
 
 DEFAULT_THRESHOLD = Fraction(2, 3)
@@ -28,6 +29,8 @@ DecideMethod = Literal["exact", "wilson", "beta"]
 def as_fraction(threshold: Threshold) -> Fraction:
     """A threshold as an exact fraction; floats snap to the nearest small fraction (0.667 -> 2/3
     only if within 1e-3 of it) so ``2 of 3`` never fails on float rounding."""
+    if type(threshold) is Fraction and 0 < threshold.numerator <= threshold.denominator:
+        return threshold  # fast path: Fraction comparisons go through slow ABC checks
     if isinstance(threshold, Fraction):
         frac = threshold
     elif isinstance(threshold, int):
@@ -62,7 +65,19 @@ def is_kept(label: bool, votes: Sequence[bool], threshold: Threshold = DEFAULT_T
 
 
 def _kept(agree: int, n: int, t: Fraction) -> bool:
-    return n > 0 and agree >= t * n
+    # Integer cross-multiplication: exact like Fraction arithmetic, ~20x cheaper per Example.
+    return n > 0 and agree * t.denominator >= t.numerator * n
+
+
+def keep_rule(threshold: Threshold = DEFAULT_THRESHOLD) -> Callable[[int, int], bool]:
+    """``kept(n_agree, n_votes)`` for one threshold, for loops over many Examples."""
+    t = as_fraction(threshold)
+    num, den = t.numerator, t.denominator
+
+    def kept(n_agree: int, n_votes: int) -> bool:
+        return n_votes > 0 and n_agree * den >= num * n_votes
+
+    return kept
 
 
 def is_kept_count(n_agree: int, n_votes: int, threshold: Threshold = DEFAULT_THRESHOLD) -> bool:
@@ -180,7 +195,7 @@ class ItemVotes:
     def values(self) -> list[bool]:
         return [v for _, v in self.votes]
 
-    @property
+    @cached_property
     def n_true(self) -> int:
         return sum(1 for _, v in self.votes if v)
 

@@ -94,8 +94,8 @@ class BuildSummary:
 class _Snapshot:
     rows: list[ExportRow]
     validated: list[ExportRow]
-    random_parts: dict[str, list[int]]
-    zeroshot: ZeroShotSplit
+    random_parts: dict[str, list[int]] | None  # None when no part needs the splits
+    zeroshot: ZeroShotSplit | None
     aggregates: dict[Hashable, tuple[bool, float]] | None
     mc: dict[str, list[bytes]]
     meta_csv: str | None
@@ -117,10 +117,12 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
     progress("reading examples", 0.1)
     rows = read_rows(conn, threshold=options.threshold, origins=origins, aggregates=aggregates)
     validated = [r for r in rows if r.kept]
-    progress("splitting", 0.5)
-    items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in validated]
-    random_parts = random_split(items, options.seed, options.random_ratios, options.split_unit)
-    zeroshot = zeroshot_split(items, options.seed, options.zeroshot_ratios)
+    random_parts, zeroshot = None, None
+    if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card")):
+        progress("splitting", 0.5)
+        items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in validated]
+        random_parts = random_split(items, options.seed, options.random_ratios, options.split_unit)
+        zeroshot = zeroshot_split(items, options.seed, options.zeroshot_ratios)
     mc = mc_lines(conn) if options.wants("mc") else {}
     meta = _meta_csv(conn) if options.wants("meta") else None
     return _Snapshot(rows, validated, random_parts, zeroshot, aggregates, mc, meta)
@@ -185,10 +187,10 @@ def build_dataset(
             write("all_raw.jsonl", [r.line for r in snap.rows])
         if options.wants("validated"):
             write("all_validated.jsonl", [r.line for r in snap.validated])
-        if options.wants("random"):
+        if options.wants("random") and snap.random_parts is not None:
             for p in PARTS:
                 write(f"random/{p}.jsonl", [by_id[k] for k in snap.random_parts[p]])
-        if options.wants("zeroshot"):
+        if options.wants("zeroshot") and snap.zeroshot is not None:
             for p in PARTS:
                 write(f"zeroshot/{p}.jsonl", [by_id[k] for k in snap.zeroshot.parts[p]])
         if options.wants("mc"):
@@ -196,17 +198,19 @@ def build_dataset(
                 write(f"mc/{split}.jsonl", lines)
         if options.wants("meta") and snap.meta_csv is not None:
             write("meta_data.csv", snap.meta_csv.encode())
-        report("statistics", 0.7)
-        stats = compute_stats(
-            snap.rows,
-            threshold=options.threshold,
-            seed=options.seed,
-            split_unit=options.split_unit,
-            random_parts=snap.random_parts,
-            zeroshot=snap.zeroshot,
-            aggregate_model=options.label_model,
-            aggregates=snap.aggregates,
-        )
+        stats: dict[str, Any] = {}
+        if options.wants("stats") or options.wants("card"):
+            report("statistics", 0.7)
+            stats = compute_stats(
+                snap.rows,
+                threshold=options.threshold,
+                seed=options.seed,
+                split_unit=options.split_unit,
+                random_parts=snap.random_parts,
+                zeroshot=snap.zeroshot,
+                aggregate_model=options.label_model,
+                aggregates=snap.aggregates,
+            )
         if options.wants("stats"):
             write(
                 "stats.json",
@@ -233,9 +237,18 @@ def build_dataset(
         files=sorted(set(files)),
         n_raw=len(snap.rows),
         n_validated=len(snap.validated),
-        splits=stats["splits"],
+        splits=_split_sizes(snap),
         stats=stats,
     )
+
+
+def _split_sizes(snap: _Snapshot) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if snap.random_parts is not None:
+        out["random"] = {p: len(ks) for p, ks in snap.random_parts.items()}
+    if snap.zeroshot is not None:
+        out["zeroshot"] = {p: len(ks) for p, ks in snap.zeroshot.parts.items()}
+    return out
 
 
 def _move_into_place(stage: Path, out_dir: Path, *, replace_all: bool) -> None:
@@ -258,14 +271,15 @@ def stream_part(
     if part not in STREAMABLE:
         raise ExportError(f"cannot stream {part!r}: choose one of {', '.join(STREAMABLE)}")
     options = options or BuildOptions()
-    options = BuildOptions(**{**options.__dict__, "only": frozenset({"raw"})})
+    kind, _, p = part.partition("/")
+    options = BuildOptions(**{**options.__dict__, "only": frozenset({kind})})
     snap = _read(engine, options, lambda stage, frac: None)
-    if part == "raw":
+    if kind == "raw":
         lines = [r.line for r in snap.rows]
-    elif part == "validated":
+    elif kind == "validated":
         lines = [r.line for r in snap.validated]
     else:
-        kind, p = part.split("/")
+        assert snap.random_parts is not None and snap.zeroshot is not None
         by_id = {r.id: r.line for r in snap.validated}
         keys = snap.random_parts[p] if kind == "random" else snap.zeroshot.parts[p]
         lines = [by_id[k] for k in keys]

@@ -12,7 +12,7 @@ and no platform id (Prolific PID, MTurk workerId) is published.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -21,7 +21,7 @@ import orjson
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from core.agreement import ItemVotes, is_kept_count
+from core.agreement import ItemVotes, keep_rule
 from core.models import Example, Image, Vote, Worker, WorkerSource
 from core.relations import category_of
 from dataset.vsr_format import export_id_of
@@ -33,7 +33,7 @@ IMAGE = Image.__table__  # type: ignore[attr-defined]
 COCO_BASE = "http://images.cocodataset.org"
 
 
-@dataclass
+@dataclass(slots=True)
 class ExportRow:
     """One Example: what splits, stats and figures need, plus its serialised record."""
 
@@ -45,17 +45,19 @@ class ExportRow:
     origin: str
     author: int | None  # export id of the caption writer
     group: Hashable
-    votes: tuple[tuple[int, bool], ...]  # (export worker id, value) in vote order
+    true_ids: list[int]  # export ids of the validators who voted True, in vote order
+    false_ids: list[int]
     n_agree: int
     kept: bool
     line: bytes  # the JSONL line, newline included
 
     @property
     def n_votes(self) -> int:
-        return len(self.votes)
+        return len(self.true_ids) + len(self.false_ids)
 
     def item_votes(self) -> ItemVotes:
-        return ItemVotes(self.id, self.label, self.votes, self.relation)
+        votes = tuple((w, True) for w in self.true_ids) + tuple((w, False) for w in self.false_ids)
+        return ItemVotes(self.id, self.label, votes, self.relation)
 
 
 def worker_export_ids(conn: Connection) -> dict[int, int]:
@@ -76,7 +78,12 @@ def read_rows(
     origins: list[str] | None = None,
     aggregates: dict[Hashable, tuple[bool, float]] | None = None,
 ) -> list[ExportRow]:
-    """All Examples (optionally of some origins) in id order, serialised."""
+    """All Examples (optionally of some origins) in id order, serialised.
+
+    Two plain queries (Examples, then Votes ordered by Example) merged in one pass: about
+    twice as fast as one LEFT JOIN that repeats every Example's columns once per vote. Both
+    run in the caller's transaction, so they see the same snapshot.
+    """
     ids = worker_export_ids(conn)
     images = {
         iid: (name, split)
@@ -84,38 +91,50 @@ def read_rows(
             select(IMAGE.c.id, IMAGE.c.file_name, IMAGE.c.coco_split)
         )
     }
-    stmt = (
-        select(
-            EXAMPLE.c.id, EXAMPLE.c.image_id, EXAMPLE.c.caption, EXAMPLE.c.label,
-            EXAMPLE.c.relation, EXAMPLE.c.subj, EXAMPLE.c.obj, EXAMPLE.c.author_id,
-            EXAMPLE.c.reference_frame, EXAMPLE.c.origin, EXAMPLE.c.annotation_id,
-            EXAMPLE.c.parent_example_id, VOTE.c.worker_id, VOTE.c.value,
-        )
-        .select_from(EXAMPLE.outerjoin(VOTE, VOTE.c.example_id == EXAMPLE.c.id))
-        .order_by(EXAMPLE.c.id, VOTE.c.id)
+    # Per Example: [True voters], [False voters], filled in one pass over the sorted votes.
+    votes: dict[int, tuple[list[int], list[int]]] = {}
+    vote_stmt = select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value).order_by(
+        VOTE.c.example_id, VOTE.c.id
     )
-    if origins:
-        stmt = stmt.where(EXAMPLE.c.origin.in_(origins))
-    rows = conn.execution_options(yield_per=20_000).execute(stmt)
+    current = None
+    t: list[int] = []
+    f: list[int] = []
+    for eid, wid, value in _fetch(conn, vote_stmt):
+        if eid != current:
+            current, t, f = eid, [], []
+            votes[eid] = (t, f)
+        (t if value else f).append(ids[wid])
+    stmt = select(
+        EXAMPLE.c.id, EXAMPLE.c.image_id, EXAMPLE.c.caption, EXAMPLE.c.label,
+        EXAMPLE.c.relation, EXAMPLE.c.subj, EXAMPLE.c.obj, EXAMPLE.c.author_id,
+        EXAMPLE.c.reference_frame, EXAMPLE.c.origin, EXAMPLE.c.annotation_id,
+        EXAMPLE.c.parent_example_id,
+    ).order_by(EXAMPLE.c.id)
+    wanted = set(origins) if origins else None
+    empty: tuple[list[int], list[int]] = ([], [])
+    kept = keep_rule(threshold)
     out = [
-        _row(ex, votes, ids, images, threshold, aggregates) for ex, votes in _grouped(rows)
+        _row(ex, votes.get(ex[0], empty), ids, images, kept, aggregates)
+        for ex in _fetch(conn, stmt)
+        if wanted is None or ex[9] in wanted
     ]
     _resolve_groups(out)
     return out
 
 
-def _grouped(rows: Any) -> Iterator[tuple[tuple[Any, ...], list[tuple[int, bool]]]]:
-    current: tuple[Any, ...] | None = None
-    votes: list[tuple[int, bool]] = []
-    for r in rows:
-        if current is None or r[0] != current[0]:
-            if current is not None:
-                yield current, votes
-            current, votes = tuple(r[:12]), []
-        if r[12] is not None:
-            votes.append((r[12], bool(r[13])))
-    if current is not None:
-        yield current, votes
+def _fetch(conn: Connection, stmt: Any, chunk: int = 50_000) -> Iterator[tuple[Any, ...]]:
+    """Rows of a parameterless SELECT straight from the DB-API cursor, in the connection's
+    current transaction. SQLAlchemy's Row objects cost a few microseconds each, which on
+    the ~800,000 votes of a 200,000-Example export was most of the time (bench/export.py).
+    """
+    sql = str(stmt.compile(dialect=conn.dialect))
+    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cur.execute(sql)
+        while batch := cur.fetchmany(chunk):
+            yield from batch
+    finally:
+        cur.close()
 
 
 _CATEGORY: dict[str, str] = {}
@@ -144,20 +163,18 @@ def frame_value(frame: str | None) -> float | str | None:
 
 def _row(
     ex: tuple[Any, ...],
-    raw_votes: list[tuple[int, bool]],
+    export_votes: tuple[list[int], list[int]],
     ids: dict[int, int],
     images: dict[int, tuple[str, str]],
-    threshold: Fraction,
+    kept: Callable[[int, int], bool],
     aggregates: dict[Hashable, tuple[bool, float]] | None,
 ) -> ExportRow:
     (eid, image_id, caption, label, relation, subj, obj, author_id, frame, origin,
      annotation_id, parent_id) = ex
     label = bool(label)
-    votes = tuple((ids[w], v) for w, v in raw_votes)
-    true_ids = [w for w, v in votes if v]
-    false_ids = [w for w, v in votes if not v]
+    true_ids, false_ids = export_votes
     n_agree = len(true_ids) if label else len(false_ids)
-    n = len(votes)
+    n = len(true_ids) + len(false_ids)
     file_name, split = images[image_id]
     record: dict[str, Any] = {
         "image": file_name,
@@ -173,7 +190,7 @@ def _row(
     }
     if frame is not None:
         record["reference_frame"] = frame_value(frame)
-    record["relation_category"] = _category(relation)
+    record["relation_category"] = _CATEGORY.get(relation) or _category(relation)
     record["agreement"] = round(n_agree / n, 4) if n else None
     record["origin"] = origin
     record["example_id"] = eid
@@ -192,18 +209,9 @@ def _row(
     else:
         group = ("caption", author_id, caption)
     return ExportRow(
-        id=eid,
-        label=label,
-        relation=relation,
-        subj=subj,
-        obj=obj,
-        origin=origin,
-        author=record["annotator_id"],
-        group=group,
-        votes=votes,
-        n_agree=n_agree,
-        kept=is_kept_count(n_agree, n, threshold),
-        line=orjson.dumps(record) + b"\n",
+        eid, label, relation, subj, obj, origin, record["annotator_id"], group, true_ids,
+        false_ids, n_agree, kept(n_agree, n),
+        orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE),
     )
 
 

@@ -36,7 +36,7 @@ def compute_stats(
     n_raw = len(rows)
     votes_total = summary.n_votes
     annotators = {r.author for r in rows if r.author is not None}
-    validators = {w for r in rows for w, _ in r.votes}
+    validators = {w for r in rows for w in (*r.true_ids, *r.false_ids)}
     stats: dict[str, Any] = {
         "threshold": summary.threshold,
         "seed": seed,
