@@ -28,28 +28,52 @@ class JobCancelled(Exception):
 
 
 class JobReporter:
-    """Writes progress to the Job row in its own short transactions (at most ~2 per second)."""
+    """Writes progress to the Job row in its own short transactions (at most ~2 per second).
+
+    Progress is best effort: on SQLite a library may call back from inside its own read
+    transaction (core.db begins every transaction IMMEDIATE, i.e. holding the write lock),
+    so updates go through a separate connection that gives up after a fraction of a second
+    instead of waiting for a lock this very process holds; the final status is written after
+    the work, when no lock is held.
+    """
 
     def __init__(self, engine: Engine, job_id: int) -> None:
-        self.engine = engine
         self.job_id = job_id
         self._last = 0.0
+        if engine.dialect.name == "sqlite":
+            from sqlalchemy import create_engine
+
+            self.engine = create_engine(
+                engine.url, connect_args={"timeout": 0.25, "check_same_thread": False}
+            )
+        else:
+            self.engine = engine
 
     def __call__(self, fraction: float, message: str, force: bool = False) -> None:
+        from sqlalchemy import select, update
+        from sqlalchemy.exc import OperationalError
+
         now = time.monotonic()
         if not force and now - self._last < 0.5:
             return
         self._last = now
-        with Session(self.engine) as session:
-            job = session.get(Job, self.job_id)
-            if job is None:
-                raise JobCancelled("the job row is gone")
-            if job.status == "cancelled":
-                raise JobCancelled("cancelled by an admin")
-            job.progress = max(0.0, min(1.0, fraction))
-            job.message = message[:2000]
-            session.add(job)
-            session.commit()
+        table = Job.__table__  # type: ignore[attr-defined]
+        try:
+            with self.engine.begin() as conn:
+                status = conn.execute(
+                    select(table.c.status).where(table.c.id == self.job_id)
+                ).scalar_one_or_none()
+                if status is None:
+                    raise JobCancelled("the job row is gone")
+                if status == "cancelled":
+                    raise JobCancelled("cancelled by an admin")
+                conn.execute(
+                    update(table)
+                    .where(table.c.id == self.job_id)
+                    .values(progress=max(0.0, min(1.0, fraction)), message=message[:2000])
+                )
+        except OperationalError:
+            return  # the database is busy (e.g. our own long read): skip this update
 
 
 def _stage_progress(report: Progress, stages: dict[str, tuple[float, float, str]]) -> Any:
@@ -85,38 +109,77 @@ def run_sample(engine: Engine, params: dict[str, Any], report: Progress) -> dict
 
 
 def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
-    try:
-        from matching import pipeline  # type: ignore[attr-defined]
-    except ImportError:
-        raise RuntimeError("adversarial matching is not available in this installation") from None
-    return dict(pipeline.run_from_dashboard(engine, params, report))
+    """Adversarial matching with the dashboard's h and k, as ``vsr match`` does it."""
+    from sqlmodel import Session
+
+    from core.db import session_scope
+    from core.study import load_study_config
+    from matching.diagnostics import diagnose
+    from matching.pipeline import MatchParams, run_matching
+    from matching.records import kept_true
+    from matching.relevance import RelevanceModel, load_encoder
+    from matching.similarity import load_similarity
+    from matching.store import load_records, save_run
+
+    h, k, seed = float(params["h"]), int(params["k"]), int(params.get("seed", 0))
+    match_params = MatchParams(h=h, k=k, seed=seed)
+    report(0.02, "loading kept Examples")
+    with Session(engine) as session:
+        threshold = load_study_config(session).keep_threshold
+        records = load_records(session)
+    queries = kept_true(records, threshold)
+    if len(queries) < k + 1:
+        raise RuntimeError(
+            f"only {len(queries)} kept True Examples: need at least {k + 1} to match"
+        )
+    report(0.1, f"{len(queries)} queries; loading the text models")
+    encoder = load_encoder(None)
+    scorer = load_similarity("table")
+    relevance = RelevanceModel(encoder, seed=seed)
+    report(0.3, "fitting P_rel and matching (train, dev, test)")
+    result = run_matching(records, relevance, scorer, match_params, threshold=threshold)
+    report(0.85, "diagnostics")
+    diag = diagnose(result, relevance)
+    diag["similarity"] = getattr(scorer, "name", "table")
+    diag["model"] = "all-MiniLM-L6-v2 (packaged)"
+    extra = {
+        "keep_threshold": float(threshold),
+        "similarity": diag["similarity"],
+        "model": diag["model"],
+        "from": "dashboard",
+    }
+    report(0.95, "saving the run")
+    with session_scope(engine) as session:
+        run = save_run(session, result, diag, send_negatives=False, extra_params=extra)
+        run_id = run.id
+    return {"match_run": run_id, "items": len(result.items), "diagnostics": _jsonable(diag)}
 
 
 def run_build(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
-    import shutil
+    """``build-dataset`` into a temporary folder, then a zip for the download link."""
     import tempfile
 
-    try:
-        from dataset import build as build_mod  # type: ignore[attr-defined]
-    except ImportError:
-        raise RuntimeError("build-dataset is not available in this installation") from None
+    from dataset.export import BuildOptions, build_dataset, zip_export
+
     target = Path(str(params["zip"]))
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vsr-build-") as tmp:
         out = Path(tmp) / "vsr-dataset"
-        report(0.05, "building the dataset")
-        info = build_mod.build_dataset(engine, out, seed=int(params.get("seed", 0)))
-        files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-        report(0.85, f"zipping {len(files)} files")
-        archive = shutil.make_archive(str(Path(tmp) / "bundle"), "zip", root_dir=out)
-        part = target.with_suffix(".part")
-        shutil.move(archive, part)
-        part.replace(target)  # the download link appears only for a complete file
+        summary = build_dataset(
+            engine,
+            out,
+            BuildOptions(seed=int(params.get("seed", 0))),
+            progress=lambda stage, frac: report(0.9 * frac, f"building: {stage}"),
+        )
+        report(0.92, f"zipping {len(summary.files)} files")
+        zip_export(out, target)  # writes a temporary name, then renames: never a partial zip
     return {
         "zip": target.name,
         "bytes": target.stat().st_size,
-        "files": files,
-        "info": _jsonable(info),
+        "files": summary.files,
+        "raw": summary.n_raw,
+        "validated": summary.n_validated,
+        "splits": _jsonable(summary.splits),
     }
 
 

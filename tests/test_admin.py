@@ -711,3 +711,40 @@ def test_failed_job_reports_its_reason_and_cancel(
     r = client.post(f"/admin/jobs/{job.id}/cancel", data={"csrf_token": token})
     assert r.status_code == 409 and "already failed" in r.text
     assert client.get(f"/admin/jobs/{job.id}/download").status_code == 409
+
+
+def test_build_job_zip_download(
+    admin: tuple[TestClient, str], seeded: Seeded, engine: Engine
+) -> None:
+    import io
+    import json
+    import zipfile
+
+    client, token = admin
+    r = client.post("/admin/jobs/build", data={"csrf_token": token, "seed": "0"},
+                    follow_redirects=False)
+    assert r.status_code == 303, r.text
+    with Session(engine) as s:
+        (job,) = s.exec(select(Job)).all()
+    # a second build while one runs is refused, and nothing is queued
+    again = client.post("/admin/jobs/build", data={"csrf_token": token, "seed": "0"})
+    if again.status_code != 303:  # the first may already be done on a fast machine
+        assert again.status_code == 409 and "already running" in again.text
+    done = wait_job(client, job.id)  # type: ignore[arg-type]
+    assert done["status"] == "succeeded", done
+    assert done["download"] == f"/admin/jobs/{job.id}/download"
+    dl = client.get(done["download"])
+    assert dl.status_code == 200 and dl.headers["content-type"] == "application/zip"
+    zf = zipfile.ZipFile(io.BytesIO(dl.content))
+    names = set(zf.namelist())
+    assert {"random/train.jsonl", "random/dev.jsonl", "random/test.jsonl", "all_raw.jsonl",
+            "all_validated.jsonl", "stats.json", "README.md"} <= names
+    recs = seeded.records
+    kept = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)]) for r in recs)
+    raw = zf.read("all_raw.jsonl").decode().splitlines()
+    validated = zf.read("all_validated.jsonl").decode().splitlines()
+    assert len(raw) == len(recs) and len(validated) == kept
+    captions = {json.loads(line)["caption"] for line in validated}
+    assert captions <= {r["caption"] for r in recs}
+    page = client.get("/admin/pipeline")
+    assert "Download zip" in page.text
