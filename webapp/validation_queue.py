@@ -18,6 +18,7 @@ before an Example (and several Examples in id order) so two never wait on each o
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Sequence
@@ -25,7 +26,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, exists, false, func, or_, true, update
+from sqlalchemy import (
+    Boolean,
+    Integer,
+    and_,
+    bindparam,
+    case,
+    exists,
+    false,
+    func,
+    or_,
+    true,
+    update,
+)
 from sqlalchemy import select as sa_select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -63,30 +76,34 @@ class VoteError(Exception):
 # --- the serving rule, as SQL over the Example row -----------------------------------------
 
 
-def _target(config: StudyConfig) -> Any:
-    return func.coalesce(col(Example.target_votes), config.votes_per_example)
+# Statements on the hot path are built once with bind parameters (see _statements): building
+# SQLAlchemy expressions costs more CPU per request than running them.
+_WORKER = bindparam("q_worker", type_=Integer)
+_TARGET = bindparam("q_target", type_=Integer)
+_MAX = bindparam("q_max", type_=Integer)
 
 
-def _maximum(config: StudyConfig) -> Any:
-    # An Example's own target may exceed the study maximum: then the target is its maximum.
-    target = _target(config)
-    return case((target > config.max_votes_per_example, target), else_=config.max_votes_per_example)
+def room_params(config: StudyConfig) -> dict[str, int]:
+    return {"q_target": config.votes_per_example, "q_max": config.max_votes_per_example}
 
 
-def has_room(config: StudyConfig) -> Any:
+def has_room() -> Any:
     """SQL: the Example may take one more lease (votes + active leases below its limit).
 
     Below the target any Example may; beyond it only once the target's votes are in and still
     leave the keep decision open (so pending leases are never doubled up on a guess).
+    An Example's own ``target_votes`` overrides the study's; a target above the study maximum
+    is its own maximum. Parameters: :func:`room_params`.
     """
     used = col(Example.queue_votes) + col(Example.queue_leases)
-    target = _target(config)
+    target = func.coalesce(col(Example.target_votes), _TARGET)
+    maximum = case((target > _MAX, target), else_=_MAX)
     return or_(
         used < target,
         and_(
             col(Example.queue_votes) >= target,
             col(Example.queue_settled) == false(),
-            used < _maximum(config),
+            used < maximum,
         ),
     )
 
@@ -156,67 +173,139 @@ class ExampleStrategy:
         return regular_candidates(session, worker_id, config, limit)
 
     def on_leased(self, session: Session, item_id: int) -> None:
-        session.execute(
-            update(Example)
-            .where(col(Example.id) == item_id, col(Example.is_gold) == false())
-            .values(queue_leases=col(Example.queue_leases) + 1)
-        )
+        session.execute(_statements(_dialect(session)).lease_taken, {"q_id": item_id})
 
     def on_returned(self, session: Session, item_id: int) -> None:
-        session.execute(
-            update(Example)
-            .where(
-                col(Example.id) == item_id,
-                col(Example.is_gold) == false(),
-                col(Example.queue_leases) > 0,
-            )
-            .values(queue_leases=col(Example.queue_leases) - 1)
-        )
+        session.execute(_statements(_dialect(session)).lease_returned, {"q_id": item_id})
 
 
-def _not_seen_by(worker_id: int) -> list[Any]:
+def _dialect(session: Session) -> str:
+    return session.get_bind().dialect.name
+
+
+def _not_seen_by(worker: Any) -> list[Any]:
     """Conditions: not the worker's own Example, never leased or voted by them before."""
     return [
-        or_(col(Example.author_id).is_(None), col(Example.author_id) != worker_id),
+        or_(col(Example.author_id).is_(None), col(Example.author_id) != worker),
         ~exists().where(
-            col(Assignment.example_id) == col(Example.id), col(Assignment.worker_id) == worker_id
+            col(Assignment.example_id) == col(Example.id), col(Assignment.worker_id) == worker
         ),
-        ~exists().where(col(Vote.example_id) == col(Example.id), col(Vote.worker_id) == worker_id),
+        ~exists().where(col(Vote.example_id) == col(Example.id), col(Vote.worker_id) == worker),
     ]
 
 
-def regular_candidates(
-    session: Session, worker_id: int, config: StudyConfig, limit: int
-) -> list[int]:
-    stmt = (
+@dataclass(frozen=True)
+class _Statements:
+    regular: Any
+    gold: Any
+    lease_taken: Any
+    lease_returned: Any
+    lock_lease: Any
+    late_ok: Any
+    count_vote: Any
+    insert_vote: Any
+
+
+@functools.cache
+def _statements(dialect: str) -> _Statements:
+    postgres = dialect == "postgresql"
+    example_id = bindparam("q_id", type_=Integer)
+    regular = (
         select(Example.id)
         .where(
             col(Example.queue_open) == true(),
             col(Example.is_gold) == false(),
             col(Example.origin).in_(VOTABLE_ORIGINS),
-            has_room(config),
-            *_not_seen_by(worker_id),
+            has_room(),
+            *_not_seen_by(_WORKER),
         )
         .order_by(col(Example.id))
-        .limit(limit)
+        .limit(bindparam("q_limit", type_=Integer))
     )
-    return [i for i in session.exec(leases.lock_rows(stmt, session)) if i is not None]
-
-
-def gold_candidates(session: Session, worker_id: int, limit: int) -> list[int]:
     # Gold rows are shared by every validator and their counters are not touched, so they
     # are read without a lock; random order so validators do not all meet the same one first.
-    stmt = (
+    gold = (
         select(Example.id)
         .where(
             col(Example.is_gold) == true(),
             col(Example.gold_label).is_not(None),
-            *_not_seen_by(worker_id),
+            *_not_seen_by(_WORKER),
         )
         .order_by(func.random())
-        .limit(limit)
+        .limit(bindparam("q_limit", type_=Integer))
     )
-    return [i for i in session.exec(stmt) if i is not None]
+    lock_lease = (
+        select(Assignment, Vote, Batch)
+        .join(Batch, col(Batch.id) == col(Assignment.batch_id))
+        .outerjoin(Vote, col(Vote.assignment_id) == col(Assignment.id))
+        .where(col(Assignment.id) == bindparam("q_lease", type_=Integer))
+    )
+    late_ok = select(Example.id).where(
+        col(Example.id) == example_id,
+        or_(col(Example.is_gold) == true(), and_(col(Example.queue_open) == true(), has_room())),
+    )
+    if postgres:
+        # PostgreSQL: skip rows other transactions hold (as webapp.leases.lock_rows does);
+        # SQLite's BEGIN IMMEDIATE already serialises writers.
+        regular = regular.with_for_update(skip_locked=True)
+        lock_lease = lock_lease.with_for_update(of=Assignment)  # type: ignore[arg-type]
+        late_ok = late_ok.with_for_update()
+    value = bindparam("q_value", type_=Boolean)
+    release = bindparam("q_release", type_=Integer)
+    count_vote = (
+        update(Example)
+        .where(col(Example.id) == example_id)
+        .values(
+            queue_votes=col(Example.queue_votes) + 1,
+            queue_agree=col(Example.queue_agree) + case((col(Example.label) == value, 1), else_=0),
+            queue_leases=col(Example.queue_leases)
+            - case((col(Example.is_gold) == true(), 0), else_=release),
+        )
+        .returning(
+            col(Example.queue_votes),
+            col(Example.queue_agree),
+            col(Example.target_votes),
+            col(Example.is_gold),
+            col(Example.queue_settled),
+            col(Example.queue_open),
+        )
+    )
+    # ON CONFLICT DO NOTHING instead of a savepoint: a clash with uq_vote_example_worker (the
+    # same validator, another lease of this Example) returns no row. Both backends have it.
+    insert = pg_insert if postgres else sqlite_insert
+    insert_vote = insert(Vote).on_conflict_do_nothing().returning(col(Vote.id))
+    return _Statements(
+        regular=regular,
+        gold=gold,
+        lease_taken=update(Example)
+        .where(col(Example.id) == example_id, col(Example.is_gold) == false())
+        .values(queue_leases=col(Example.queue_leases) + 1),
+        lease_returned=update(Example)
+        .where(
+            col(Example.id) == example_id,
+            col(Example.is_gold) == false(),
+            col(Example.queue_leases) > 0,
+        )
+        .values(queue_leases=col(Example.queue_leases) - 1),
+        lock_lease=lock_lease,
+        late_ok=late_ok,
+        count_vote=count_vote,
+        insert_vote=insert_vote,
+    )
+
+
+def regular_candidates(
+    session: Session, worker_id: int, config: StudyConfig, limit: int
+) -> list[int]:
+    params = {"q_worker": worker_id, "q_limit": limit, **room_params(config)}
+    rows = session.execute(_statements(_dialect(session)).regular, params).scalars()
+    return [i for i in rows if i is not None]
+
+
+def gold_candidates(session: Session, worker_id: int, limit: int) -> list[int]:
+    params = {"q_worker": worker_id, "q_limit": limit}
+    rows = session.execute(_statements(_dialect(session)).gold, params).scalars()
+    return [i for i in rows if i is not None]
 
 
 # --- expiry, release -----------------------------------------------------------------------
@@ -427,15 +516,8 @@ def _record_vote(
 ) -> VoteOutcome:
     # One statement: the lease, locked (two submits of one lease serialise here), and any
     # vote already stored for it.
-    stmt = (
-        select(Assignment, Vote, Batch)
-        .join(Batch, col(Batch.id) == col(Assignment.batch_id))
-        .outerjoin(Vote, col(Vote.assignment_id) == col(Assignment.id))
-        .where(Assignment.id == assignment_id)
-    )
-    if session.get_bind().dialect.name == "postgresql":
-        stmt = stmt.with_for_update(of=Assignment)  # type: ignore[arg-type]
-    locked = session.exec(stmt).first()
+    statements = _statements(_dialect(session))
+    locked = session.execute(statements.lock_lease, {"q_lease": assignment_id}).first()
     lease, existing, batch = locked if locked is not None else (None, None, None)
     if (
         lease is None
@@ -452,17 +534,8 @@ def _record_vote(
     if not held:
         if lease.status not in (LeaseStatus.expired, LeaseStatus.released):
             raise VoteError(409, "This item was already answered. Please reload the page.")
-        late_ok = session.exec(
-            leases.lock_row_wait(
-                select(Example.id).where(
-                    col(Example.id) == example_id,
-                    or_(
-                        col(Example.is_gold) == true(),
-                        and_(col(Example.queue_open) == true(), has_room(config)),
-                    ),
-                ),
-                session,
-            )
+        late_ok = session.execute(
+            statements.late_ok, {"q_id": example_id, **room_params(config)}
         ).first()
         if late_ok is None:
             raise VoteError(
@@ -498,24 +571,10 @@ def _count_and_insert(
 ) -> tuple[Vote, bool]:
     # Counters first: the UPDATE locks the Example row, so votes of one Example get their
     # ids in the order they were counted.
-    agrees = case((col(Example.label) == value, 1), else_=0)
-    release = case((col(Example.is_gold) == true(), 0), else_=1) if held else 0
+    statements = _statements(_dialect(session))
     row = session.execute(
-        update(Example)
-        .where(col(Example.id) == example_id)
-        .values(
-            queue_votes=col(Example.queue_votes) + 1,
-            queue_agree=col(Example.queue_agree) + agrees,
-            queue_leases=col(Example.queue_leases) - release,
-        )
-        .returning(
-            col(Example.queue_votes),
-            col(Example.queue_agree),
-            col(Example.target_votes),
-            col(Example.is_gold),
-            col(Example.queue_settled),
-            col(Example.queue_open),
-        )
+        statements.count_vote,
+        {"q_id": example_id, "q_value": value, "q_release": 1 if held else 0},
     ).one()
     n_votes, n_agree, target_votes, is_gold, was_settled, was_open = row
     target = target_votes or config.votes_per_example
@@ -535,13 +594,7 @@ def _count_and_insert(
         "assignment_id": lease.id,
         "created_at": now,
     }
-    # ON CONFLICT DO NOTHING instead of a savepoint: a clash with uq_vote_example_worker
-    # (the same validator, another lease of this Example) returns no row, and the caller's
-    # rollback undoes the counters above. Both backends support it.
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    vote_id = session.execute(
-        insert(Vote).values(**values).on_conflict_do_nothing().returning(col(Vote.id))
-    ).scalar()
+    vote_id = session.execute(statements.insert_vote, values).scalar()
     if vote_id is None:
         raise VoteError(409, "You have already judged this caption.")
     return Vote(id=vote_id, **values), bool(is_gold)
