@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import typer
+from sqlalchemy.engine import Engine
 
 from dataset.cli_common import DB_HELP, engine_for
 from dataset.errors import CliError
@@ -58,8 +59,11 @@ def match(
         "setting, 2/3)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of tie-breaking and choice order."),
-    split_seed: int = typer.Option(
-        0, "--split-seed", help="Seed of the image-keyed train/dev/test split."
+    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the train/dev/test split."),
+    splits: str = typer.Option(
+        "image", "--splits",
+        help="'image': every Example of an image in one split (matching.records.split_of); "
+        "'export': the random split build-dataset writes (same seed), for identical splits.",
     ),
     method: str = typer.Option("auto", "--method", help="auto | grouped | dense | sparse."),
     dense_limit: int = typer.Option(4000, "--dense-limit", help="Largest dense assignment."),
@@ -86,6 +90,8 @@ def match(
     from matching.store import load_records, save_run
 
     hs = _parse_sweep(sweep)
+    if splits not in ("image", "export"):
+        raise CliError(f"--splits must be image or export; got {splits!r}")
     if method not in ("auto", "grouped", "dense", "sparse"):
         raise CliError(f"--method must be auto, grouped, dense or sparse; got {method!r}")
     if keep_threshold is not None and not 0 < keep_threshold <= 1:
@@ -120,8 +126,10 @@ def match(
     except (OSError, ValueError) as exc:
         raise CliError(f"cannot load model: {' '.join(str(exc).split())[:300]}") from exc
     relevance = RelevanceModel(encoder, seed=seed)
+    mapping = _export_splits(engine, threshold, split_seed) if splits == "export" else None
     result = run_matching(
-        records, relevance, scorer, params, split_seed=split_seed, threshold=threshold
+        records, relevance, scorer, params, splits=mapping, split_seed=split_seed,
+        threshold=threshold,
     )
     diag = diagnose(result, relevance)
     diag["similarity"] = getattr(scorer, "name", similarity)
@@ -129,7 +137,8 @@ def match(
     if hs:
         typer.echo(f"sweeping h over {hs} ...")
         diag["sweep"] = run_sweep(
-            records, relevance, scorer, params, hs, split_seed=split_seed, threshold=threshold
+            records, relevance, scorer, params, hs, splits=mapping, split_seed=split_seed,
+            threshold=threshold,
         )
     if report:
         typer.echo(format_report(diag))
@@ -140,10 +149,23 @@ def match(
     if dry_run:
         typer.echo(f"dry run: {len(result.items)} items not written")
         return
-    extra = {"split_seed": split_seed, "keep_threshold": float(threshold),
+    extra = {"split_seed": split_seed, "splits": splits, "keep_threshold": float(threshold),
              "similarity": diag["similarity"], "model": diag["model"]}
     with session_scope(engine) as session:
         run = save_run(session, result, diag, send_negatives=send_negatives, extra_params=extra)
         run_id = run.id
     sent = " and sent their distractors to validation" if send_negatives else ""
     typer.echo(f"match run {run_id}: {len(result.items)} multiple-choice items written{sent}")
+
+
+def _export_splits(engine: Engine, threshold: float, seed: int) -> dict[int, str]:
+    """Example id -> part of build-dataset's random split of the human and imported
+    validated Examples (its defaults: annotation groups, 70/10/20)."""
+    from core.agreement import as_fraction
+    from dataset.export_rows import read_rows
+    from dataset.splits import SplitItem, random_split
+
+    with engine.connect() as conn:
+        rows = read_rows(conn, threshold=as_fraction(threshold), origins=["human", "imported"])
+    items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in rows if r.kept]
+    return {k: part for part, keys in random_split(items, seed).items() for k in keys}

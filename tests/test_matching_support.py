@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from core.relations import all_relations
 from matching.records import Record, load_vsr_jsonl, stratified_sample
@@ -37,7 +38,7 @@ def _write_tokenizer(path: Path, words: list[str]) -> None:
     BertTokenizer(str(path / "vocab.txt")).save_pretrained(str(path))
 
 
-def _tiny_config(n_words: int, **kw: object):  # type: ignore[no-untyped-def]
+def _tiny_config(n_words: int, **kw: Any) -> Any:
     from transformers import BertConfig
 
     return BertConfig(
