@@ -207,6 +207,64 @@ class Server:
                 self.proc.wait()
 
 
+# --- CPU accounting (robust to other load on the machine) -------------------------------------
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+
+
+def _pids_where(pred: Any) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if pred(int(d.name), stat):
+                out.append(int(d.name))
+    return out
+
+
+def cpu_snapshot(server: Server) -> dict[str, float]:
+    """CPU seconds used so far by the server's processes, PostgreSQL, and this client."""
+    pgid = server.proc.pid if server.proc else -1
+
+    def in_server(pid: int, stat: str) -> bool:
+        return int(stat.rsplit(")", 1)[1].split()[2]) == pgid  # field 5: process group
+
+    database = server.url.rsplit("/", 1)[-1]
+
+    def is_postgres(pid: int, stat: str) -> bool:
+        # Only the backends serving this run's database (other work may use the same server).
+        if "(postgres)" not in stat:
+            return False
+        try:
+            return database in Path(f"/proc/{pid}/cmdline").read_text()
+        except OSError:
+            return False
+
+    import resource
+
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "server": sum(_proc_cpu(p) for p in _pids_where(in_server)),
+        "postgres": sum(_proc_cpu(p) for p in _pids_where(is_postgres)),
+        "client": me.ru_utime + me.ru_stime,
+    }
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in before}
+
+
 # --- the simulated validators ---------------------------------------------------------------
 
 
@@ -307,7 +365,9 @@ async def baseline_client(client: httpx.AsyncClient, stats: Stats, deadline: flo
         stats.round_trips.append(time.perf_counter() - t0)
 
 
-async def run(args: argparse.Namespace, server: Server, seed_: Seed) -> tuple[Stats, Stats, float]:
+async def run(
+    args: argparse.Namespace, server: Server, seed_: Seed
+) -> tuple[Stats, Stats, dict[str, float], dict[str, float]]:
     base = f"http://127.0.0.1:{server.port}"
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
     clients = [
@@ -329,7 +389,9 @@ async def run(args: argparse.Namespace, server: Server, seed_: Seed) -> tuple[St
         base_stats = Stats()
         t_end = time.monotonic() + args.baseline
         t0 = time.perf_counter()
+        cpu0 = cpu_snapshot(server)
         await asyncio.gather(*(baseline_client(c, base_stats, t_end) for c in clients))
+        base_cpu = cpu_delta(cpu0, cpu_snapshot(server))
         base_elapsed = time.perf_counter() - t0
 
         stats = Stats()
@@ -347,17 +409,20 @@ async def run(args: argparse.Namespace, server: Server, seed_: Seed) -> tuple[St
 
             killer = asyncio.create_task(kill_and_restart())
         t0 = time.perf_counter()
+        cpu0 = cpu_snapshot(server)
         await asyncio.gather(*(
             validator(c, seed_, stats, deadline, random.Random(k), args.combined)
             for k, c in enumerate(clients)
         ))
         elapsed = time.perf_counter() - t0
+        # (in --kill mode the restarted server's CPU counts from its start only)
+        load_cpu = cpu_delta(cpu0, cpu_snapshot(server))
         if killer is not None:
             await killer
         stats.latencies.sort()
         base_stats.latencies.sort()
         print(f"  load phase {elapsed:.1f} s, baseline phase {base_elapsed:.1f} s", flush=True)
-        return base_stats, stats, elapsed
+        return base_stats, stats, base_cpu, load_cpu
     finally:
         await asyncio.gather(*(c.aclose() for c in clients))
 
@@ -456,7 +521,7 @@ def main() -> int:
               f"{'one request' if args.combined else 'two requests'} per round trip"
               f"{'; SIGKILL mode' if args.kill else ''}", flush=True)
         server.start()
-        base, stats, elapsed = asyncio.run(run(args, server, seed_))
+        base, stats, base_cpu, load_cpu = asyncio.run(run(args, server, seed_))
         server.stop()
         base_rate = len(base.round_trips) / args.baseline
         rate = len(stats.round_trips) / args.duration
@@ -469,6 +534,16 @@ def main() -> int:
               f"p99 {1000 * pct(stats.latencies, .99):6.1f} ms per request; "
               f"round trip p50 {1000 * pct(rts, .5):.1f} ms, p99 {1000 * pct(rts, .99):.1f} ms")
         print(f"ratio validation / baseline round trips: {rate / base_rate:.2f}")
+
+        def per_rt(cpu: dict[str, float], n: int) -> str:
+            n = max(n, 1)
+            return "  ".join(f"{k} {1000 * v / n:.2f}" for k, v in cpu.items())
+
+        print(f"CPU ms per round trip, baseline:   {per_rt(base_cpu, len(base.round_trips))}")
+        print(f"CPU ms per round trip, validation: {per_rt(load_cpu, len(stats.round_trips))}")
+        busy = os.getloadavg()[0]
+        print(f"  (load average now {busy:.1f} on {os.cpu_count()} CPUs; other work on the "
+              "machine slows both phases alike, so compare the ratio and CPU per round trip)")
         print(f"  retries (server down / 5xx): {stats.retries}  errors: {dict(stats.errors)}  "
               f"finished batches: {stats.finished_batches}")
         problems = check(url, stats)
