@@ -540,7 +540,10 @@ def main() -> int:
             return "  ".join(f"{k} {1000 * v / n:.2f}" for k, v in cpu.items())
 
         print(f"CPU ms per round trip, baseline:   {per_rt(base_cpu, len(base.round_trips))}")
-        print(f"CPU ms per round trip, validation: {per_rt(load_cpu, len(stats.round_trips))}")
+        if args.kill:
+            print("CPU ms per round trip, validation: n/a (the server was killed and restarted)")
+        else:
+            print(f"CPU ms per round trip, validation: {per_rt(load_cpu, len(stats.round_trips))}")
         busy = os.getloadavg()[0]
         print(f"  (load average now {busy:.1f} on {os.cpu_count()} CPUs; other work on the "
               "machine slows both phases alike, so compare the ratio and CPU per round trip)")
