@@ -109,7 +109,7 @@ def seed(url: str, n_examples: int, n_gold: int, n_author_validators: int) -> Se
     with Session(engine) as s:
         authors: dict[int, Worker] = {}
         images: dict[str, Image] = {}
-        examples = []
+        examples: list[tuple[dict[str, Any], Any, int]] = []
         for rec in records:
             if len(examples) >= n_examples:
                 break
