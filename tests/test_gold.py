@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-import pytest
 from sqlmodel import Session, select
 
 from core.models import Assignment, Example, Worker
@@ -13,6 +12,7 @@ from core.study import StudyConfig
 from core.types import utcnow
 from webapp import gold
 from webapp import validation_queue as vq
+from webapp.admin.actions import set_gold
 from webapp.validation_queue import ExampleStrategy
 
 from .test_validation_support import make_example, make_image, make_worker
@@ -122,19 +122,14 @@ def test_block_on_failure_releases_open_leases(session: Session) -> None:
     assert vq.audit_counters(session) == []
 
 
-def test_gold_report_worst_first_and_set_gold(session: Session) -> None:
+def test_gold_report_worst_first(session: Session) -> None:
     img = make_image(session)
     ex = make_example(session, img)
-    assert ex.id is not None
-    marked = gold.set_gold(session, ex.id, False)
-    assert marked.is_gold and marked.gold_label is False
+    set_gold(session, ex, True, False)  # the dashboard's action: gold, known answer False
     a, b = make_worker(session, "a"), make_worker(session, "b")
     s = strat(gold_rate=1.0)
     answer(session, a, s, False)
     answer(session, b, s, True)
     report = gold.gold_report(session)
     assert [(r.worker_id, r.answered, r.correct) for r in report] == [(b.id, 1, 0), (a.id, 1, 1)]
-    unmarked = gold.set_gold(session, ex.id, None)
-    assert not unmarked.is_gold and unmarked.gold_label is None
-    with pytest.raises(gold.GoldError):
-        gold.set_gold(session, 10**9, True)
+    assert report[0].accuracy == 0.0 and report[1].accuracy == 1.0

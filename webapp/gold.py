@@ -1,7 +1,8 @@
 """Gold checks: Examples with a known answer, mixed into validation to measure care.
 
-Admins mark an Example as gold (``set_gold``); the validation queue serves gold items at the
-study's ``gold_rate`` looking exactly like any other item. Each validator's gold accuracy is
+Admins mark an Example as gold in the dashboard (``webapp.admin.actions.set_gold``); the
+validation queue serves gold items at the study's ``gold_rate`` looking exactly like any other
+item. Each validator's gold accuracy is
 tracked from their votes; once they have answered ``gold_min_answers`` gold items with an
 accuracy below ``gold_accuracy_threshold`` they are flagged, and with
 ``block_on_gold_failure`` also blocked with their open leases handed back.
@@ -15,13 +16,8 @@ from typing import Any
 from sqlalchemy import case, func, true
 from sqlmodel import Session, col, select
 
-from core.models import Assignment, Example, LeaseStatus, Vote, Worker
+from core.models import Example, Vote, Worker
 from core.study import StudyConfig
-from webapp import leases
-
-
-class GoldError(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -85,40 +81,11 @@ def check_gold_accuracy(
         f"{config.gold_accuracy_threshold:.0%}"
     )
     if config.block_on_gold_failure and not worker.blocked:
-        worker.blocked = True
-        release_worker_leases(session, worker.id, strategies)
-        newly = True
+        # The dashboard's own block action: leases back through each kind's strategy, open
+        # batches end as returned. It commits, taking this vote and the flag along with it.
+        from webapp.admin.actions import block_worker
+
+        block_worker(session, worker, strategies)
+        return True
     session.add(worker)
     return newly
-
-
-def release_worker_leases(session: Session, worker_id: int, strategies: dict[str, Any]) -> int:
-    """Hand back every active lease of a worker (all kinds), Examples in id order."""
-    stmt = (
-        select(Assignment)
-        .where(Assignment.worker_id == worker_id, Assignment.status == LeaseStatus.active)
-        .order_by(col(Assignment.example_id), col(Assignment.id))
-    )
-    held = session.exec(leases.lock_row_wait(stmt, session)).all()
-    for lease in held:
-        strategy = strategies.get(lease.kind)
-        if strategy is not None:
-            leases.release(session, lease, strategy)
-    return len(held)
-
-
-def set_gold(session: Session, example_id: int, gold_label: bool | None) -> Example:
-    """Mark an Example as gold with its known answer, or unmark it (``None``). Commits.
-
-    A gold Example leaves the normal queue (gold items are served to everyone, at the gold
-    rate); its counters stay, so unmarking puts it back where it was.
-    """
-    example = session.get(Example, example_id)
-    if example is None:
-        raise GoldError(f"There is no Example with id {example_id}.")
-    example.is_gold = gold_label is not None
-    example.gold_label = gold_label
-    session.add(example)
-    session.commit()
-    session.refresh(example)
-    return example
