@@ -19,7 +19,7 @@ import io
 import os
 import shutil
 import zipfile
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -33,7 +33,7 @@ from core.agreement import DEFAULT_THRESHOLD, LabelModel, aggregate_labels
 from core.agreement_db import load_item_votes
 from core.db import is_postgres
 from core.models import Example, Worker
-from dataset.export_rows import ExportRow, read_rows, worker_export_ids
+from dataset.export_rows import ExportRow, jsonl, read_rows, worker_export_ids
 from dataset.splits import (
     PARTS,
     RANDOM_RATIOS,
@@ -172,27 +172,27 @@ def build_dataset(
         report("writing", 0.6)
         files: list[str] = []
 
-        def write(rel: str, lines: list[bytes] | bytes) -> None:
+        def write(rel: str, lines: Iterable[bytes] | bytes) -> None:
             path = stage / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("wb") as fh:
+            with path.open("wb", buffering=1 << 20) as fh:
                 if isinstance(lines, bytes):
                     fh.write(lines)
                 else:
                     fh.writelines(lines)
             files.append(rel)
 
-        by_id = {r.id: r.line for r in snap.validated}
+        by_id = {r.id: r.record for r in snap.validated}
         if options.wants("raw"):
-            write("all_raw.jsonl", [r.line for r in snap.rows])
+            write("all_raw.jsonl", jsonl(r.record for r in snap.rows))
         if options.wants("validated"):
-            write("all_validated.jsonl", [r.line for r in snap.validated])
+            write("all_validated.jsonl", jsonl(r.record for r in snap.validated))
         if options.wants("random") and snap.random_parts is not None:
             for p in PARTS:
-                write(f"random/{p}.jsonl", [by_id[k] for k in snap.random_parts[p]])
+                write(f"random/{p}.jsonl", jsonl(by_id[k] for k in snap.random_parts[p]))
         if options.wants("zeroshot") and snap.zeroshot is not None:
             for p in PARTS:
-                write(f"zeroshot/{p}.jsonl", [by_id[k] for k in snap.zeroshot.parts[p]])
+                write(f"zeroshot/{p}.jsonl", jsonl(by_id[k] for k in snap.zeroshot.parts[p]))
         if options.wants("mc"):
             for split, lines in sorted(snap.mc.items()):
                 write(f"mc/{split}.jsonl", lines)
@@ -275,17 +275,17 @@ def stream_part(
     options = BuildOptions(**{**options.__dict__, "only": frozenset({kind})})
     snap = _read(engine, options, lambda stage, frac: None)
     if kind == "raw":
-        lines = [r.line for r in snap.rows]
+        records = [r.record for r in snap.rows]
     elif kind == "validated":
-        lines = [r.line for r in snap.validated]
+        records = [r.record for r in snap.validated]
     else:
         assert snap.random_parts is not None and snap.zeroshot is not None
-        by_id = {r.id: r.line for r in snap.validated}
+        by_id = {r.id: r.record for r in snap.validated}
         keys = snap.random_parts[p] if kind == "random" else snap.zeroshot.parts[p]
-        lines = [by_id[k] for k in keys]
-    fh.writelines(lines)
+        records = [by_id[k] for k in keys]
+    fh.writelines(jsonl(records))
     fh.flush()
-    return len(lines)
+    return len(records)
 
 
 def _meta_csv(conn: Connection) -> str | None:

@@ -12,7 +12,9 @@ and no platform id (Prolific PID, MTurk workerId) is published.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+import gc
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -49,7 +51,7 @@ class ExportRow:
     false_ids: list[int]
     n_agree: int
     kept: bool
-    line: bytes  # the JSONL line, newline included
+    record: dict[str, Any]  # the JSONL record; serialised when written (see ``jsonl``)
 
     @property
     def n_votes(self) -> int:
@@ -84,6 +86,31 @@ def read_rows(
     twice as fast as one LEFT JOIN that repeats every Example's columns once per vote. Both
     run in the caller's transaction, so they see the same snapshot.
     """
+    with _gc_paused():
+        return _read_rows(conn, threshold=threshold, origins=origins, aggregates=aggregates)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building rows: hundreds of thousands of new,
+    acyclic lists and dicts trigger full collections that scan them all again (~40% of the
+    read time at 200,000 Examples). Reference counting still frees everything."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _read_rows(
+    conn: Connection,
+    *,
+    threshold: Fraction,
+    origins: list[str] | None,
+    aggregates: dict[Hashable, tuple[bool, float]] | None,
+) -> list[ExportRow]:
     ids = worker_export_ids(conn)
     images = {
         iid: (name, split)
@@ -120,6 +147,18 @@ def read_rows(
     ]
     _resolve_groups(out)
     return out
+
+
+def jsonl(records: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+    """JSONL lines, serialised one at a time as they are written.
+
+    Keeping 200,000 serialised lines alive cost ~3.5 us each (orjson over-allocates and
+    shrinks every buffer), 15x the serialisation itself; a line that is written and dropped
+    at once avoids that, so rows keep their dicts and are serialised per write.
+    """
+    dumps, opt = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    for rec in records:
+        yield dumps(rec, option=opt)
 
 
 def _fetch(conn: Connection, stmt: Any, chunk: int = 50_000) -> Iterator[tuple[Any, ...]]:
@@ -210,8 +249,7 @@ def _row(
         group = ("caption", author_id, caption)
     return ExportRow(
         eid, label, relation, subj, obj, origin, record["annotator_id"], group, true_ids,
-        false_ids, n_agree, kept(n_agree, n),
-        orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE),
+        false_ids, n_agree, kept(n_agree, n), record,
     )
 
 
