@@ -260,3 +260,42 @@ def test_unknown_kind_and_error_pages(site) -> None:  # type: ignore[no-untyped-
     assert r.status_code == 404 and "no such task" in r.text and "Traceback" not in r.text
     r = client.get("/api/generate/task")
     assert r.status_code == 401 and r.json()["detail"].startswith("We do not know who you are")
+
+
+def test_time_running_out_with_nothing_done_gives_no_code(site, engine) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from core.types import utcnow
+
+    client = client_for(site)
+    start_prolific(client, "idle")
+    task(client)
+    with Session(engine) as s:
+        batch = s.exec(select(Batch)).one()
+        batch.deadline = utcnow() - timedelta(seconds=1)
+        s.add(batch)
+        s.commit()
+    page = client.get("/generate")
+    assert page.url.path == "/done/generate"
+    assert "time for this batch ran out" in page.text and "completion-code" not in page.text
+    with Session(engine) as s:
+        assert s.exec(select(Batch)).one().status == "expired"
+        assert {p.status for p in s.exec(select(ImagePair))} == {"available"}
+
+
+def test_a_worker_blocked_mid_batch_is_stopped(site, engine) -> None:  # type: ignore[no-untyped-def]
+    client = client_for(site)
+    start_prolific(client, "tobeblocked")
+    fields = task(client)
+    with Session(engine) as s:
+        worker = s.exec(select(Worker).where(Worker.external_id == "tobeblocked")).one()
+        worker.blocked = True
+        s.add(worker)
+        s.commit()
+    r = client.post("/generate", data=answer(fields))
+    assert r.status_code == 403 and "VSRSCREEN" in r.text
+    assert client.get("/api/generate/task").status_code == 403
+    with Session(engine) as s:
+        from core.models import Annotation
+
+        assert s.exec(select(Annotation)).all() == []
