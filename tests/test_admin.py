@@ -237,9 +237,7 @@ def test_every_admin_url_refuses_anonymous_visitors_and_workers(app: Any, engine
         s.commit()
     anonymous = TestClient(app)
     worker = TestClient(app)
-    worker.get(
-        "/start/generate?PROLIFIC_PID=w1&STUDY_ID=s&SESSION_ID=x", follow_redirects=False
-    )
+    worker.get("/start/generate?PROLIFIC_PID=w1&STUDY_ID=s&SESSION_ID=x", follow_redirects=False)
     assert "vsr_session" in worker.cookies  # a real worker session
     # A worker cookie signed with the same SECRET_KEY, pasted as the admin cookie.
     forged = TestClient(app)
@@ -492,6 +490,20 @@ def test_mark_gold_and_requeue(
     with Session(engine) as s:
         ex = s.get(Example, ex_id)
         assert ex is not None and not ex.is_gold and ex.gold_label is None
+    # Imported Examples are not served to validators: re-queueing them is refused.
+    r = client.post(
+        f"/admin/examples/{ex_id}/requeue", data={"csrf_token": token, "extra_votes": "2"}
+    )
+    assert r.status_code == 409 and "cannot be re-queued" in r.text
+    with Session(engine) as s:  # as if written in this study
+        ex = s.get(Example, ex_id)
+        assert ex is not None
+        ex.origin = "human"
+        ex.queue_votes = len(vote_list(seeded.records[7]))
+        ex.queue_agree = sum(v == ex.label for _, v in vote_list(seeded.records[7]))
+        ex.queue_open = False
+        s.add(ex)
+        s.commit()
     n = len(vote_list(seeded.records[7]))
     r = client.post(
         f"/admin/examples/{ex_id}/requeue",
@@ -721,8 +733,9 @@ def test_build_job_zip_download(
     import zipfile
 
     client, token = admin
-    r = client.post("/admin/jobs/build", data={"csrf_token": token, "seed": "0"},
-                    follow_redirects=False)
+    r = client.post(
+        "/admin/jobs/build", data={"csrf_token": token, "seed": "0"}, follow_redirects=False
+    )
     assert r.status_code == 303, r.text
     with Session(engine) as s:
         (job,) = s.exec(select(Job)).all()
@@ -737,8 +750,15 @@ def test_build_job_zip_download(
     assert dl.status_code == 200 and dl.headers["content-type"] == "application/zip"
     zf = zipfile.ZipFile(io.BytesIO(dl.content))
     names = set(zf.namelist())
-    assert {"random/train.jsonl", "random/dev.jsonl", "random/test.jsonl", "all_raw.jsonl",
-            "all_validated.jsonl", "stats.json", "README.md"} <= names
+    assert {
+        "random/train.jsonl",
+        "random/dev.jsonl",
+        "random/test.jsonl",
+        "all_raw.jsonl",
+        "all_validated.jsonl",
+        "stats.json",
+        "README.md",
+    } <= names
     recs = seeded.records
     kept = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)]) for r in recs)
     raw = zf.read("all_raw.jsonl").decode().splitlines()

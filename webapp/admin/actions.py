@@ -97,20 +97,30 @@ def vote_count(session: Session, example_id: int) -> int:
     return int(session.exec(stmt).one())
 
 
-def requeue(session: Session, example: Example, extra_votes: int, default_target: int) -> int:
+class NotVotableError(ValueError):
+    """The validation queue does not serve Examples of this origin."""
+
+
+def requeue(session: Session, example: Example, extra_votes: int, config: Any) -> int:
     """Ask for ``extra_votes`` more votes on this Example; returns its new vote target.
 
-    The target is an override on the Example (``target_votes``); the validation queue serves
-    Examples below their target again.
+    The target is the Example's own ``target_votes`` override; its queue state is then
+    re-derived by the validation queue's own rule, so it is served again.
     """
+    from webapp import validation_queue
+
+    if example.origin not in validation_queue.VOTABLE_ORIGINS:
+        raise NotVotableError(
+            f"{example.origin} Examples are not served to validators in this study, "
+            "so they cannot be re-queued"
+        )
     assert example.id is not None
     have = vote_count(session, example.id)
-    target = max(have, example.target_votes or default_target) + extra_votes
+    target = max(have, example.target_votes or config.votes_per_example) + extra_votes
     example.target_votes = target
-    # Re-open it in the validation queue's own bookkeeping on the row.
-    if hasattr(example, "queue_open"):
-        example.queue_open = True
-        example.queue_settled = False
+    example.queue_settled, example.queue_open = validation_queue.decision_state(
+        example.queue_agree, example.queue_votes, target, config
+    )
     session.add(example)
     session.commit()
     return target

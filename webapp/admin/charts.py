@@ -27,16 +27,14 @@ class Series:
 
 
 def _nice_max(value: float) -> tuple[float, float]:
-    """A round axis maximum and tick step (1, 2 or 5 times a power of ten)."""
+    """A round axis maximum and a tick step of 1, 2 or 5 times a power of ten (about four
+    ticks), so counts get whole-number ticks."""
     if value <= 0:
         return 1.0, 0.25
-    exp = 10 ** math.floor(math.log10(value))
-    for m in (1, 2, 2.5, 5, 10):
-        if m * exp >= value:
-            top = m * exp
-            break
-    step = top / 4
-    return top, step
+    raw = value / 4
+    exp = 10 ** math.floor(math.log10(raw))
+    step = next(m * exp for m in (1, 2, 5, 10) if m * exp >= raw)
+    return math.ceil(value / step - 1e-9) * step, step
 
 
 def _fmt(v: float) -> str:

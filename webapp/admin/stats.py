@@ -247,40 +247,32 @@ def agreement_coefficients(session: Session) -> dict[str, float | None]:
     return {"fleiss_kappa": kappa, "krippendorff_alpha": alpha, "rated_examples": items}
 
 
-def quality(session: Session, cfg: StudyConfig) -> dict[str, Any]:
-    conn = _conn(session)
-    ea = example_agreement(cfg)
-    row = conn.execute(
-        select(
-            func.coalesce(func.sum(ea.c.decided), 0),
-            func.coalesce(func.sum(ea.c.kept), 0),
-            func.coalesce(func.sum(ea.c.unanimous), 0),
-            func.count(),
-        ).select_from(ea)
-    ).one()
-    decided, kept, unanimous, total = (int(x) for x in row)
-    coefficients = agreement_coefficients(session)
-    labels = {
-        (bool(lbl), bool(k)): int(n)
-        for lbl, k, n in conn.execute(
-            select(ea.c.label, ea.c.kept, func.count()).group_by(ea.c.label, ea.c.kept)
-        )
-    }
-    label_balance = {
-        "all_true": labels.get((True, True), 0) + labels.get((True, False), 0),
-        "all_false": labels.get((False, True), 0) + labels.get((False, False), 0),
-        "kept_true": labels.get((True, True), 0),
-        "kept_false": labels.get((False, True), 0),
-    }
+def quality(
+    session: Session, cfg: StudyConfig, relations: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Dataset-level agreement figures. The counts are sums over the per-relation table
+    (one GROUP BY pass over the Examples instead of one per figure)."""
+    rows = relation_table(session, cfg) if relations is None else relations
+
+    def total(key: str) -> int:
+        return sum(int(r[key]) for r in rows)
+
+    decided, kept, unanimous = total("decided"), total("kept"), total("unanimous")
+    all_true, kept_true = total("true"), total("kept_true")
     return {
-        "examples": total,
+        "examples": total("examples"),
         "decided": decided,
         "kept": kept,
         "unanimous": unanimous,
         "kept_share": kept / decided if decided else None,
         "unanimous_share": unanimous / decided if decided else None,
-        **coefficients,
-        "label_balance": label_balance,
+        **agreement_coefficients(session),
+        "label_balance": {
+            "all_true": all_true,
+            "all_false": total("examples") - all_true,
+            "kept_true": kept_true,
+            "kept_false": kept - kept_true,
+        },
     }
 
 
@@ -302,6 +294,8 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
                 func.sum(case((ea.c.label.is_(True), 1), else_=0)),
                 func.avg(case((ea.c.n > 0, p_dis), else_=None)),
                 func.sum(ea.c.decided),
+                func.sum(ea.c.unanimous),
+                func.sum(case((ea.c.label.is_(True), ea.c.kept), else_=0)),
             ).group_by(ea.c.relation)
         )
         .all()
@@ -309,7 +303,7 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
     from core.relations import CATEGORIES, category_of, is_known
 
     out = []
-    for rel, n, k, tr, dis, dec in rows:
+    for rel, n, k, tr, dis, dec, una, kt in rows:
         cat = category_of(rel) if is_known(rel, allow_import_only=True) else "Unknown"
         out.append(
             {
@@ -318,6 +312,9 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
                 "examples": int(n),
                 "decided": int(dec or 0),
                 "kept": int(k or 0),
+                "unanimous": int(una or 0),
+                "true": int(tr or 0),
+                "kept_true": int(kt or 0),
                 "true_share": int(tr or 0) / int(n) if n else None,
                 "disagreement": float(dis) if dis is not None else None,
             }

@@ -198,6 +198,9 @@ def requeue(
     extra_votes: Annotated[int, Form(ge=1, le=20)] = 2,
 ) -> Response:
     example = _example(session, example_id)
-    target = actions.requeue(session, example, extra_votes, study_config(session).votes_per_example)
+    try:
+        target = actions.requeue(session, example, extra_votes, study_config(session))
+    except actions.NotVotableError as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from None
     figure_cache(request).clear()
     return back(f"/admin/examples/{example_id}", f"Re-queued: now wants {target} votes.")

@@ -29,8 +29,9 @@ def quality_data(request: Request, session: Session) -> dict[str, Any]:
     cfg = study_config(session)
 
     def compute(s: Session) -> dict[str, Any]:
-        q = stats.quality(s, cfg)
-        q["relations"] = stats.relation_table(s, cfg)
+        relations = stats.relation_table(s, cfg)
+        q = stats.quality(s, cfg, relations)
+        q["relations"] = relations
         q["concepts"] = stats.concept_counts(s)
         q["min_examples"] = _min_examples(q["examples"])
         q["keep_threshold"] = cfg.keep_threshold
