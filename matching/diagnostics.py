@@ -57,9 +57,13 @@ def answer_only_accuracy(train: Sequence[Item], test: Sequence[Item]) -> float |
                           for it in test]))
 
 
-def text_only_scores(item: Item, relevance: RelevanceModel, remap: bool) -> list[float]:
+def text_only_scores(
+    item: Item, relevance: RelevanceModel, remap: bool, lp: np.ndarray | None = None
+) -> list[float]:
+    """log P_rel of each choice for the item's concepts (``lp``: its precomputed row)."""
     q = item.query
-    lp = relevance.log_proba([(q.subj, q.obj)])[0]
+    if lp is None:
+        lp = relevance.log_proba([(q.subj, q.obj)])[0]
     scores = [float(lp[relevance.index[t[1]]]) for t in item.triples]
     if not remap:
         sim_s = relevance.concept_similarity([q.subj], [t[0] for t in item.triples])[0]
@@ -74,8 +78,11 @@ def text_only_accuracy(
 ) -> float | None:
     if not test:
         return None
-    return float(np.mean([_expected_hit(text_only_scores(it, relevance, remap), it.answer_index)
-                          for it in test]))
+    lps = relevance.log_proba([(it.query.subj, it.query.obj) for it in test])  # one batch
+    return float(np.mean([
+        _expected_hit(text_only_scores(it, relevance, remap, lp), it.answer_index)
+        for it, lp in zip(test, lps, strict=True)
+    ]))
 
 
 def relation_distribution(items: Sequence[Item]) -> dict[str, Any]:
