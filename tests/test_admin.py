@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from core.agreement import fleiss_kappa, is_kept, is_unanimous
+from core.db import make_engine
 from core.models import (
     AdminUser,
     Assignment,
@@ -27,6 +28,8 @@ from core.models import (
     ImagePair,
     InviteToken,
     Job,
+    MatchRun,
+    McItem,
     StudySetting,
     Vote,
     Worker,
@@ -768,3 +771,36 @@ def test_build_job_zip_download(
     assert captions <= {r["caption"] for r in recs}
     page = client.get("/admin/pipeline")
     assert "Download zip" in page.text
+
+
+def test_match_job_with_chosen_h_and_k_shows_diagnostics(
+    sqlite_url: str, tmp_path: Path, vsr_dir: Path
+) -> None:
+    """SQLite only: the matching models load once per run and dominate the time."""
+    engine = make_engine(sqlite_url)
+    seed(engine, read_raw(vsr_dir, every=25))
+    with Session(engine) as s:
+        create_admin(s, "alice", PASSWORD)
+    app = make_admin_app(sqlite_url, engine, tmp_path)
+    client = TestClient(app)
+    token = login(client)
+    r = client.post(
+        "/admin/jobs/match",
+        data={"csrf_token": token, "h": "0.5", "k": "2", "seed": "1"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    with Session(engine) as s:
+        (job,) = s.exec(select(Job)).all()
+    done = wait_job(client, job.id, timeout=400)  # type: ignore[arg-type]
+    assert done["status"] == "succeeded", done
+    with Session(engine) as s:
+        (run,) = s.exec(select(MatchRun)).all()
+        items = s.exec(select(McItem)).all()
+    assert run.params["h"] == 0.5 and run.params["k"] == 2
+    assert done["result"]["match_run"] == run.id and done["result"]["items"] == len(items) > 0
+    assert all(len(it.choices) == 3 for it in items)
+    page = client.get("/admin/pipeline")
+    assert f"run #{run.id}" in page.text and "diagnostics" in page.text
+    assert f"{len(items)} multiple-choice items" in page.text
+    engine.dispose()
