@@ -116,6 +116,13 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         }
     progress("reading examples", 0.1)
     rows = read_rows(conn, threshold=options.threshold, origins=origins, aggregates=aggregates)
+    if not rows:
+        # Most likely the wrong database: an empty dataset is never what was meant.
+        which = f" of origin {', '.join(origins)}" if origins else ""
+        raise ExportError(
+            f"the database has no Examples{which}: nothing to export "
+            "(check --database-url, or import/collect data first)"
+        )
     validated = [r for r in rows if r.kept]
     random_parts, zeroshot = None, None
     if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card")):

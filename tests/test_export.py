@@ -272,6 +272,12 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
     assert stats["label_model"]["n_labelled"] == len(raw)
 
 
+def test_empty_database_is_an_error(engine: Engine, tmp_path: Path) -> None:
+    with pytest.raises(ExportError, match="no Examples"):
+        build_dataset(engine, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_zeroshot_leak_is_caught() -> None:
     items = [SplitItem(1, 1, "cat", "dog"), SplitItem(2, 2, "dog", "bed")]
     with pytest.raises(SplitError, match="concept 'dog'"):
