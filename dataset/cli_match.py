@@ -127,10 +127,18 @@ def match(
         raise CliError(f"cannot load model: {' '.join(str(exc).split())[:300]}") from exc
     relevance = RelevanceModel(encoder, seed=seed)
     mapping = _export_splits(engine, threshold, split_seed) if splits == "export" else None
-    result = run_matching(
-        records, relevance, scorer, params, splits=mapping, split_seed=split_seed,
-        threshold=threshold,
-    )
+    from tqdm import tqdm
+
+    with tqdm(total=4, desc="matching", unit="step", leave=False) as bar:
+
+        def step(name: str) -> None:
+            bar.set_postfix_str(name)
+            bar.update(1)
+
+        result = run_matching(
+            records, relevance, scorer, params, splits=mapping, split_seed=split_seed,
+            threshold=threshold, on_step=step,
+        )
     diag = diagnose(result, relevance)
     diag["similarity"] = getattr(scorer, "name", similarity)
     diag["model"] = model or "all-MiniLM-L6-v2 (packaged)"

@@ -19,7 +19,7 @@ image (implied by another kept True Example of the same image).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -331,8 +331,10 @@ def run_matching(
     split_seed: int = 0,
     threshold: Any = None,
     fit: bool = True,
+    on_step: Callable[[str], None] | None = None,
 ) -> MatchResult:
-    """Match every split of the kept True records; ``fit`` trains P_rel on train first."""
+    """Match every split of the kept True records; ``fit`` trains P_rel on train first.
+    ``on_step`` is called after each step (for progress bars)."""
     import time
 
     kw = {} if threshold is None else {"threshold": threshold}
@@ -348,6 +350,8 @@ def run_matching(
         train = by_split["train"] or queries  # no train part: fall back to everything
         relevance.fit(train)
         seconds["fit_p_rel"] = time.perf_counter() - t0
+        if on_step:
+            on_step("fit P_rel")
     known = known_true_by_image(records, threshold)
     items: list[Item] = []
     unmatched: dict[str, int] = {}
@@ -357,6 +361,8 @@ def run_matching(
         items += got
         unmatched[split] = missing
         seconds[f"match_{split}"] = time.perf_counter() - t0
+        if on_step:
+            on_step(f"matched {split}")
     return MatchResult(
         params=params,
         items=items,
