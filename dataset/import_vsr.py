@@ -110,7 +110,8 @@ def import_vsr_records(
 def _roles_needed(records: Iterable[VsrRecord]) -> dict[str, set[str]]:
     roles: dict[str, set[str]] = {}
     for rec in records:
-        roles.setdefault(str(rec.annotator_id), set()).add("annotator")
+        if rec.annotator_id is not None:
+            roles.setdefault(str(rec.annotator_id), set()).add("annotator")
         for ext, _ in rec.votes():
             roles.setdefault(ext, set()).add("validator")
     return roles
@@ -230,7 +231,9 @@ def _ensure_examples(
             "label": rec.label,
             "origin": ExampleOrigin.imported.value,
             "annotation_id": None,
-            "author_id": worker_ids[str(rec.annotator_id)],
+            "author_id": (
+                None if rec.annotator_id is None else worker_ids[str(rec.annotator_id)]
+            ),
             "parent_example_id": None,
             "reference_frame": rec.reference_frame,
             "is_gold": False,

@@ -54,7 +54,7 @@ class VsrRecord:
     relation: str
     subj: str
     obj: str
-    annotator_id: int
+    annotator_id: int | None  # None: no caption writer (our adversarial negatives)
     true_ids: tuple[int, ...]
     false_ids: tuple[int, ...]
     reference_frame: str | None = None
@@ -183,7 +183,9 @@ def parse_record(raw: bytes | str, lineno: int, path: Path | str = "<input>") ->
         relation=relation,
         subj=parsed.subj,
         obj=parsed.obj,
-        annotator_id=_int(obj["annotator_id"], "annotator_id", fail),
+        annotator_id=(
+            None if obj["annotator_id"] is None else _int(obj["annotator_id"], "annotator_id", fail)
+        ),
         true_ids=_ids(obj["vote_true_validator_id"], "vote_true_validator_id", fail),
         false_ids=_ids(obj["vote_false_validator_id"], "vote_false_validator_id", fail),
         reference_frame=_frame(obj.get("reference_frame"), fail),

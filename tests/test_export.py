@@ -1,4 +1,4 @@
-# mypy: disable-error-code="arg-type,operator,index"
+# mypy: disable-error-code="arg-type,operator,index,misc"
 # (SQLModel ids are Optional until flushed; the seeding code flushes before use.)
 """`build-dataset` on collected (native) data: grouped splits, ids, --only, stdout, mc, errors."""
 
@@ -270,6 +270,35 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
     stats = json.loads((out / "stats.json").read_text())
     assert stats["label_model"]["model"] == "dawid-skene"
     assert stats["label_model"]["n_labelled"] == len(raw)
+
+
+def test_worker_ids_of_mixed_sources_never_collide(
+    engine: Engine, session: Session, tmp_path: Path
+) -> None:
+    from dataset.import_vsr import import_vsr_file
+
+    seed_native(session, n_annotations=5)
+    session.close()
+    rec = {"image": "000000419052.jpg",
+           "image_link": "http://images.cocodataset.org/train2017/000000419052.jpg",
+           "caption": "The cat is on the bed.", "label": 1, "relation": "on", "annotator_id": 40,
+           "vote_true_validator_id": [7, 3], "vote_false_validator_id": [7]}
+    (tmp_path / "r.jsonl").write_text(json.dumps(rec) + "\n")
+    import_vsr_file(engine, tmp_path / "r.jsonl")
+    build_dataset(engine, tmp_path / "out")
+    raw = read_jsonl(tmp_path / "out" / "all_raw.jsonl")
+    imported = [r for r in raw if r["origin"] == "imported"]
+    assert len(imported) == 1
+    assert imported[0]["annotator_id"] == 40
+    assert imported[0]["vote_true_validator_id"] == [7, 3]
+    assert imported[0]["vote_false_validator_id"] == [7]  # the repeat "7#2" is 7 again
+    with Session(engine) as s:
+        native = {w.id for w in s.query(Worker).filter(Worker.source == "prolific")}
+    native_ids = {i for r in raw if r["origin"] == "human"
+                  for i in [r["annotator_id"], *r["vote_true_validator_id"],
+                            *r["vote_false_validator_id"]]}
+    assert native_ids <= {40 + w for w in native}  # numbered after the largest VSR id
+    assert min(native_ids) > 40
 
 
 def test_empty_database_is_an_error(engine: Engine, tmp_path: Path) -> None:

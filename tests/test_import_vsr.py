@@ -152,6 +152,7 @@ def test_repeated_validator_ids_are_kept(engine: Engine, tmp_path: Path) -> None
 
 
 def test_parse_record_accepts_both_vote_list_forms() -> None:
+    assert parse_record(json.dumps({**GOOD, "annotator_id": None}), 1).annotator_id is None
     a = parse_record(json.dumps(GOOD), 1)
     assert (a.true_ids, a.false_ids, a.subj, a.obj) == ((1, 2), (5,), "hot dog", "dining table")
     b = parse_record(json.dumps({**GOOD, "reference_frame": 1.0, "subj": "ot dog"}), 1)
