@@ -299,3 +299,28 @@ def test_a_worker_blocked_mid_batch_is_stopped(site, engine) -> None:  # type: i
         from core.models import Annotation
 
         assert s.exec(select(Annotation)).all() == []
+
+
+def test_abandoned_batches_are_closed_lazily(site, engine) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from core.types import utcnow
+
+    gone = client_for(site)
+    start_prolific(gone, "left-the-study")
+    gone_fields = task(gone)
+    gone.post("/generate", data=answer(gone_fields))
+    task(gone)  # holds a second lease, then never comes back
+    with Session(engine) as s:
+        batch = s.exec(select(Batch)).one()
+        batch.deadline = utcnow() - timedelta(seconds=1)
+        s.add(batch)
+        s.commit()
+    other = client_for(site)
+    start_prolific(other, "still-here")
+    task(other)
+    with Session(engine) as s:
+        rows = {b.worker_id: b for b in s.exec(select(Batch))}
+        statuses = sorted(b.status for b in rows.values())
+        assert statuses == ["completed", "open"]  # the one with work done earns its code
+        assert sum(1 for a in s.exec(select(Assignment)) if a.status == "active") == 1

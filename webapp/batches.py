@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 from core.models import Batch, BatchKind, BatchStatus, Worker
 from core.study import StudyConfig
 from core.types import utcnow
-from webapp.leases import LeaseStrategy, count_done, lock_row_wait, release_batch
+from webapp.leases import LeaseStrategy, count_done, lock_row_wait, lock_rows, release_batch
 
 KINDS: tuple[str, ...] = tuple(k.value for k in BatchKind)
 DAY = timedelta(hours=24)
@@ -140,6 +140,29 @@ def expire_if_due(
         batch.finished_at = now
         session.add(batch)
     return True
+
+
+def expire_overdue(
+    session: Session,
+    kind: str,
+    config: StudyConfig,
+    strategy: LeaseStrategy,
+    now: datetime | None = None,
+) -> int:
+    """Close every open batch of this kind whose deadline passed (workers who never came
+    back), so the dashboard's open-batch figures stay true; returns how many.
+
+    Called lazily on lease requests (like ``leases.expire_stale``); rows another
+    transaction is closing right now are skipped, not waited for.
+    """
+    now = now or utcnow()
+    stmt = select(Batch).where(
+        Batch.kind == kind, Batch.status == BatchStatus.open, col(Batch.deadline) <= now
+    )
+    overdue = session.exec(lock_rows(stmt, session)).all()
+    for batch in overdue:
+        expire_if_due(session, batch, config, strategy, now)
+    return len(overdue)
 
 
 def complete(

@@ -55,6 +55,8 @@ def advance(
         batches.complete(session, batch, config, strategy)
         session.commit()
         return None, None
+    # Close other workers' batches that nobody came back to (one indexed query).
+    batches.expire_overdue(session, KIND, config, strategy)
     lease = take_next(session, batch, strategy, config.lease_minutes)
     if lease is None:
         if done > 0:
