@@ -801,6 +801,7 @@ def test_match_job_with_chosen_h_and_k_shows_diagnostics(
     assert done["result"]["match_run"] == run.id and done["result"]["items"] == len(items) > 0
     assert all(len(it.choices) == 3 for it in items)
     page = client.get("/admin/pipeline")
-    assert f"run #{run.id}" in page.text and "diagnostics" in page.text
+    assert f"#{run.id}" in page.text and f"all diagnostics of run #{run.id}" in page.text
+    assert "answer-only acc." in page.text
     assert f"{len(items)} multiple-choice items" in page.text
     engine.dispose()
