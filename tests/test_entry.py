@@ -324,3 +324,23 @@ def test_abandoned_batches_are_closed_lazily(site, engine) -> None:  # type: ign
         statuses = sorted(b.status for b in rows.values())
         assert statuses == ["completed", "open"]  # the one with work done earns its code
         assert sum(1 for a in s.exec(select(Assignment)) if a.status == "active") == 1
+
+
+def test_the_same_link_after_finishing_shows_the_code_again(site, engine, db_url: str) -> None:  # type: ignore[no-untyped-def]
+    set_study(db_url, generate_batch_size=1, generate_batches_per_day=0, completion_code="AGAIN")
+    client = client_for(site)
+    start_prolific(client, "forgetful", "sess-1")
+    client.post("/generate", data=answer(task(client)))
+    fresh = client_for(site)  # another browser, same Prolific submission link
+    r = fresh.get(
+        "/start/generate?PROLIFIC_PID=forgetful&STUDY_ID=study1&SESSION_ID=sess-1",
+        follow_redirects=False,
+    )
+    assert r.headers["location"] == "/done/generate"
+    assert "AGAIN" in fresh.get("/done/generate").text
+    # a new Prolific submission (new SESSION_ID) starts over at the consent form
+    r = fresh.get(
+        "/start/generate?PROLIFIC_PID=forgetful&STUDY_ID=study1&SESSION_ID=sess-2",
+        follow_redirects=False,
+    )
+    assert r.headers["location"] == "/consent/generate"

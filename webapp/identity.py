@@ -145,6 +145,15 @@ def check_resume(entry: Entry, batch_entry: dict[str, Any]) -> None:
         )
 
 
+def same_platform_session(entry: Entry, batch: Any) -> bool:
+    """True when a finished batch was opened from this very Prolific session / MTurk assignment."""
+    key = RESUME_KEYS.get(entry.source)
+    if batch is None or key is None or batch.status == "open":
+        return False
+    before, now = (batch.entry or {}).get(key), entry.params.get(key)
+    return bool(before) and before == now
+
+
 # --- the session cookie ------------------------------------------------------------------
 
 

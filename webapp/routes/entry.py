@@ -28,6 +28,7 @@ from webapp.identity import (
     parse_entry,
     record_consent,
     resolve_worker,
+    same_platform_session,
 )
 from webapp.leases import LeaseStrategy
 
@@ -95,6 +96,9 @@ def start(
     login(request, worker, kind, entry)
     if open_batch is not None:
         return redirect(task_url(kind))
+    if same_platform_session(entry, batches.latest_batch(session, worker.id, kind)):
+        # The link of a submission that already finished (e.g. the worker lost the code).
+        return redirect(f"/done/{kind}")
     return redirect(f"/instructions/{kind}" if has_consented(request, kind) else f"/consent/{kind}")
 
 
