@@ -367,3 +367,15 @@ def test_random_worlds_match_the_independent_rule(
         imgs = truth[(p.concept_a, p.concept_b)]
         assert p.image1 < p.image2 and p.image1 in imgs and p.image2 in imgs
         assert p.geometry["image1"]["a"]["ann_id"] == imgs[p.image1][0]["id"]
+
+
+def test_progress_callback_reports_every_stage(engine: Engine, tmp_path: Path) -> None:
+    """The dashboard follows a run through progress(stage, done, total)."""
+    path, _ = _edge_file(tmp_path)
+    calls: list[tuple[str, int, int | None]] = []
+    summary = sample_into_db(engine, [path], 5, seed=0, progress=lambda *a: calls.append(a))
+    stages = [c[0] for c in calls]
+    assert stages.index("load") < stages.index("sample") < stages.index("store")
+    assert ("load", 24, None) in calls and ("sample", 5, 5) in calls
+    last_store = [c for c in calls if c[0] == "store"][-1]
+    assert last_store[1] == last_store[2] == summary.images + summary.instances + summary.stored
