@@ -11,10 +11,10 @@ PMR appendix C) a response is rewritten onto the query's concepts ("The cat is o
 becomes "The dog is on the sofa." for a dog/sofa query), so a distractor differs from the
 truth in its relation only (GITM-MR's idea). Matching runs within each split.
 
-Filtering (never weighed, always excluded): the response itself and exact duplicates of a
-choice; with ``table_filter`` (default) also anything the relation-semantics table says the
-truth implies or that is equivalent to a choice; and anything known true for the query's
-image (implied by another kept True Example of the same image).
+Filtering (never weighed, always excluded): the response itself, exact duplicates of a
+choice, and anything with the same meaning as a kept True Example of the query's image
+(known true); with ``table_filter`` (default) also anything the relation-semantics table
+says the truth or a known-true caption implies, or that is equivalent to a choice.
 """
 
 from __future__ import annotations
@@ -182,12 +182,15 @@ def match_split(
             k_rel, k_s, k_o = ids.triple(kt)
             row_s = c_s[i] if params.remap else c_s[0]
             row_o = c_o[i] if params.remap else c_o[0]
-            bad = (c_rel[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
+            kt_ids = (np.array(k_rel), np.array(k_s), np.array(k_o))
+            cand = (c_rel[0], row_s, row_o)
+            fwd = table_lookup(*kt_ids, *cand, implied=True)
+            # The same meaning (identical, synonym, converse) is excluded always; what it
+            # merely entails only with the table filter.
+            bad = fwd & table_lookup(*cand, *kt_ids, implied=True)
+            bad |= (c_rel[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
             if params.table_filter:
-                bad |= table_lookup(
-                    np.array(k_rel), np.array(k_s), np.array(k_o), c_rel[0], row_s, row_o,
-                    implied=True,
-                )
+                bad |= fwd
             allowed[i] &= ~bad
 
     vectorised = bool(getattr(similarity, "vectorised", False))

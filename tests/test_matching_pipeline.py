@@ -208,6 +208,18 @@ def test_a_caption_known_true_for_the_image_is_never_a_distractor(
     for it in items:
         assert "The cat is near the dog." not in it.choices
 
+    # A synonym of a known-true caption ("close to" = "near") is excluded even without the
+    # table filter: it has the same meaning.
+    recs[1] = _rec(2, "b.jpg", "bird", "close to", "bench")
+    fresh.fit(recs)
+    loose = MatchParams(k=3, table_filter=False)
+    items, missing = match_split(recs, "train", fresh, TableSimilarity(), loose, None)
+    assert missing == 0
+    known = {"a.jpg": [("cat", "near", "dog")]}
+    items, missing = match_split(recs, "train", fresh, TableSimilarity(), loose, known)
+    assert 1 not in {it.query.id for it in items}
+    assert all("The cat is close to the dog." not in it.choices for it in items)
+
 
 def test_only_kept_true_examples_take_part(fresh: RelevanceModel) -> None:
     recs = [
