@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
@@ -66,7 +66,19 @@ def _check_roles(worker: Worker, kind: str) -> None:
 
 @router.get("/start/{kind}", summary="Entry from a Prolific, MTurk or invite link")
 def start(
-    kind: str, request: Request, session: SessionDep, templates: TemplatesDep
+    kind: str,
+    request: Request,
+    session: SessionDep,
+    templates: TemplatesDep,
+    # Declared for the OpenAPI spec (and so for fuzzing); parse_entry reads and checks them.
+    prolific_pid: Annotated[str | None, Query(alias="PROLIFIC_PID")] = None,
+    study_id: Annotated[str | None, Query(alias="STUDY_ID")] = None,
+    session_id: Annotated[str | None, Query(alias="SESSION_ID")] = None,
+    worker_id: Annotated[str | None, Query(alias="workerId")] = None,
+    assignment_id: Annotated[str | None, Query(alias="assignmentId")] = None,
+    hit_id: Annotated[str | None, Query(alias="hitId")] = None,
+    turk_submit_to: Annotated[str | None, Query(alias="turkSubmitTo")] = None,
+    token: Annotated[str | None, Query(description="invite token")] = None,
 ) -> Response:
     strategy = strategy_for(request, kind)
     entry = parse_entry(request.query_params)
