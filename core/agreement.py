@@ -226,14 +226,20 @@ def fleiss_kappa(table: Sequence[Sequence[int]]) -> float | None:
     chance agreement from the pooled category shares p_j = sum_i n_ij / sum_i n_i.
     statsmodels refuses unequal counts, hence our own few lines. None if undefined.
     """
-    rows = [list(map(int, r)) for r in table if sum(r) >= 2]
-    if not rows:
+    import numpy as np
+
+    if len(table) == 0:
         return None
-    total = sum(sum(r) for r in rows)
-    n_cat = max(len(r) for r in rows)
-    p_cat = [sum(r[j] if j < len(r) else 0 for r in rows) / total for j in range(n_cat)]
-    p_bar = sum(sum(c * (c - 1) for c in r) / (sum(r) * (sum(r) - 1)) for r in rows) / len(rows)
-    p_e = sum(p * p for p in p_cat)
+    counts = np.asarray(table, dtype=float)
+    if counts.ndim != 2:
+        raise ValueError("table must be items x categories")
+    n_i = counts.sum(axis=1)
+    counts, n_i = counts[n_i >= 2], n_i[n_i >= 2]
+    if len(n_i) == 0:
+        return None
+    p_cat = counts.sum(axis=0) / n_i.sum()
+    p_bar = float(((counts * (counts - 1)).sum(axis=1) / (n_i * (n_i - 1))).mean())
+    p_e = float((p_cat * p_cat).sum())
     if p_e >= 1:
         return None  # every rating in one category: kappa is undefined
     return (p_bar - p_e) / (1 - p_e)

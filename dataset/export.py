@@ -33,7 +33,7 @@ from core.agreement import DEFAULT_THRESHOLD, LabelModel, aggregate_labels
 from core.agreement_db import load_item_votes
 from core.db import is_postgres
 from core.models import Example, Worker
-from dataset.export_rows import ExportRow, jsonl, read_rows, worker_export_ids
+from dataset.export_rows import ExportRow, gc_paused, jsonl, read_rows, worker_export_ids
 from dataset.splits import (
     PARTS,
     RANDOM_RATIOS,
@@ -208,16 +208,17 @@ def build_dataset(
         stats: dict[str, Any] = {}
         if options.wants("stats") or options.wants("card"):
             report("statistics", 0.7)
-            stats = compute_stats(
-                snap.rows,
-                threshold=options.threshold,
-                seed=options.seed,
-                split_unit=options.split_unit,
-                random_parts=snap.random_parts,
-                zeroshot=snap.zeroshot,
-                aggregate_model=options.label_model,
-                aggregates=snap.aggregates,
-            )
+            with gc_paused():
+                stats = compute_stats(
+                    snap.rows,
+                    threshold=options.threshold,
+                    seed=options.seed,
+                    split_unit=options.split_unit,
+                    random_parts=snap.random_parts,
+                    zeroshot=snap.zeroshot,
+                    aggregate_model=options.label_model,
+                    aggregates=snap.aggregates,
+                )
         if options.wants("stats"):
             write(
                 "stats.json",

@@ -86,12 +86,12 @@ def read_rows(
     twice as fast as one LEFT JOIN that repeats every Example's columns once per vote. Both
     run in the caller's transaction, so they see the same snapshot.
     """
-    with _gc_paused():
+    with gc_paused():
         return _read_rows(conn, threshold=threshold, origins=origins, aggregates=aggregates)
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building rows: hundreds of thousands of new,
     acyclic lists and dicts trigger full collections that scan them all again (~40% of the
     read time at 200,000 Examples). Reference counting still frees everything."""

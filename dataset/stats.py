@@ -32,6 +32,7 @@ def compute_stats(
 ) -> dict[str, Any]:
     items = [r.item_votes() for r in rows]
     validated = [r for r in rows if r.kept]
+    validated_items = [it for it, r in zip(items, rows, strict=True) if r.kept]
     summary = dataset_agreement(items, threshold)
     n_raw = len(rows)
     votes_total = summary.n_votes
@@ -56,7 +57,7 @@ def compute_stats(
         "origins": dict(sorted(Counter(r.origin for r in rows).items())),
         "fleiss_kappa": {
             "raw": summary.fleiss_kappa,
-            "validated": fleiss_kappa(category_counts([r.item_votes() for r in validated])),
+            "validated": fleiss_kappa(category_counts(validated_items)),
             "raw_with_label": fleiss_kappa(category_counts(items, include_label=True)),
         },
         "krippendorff_alpha": {"raw": summary.krippendorff_alpha},
