@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,8 @@ def test_prolific_entry_consent_instructions_and_batch(site, engine) -> None:  #
         (batch,) = s.exec(select(Batch)).all()
         assert batch.size == 200 and batch.kind == "generate"
         assert batch.entry["session_id"] == "se" and batch.entry["source"] == "prolific"
+        consented = datetime.fromisoformat(batch.entry["consented_at"])
+        assert consented.tzinfo is not None and consented <= batch.created_at
         minutes = (batch.deadline - batch.created_at).total_seconds() / 60
         assert minutes == pytest.approx(80)
     page = client.get("/generate")

@@ -20,6 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from core.models import InviteToken, Worker, WorkerSource
+from core.types import utcnow
 from webapp.deps import SessionDep
 from webapp.errors import PageError
 
@@ -199,6 +200,15 @@ def record_consent(request: Request, kind: str) -> None:
     kinds = set(request.session.get("consent") or [])
     kinds.add(kind)
     request.session["consent"] = sorted(kinds)
+    times = dict(request.session.get("consent_at") or {})
+    times[kind] = utcnow().isoformat()
+    request.session["consent_at"] = times
+
+
+def consent_time(request: Request, kind: str) -> str | None:
+    """When this browser session agreed to the consent form for this kind (ISO, UTC)."""
+    value = (request.session.get("consent_at") or {}).get(kind)
+    return value if isinstance(value, str) else None
 
 
 def get_current_worker(request: Request, session: SessionDep) -> Worker:

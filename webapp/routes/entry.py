@@ -21,6 +21,7 @@ from webapp.identity import (
     CurrentWorker,
     check_csrf,
     check_resume,
+    consent_time,
     csrf_token,
     entry_for,
     has_consented,
@@ -192,7 +193,9 @@ def begin(
         return redirect(f"/consent/{kind}")
     config = load_study_config(session)
     try:
-        batches.open_or_resume(session, worker, kind, config, strategy, entry_for(request, kind))
+        # The batch keeps the platform ids and the consent time: the study's audit trail.
+        entry = entry_for(request, kind) | {"consented_at": consent_time(request, kind)}
+        batches.open_or_resume(session, worker, kind, config, strategy, entry)
     except batches.BatchError as exc:
         session.rollback()
         raise PageError(409, exc.message) from exc
