@@ -32,7 +32,10 @@ def import_vsr(
     engine = engine_for(database_url)
     try:
         for f in files:
-            with tqdm(desc=f.name, unit=" lines", disable=quiet, leave=False) as bar:
+            total = _count_lines(f) if not quiet and f.suffix == ".jsonl" else None
+            with tqdm(
+                desc=f.name, total=total, unit=" lines", disable=quiet, leave=False
+            ) as bar:
                 try:
                     result = import_path(engine, f, bar.update)
                 except VsrFormatError as exc:
@@ -40,3 +43,11 @@ def import_vsr(
             typer.echo(result.line())
     finally:
         engine.dispose()
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with path.open("rb") as fh:
+            return sum(buf.count(b"\n") for buf in iter(lambda: fh.read(1 << 20), b""))
+    except OSError:
+        return None  # the import itself reports the problem
