@@ -148,3 +148,33 @@ def test_annotator_completes_two_tasks_in_chromium(
         assert all(a.duration_ms and a.duration_ms > 0 for a in anns)
     engine.dispose()
     assert (tmp_path / "task_page.png").stat().st_size > 10_000
+
+
+def test_the_task_works_without_javascript(server: str, sqlite_url: str) -> None:
+    """Plain HTML forms: with scripts off, clicking through still stores a correct answer."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--headless", "--disable-background-networking", "--disable-gpu"],
+        )
+        context = browser.new_context(java_script_enabled=False)
+        page = context.new_page()
+        page.goto(server + "/start/generate?PROLIFIC_PID=nojs123&STUDY_ID=st1&SESSION_ID=se9")
+        page.get_by_role("button", name="I agree, continue").click()
+        page.get_by_role("button", name="Start the batch").click()
+        concept_a = page.locator(".ent1 .toggle").nth(0).inner_text().strip()
+        concept_b = page.locator(".ent1 .toggle").nth(1).inner_text().strip()
+        page.locator(".chip", has_text="behind").first.click()
+        page.locator(".ent1 .toggle").nth(1).click()
+        page.locator(".photo").nth(1).click()
+        page.get_by_role("button", name="Submit").click()
+        expect(page.locator(".progress-text")).to_contain_text("Pair 2 of 2")
+        browser.close()
+    engine = make_engine(sqlite_url)
+    with Session(engine) as s:
+        (ann,) = s.exec(select(Annotation)).all()
+        assert (ann.relation, ann.subj, ann.obj) == ("behind", concept_b, concept_a)
+        assert ann.duration_ms is None  # only the script measures time
+    engine.dispose()
