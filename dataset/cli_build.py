@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,7 +89,11 @@ def build(
         if out == "-":
             if len(only) > 1:
                 raise CliError("--out - streams one JSONL part: give at most one --only")
-            stream_part(engine, only[0] if only else "raw", sys.stdout.buffer, options)
+            try:
+                stream_part(engine, only[0] if only else "raw", sys.stdout.buffer, options)
+            except BrokenPipeError:
+                # `build-dataset --out - | head`: the reader left; that is not an error.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return
         summary = _build_with_progress(engine, Path(out), options, overwrite, quiet)
         if zip_to is not None:
