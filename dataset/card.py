@@ -47,7 +47,9 @@ def render_card(
         "and front/behind a caption is True if it holds in the intrinsic or the relative "
         "reference frame.",
         f"- Keep rule: an Example is validated when at least {s['threshold']} of its votes "
-        "agree with its label (a proportion: 2 of 3, 3 of 4, 4 of 6 keep; a 1-1 tie fails).",
+        "agree with its label"
+        + (" (a proportion: 2 of 3, 3 of 4, 4 of 6 keep; a 1-1 tie fails)."
+           if s["threshold"] == "2/3" else " (a proportion of however many votes it has)."),
         f"- People: {w['annotators']} caption writers, {w['validators']} validators "
         f"({w['both']} did both). Origins of the Examples: {origins}.",
         "",
