@@ -64,17 +64,21 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
         conn.execute(
             insert(worker_t),
             [
-                {"source": "imported", "external_id": e, "roles": sorted(r), "blocked": False,
-                 "flagged": False, "created_at": now}
+                {
+                    "source": "imported",
+                    "external_id": e,
+                    "roles": sorted(r),
+                    "blocked": False,
+                    "flagged": False,
+                    "created_at": now,
+                }
                 for e, r in sorted(externals.items())
             ],
         )
         workers = {
             e: i
             for i, e in conn.execute(
-                select(worker_t.c.id, worker_t.c.external_id).where(
-                    worker_t.c.source == "imported"
-                )
+                select(worker_t.c.id, worker_t.c.external_id).where(worker_t.c.source == "imported")
             )
         }
         images: dict[str, dict[str, Any]] = {}
@@ -82,32 +86,53 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
             split = "val2017" if "/val2017/" in rec["image_link"] else "train2017"
             images.setdefault(
                 rec["image"],
-                {"coco_id": int(rec["image"].split(".")[0]), "file_name": rec["image"],
-                 "coco_split": split, "width": 0, "height": 0,
-                 "coco_url": rec["image_link"].replace("\\/", "/")},
+                {
+                    "coco_id": int(rec["image"].split(".")[0]),
+                    "file_name": rec["image"],
+                    "coco_split": split,
+                    "width": 0,
+                    "height": 0,
+                    "coco_url": rec["image_link"].replace("\\/", "/"),
+                },
             )
         conn.execute(insert(image_t), list(images.values()))
-        image_ids: dict[str, int] = dict(conn.execute(select(image_t.c.file_name, image_t.c.id)).all())
+        image_ids: dict[str, int] = dict(
+            conn.execute(select(image_t.c.file_name, image_t.c.id)).all()
+        )
         rows = []
         for i, rec in enumerate(records):
             parsed = parse_caption(rec["caption"], rec["relation"])
             rows.append(
-                {"image_id": image_ids[rec["image"]], "caption": rec["caption"],
-                 "relation": parsed.relation, "subj": parsed.subj, "obj": parsed.obj,
-                 "label": bool(rec["label"]), "origin": "imported",
-                 "author_id": workers[str(rec["annotator_id"])], "is_gold": False,
-                 "source_key": f"seed:{i}", "created_at": now}
+                {
+                    "image_id": image_ids[rec["image"]],
+                    "caption": rec["caption"],
+                    "relation": parsed.relation,
+                    "subj": parsed.subj,
+                    "obj": parsed.obj,
+                    "label": bool(rec["label"]),
+                    "origin": "imported",
+                    "author_id": workers[str(rec["annotator_id"])],
+                    "is_gold": False,
+                    "source_key": f"seed:{i}",
+                    "created_at": now,
+                }
             )
         conn.execute(insert(example_t), rows)
-        ids: dict[str, int] = dict(conn.execute(select(example_t.c.source_key, example_t.c.id)).all())
+        ids: dict[str, int] = dict(
+            conn.execute(select(example_t.c.source_key, example_t.c.id)).all()
+        )
         example_ids = [ids[f"seed:{i}"] for i in range(len(records))]
         votes = []
         k = 0
         for ex_id, rec in zip(example_ids, records, strict=True):
             for ext, value in vote_list(rec):
                 votes.append(
-                    {"example_id": ex_id, "worker_id": workers[ext], "value": value,
-                     "created_at": now - timedelta(minutes=(k * 7) % (47 * 60))}
+                    {
+                        "example_id": ex_id,
+                        "worker_id": workers[ext],
+                        "value": value,
+                        "created_at": now - timedelta(minutes=(k * 7) % (47 * 60)),
+                    }
                 )
                 k += 1
         for start in range(0, len(votes), 5000):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Annotated, Any
 
 from argon2 import PasswordHasher
@@ -75,7 +76,7 @@ def authenticate(session: Session, username: str, password: str) -> AdminUser | 
     user = session.exec(select(AdminUser).where(AdminUser.username == username.strip())).first()
     if user is None:
         # Spend the same time as a real check so timing does not reveal valid usernames.
-        verify_password(_DUMMY_HASH, password)
+        verify_password(_dummy_hash(), password)
         return None
     if not verify_password(user.password_hash, password):
         return None
@@ -88,7 +89,9 @@ def authenticate(session: Session, username: str, password: str) -> AdminUser | 
     return user
 
 
-_DUMMY_HASH = _hasher.hash("not-a-real-password")
+@lru_cache(maxsize=1)
+def _dummy_hash() -> str:
+    return _hasher.hash("not-a-real-password")
 
 
 def _serializer(secret_key: str) -> URLSafeTimedSerializer:

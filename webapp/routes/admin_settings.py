@@ -76,7 +76,17 @@ def _page(
 def settings_page(
     request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
 ) -> Response:
-    return _page(request, admin, session, study_config(session).model_dump(), [], msg)
+    values = study_config(session).model_dump()
+    values["keep_threshold"] = _as_text(values["keep_threshold"])
+    return _page(request, admin, session, values, [], msg)
+
+
+def _as_text(threshold: float) -> str:
+    """2/3 rather than 0.6666666666666666 (the paper's way of writing it)."""
+    from core.agreement import as_fraction
+
+    frac = as_fraction(threshold)
+    return f"{frac.numerator}/{frac.denominator}" if frac.denominator <= 12 else str(threshold)
 
 
 def _parse(form: Any) -> tuple[dict[str, Any], list[str]]:
