@@ -27,7 +27,7 @@ import numpy as np
 
 from core.captions import render_caption
 from matching.assign import Method, solve
-from matching.records import SPLITS, Record, Triple, kept_true, split_mapping
+from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
 from matching.similarity import SimilarityScorer, table_lookup, table_matrices
 
@@ -96,9 +96,10 @@ class MatchResult:
 def known_true_by_image(
     records: Sequence[Record], threshold: Any = None
 ) -> dict[str, list[Triple]]:
-    """Image -> triples of its kept True Examples (what validators confirmed about it)."""
+    """Image -> triples validators confirmed true for it (kept True Examples, and adversarial
+    negatives they judged True), which are never distractors for that image."""
     out: dict[str, list[Triple]] = {}
-    for r in kept_true(records) if threshold is None else kept_true(records, threshold):
+    for r in confirmed_true(records) if threshold is None else confirmed_true(records, threshold):
         out.setdefault(r.image, []).append(r.triple)
     return out
 

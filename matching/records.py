@@ -33,6 +33,7 @@ class Record:
     label: bool
     votes: tuple[bool, ...] = ()
     image_id: int | None = None  # database id of the Image row, when loaded from the DB
+    origin: str = "human"  # adversarial negatives are never queries (see kept_true)
 
     @property
     def triple(self) -> Triple:
@@ -44,8 +45,21 @@ class Record:
 
 
 def kept_true(records: Iterable[Record], threshold: Threshold = DEFAULT_THRESHOLD) -> list[Record]:
-    """The queries of matching: kept Examples whose caption is True for their image."""
-    return [r for r in records if r.label and r.kept(threshold)]
+    """The queries of matching: kept Examples whose caption is True for their image
+    (adversarial negatives excluded: their captions were distractors, not annotations)."""
+    return [r for r in records if r.label and r.kept(threshold) and r.origin != "adversarial"]
+
+
+def confirmed_true(
+    records: Iterable[Record], threshold: Threshold = DEFAULT_THRESHOLD
+) -> list[Record]:
+    """Captions validators confirmed as true for their image: kept True Examples, and
+    adversarial negatives that validators judged True (the distractor was not false)."""
+    return [
+        r for r in records
+        if (r.label and r.kept(threshold))
+        or (r.origin == "adversarial" and is_kept(True, list(r.votes), threshold))
+    ]
 
 
 def split_of(group_key: str, seed: int = 0, ratios: Sequence[float] = DEFAULT_RATIOS) -> str:

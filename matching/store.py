@@ -21,25 +21,21 @@ from matching.records import Record
 
 
 def load_records(session: Session) -> list[Record]:
-    """Every non-adversarial Example with its votes (kept or not: matching filters)."""
+    """Every Example with its votes (kept or not: matching filters). Adversarial negatives
+    come along only so that those validators judged True count as known true."""
     ex, im = Example.__table__, Image.__table__  # type: ignore[attr-defined]
-    not_adv = ex.c.origin != ExampleOrigin.adversarial.value
-    votes = {
-        iv.item: tuple(v for _, v in iv.votes)
-        for iv in load_item_votes(session, where=[not_adv])
-    }
+    votes = {iv.item: tuple(v for _, v in iv.votes) for iv in load_item_votes(session)}
     stmt = (
         select(ex.c.id, ex.c.image_id, im.c.file_name, ex.c.subj, ex.c.relation, ex.c.obj,
-               ex.c.caption, ex.c.label)
+               ex.c.caption, ex.c.label, ex.c.origin)
         .select_from(ex.join(im, im.c.id == ex.c.image_id))
-        .where(not_adv)
         .order_by(ex.c.id)
     )
     return [
         Record(
             id=row.id, image=row.file_name, subj=row.subj, relation=row.relation, obj=row.obj,
             caption=row.caption, label=bool(row.label), votes=votes.get(row.id, ()),
-            image_id=row.image_id,
+            image_id=row.image_id, origin=row.origin,
         )
         for row in session.execute(stmt)
     ]

@@ -115,12 +115,34 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
         assert again == n_adv
         assert s.exec(select(func.count()).select_from(MatchRun)).scalar_one() == 2  # type: ignore[call-overload]
 
+    # Validators find a distractor of the second item TRUE: the next run never uses that
+    # caption on that image again (it is now known true).
+    second = items[1]
+    bad_i = next(i for i in range(4) if i != second.answer_index)
+    bad_caption, bad_neg = second.choices[bad_i], second.params["negative_example_ids"][bad_i]
+    with Session(engine) as s:
+        for w in s.exec(select(Worker).where(Worker.source == "invite")).scalars():  # type: ignore[call-overload,arg-type]
+            s.add(Vote(example_id=bad_neg, worker_id=w.id, value=True))
+        s.commit()
+    res = _match(db_url, encoder_path)
+    assert res.exit_code == 0, res.output
+    with Session(engine) as s:
+        run3 = s.exec(select(func.max(MatchRun.id))).scalar_one()  # type: ignore[call-overload,arg-type]
+        redo = s.exec(select(McItem).where(McItem.run_id == run3)).scalars().all()  # type: ignore[call-overload,arg-type]
+        assert second.query_example_id in {it.query_example_id for it in redo}
+        query = s.get(Example, second.query_example_id)
+        assert query is not None
+        for it in redo:
+            q = s.get(Example, it.query_example_id)
+            if q is not None and q.image_id == query.image_id:
+                assert bad_caption not in it.choices
+
     # Matching on build-dataset's own random split, as a dry run, writes nothing.
     res = _match(db_url, encoder_path, "--splits", "export", "--dry-run", "--no-remap")
     assert res.exit_code == 0, res.output
     assert "dry run" in res.output
     with Session(engine) as s:
-        assert s.exec(select(func.count()).select_from(MatchRun)).scalar_one() == 2  # type: ignore[call-overload]
+        assert s.exec(select(func.count()).select_from(MatchRun)).scalar_one() == 3  # type: ignore[call-overload]
     engine.dispose()
 
 
