@@ -41,11 +41,15 @@ def block_worker(
         worker.flagged = True
         worker.flag_reason = reason[:500]
     session.add(worker)
-    active = session.exec(
-        select(Assignment).where(
-            Assignment.worker_id == worker.id, Assignment.status == LeaseStatus.active
-        )
-    ).all()
+    # FOR UPDATE on PostgreSQL (waiting): a submit in flight on one of these leases either
+    # finishes first (and the lease is no longer active when re-read) or sees it released.
+    stmt = (
+        select(Assignment)
+        .where(Assignment.worker_id == worker.id, Assignment.status == LeaseStatus.active)
+        .order_by(col(Assignment.id))
+        .execution_options(populate_existing=True)  # re-read rows this session already holds
+    )
+    active = session.exec(lease_mod.lock_row_wait(stmt, session)).all()
     for lease in active:
         strategy = strategies.get(lease.kind)
         if strategy is not None:
