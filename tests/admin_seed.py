@@ -112,6 +112,7 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                     "label": bool(rec["label"]),
                     "origin": "imported",
                     "author_id": workers[str(rec["annotator_id"])],
+                    "queue_open": False,  # settled, as the project's importer leaves them
                     "is_gold": False,
                     "source_key": f"seed:{i}",
                     "created_at": now,

@@ -805,3 +805,41 @@ def test_match_job_with_chosen_h_and_k_shows_diagnostics(
     assert "answer-only acc." in page.text
     assert f"{len(items)} multiple-choice items" in page.text
     engine.dispose()
+
+
+def test_decided_follows_the_validation_queue(
+    admin: tuple[TestClient, str], engine: Engine, coco_dir: Path
+) -> None:
+    """A 2-1 split the queue still wants votes for (adaptive rule) is not decided yet; once
+    the queue settles it, it is kept (2 of 3 agree)."""
+    client, _ = admin
+    assert _real_pairs(engine, coco_dir, 1) == 1
+    with Session(engine) as s:
+        pair = s.exec(select(ImagePair)).one()
+        ex = Example(
+            image_id=pair.image1_id,
+            caption=f"The {pair.concept_a} is near the {pair.concept_b}.",
+            relation="near",
+            subj=pair.concept_a,
+            obj=pair.concept_b,
+            label=True,
+        )
+        s.add(ex)
+        s.flush()
+        for i, value in enumerate((True, True, False)):
+            w = Worker(source="prolific", external_id=f"v{i}", roles=["validate"])
+            s.add(w)
+            s.flush()
+            s.add(Vote(example_id=ex.id, worker_id=w.id, value=value))  # type: ignore[arg-type]
+        s.commit()
+        ex_id = ex.id
+    o = client.get("/admin/api/overview.json").json()
+    assert (o["examples"], o["decided"], o["undecided"], o["kept"]) == (1, 0, 1, 0)
+    with Session(engine) as s:
+        row = s.get(Example, ex_id)
+        assert row is not None
+        row.queue_open = False
+        s.add(row)
+        s.commit()
+    o = client.get("/admin/api/overview.json").json()
+    assert (o["decided"], o["undecided"], o["kept"], o["rejected"]) == (1, 0, 1, 0)

@@ -64,16 +64,20 @@ def vote_counts(example_ids: Any = None) -> Subquery:
 def example_agreement(cfg: StudyConfig) -> Subquery:
     """Per Example: votes, votes agreeing with its label, and decided / kept / unanimous flags.
 
-    An Example is decided once it has its target number of votes (its own override or the
-    study default); it is kept when a share >= keep_threshold of its votes agree with its
-    label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie fails) and rejected otherwise.
+    An Example is decided once the validation queue is done with it (``queue_open`` false:
+    the study's adaptive rule, webapp.validation_queue) and it has at least its target number
+    of votes (its own override or the study default); it is kept when a share
+    >= keep_threshold of its votes agree with its label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie
+    fails) and rejected otherwise.
     """
     vc = vote_counts()
     n = func.coalesce(vc.c.n, 0)
     t = func.coalesce(vc.c.t, 0)
     agree = case((EX.c.label.is_(True), t), else_=n - t)
     target = func.coalesce(EX.c.target_votes, cfg.votes_per_example)
-    decided = and_(n >= target, n > 0)
+    # Decided = the validation queue wants no more votes for it (its adaptive rule, kept on
+    # the row; imported Examples arrive settled), and it has its target number of votes.
+    decided = and_(EX.c.queue_open.is_(False), n >= target, n > 0)
     # Exact integer comparison agree/n >= num/den, the same rule as core.agreement.is_kept.
     frac = as_fraction(cfg.keep_threshold)
     kept = and_(decided, agree * frac.denominator >= n * frac.numerator)
