@@ -6,6 +6,8 @@ Entry, consent, instructions, batch start and the done page are the shared ones 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request
@@ -18,7 +20,7 @@ from core.types import utcnow
 from webapp import batches, images
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.errors import PageError
-from webapp.identity import CurrentWorker, check_csrf, csrf_token
+from webapp.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
 from webapp.routes.entry import redirect, strategy_for
 from webapp.validation_queue import (
     REFERENCE_FRAMES,
@@ -38,6 +40,22 @@ def _strategy(request: Request) -> ExampleStrategy:
     strategy = strategy_for(request, KIND)
     assert isinstance(strategy, ExampleStrategy)
     return strategy
+
+
+@contextmanager
+def _released(session: Session) -> Iterator[None]:
+    """Hand the database connection back before the answer goes out.
+
+    The hot API endpoints look the worker up themselves (``get_current_worker``, the same
+    function the ``CurrentWorker`` dependency runs) instead of in a separate dependency:
+    FastAPI runs each sync dependency and the endpoint in separate threadpool calls, so a
+    connection taken in the dependency would be held while the request waits for a thread,
+    and with more requests in flight than pooled connections that stalls the pool.
+    """
+    try:
+        yield
+    finally:
+        session.close()
 
 
 def _display_cache(request: Request) -> DisplayCache:
@@ -200,14 +218,16 @@ def _state(request: Request, session: Session, item: NextItem) -> TaskState:
     response_model=TaskState,
     responses={401: {}, 403: {}, 409: {"description": "no open batch: start one first"}},
 )
-def api_item(request: Request, worker: CurrentWorker, session: SessionDep) -> TaskState:
+def api_item(request: Request, session: SessionDep) -> TaskState:
     """The worker's current item (leasing the next one if needed), or the finished batch."""
-    item = _advance(request, session, worker)
-    if item is None:
-        raise PageError(
-            409, "There is no open validation batch; start one at /instructions/validate."
-        )
-    return _state(request, session, item)
+    with _released(session):
+        worker = get_current_worker(request, session)
+        item = _advance(request, session, worker)
+        if item is None:
+            raise PageError(
+                409, "There is no open validation batch; start one at /instructions/validate."
+            )
+        return _state(request, session, item)
 
 
 @router.post(
@@ -217,13 +237,18 @@ def api_item(request: Request, worker: CurrentWorker, session: SessionDep) -> Ta
     responses={200: {"description": "a repeat of an earlier submission"}, 401: {}, 403: {},
                404: {}, 409: {}, 422: {}},
 )
-def api_vote(
-    request: Request, body: VoteIn, worker: CurrentWorker, session: SessionDep, next: int = 0
-) -> Response:
+def api_vote(request: Request, body: VoteIn, session: SessionDep, next: int = 0) -> Response:
     """Record one judgement. JSON only, so a cross-site form cannot post it (no CSRF token).
 
     With ``?next=1`` the answer also carries the next item (one request per round trip).
     """
+    with _released(session):
+        return _api_vote(request, body, session, get_current_worker(request, session), next)
+
+
+def _api_vote(
+    request: Request, body: VoteIn, session: Session, worker: Worker, next: int
+) -> Response:
     try:
         out = record_vote(
             session, worker, body.assignment_id, body.value, _strategy(request),
