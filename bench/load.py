@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -150,6 +151,11 @@ def seed(url: str, n_examples: int, n_gold: int, n_author_validators: int) -> Se
             s.add(InviteToken(token=token, roles=["validate"], worker_id=w.id))
             tokens.append(token)
         s.commit()
+    # Planner statistics for the freshly loaded tables, as autovacuum would gather on a live
+    # system; without them PostgreSQL picks a plan for the candidate query that visits every
+    # open Example instead of walking ix_example_queue to the first free one.
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.exec_driver_sql("ANALYZE")
     engine.dispose()
     return Seed(p_true, tokens)
 
@@ -212,57 +218,71 @@ class Server:
 CLK = os.sysconf("SC_CLK_TCK")
 
 
-def _proc_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK  # utime + stime
+class CpuMeter:
+    """CPU seconds used during a phase by the server's processes, this run's PostgreSQL
+    backends and this client. Sampled every 0.2 s, because pooled connections come and go
+    and a process that exits takes its counters with it."""
 
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.database = server.url.rsplit("/", 1)[-1]
+        self.first: dict[tuple[str, int], float] = {}
+        self.last: dict[tuple[str, int], float] = {}
+        self.client0 = self._client()
 
-def _pids_where(pred: Any) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
+    @staticmethod
+    def _client() -> float:
+        import resource
+
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return me.ru_utime + me.ru_stime
+
+    def sample(self, initial: bool = False) -> None:
+        pgid = self.server.proc.pid if self.server.proc else -1
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
             try:
                 stat = (d / "stat").read_text()
-            except OSError:
+                fields = stat.rsplit(")", 1)[1].split()
+                kind = None
+                if int(fields[2]) == pgid:  # field 5: process group
+                    kind = "server"
+                elif "(postgres)" in stat and self.database in (d / "cmdline").read_text():
+                    kind = "postgres"
+            except (OSError, IndexError, ValueError):
                 continue
-            if pred(int(d.name), stat):
-                out.append(int(d.name))
-    return out
+            if kind is None:
+                continue
+            key = (kind, int(d.name))
+            cpu = (int(fields[11]) + int(fields[12])) / CLK
+            if key not in self.first:
+                self.first[key] = cpu if initial else 0.0
+            self.last[key] = cpu
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.sample(initial=True)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.2)
+            self.sample()
+
+    def result(self) -> dict[str, float]:
+        out = {"server": 0.0, "postgres": 0.0}
+        for key, cpu in self.last.items():
+            out[key[0]] += cpu - self.first[key]
+        out["client"] = self._client() - self.client0
+        return out
 
 
-def cpu_snapshot(server: Server) -> dict[str, float]:
-    """CPU seconds used so far by the server's processes, PostgreSQL, and this client."""
-    pgid = server.proc.pid if server.proc else -1
-
-    def in_server(pid: int, stat: str) -> bool:
-        return int(stat.rsplit(")", 1)[1].split()[2]) == pgid  # field 5: process group
-
-    database = server.url.rsplit("/", 1)[-1]
-
-    def is_postgres(pid: int, stat: str) -> bool:
-        # Only the backends serving this run's database (other work may use the same server).
-        if "(postgres)" not in stat:
-            return False
-        try:
-            return database in Path(f"/proc/{pid}/cmdline").read_text()
-        except OSError:
-            return False
-
-    import resource
-
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    return {
-        "server": sum(_proc_cpu(p) for p in _pids_where(in_server)),
-        "postgres": sum(_proc_cpu(p) for p in _pids_where(is_postgres)),
-        "client": me.ru_utime + me.ru_stime,
-    }
-
-
-def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {k: after[k] - before[k] for k in before}
+async def measured(server: Server, work: Any) -> dict[str, float]:
+    meter = CpuMeter(server)
+    stop = asyncio.Event()
+    task = asyncio.create_task(meter.run(stop))
+    await work
+    stop.set()
+    await task
+    return meter.result()
 
 
 # --- the simulated validators ---------------------------------------------------------------
@@ -389,9 +409,9 @@ async def run(
         base_stats = Stats()
         t_end = time.monotonic() + args.baseline
         t0 = time.perf_counter()
-        cpu0 = cpu_snapshot(server)
-        await asyncio.gather(*(baseline_client(c, base_stats, t_end) for c in clients))
-        base_cpu = cpu_delta(cpu0, cpu_snapshot(server))
+        base_cpu = await measured(
+            server, asyncio.gather(*(baseline_client(c, base_stats, t_end) for c in clients))
+        )
         base_elapsed = time.perf_counter() - t0
 
         stats = Stats()
@@ -409,14 +429,11 @@ async def run(
 
             killer = asyncio.create_task(kill_and_restart())
         t0 = time.perf_counter()
-        cpu0 = cpu_snapshot(server)
-        await asyncio.gather(*(
+        load_cpu = await measured(server, asyncio.gather(*(
             validator(c, seed_, stats, deadline, random.Random(k), args.combined)
             for k, c in enumerate(clients)
-        ))
+        )))
         elapsed = time.perf_counter() - t0
-        # (in --kill mode the restarted server's CPU counts from its start only)
-        load_cpu = cpu_delta(cpu0, cpu_snapshot(server))
         if killer is not None:
             await killer
         stats.latencies.sort()
