@@ -19,9 +19,15 @@ requests (one trivial database query each), i.e. what the stack costs before any
 again; clients retry (votes are idempotent per lease), the run completes, and the checks
 above must still hold: nothing acknowledged is lost.
 
-    python bench/load.py                       # C=100, 2 workers, 20 s
+    python bench/load.py                       # C=100, 2 workers, 20 s, flat out
+    python bench/load.py --combined            # one request per round trip (vote ?next=1)
+    python bench/load.py --rate 150            # paced: 100 clients offering 150 rt/s in total
     python bench/load.py --kill                # the fault mode
     python bench/load.py --concurrency 50 --duration 10 --workers 3
+
+Flat out, C clients with no think time keep C round trips in flight, so by Little's law the
+mean latency is C / throughput (100 / 300 rt/s = 333 ms): a p99 below 150 ms at C=100 needs
+either pacing (``--rate``, as human validators who read each item) or > 670 rt/s.
 
 Environment: VSR_BENCH_PG_ADMIN_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test).
 """
@@ -337,10 +343,18 @@ async def enter(client: httpx.AsyncClient, query: str) -> None:
 
 async def validator(
     client: httpx.AsyncClient, seed_: Seed, stats: Stats, deadline: float, rng: random.Random,
-    combined: bool,
+    combined: bool, interval: float = 0.0,
 ) -> None:
+    """One validator's loop. ``interval`` > 0 paces it (think time): one round trip started
+    every ``interval`` seconds at most, so C clients offer C / interval round trips/s."""
     state: dict[str, Any] | None = None
+    next_start = time.monotonic() + rng.random() * interval
     while time.monotonic() < deadline:
+        if interval:
+            await asyncio.sleep(max(0.0, next_start - time.monotonic()))
+            next_start = max(next_start + interval, time.monotonic())
+            if time.monotonic() >= deadline:
+                return
         t0 = time.perf_counter()
         if state is None:
             r = await request(client, "GET", "/api/validate/item", stats, deadline)
@@ -430,7 +444,8 @@ async def run(
             killer = asyncio.create_task(kill_and_restart())
         t0 = time.perf_counter()
         load_cpu = await measured(server, asyncio.gather(*(
-            validator(c, seed_, stats, deadline, random.Random(k), args.combined)
+            validator(c, seed_, stats, deadline, random.Random(k), args.combined,
+                      args.concurrency / args.rate if args.rate else 0.0)
             for k, c in enumerate(clients)
         )))
         elapsed = time.perf_counter() - t0
@@ -522,6 +537,8 @@ def main() -> int:
     ap.add_argument("--kill", action="store_true", help="SIGKILL + restart the server halfway")
     ap.add_argument("--combined", action="store_true",
                     help="one request per round trip (POST vote ?next=1 returns the next item)")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="offered round trips/s over all clients (think time); 0 = flat out")
     ap.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
 
@@ -536,7 +553,8 @@ def main() -> int:
         print(f"seeded {len(seed_.p_true)} real VSR captions ({args.gold} gold); "
               f"C={args.concurrency}, {args.workers} uvicorn workers, PostgreSQL; "
               f"{'one request' if args.combined else 'two requests'} per round trip"
-              f"{'; SIGKILL mode' if args.kill else ''}", flush=True)
+              f"{'; SIGKILL mode' if args.kill else ''}"
+              f"{f'; offered {args.rate:g} rt/s' if args.rate else '; flat out'}", flush=True)
         server.start()
         base, stats, base_cpu, load_cpu = asyncio.run(run(args, server, seed_))
         server.stop()
