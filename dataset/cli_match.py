@@ -135,10 +135,13 @@ def match(
             bar.set_postfix_str(name)
             bar.update(1)
 
-        result = run_matching(
-            records, relevance, scorer, params, splits=mapping, split_seed=split_seed,
-            threshold=threshold, on_step=step,
-        )
+        try:
+            result = run_matching(
+                records, relevance, scorer, params, splits=mapping, split_seed=split_seed,
+                threshold=threshold, on_step=step,
+            )
+        except ValueError as exc:
+            raise CliError(str(exc)) from exc
     diag = diagnose(result, relevance)
     diag["similarity"] = getattr(scorer, "name", similarity)
     diag["model"] = model or "all-MiniLM-L6-v2 (packaged)"

@@ -343,6 +343,10 @@ def run_matching(
 
     kw = {} if threshold is None else {"threshold": threshold}
     queries = kept_true(records, **kw)
+    known_names = table_matrices()[0]
+    unknown = sorted({q.relation for q in queries if q.relation not in known_names})
+    if unknown:
+        raise ValueError(f"unknown relation(s) {unknown}: not in the VSR vocabulary")
     mapping = split_mapping(queries, splits, split_seed)
     by_split: dict[str, list[Record]] = {s: [] for s in SPLITS}
     for q in queries:

@@ -160,6 +160,19 @@ def test_bad_options_are_clear_errors(sqlite_url: str, encoder_path: Path) -> No
         assert isinstance(res.exception, CliError) and msg in str(res.exception), args
 
 
+def test_models_that_cannot_be_loaded_are_clear_errors(
+    sqlite_url: str, sample_file: Path, encoder_path: Path, tmp_path: Path
+) -> None:
+    res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", sqlite_url, "-q"])
+    assert res.exit_code == 0, res.output
+    for args in (["--model", str(tmp_path / "no-such-model")],
+                 ["--model", str(encoder_path), "--similarity", str(tmp_path / "no-nli")]):
+        res = runner.invoke(app, ["match", "--database-url", sqlite_url, *args])
+        assert res.exit_code != 0
+        assert isinstance(res.exception, CliError), repr(res.exception)
+        assert "cannot load model" in str(res.exception)
+
+
 def test_cli_error_is_one_line(sqlite_url: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "dataset.cli", "match", "--database-url", sqlite_url],

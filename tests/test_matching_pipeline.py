@@ -345,3 +345,11 @@ def test_real_minilm_relevance_beats_the_prior_and_matching_fools_it() -> None:
     diag = diagnose(res, rel)
     assert diag["text_only_accuracy"] < diag["chance"] + 0.08
     assert diag["implied_by_truth_share"] == 0.0
+
+
+def test_unknown_relations_are_a_clear_error(fresh: RelevanceModel) -> None:
+    recs = [_rec(1, "a.jpg", "cat", "on", "bed"),
+            Record(2, "b.jpg", "dog", "levitating", "sofa", "The dog is levitating the sofa.",
+                   True, (True,) * 3)]
+    with pytest.raises(ValueError, match="unknown relation"):
+        run_matching(recs, fresh, TableSimilarity(), MatchParams(k=1))
