@@ -83,11 +83,16 @@ def _advance(request: Request, session: Session, worker: Worker) -> NextItem | N
 @router.get("/validate", summary="The True/False validation page")
 def task_page(
     request: Request,
-    worker: CurrentWorker,
     session: SessionDep,
     settings: SettingsDep,
     templates: TemplatesDep,
 ) -> Response:
+    with _released(session):  # see _released: the worker is looked up here, not in a dependency
+        return _task_page(request, session, settings, templates)
+
+
+def _task_page(request: Request, session: Session, settings: Any, templates: Any) -> Response:
+    worker = get_current_worker(request, session)
     item = _advance(request, session, worker)
     if item is None or item.lease is None:
         return redirect(_where_next(session, worker))
@@ -120,22 +125,23 @@ class VoteForm(BaseModel):
 @router.post("/validate", summary="Submit one True/False judgement (HTML form)")
 def task_submit(
     request: Request,
-    worker: CurrentWorker,
     session: SessionDep,
     form: Annotated[VoteForm, Form()],
 ) -> Response:
-    check_csrf(request, form.csrf)
-    duration = int(form.duration_ms) if form.duration_ms.isdigit() else None
-    try:
-        record_vote(
-            session, worker, form.assignment_id, form.answer == "true", _strategy(request),
-            reference_frame=form.reference_frame or None, duration_ms=duration,
-        )
-    except VoteError as exc:
-        if exc.status == 409:
-            return redirect(f"/{KIND}?notice=expired")  # nothing to fix: carry on
-        raise PageError(exc.status, exc.message) from exc
-    return redirect(f"/{KIND}")
+    with _released(session):
+        worker = get_current_worker(request, session)
+        check_csrf(request, form.csrf)
+        duration = int(form.duration_ms) if form.duration_ms.isdigit() else None
+        try:
+            record_vote(
+                session, worker, form.assignment_id, form.answer == "true", _strategy(request),
+                reference_frame=form.reference_frame or None, duration_ms=duration,
+            )
+        except VoteError as exc:
+            if exc.status == 409:
+                return redirect(f"/{KIND}?notice=expired")  # nothing to fix: carry on
+            raise PageError(exc.status, exc.message) from exc
+        return redirect(f"/{KIND}")
 
 
 # --- the JSON API (the same rules; lean for high request rates) ----------------------------
