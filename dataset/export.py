@@ -130,7 +130,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in validated]
         random_parts = random_split(items, options.seed, options.random_ratios, options.split_unit)
         zeroshot = zeroshot_split(items, options.seed, options.zeroshot_ratios)
-    mc = mc_lines(conn) if options.wants("mc") else {}
+    mc = mc_lines(conn, threshold=options.threshold) if options.wants("mc") else {}
     meta = _meta_csv(conn) if options.wants("meta") else None
     return _Snapshot(rows, validated, random_parts, zeroshot, aggregates, mc, meta)
 

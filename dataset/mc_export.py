@@ -8,6 +8,7 @@ import orjson
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from core.agreement import DEFAULT_THRESHOLD, Threshold
 from core.models import Example, Image, MatchRun, McItem
 
 EXAMPLE = Example.__table__  # type: ignore[attr-defined]
@@ -21,7 +22,29 @@ def latest_run_id(conn: Connection) -> int | None:
     return conn.execute(select(func.max(MATCHRUN.c.id))).scalar()
 
 
-def mc_lines(conn: Connection, run_id: int | None = None) -> dict[str, list[bytes]]:
+def surviving_query_ids(
+    conn: Connection, run_id: int, threshold: Threshold = DEFAULT_THRESHOLD
+) -> set[int] | None:
+    """Query ids whose items may be published, or None when every item may.
+
+    When the run sent its adversarial negatives to validators, an item survives only once
+    validators have rejected every one of its distractors (matching.store decides that, with
+    the same keep rule as the export); items still waiting for votes are held back.
+    """
+    params = conn.execute(select(MATCHRUN.c.params).where(MATCHRUN.c.id == run_id)).scalar()
+    if not (params or {}).get("negatives_sent"):
+        return None
+    from sqlmodel import Session
+
+    from matching.store import surviving_items
+
+    with Session(bind=conn) as session:
+        return {it.query_example_id for it in surviving_items(session, run_id, threshold)}
+
+
+def mc_lines(
+    conn: Connection, run_id: int | None = None, threshold: Threshold = DEFAULT_THRESHOLD
+) -> dict[str, list[bytes]]:
     """Split name -> JSONL lines (ordered by query Example id); empty if matching never ran.
 
     One line per item: the query image and concepts, the candidate captions (``choices``),
@@ -31,6 +54,7 @@ def mc_lines(conn: Connection, run_id: int | None = None) -> dict[str, list[byte
     run_id = latest_run_id(conn) if run_id is None else run_id
     if run_id is None:
         return {}
+    allowed = surviving_query_ids(conn, run_id, threshold)
     stmt = (
         select(
             MCITEM.c.split, MCITEM.c.query_example_id, MCITEM.c.choices, MCITEM.c.relations,
@@ -48,6 +72,8 @@ def mc_lines(conn: Connection, run_id: int | None = None) -> dict[str, list[byte
     out: dict[str, list[bytes]] = {}
     for (split, qid, choices, relations, answer, distractors, subj, obj, caption, file_name,
          coco_split) in conn.execute(stmt):
+        if allowed is not None and qid not in allowed:
+            continue
         record: dict[str, Any] = {
             "image": file_name,
             "image_link": f"{COCO_BASE}/{coco_split}/{file_name}",

@@ -105,6 +105,15 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
         s.commit()
         assert [it.id for it in surviving_items(s, run.id)] == [first.id]  # type: ignore[arg-type]
 
+    # build-dataset publishes only that surviving item: the others still wait for votes.
+    out = tmp_path / "export"
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
+                              "--only", "mc"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    exported = [json.loads(line) for part in sorted((out / "mc").glob("*.jsonl"))
+                for line in part.read_text().splitlines()]
+    assert [rec["example_id"] for rec in exported] == [first.query_example_id]
+
     # A second identical run reuses the negatives instead of duplicating them.
     res = _match(db_url, encoder_path, "--send-negatives-to-validation")
     assert res.exit_code == 0, res.output
