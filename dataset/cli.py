@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import typer
 
-from dataset import cli_build, cli_db, cli_import, cli_match, cli_sample, cli_serve
+from dataset import cli_build, cli_db, cli_import, cli_invite, cli_match, cli_sample, cli_serve
 from dataset.errors import CliError
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ app = typer.Typer(
 )
 app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_serve.admin_app, name="admin")
+app.add_typer(cli_invite.invite_app, name="invite")
 app.command("sample")(cli_sample.sample)
 app.command("import-vsr")(cli_import.import_vsr)
 app.command("serve")(cli_serve.serve)

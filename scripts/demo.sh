@@ -13,5 +13,16 @@ export DATABASE_URL="${DATABASE_URL:-sqlite:///./vsr_demo.db}"
 export IMAGE_ROOT="${IMAGE_ROOT:-demo/coco/images}"
 vsr db upgrade
 vsr sample --coco demo/coco/annotations/instances_demo.json --min-area 10000 --pairs 34 --seed 0
-echo "open http://127.0.0.1:8000 (Ctrl-C stops the site)"
+# Demo accounts (local only): an admin and two invite links, one per role, so the validator is
+# never the author of the captions they judge.
+VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-demo-admin}" vsr admin create --username admin --update >/dev/null
+vsr invite create --label "demo annotator" --roles generate --token demo-annotator
+vsr invite create --label "demo validator" --roles validate --token demo-validator
+cat <<EOT
+
+Demo site: http://127.0.0.1:8000   (Ctrl-C stops it)
+  write captions:  http://127.0.0.1:8000/start/generate?token=demo-annotator
+  validate them:   http://127.0.0.1:8000/start/validate?token=demo-validator
+  admin dashboard: http://127.0.0.1:8000/admin   (user admin, password ${VSR_ADMIN_PASSWORD:-demo-admin})
+EOT
 exec vsr serve --host 127.0.0.1 --port 8000
