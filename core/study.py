@@ -28,7 +28,8 @@ class StudyConfig(BaseModel):
     keep_threshold: float = Field(2 / 3, gt=0.0, le=1.0)
     # Adaptive redundancy (core.agreement.is_decided): when an Example with at least
     # votes_per_example votes still needs more, up to max_votes_per_example.
-    decide_method: str = Field("exact", pattern="^(exact|wilson|beta)$")
+    # next_vote: more votes only while one more could flip the keep decision (see is_decided).
+    decide_method: str = Field("next_vote", pattern="^(next_vote|exact|wilson|beta)$")
     decide_confidence: float = Field(0.95, gt=0.0, lt=1.0)
     gold_rate: float = Field(0.05, ge=0.0, le=1.0)
     gold_min_answers: int = Field(5, ge=1, le=1000)

@@ -87,16 +87,47 @@ def test_is_decided_exact_matches_enumeration(max_votes: int, t: Fraction) -> No
     for n in range(0, max_votes + 1):
         for agree in range(0, n + 1):
             want = _brute_force_decided(agree, n, max_votes, 3, t)
+            got = is_decided(
+                agree, n, max_votes=max_votes, min_votes=3, threshold=t, method="exact"
+            )
+            assert got is want, (agree, n, max_votes, t)
+
+
+def _brute_force_next_vote(agree: int, n: int, max_votes: int, t: Fraction) -> bool:
+    if n < 3:
+        return False
+    if n >= max_votes:
+        return True
+    now = Fraction(agree, n) >= t
+    return all((Fraction(agree + a, n + 1) >= t) == now for a in (0, 1))
+
+
+@pytest.mark.parametrize("max_votes", [3, 4, 5, 7])
+@pytest.mark.parametrize("t", [Fraction(2, 3), Fraction(1, 2), Fraction(3, 4)])
+def test_is_decided_next_vote_matches_enumeration(max_votes: int, t: Fraction) -> None:
+    for n in range(0, max_votes + 1):
+        for agree in range(0, n + 1):
+            want = _brute_force_next_vote(agree, n, max_votes, t)
             got = is_decided(agree, n, max_votes=max_votes, min_votes=3, threshold=t)
             assert got is want, (agree, n, max_votes, t)
 
 
+def test_next_vote_default_on_vsr_splits() -> None:
+    # VSR: 3 votes, keep at 2/3, at most 5. Only a 2-1 (and then a 3-1) for the label goes on.
+    assert is_decided(3, 3, max_votes=5) and is_decided(0, 3, max_votes=5)
+    assert is_decided(1, 3, max_votes=5)  # 1/3 -> at best 2/4: not kept either way
+    assert not is_decided(2, 3, max_votes=5)  # 2/3 kept, 2/4 not
+    assert not is_decided(3, 4, max_votes=5)  # 3/4 kept, 3/5 not
+    assert is_decided(2, 4, max_votes=5)  # 2/4 -> 3/5 still not kept
+    assert is_decided(3, 5, max_votes=5)  # the maximum ends it
+
+
 def test_is_decided_examples_and_bounds() -> None:
     # 3 of 3 with at most 3 votes: done. With up to 5: two dissents would give 3/5 < 2/3.
-    assert is_decided(3, 3, max_votes=3)
-    assert not is_decided(3, 3, max_votes=5)
-    assert is_decided(4, 4, max_votes=6)  # 4/6 still keeps
-    assert is_decided(0, 3, max_votes=5)  # 0+2 of 5 cannot reach 2/3
+    assert is_decided(3, 3, max_votes=3, method="exact")
+    assert not is_decided(3, 3, max_votes=5, method="exact")
+    assert is_decided(4, 4, max_votes=6, method="exact")  # 4/6 still keeps
+    assert is_decided(0, 3, max_votes=5, method="exact")  # 0+2 of 5 cannot reach 2/3
     assert not is_decided(2, 2, max_votes=5)  # under min_votes
     # Statistical variants: many unanimous votes decide, a split never does.
     assert is_decided(20, 20, max_votes=50, method="wilson")

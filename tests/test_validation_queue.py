@@ -90,6 +90,33 @@ def test_adaptive_redundancy_exact_rule(
     img = make_image(session)
     ex = make_example(session, img, label=True)
     workers = [make_worker(session, f"w{i}") for i in range(7)]
+    strat = strategy(votes_per_example=3, max_votes_per_example=5, decide_method="exact")
+    served = 0
+    for w, value in zip(workers, values + [True] * 7, strict=False):
+        if judge(session, w, strat, value) is None:
+            break
+        served += 1
+    assert served == expected_total
+    session.refresh(ex)
+    assert ex.queue_votes == expected_total and ex.queue_open is False
+
+
+@pytest.mark.parametrize(
+    ("values", "expected_total"),
+    [
+        ([False, False, False], 3),  # 0/3: not kept, one more vote cannot change that
+        ([True, False, False], 3),  # 1/3: at best 2/4, still not kept
+        ([True, True, True], 3),  # unanimous: 3/4 would still keep
+        ([True, True, False, False], 4),  # 2/3 kept but 2/4 not: a 4th; 2/4 -> 3/5 settled
+        ([True, True, False, True, False], 5),  # 2/3, then 3/4 (3/5 would flip): up to 5
+    ],
+)
+def test_adaptive_redundancy_default_next_vote_rule(
+    session: Session, values: list[bool], expected_total: int
+) -> None:
+    img = make_image(session)
+    ex = make_example(session, img, label=True)
+    workers = [make_worker(session, f"w{i}") for i in range(7)]
     strat = strategy(votes_per_example=3, max_votes_per_example=5)
     served = 0
     for w, value in zip(workers, values + [True] * 7, strict=False):
