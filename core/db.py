@@ -30,7 +30,10 @@ def make_engine(settings: Settings | str) -> Engine:
         )
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # Up to 40 connections: FastAPI runs sync endpoints and dependencies in a 40-thread pool,
+    # and a smaller pool lets threads that hold a connection starve the others under load.
+    # Two such processes stay within PostgreSQL's default max_connections (100).
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=30)
 
 
 def _configure_sqlite(engine: Engine) -> None:
