@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlmodel import Session, select
 
@@ -26,17 +21,11 @@ from core.db import make_engine
 from core.models import Example, ImagePair, Worker
 from core.study import load_study_config
 from tests.admin_seed import read_raw, seed
+from tests.browser_support import launch_chromium, require_chromium, running_site
 from webapp.admin.auth import create_admin
 
-CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "browser-admin-password"
 pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _prepare(url: str, coco_dir: Path, vsr_dir: Path) -> dict[str, int]:
@@ -84,49 +73,15 @@ def _prepare(url: str, coco_dir: Path, vsr_dir: Path) -> dict[str, int]:
 def server(
     sqlite_url: str, coco_dir: Path, vsr_dir: Path, tmp_path: Path
 ) -> Iterator[tuple[str, dict[str, int]]]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium not installed")
+    require_chromium()
     ids = _prepare(sqlite_url, coco_dir, vsr_dir)
-    port = _free_port()
-    env = dict(
-        os.environ,
-        SECRET_KEY="browser-admin-" + "k" * 32,
-        IMAGE_CACHE_DIR=str(tmp_path / "var" / "cache"),
-        HF_HUB_OFFLINE="1",
-    )
-    vsr = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [
-            vsr,
-            "serve",
-            "--port",
-            str(port),
-            "--database-url",
-            sqlite_url,
-            "--image-root",
-            str(coco_dir / "images"),
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                pytest.fail("vsr serve exited: " + (tmp_path / "server.log").read_text())
-            time.sleep(0.1)
+    env = {
+        "SECRET_KEY": "browser-admin-" + "k" * 32,
+        "IMAGE_CACHE_DIR": str(tmp_path / "var" / "cache"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    with running_site(sqlite_url, coco_dir / "images", tmp_path, env) as base:
         yield base, ids
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def test_admin_runs_the_study_in_chromium(
@@ -138,10 +93,7 @@ def test_admin_runs_the_study_in_chromium(
     shots = tmp_path / "screenshots"
     shots.mkdir()
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--headless", "--disable-background-networking", "--disable-gpu"],
-        )
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))

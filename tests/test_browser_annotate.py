@@ -7,69 +7,32 @@ holds exactly what was chosen. A screenshot of the task page is saved in the tes
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlmodel import Session, col, select
 
 from core.db import make_engine
 from core.models import Annotation, Example, ImagePair
+from tests.browser_support import launch_chromium, require_chromium, running_site
 from tests.webapp_coco import make_pairs, set_study
 
-CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium not installed")
+    require_chromium()
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
         make_pairs(s, coco_dir, 4)
     engine.dispose()
     set_study(sqlite_url, generate_batch_size=2, completion_code="BROWSER-OK")
-    port = _free_port()
-    env = dict(os.environ, SECRET_KEY="browser-test-" + "k" * 32,
-               IMAGE_CACHE_DIR=str(tmp_path / "cache"))
-    vsr = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [vsr, "serve", "--port", str(port), "--database-url", sqlite_url,
-         "--image-root", str(coco_dir / "images")],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                pytest.fail("vsr serve exited: " + (tmp_path / "server.log").read_text())
-            time.sleep(0.1)
+    env = {"SECRET_KEY": "browser-test-" + "k" * 32, "IMAGE_CACHE_DIR": str(tmp_path / "cache")}
+    with running_site(sqlite_url, coco_dir / "images", tmp_path, env) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def test_annotator_completes_two_tasks_in_chromium(
@@ -78,10 +41,7 @@ def test_annotator_completes_two_tasks_in_chromium(
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--headless", "--disable-background-networking", "--disable-gpu"],
-        )
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -155,10 +115,7 @@ def test_the_task_works_without_javascript(server: str, sqlite_url: str) -> None
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--headless", "--disable-background-networking", "--disable-gpu"],
-        )
+        browser = launch_chromium(p)
         context = browser.new_context(java_script_enabled=False)
         page = context.new_page()
         page.goto(server + "/start/generate?PROLIFIC_PID=nojs123&STUDY_ID=st1&SESSION_ID=se9")

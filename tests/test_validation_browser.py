@@ -7,22 +7,16 @@ holds exactly those votes. Screenshots of the task page are saved in the test's 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlmodel import Session, col, select
 
 from core.db import make_engine
 from core.models import Example, Vote
-from tests.test_browser_annotate import CHROMIUM, _free_port
+from tests.browser_support import launch_chromium, require_chromium, running_site
 from tests.test_validation_routes import seed_examples
 from tests.webapp_coco import set_study
 
@@ -31,49 +25,22 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium not installed")
+    require_chromium()
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
         seed_examples(s, coco_dir, 3)
     engine.dispose()
     set_study(sqlite_url, validate_batch_size=3, completion_code="VALID-OK", gold_rate=0.0)
-    port = _free_port()
-    env = dict(os.environ, SECRET_KEY="browser-test-" + "k" * 32,
-               IMAGE_CACHE_DIR=str(tmp_path / "cache"))
-    vsr = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
-    log = (tmp_path / "server.log").open("w")
-    proc = subprocess.Popen(
-        [vsr, "serve", "--port", str(port), "--database-url", sqlite_url,
-         "--image-root", str(coco_dir / "images")],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                pytest.fail("vsr serve exited: " + (tmp_path / "server.log").read_text())
-            time.sleep(0.1)
+    env = {"SECRET_KEY": "browser-test-" + "k" * 32, "IMAGE_CACHE_DIR": str(tmp_path / "cache")}
+    with running_site(sqlite_url, coco_dir / "images", tmp_path, env) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
 def test_validator_judges_with_the_keyboard(server: str, sqlite_url: str, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--headless", "--disable-background-networking", "--disable-gpu"],
-        )
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -1,0 +1,68 @@
+"""Plumbing shared by the real-browser tests: a running `vsr serve` and Debian's Chromium."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+# Never a downloaded browser; no background networking (the machines have no internet).
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-background-networking", "--disable-gpu"]
+
+
+def require_chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium not installed")
+
+
+def launch_chromium(playwright: Any) -> Any:
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_site(
+    db_url: str, image_root: Path, tmp_path: Path, env: dict[str, str]
+) -> Iterator[str]:
+    """Start `vsr serve` on a free port and yield its base URL once /healthz answers."""
+    port = free_port()
+    full_env = {**os.environ, **env}
+    vsr = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
+    log_path = tmp_path / "server.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [vsr, "serve", "--port", str(port), "--database-url", db_url,
+             "--image-root", str(image_root)],
+            env=full_env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(150):
+                try:
+                    if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if proc.poll() is not None:
+                    pytest.fail("vsr serve exited: " + log_path.read_text())
+                time.sleep(0.1)
+            yield base
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
