@@ -110,14 +110,17 @@ def take_next(
     strategy: LeaseStrategy,
     lease_minutes: int,
     now: datetime | None = None,
+    expire: bool = True,
 ) -> Assignment | None:
     """Resume the batch's active lease or lease the next free item; None if the pool is empty.
 
     Flushes but does not commit: the caller commits, so the lease and whatever else the
-    request changes land together.
+    request changes land together. ``expire=False`` skips the stale-lease sweep (one query)
+    for callers that sweep on their own schedule.
     """
     now = now or utcnow()
-    expire_stale(session, strategy, now)
+    if expire:
+        expire_stale(session, strategy, now)
     current = active_lease(session, batch)
     if current is not None:
         return current

@@ -173,14 +173,28 @@ class ExampleStrategy:
         return regular_candidates(session, worker_id, config, limit)
 
     def on_leased(self, session: Session, item_id: int) -> None:
-        session.execute(_statements(_dialect(session)).lease_taken, {"q_id": item_id})
+        _core(session, _statements(_dialect(session)).lease_taken, {"q_id": item_id})
 
     def on_returned(self, session: Session, item_id: int) -> None:
-        session.execute(_statements(_dialect(session)).lease_returned, {"q_id": item_id})
+        _core(session, _statements(_dialect(session)).lease_returned, {"q_id": item_id})
 
 
 def _dialect(session: Session) -> str:
     return session.get_bind().dialect.name
+
+
+def _core(session: Session, stmt: Any, params: dict[str, Any]) -> Any:
+    """Run a prebuilt Core statement on the session's connection (same transaction).
+
+    ``session.execute`` would treat an UPDATE of a mapped table as an ORM bulk update (and
+    synchronise matching objects in the identity map), which costs more CPU than the
+    statement itself on the hot path. Pending ORM changes are flushed first, as autoflush
+    would. Example rows changed this way are not refreshed in the session; the hot path does
+    not load them as objects.
+    """
+    if session.new or session.dirty or session.deleted:
+        session.flush()
+    return session.connection().execute(stmt, params)
 
 
 def _not_seen_by(worker: Any) -> list[Any]:
@@ -204,6 +218,7 @@ class _Statements:
     late_ok: Any
     count_vote: Any
     insert_vote: Any
+    set_state: Any
 
 
 @functools.cache
@@ -291,6 +306,12 @@ def _statements(dialect: str) -> _Statements:
         late_ok=late_ok,
         count_vote=count_vote,
         insert_vote=insert_vote,
+        set_state=update(Example)
+        .where(col(Example.id) == example_id)
+        .values(
+            queue_settled=bindparam("q_settled", type_=Boolean),
+            queue_open=bindparam("q_open", type_=Boolean),
+        ),
     )
 
 
@@ -298,13 +319,13 @@ def regular_candidates(
     session: Session, worker_id: int, config: StudyConfig, limit: int
 ) -> list[int]:
     params = {"q_worker": worker_id, "q_limit": limit, **room_params(config)}
-    rows = session.execute(_statements(_dialect(session)).regular, params).scalars()
+    rows = _core(session, _statements(_dialect(session)).regular, params).scalars()
     return [i for i in rows if i is not None]
 
 
 def gold_candidates(session: Session, worker_id: int, limit: int) -> list[int]:
     params = {"q_worker": worker_id, "q_limit": limit}
-    rows = session.execute(_statements(_dialect(session)).gold, params).scalars()
+    rows = _core(session, _statements(_dialect(session)).gold, params).scalars()
     return [i for i in rows if i is not None]
 
 
@@ -435,7 +456,10 @@ def _advance(
     if done < batch.size:
         if strategy.sweep_due():
             expire_stale(session, strategy, now)
-        lease = leases.take_next(session, batch, strategy, config.lease_minutes, now=now)
+        # The ordered sweep above (once a second per process) replaces take_next's own.
+        lease = leases.take_next(
+            session, batch, strategy, config.lease_minutes, now=now, expire=False
+        )
     if lease is None:
         if done > 0:
             batches.complete(session, batch, config, strategy, now)
@@ -534,8 +558,8 @@ def _record_vote(
     if not held:
         if lease.status not in (LeaseStatus.expired, LeaseStatus.released):
             raise VoteError(409, "This item was already answered. Please reload the page.")
-        late_ok = session.execute(
-            statements.late_ok, {"q_id": example_id, **room_params(config)}
+        late_ok = _core(
+            session, statements.late_ok, {"q_id": example_id, **room_params(config)}
         ).first()
         if late_ok is None:
             raise VoteError(
@@ -572,18 +596,17 @@ def _count_and_insert(
     # Counters first: the UPDATE locks the Example row, so votes of one Example get their
     # ids in the order they were counted.
     statements = _statements(_dialect(session))
-    row = session.execute(
-        statements.count_vote,
+    row = _core(
+        session, statements.count_vote,
         {"q_id": example_id, "q_value": value, "q_release": 1 if held else 0},
     ).one()
     n_votes, n_agree, target_votes, is_gold, was_settled, was_open = row
     target = target_votes or config.votes_per_example
     settled, still_open = decision_state(n_agree, n_votes, target, config)
     if (settled, still_open) != (was_settled, was_open):
-        session.execute(
-            update(Example)
-            .where(col(Example.id) == example_id)
-            .values(queue_settled=settled, queue_open=still_open)
+        _core(
+            session, statements.set_state,
+            {"q_id": example_id, "q_settled": settled, "q_open": still_open},
         )
     values: dict[str, Any] = {
         "example_id": example_id,
@@ -594,7 +617,7 @@ def _count_and_insert(
         "assignment_id": lease.id,
         "created_at": now,
     }
-    vote_id = session.execute(statements.insert_vote, values).scalar()
+    vote_id = _core(session, statements.insert_vote, values).scalar()
     if vote_id is None:
         raise VoteError(409, "You have already judged this caption.")
     return Vote(id=vote_id, **values), bool(is_gold)
