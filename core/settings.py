@@ -34,6 +34,11 @@ class Settings(BaseSettings):
         default="https://app.prolific.com/submissions/complete?cc={code}"
     )
     sql_echo: bool = False
+    api_threads: int = Field(
+        default=4,
+        ge=1,
+        description="Threads per server process for the validation JSON API's database work",
+    )
 
 
 @lru_cache(maxsize=1)
