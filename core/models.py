@@ -11,7 +11,17 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Boolean, Column, ForeignKey, Index, Integer, UniqueConstraint, false, true
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    UniqueConstraint,
+    false,
+    text,
+    true,
+)
 from sqlmodel import Field, SQLModel
 
 from core.types import JSONType, UTCDateTime, utcnow
@@ -277,8 +287,17 @@ def _counter() -> Any:
 
 
 class Example(ExampleBase, table=True):
-    # The validation queue walks open, non-gold Examples in id order (webapp.validation_queue).
-    __table_args__ = (Index("ix_example_queue", "queue_open", "is_gold", "id"),)
+    # The validation queue walks open, non-gold Examples in id order (webapp.validation_queue);
+    # the partial index holds only those, so decided Examples are never walked again.
+    __table_args__ = (
+        Index("ix_example_queue", "queue_open", "is_gold", "id"),
+        Index(
+            "ix_example_open",
+            "id",
+            postgresql_where=text("queue_open AND NOT is_gold"),
+            sqlite_where=text("queue_open AND NOT is_gold"),
+        ),
+    )
     id: int | None = Field(default=None, primary_key=True)
     # Stable key of an imported record so importing the same file twice changes nothing.
     source_key: str | None = Field(default=None, max_length=128, unique=True)

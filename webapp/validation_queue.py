@@ -32,7 +32,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    exists,
     false,
     func,
     or_,
@@ -198,13 +197,23 @@ def _core(session: Session, stmt: Any, params: dict[str, Any]) -> Any:
 
 
 def _not_seen_by(worker: Any) -> list[Any]:
-    """Conditions: not the worker's own Example, never leased or voted by them before."""
+    """Conditions: not the worker's own Example, never leased or voted by them before.
+
+    ``NOT IN`` over the worker's own (few) leases and votes, not ``NOT EXISTS``: PostgreSQL
+    reads those once through the worker_id indexes and hashes them, where the anti-join it
+    planned for ``NOT EXISTS`` walked every lease of every worker in Example id order (0.9 ms
+    and growing with the run, against 0.1 ms).
+    """
     return [
         or_(col(Example.author_id).is_(None), col(Example.author_id) != worker),
-        ~exists().where(
-            col(Assignment.example_id) == col(Example.id), col(Assignment.worker_id) == worker
+        col(Example.id).not_in(
+            sa_select(col(Assignment.example_id)).where(
+                col(Assignment.worker_id) == worker, col(Assignment.example_id).is_not(None)
+            )
         ),
-        ~exists().where(col(Vote.example_id) == col(Example.id), col(Vote.worker_id) == worker),
+        col(Example.id).not_in(
+            sa_select(col(Vote.example_id)).where(col(Vote.worker_id) == worker)
+        ),
     ]
 
 
