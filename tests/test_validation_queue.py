@@ -76,21 +76,28 @@ def test_never_twice_and_three_votes_then_stop(session: Session) -> None:
 
 
 @pytest.mark.parametrize(
-    ("values", "expected_total"),
+    ("method", "values", "expected_total"),
     [
-        ([False, False, False], 3),  # 0/3: can no longer reach 2/3 of 5 -> decided at 3
-        ([True, False, False], 3),  # 1/3: at best 3/5 < 2/3 -> decided at 3
-        ([True, True, True, True], 4),  # 3/3 could still fall to 3/5: a 4th; 4/4 is safe
-        ([True, True, False, True, False], 5),  # 2/3, 3/4 open -> up to the maximum of 5
+        # exact: more votes while any further votes up to the maximum (5) could flip it.
+        ("exact", [False, False, False], 3),  # 0/3: can no longer reach 2/3 of 5
+        ("exact", [True, False, False], 3),  # 1/3: at best 3/5 < 2/3
+        ("exact", [True, True, True, True], 4),  # 3/3 could still fall to 3/5; 4/4 is safe
+        ("exact", [True, True, False, True, False], 5),  # 2/3, 3/4 open -> the maximum
+        # next_vote (the default): more votes only while one more could flip it.
+        ("next_vote", [False, False, False], 3),  # 0/3: not kept either way
+        ("next_vote", [True, False, False], 3),  # 1/3: at best 2/4, still not kept
+        ("next_vote", [True, True, True], 3),  # unanimous: 3/4 would still keep
+        ("next_vote", [True, True, False, False], 4),  # 2/3 kept, 2/4 not; 3/5 still not
+        ("next_vote", [True, True, False, True, False], 5),  # 2/3, then 3/4: up to 5
     ],
 )
-def test_adaptive_redundancy_exact_rule(
-    session: Session, values: list[bool], expected_total: int
+def test_adaptive_redundancy(
+    session: Session, method: str, values: list[bool], expected_total: int
 ) -> None:
     img = make_image(session)
     ex = make_example(session, img, label=True)
     workers = [make_worker(session, f"w{i}") for i in range(7)]
-    strat = strategy(votes_per_example=3, max_votes_per_example=5, decide_method="exact")
+    strat = strategy(votes_per_example=3, max_votes_per_example=5, decide_method=method)
     served = 0
     for w, value in zip(workers, values + [True] * 7, strict=False):
         if judge(session, w, strat, value) is None:
@@ -101,31 +108,10 @@ def test_adaptive_redundancy_exact_rule(
     assert ex.queue_votes == expected_total and ex.queue_open is False
 
 
-@pytest.mark.parametrize(
-    ("values", "expected_total"),
-    [
-        ([False, False, False], 3),  # 0/3: not kept, one more vote cannot change that
-        ([True, False, False], 3),  # 1/3: at best 2/4, still not kept
-        ([True, True, True], 3),  # unanimous: 3/4 would still keep
-        ([True, True, False, False], 4),  # 2/3 kept but 2/4 not: a 4th; 2/4 -> 3/5 settled
-        ([True, True, False, True, False], 5),  # 2/3, then 3/4 (3/5 would flip): up to 5
-    ],
-)
-def test_adaptive_redundancy_default_next_vote_rule(
-    session: Session, values: list[bool], expected_total: int
-) -> None:
-    img = make_image(session)
-    ex = make_example(session, img, label=True)
-    workers = [make_worker(session, f"w{i}") for i in range(7)]
-    strat = strategy(votes_per_example=3, max_votes_per_example=5)
-    served = 0
-    for w, value in zip(workers, values + [True] * 7, strict=False):
-        if judge(session, w, strat, value) is None:
-            break
-        served += 1
-    assert served == expected_total
-    session.refresh(ex)
-    assert ex.queue_votes == expected_total and ex.queue_open is False
+def test_default_decide_method_is_next_vote() -> None:
+    from core.study import StudyConfig
+
+    assert StudyConfig().decide_method == "next_vote"
 
 
 def test_tie_gets_more_votes_with_small_target(session: Session) -> None:
