@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -165,3 +166,14 @@ def vsr_dir() -> Path:
     if not VSR_DIR.is_dir():
         pytest.skip(f"real VSR data not found at {VSR_DIR}")
     return VSR_DIR
+
+
+@pytest.fixture
+def site(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> Any:
+    """The annotation site on the current backend with 6 pairs from the real COCO subset
+    (test modules that need other seed data define their own ``site``)."""
+    from tests.webapp_coco import make_app, make_pairs
+
+    with Session(engine) as s:
+        make_pairs(s, coco_dir, 6)
+    return make_app(db_url, tmp_path)

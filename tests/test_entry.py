@@ -16,18 +16,10 @@ from tests.webapp_coco import (
     enter,
     form_field,
     make_app,
-    make_pairs,
     set_study,
     start_prolific,
     task,
 )
-
-
-@pytest.fixture
-def site(db_url: str, engine, coco_dir: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
-    with Session(engine) as s:
-        make_pairs(s, coco_dir, 6)
-    return make_app(db_url, tmp_path)
 
 
 def _workers(engine) -> list[Worker]:  # type: ignore[no-untyped-def]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from sqlmodel import Session, select
@@ -13,19 +12,10 @@ from core.types import utcnow
 from tests.webapp_coco import (
     answer,
     client_for,
-    make_app,
-    make_pairs,
     set_study,
     start_prolific,
     task,
 )
-
-
-@pytest.fixture
-def site(db_url: str, engine, coco_dir: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
-    with Session(engine) as s:
-        make_pairs(s, coco_dir, 6)
-    return make_app(db_url, tmp_path)
 
 
 def _rows(engine):  # type: ignore[no-untyped-def]
