@@ -2,8 +2,8 @@
 
 Starts its own server (``uvicorn webapp.app:create_app --factory --workers N``) against a
 fresh PostgreSQL database it creates, seeds it with real VSR captions (human Examples, each
-with its real author, a few gold), lets ``C`` simulated validators (asyncio + httpx, one
-cookie jar each, loopback only) do fetch-item / submit-vote round trips for a bounded time,
+with its real author, a few gold), lets ``C`` simulated validators (asyncio, on uvloop when
+it is installed; loopback only) do fetch-item / submit-vote round trips for a bounded time,
 and then checks the database:
 
 - no duplicate vote (Example, validator); every acknowledged (2xx) vote is stored as sent;
@@ -15,6 +15,13 @@ It prints round trips per second, p50 and p99 latency, and the ratio against a b
 measured in the same run with the same clients and server: round trips of two ``/healthz``
 requests (one trivial database query each), i.e. what the stack costs before any queue work.
 
+Each validator enters through the real entry pages with httpx (start link, consent, begin:
+redirects, forms, a cookie jar). The measured phases then use, by default (``--client raw``),
+a minimal HTTP/1.1 client written here, like wrk: one persistent keep-alive connection per
+validator, hand-built requests carrying its session cookie, responses parsed by
+Content-Length. httpx costs about 1.5-2 ms of client CPU per round trip, taken from the same
+cores as the server and PostgreSQL; ``--client httpx`` measures with it anyway, to compare.
+
 ``--kill`` SIGKILLs the whole server (master and workers) halfway through and starts it
 again; clients retry (votes are idempotent per lease), the run completes, and the checks
 above must still hold: nothing acknowledged is lost.
@@ -24,6 +31,7 @@ above must still hold: nothing acknowledged is lost.
     python bench/load.py --rate 150            # paced: 100 clients offering 150 rt/s in total
     python bench/load.py --kill                # the fault mode
     python bench/load.py --concurrency 50 --duration 10 --workers 3
+    python bench/load.py --client httpx        # the measured phases through httpx
 
 Flat out, C clients with no think time keep C round trips in flight, so by Little's law the
 mean latency is C / throughput (100 / 300 rt/s = 333 ms): a p99 below 150 ms at C=100 needs
@@ -48,11 +56,13 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast
 
 import httpx
+import orjson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -291,6 +301,292 @@ async def measured(server: Server, work: Any) -> dict[str, float]:
     return meter.result()
 
 
+# --- a lean HTTP/1.1 keep-alive client for the measured phases ---------------------------------
+#
+# httpx costs about 1.5-2 ms of client CPU per round trip, and the client shares the machine's
+# cores with the server and PostgreSQL. Like wrk, the measured phases use a minimal client
+# instead: one persistent connection per validator, hand-built requests, a response parser that
+# knows Content-Length and (minimally) chunked bodies. httpx still does the entry (redirects,
+# forms, cookie jar) and ``--client httpx`` runs the measured phases with it for comparison.
+
+
+class HttpProtocolError(RuntimeError):
+    """A response this client does not understand: a bug to fix, never retried."""
+
+
+class Response(Protocol):
+    @property
+    def status_code(self) -> int: ...
+
+    def json(self) -> Any: ...
+
+
+class HttpClient(Protocol):
+    async def send(self, method: str, path: str, body: Any = None) -> Response: ...
+
+    async def aclose(self) -> None: ...
+
+
+# Transport errors that ``request`` retries: refused, reset, EOF, timeout (all OSError) and
+# httpx's own.
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (OSError, httpx.TransportError)
+
+
+class RawResponse:
+    __slots__ = ("status_code", "headers", "content")
+
+    def __init__(self, status_code: int, headers: dict[str, str], content: bytes) -> None:
+        self.status_code = status_code
+        self.headers = headers  # lower-case names; repeated headers other than Set-Cookie: last
+        self.content = content
+
+    def json(self) -> Any:
+        return orjson.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+class _Head:
+    __slots__ = ("status", "headers", "cookies", "body_start", "length", "chunked", "close")
+
+    def __init__(self, raw: str, body_start: int) -> None:
+        lines = raw.split("\r\n")
+        status_line = lines[0]
+        if not status_line.startswith("HTTP/1.") or len(status_line) < 12:
+            raise HttpProtocolError(f"bad status line {status_line!r}")
+        self.status = int(status_line[9:12])
+        self.headers: dict[str, str] = {}
+        self.cookies: list[str] = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise HttpProtocolError(f"bad header line {line!r}")
+            name = name.strip().lower()
+            value = value.strip()
+            if name == "set-cookie":
+                self.cookies.append(value)
+            self.headers[name] = value
+        self.body_start = body_start
+        self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        self.close = self.headers.get("connection", "").lower() == "close"
+        length = self.headers.get("content-length")
+        if self.chunked:
+            self.length = -1
+        elif length is not None:
+            self.length = int(length)
+        elif self.status in (204, 304) or 100 <= self.status < 200:
+            self.length = 0
+        else:
+            raise HttpProtocolError(
+                f"response {self.status} has neither Content-Length nor chunked encoding"
+            )
+
+
+def _dechunk(buf: bytearray, start: int) -> tuple[bytes, int] | None:
+    """(body, end) of a complete chunked body at ``buf[start:]``; None while incomplete."""
+    parts: list[bytes] = []
+    pos = start
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        try:
+            size = int(bytes(buf[pos:eol]).split(b";", 1)[0], 16)
+        except ValueError as exc:
+            raise HttpProtocolError(f"bad chunk size {bytes(buf[pos:eol])!r}") from exc
+        pos = eol + 2
+        if size == 0:  # last chunk, then optional trailers and an empty line
+            end = buf.find(b"\r\n\r\n", pos - 2)
+            if end < 0:
+                return None
+            return b"".join(parts), end + 4
+        if len(buf) < pos + size + 2:
+            return None
+        parts.append(bytes(buf[pos:pos + size]))
+        pos += size + 2
+
+
+class _Conn(asyncio.Protocol):
+    """One TCP connection; at most one request in flight (no pipelining)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.head: _Head | None = None
+        self.waiter: asyncio.Future[tuple[_Head, bytes]] | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        try:
+            done = self._parse()
+        except Exception as exc:  # handed to the waiting request
+            self.closed = True
+            if self.transport is not None:
+                self.transport.abort()
+            waiter.set_exception(exc)
+            return
+        if done is not None:
+            self.waiter = None
+            waiter.set_result(done)
+
+    def _parse(self) -> tuple[_Head, bytes] | None:
+        buf = self.buf
+        head = self.head
+        if head is None:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                return None
+            head = self.head = _Head(buf[:end].decode("latin-1"), end + 4)
+        start = head.body_start
+        if head.chunked:
+            got = _dechunk(buf, start)
+            if got is None:
+                return None
+            body, end = got
+        else:
+            end = start + head.length
+            if len(buf) < end:
+                return None
+            body = bytes(buf[start:end])
+        del buf[:end]
+        self.head = None
+        return head, body
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(
+                ConnectionResetError("connection closed by the server") if exc is None else exc
+            )
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class RawClient:
+    """A persistent HTTP/1.1 connection to one server, with the session cookie(s) of one
+    worker. Transport failures raise OSError (ConnectionError, TimeoutError) and drop the
+    connection; the next ``send`` opens a new one."""
+
+    def __init__(
+        self, host: str, port: int, cookies: dict[str, str], timeout: float = 30.0
+    ) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+        self.cookies = dict(cookies)
+        self.host_line = f"Host: {host}:{port}\r\n".encode()
+        self.cookie_line = self._cookie_line()
+        self.conn: _Conn | None = None
+
+    def _cookie_line(self) -> bytes:
+        if not self.cookies:
+            return b""
+        return ("Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+                + "\r\n").encode("latin-1")
+
+    async def connect(self) -> _Conn:
+        loop = asyncio.get_running_loop()
+        conn = _Conn(loop)
+        await loop.create_connection(lambda: conn, self.host, self.port)
+        self.conn = conn
+        return conn
+
+    def _set_cookies(self, headers: list[str]) -> None:
+        for h in headers:
+            pair, _, attrs = h.partition(";")
+            name, sep, value = pair.partition("=")
+            if not sep:
+                continue
+            name, value = name.strip(), value.strip()
+            attrs = attrs.lower().replace(" ", "")
+            if "max-age=0" in attrs or "1970" in attrs:  # Starlette's deletion
+                self.cookies.pop(name, None)
+            else:
+                self.cookies[name] = value
+        self.cookie_line = self._cookie_line()
+
+    async def send(self, method: str, path: str, body: Any = None) -> RawResponse:
+        conn = self.conn
+        if conn is None or conn.closed:
+            conn = await self.connect()
+        elif conn.buf:
+            raise HttpProtocolError(f"unsolicited bytes from the server: {bytes(conn.buf)[:200]!r}")
+        if body is None:
+            data = b"".join((method.encode(), b" ", path.encode(), b" HTTP/1.1\r\n",
+                             self.host_line, self.cookie_line, b"\r\n"))
+        else:
+            payload = orjson.dumps(body)
+            data = b"".join((method.encode(), b" ", path.encode(), b" HTTP/1.1\r\n",
+                             self.host_line, self.cookie_line,
+                             b"Content-Type: application/json\r\nContent-Length: ",
+                             str(len(payload)).encode(), b"\r\n\r\n", payload))
+        waiter: asyncio.Future[tuple[_Head, bytes]] = conn.loop.create_future()
+        conn.waiter = waiter
+        timer = conn.loop.call_later(self.timeout, self._timed_out, conn, waiter)
+        try:
+            assert conn.transport is not None
+            conn.transport.write(data)
+            head, content = await waiter
+        except BaseException:
+            conn.waiter = None
+            conn.close()
+            self.conn = None
+            raise
+        finally:
+            timer.cancel()
+        if head.cookies:
+            self._set_cookies(head.cookies)
+        if head.close:
+            conn.close()
+            self.conn = None
+        return RawResponse(head.status, head.headers, content)
+
+    @staticmethod
+    def _timed_out(conn: _Conn, waiter: asyncio.Future[tuple[_Head, bytes]]) -> None:
+        if not waiter.done():
+            waiter.set_exception(TimeoutError("no response in time"))
+        conn.close()
+
+    async def aclose(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class HttpxClient:
+    """The measured phases through httpx (``--client httpx``), for comparison."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+
+    async def send(self, method: str, path: str, body: Any = None) -> httpx.Response:
+        if body is None:
+            return await self.client.request(method, path)
+        return await self.client.request(method, path, json=body)
+
+    async def aclose(self) -> None:
+        pass  # the httpx.AsyncClient is closed with the others
+
+
+def jar_cookies(client: httpx.AsyncClient) -> dict[str, str]:
+    return {c.name: c.value or "" for c in client.cookies.jar}
+
+
 # --- the simulated validators ---------------------------------------------------------------
 
 
@@ -305,15 +601,16 @@ class Stats:
 
 
 async def request(
-    client: httpx.AsyncClient, method: str, path: str, stats: Stats, deadline: float,
-    **kw: Any,
-) -> httpx.Response | None:
-    """One request, retried while the server is down (the kill mode); None past the deadline."""
+    client: HttpClient, method: str, path: str, stats: Stats, deadline: float,
+    body: Any = None,
+) -> Response | None:
+    """One request (``body``, if any, sent as JSON), retried while the server is down (the kill
+    mode) or answers 5xx; None past the deadline."""
     while True:
         t0 = time.perf_counter()
         try:
-            r = await client.request(method, path, **kw)
-        except httpx.TransportError:
+            r = await client.send(method, path, body)
+        except TRANSPORT_ERRORS:
             stats.retries += 1
             if time.monotonic() > deadline + 30:
                 return None
@@ -342,7 +639,7 @@ async def enter(client: httpx.AsyncClient, query: str) -> None:
 
 
 async def validator(
-    client: httpx.AsyncClient, seed_: Seed, stats: Stats, deadline: float, rng: random.Random,
+    client: HttpClient, seed_: Seed, stats: Stats, deadline: float, rng: random.Random,
     combined: bool, interval: float = 0.0,
 ) -> None:
     """One validator's loop. ``interval`` > 0 paces it (think time): one round trip started
@@ -372,7 +669,7 @@ async def validator(
         body = {"assignment_id": item["assignment_id"], "value": rng.random() < p,
                 "duration_ms": rng.randint(1500, 9000)}
         path = "/api/validate/votes?next=1" if combined else "/api/validate/votes"
-        r = await request(client, "POST", path, stats, deadline, json=body)
+        r = await request(client, "POST", path, stats, deadline, body)
         if r is None:
             return
         if r.status_code not in (200, 201):
@@ -388,7 +685,7 @@ async def validator(
         state = out["next"] if combined else None
 
 
-async def baseline_client(client: httpx.AsyncClient, stats: Stats, deadline: float) -> None:
+async def baseline_client(client: HttpClient, stats: Stats, deadline: float) -> None:
     while time.monotonic() < deadline:
         t0 = time.perf_counter()
         for _ in range(2):
@@ -408,6 +705,7 @@ async def run(
         httpx.AsyncClient(base_url=base, timeout=30, limits=limits)
         for _ in range(args.concurrency)
     ]
+    testers: list[HttpClient] = []
     try:
         sem = asyncio.Semaphore(20)
 
@@ -419,12 +717,24 @@ async def run(
                     await enter(c, f"PROLIFIC_PID=bench{k:04d}&STUDY_ID=load&SESSION_ID=s{k}")
 
         await asyncio.gather(*(enter_one(k, c) for k, c in enumerate(clients)))
+        # The measured phases: each validator's session cookie, on a connection of its own.
+        if args.client == "raw":
+            raw = [RawClient("127.0.0.1", server.port, jar_cookies(c)) for c in clients]
+            testers.extend(raw)
+
+            async def connect_one(c: RawClient) -> None:
+                async with sem:
+                    await c.connect()
+
+            await asyncio.gather(*(connect_one(c) for c in raw))
+        else:
+            testers.extend(HttpxClient(c) for c in clients)
 
         base_stats = Stats()
         t_end = time.monotonic() + args.baseline
         t0 = time.perf_counter()
         base_cpu = await measured(
-            server, asyncio.gather(*(baseline_client(c, base_stats, t_end) for c in clients))
+            server, asyncio.gather(*(baseline_client(c, base_stats, t_end) for c in testers))
         )
         base_elapsed = time.perf_counter() - t0
 
@@ -446,7 +756,7 @@ async def run(
         load_cpu = await measured(server, asyncio.gather(*(
             validator(c, seed_, stats, deadline, random.Random(k), args.combined,
                       args.concurrency / args.rate if args.rate else 0.0)
-            for k, c in enumerate(clients)
+            for k, c in enumerate(testers)
         )))
         elapsed = time.perf_counter() - t0
         if killer is not None:
@@ -456,6 +766,7 @@ async def run(
         print(f"  load phase {elapsed:.1f} s, baseline phase {base_elapsed:.1f} s", flush=True)
         return base_stats, stats, base_cpu, load_cpu
     finally:
+        await asyncio.gather(*(c.aclose() for c in testers))
         await asyncio.gather(*(c.aclose() for c in clients))
 
 
@@ -519,6 +830,26 @@ def check(url: str, stats: Stats) -> list[str]:
     return problems
 
 
+T = TypeVar("T")
+
+
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run the client on uvloop when it is installed (less CPU per request), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
+def loop_name() -> str:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
 def pct(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return float("nan")
@@ -539,6 +870,8 @@ def main() -> int:
                     help="one request per round trip (POST vote ?next=1 returns the next item)")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="offered round trips/s over all clients (think time); 0 = flat out")
+    ap.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                    help="HTTP client of the measured phases (the entry always uses httpx)")
     ap.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
 
@@ -554,9 +887,10 @@ def main() -> int:
               f"C={args.concurrency}, {args.workers} uvicorn workers, PostgreSQL; "
               f"{'one request' if args.combined else 'two requests'} per round trip"
               f"{'; SIGKILL mode' if args.kill else ''}"
-              f"{f'; offered {args.rate:g} rt/s' if args.rate else '; flat out'}", flush=True)
+              f"{f'; offered {args.rate:g} rt/s' if args.rate else '; flat out'}; "
+              f"client {args.client} on {loop_name()}", flush=True)
         server.start()
-        base, stats, base_cpu, load_cpu = asyncio.run(run(args, server, seed_))
+        base, stats, base_cpu, load_cpu = run_loop(run(args, server, seed_))
         server.stop()
         base_rate = len(base.round_trips) / args.baseline
         rate = len(stats.round_trips) / args.duration
