@@ -25,7 +25,9 @@ def strat(**changes: object) -> ExampleStrategy:
 def take(session: Session, worker: Worker, s: ExampleStrategy) -> Assignment | None:
     vq.begin_batch(session, worker, s)
     item = vq.next_item(session, worker, s)
-    return item.lease if item else None
+    if item is None or item.lease_id is None:
+        return None
+    return session.get(Assignment, item.lease_id)
 
 
 def answer(session: Session, worker: Worker, s: ExampleStrategy, value: bool) -> Example | None:

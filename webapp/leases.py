@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import func
+from sqlalchemy import func, insert
 from sqlmodel import Session, col, select
 
 from core.models import Assignment, Batch, BatchKind, ImagePair, LeaseStatus, PairStatus
@@ -29,8 +29,8 @@ class LeaseStrategy(Protocol):
     kind: str
     item_field: str  # "pair_id" or "example_id" on Assignment
 
-    def candidates(self, session: Session, batch: Batch, limit: int) -> Sequence[int]:
-        """Ids of items this batch's worker may take next, best first, locked for update.
+    def candidates(self, session: Session, worker_id: int, limit: int) -> Sequence[int]:
+        """Ids of items this worker may take next, best first, locked for update.
 
         Use :func:`lock_rows` on the select so PostgreSQL skips rows other transactions
         hold. Return at most ``limit`` ids.
@@ -68,7 +68,7 @@ class PairStrategy:
     kind: str = BatchKind.generate
     item_field: str = "pair_id"
 
-    def candidates(self, session: Session, batch: Batch, limit: int) -> Sequence[int]:
+    def candidates(self, session: Session, worker_id: int, limit: int) -> Sequence[int]:
         stmt = (
             select(ImagePair.id)
             .where(ImagePair.status == PairStatus.available)
@@ -125,22 +125,51 @@ def take_next(
     if current is not None:
         return current
     assert batch.id is not None
-    for item_id in strategy.candidates(session, batch, limit=1):
-        expires = min(now + timedelta(minutes=lease_minutes), batch.deadline)
-        lease = Assignment(
-            batch_id=batch.id,
-            worker_id=batch.worker_id,
-            kind=strategy.kind,
-            status=LeaseStatus.active,
-            leased_at=now,
-            lease_expires_at=max(expires, now + timedelta(seconds=30)),
-        )
-        setattr(lease, strategy.item_field, item_id)
-        session.add(lease)
+    taken = lease_item(session, batch.id, batch.worker_id, batch.deadline, strategy,
+                       lease_minutes, now)
+    return session.get(Assignment, taken[0]) if taken is not None else None
+
+
+def lease_expiry(now: datetime, lease_minutes: int, batch_deadline: datetime) -> datetime:
+    """A lease runs ``lease_minutes`` but not past the batch's deadline (and at least 30 s)."""
+    expires = min(now + timedelta(minutes=lease_minutes), batch_deadline)
+    return max(expires, now + timedelta(seconds=30))
+
+
+def lease_item(
+    session: Session,
+    batch_id: int,
+    worker_id: int,
+    batch_deadline: datetime,
+    strategy: LeaseStrategy,
+    lease_minutes: int,
+    now: datetime,
+) -> tuple[int, int] | None:
+    """Lease the strategy's best free item to the worker: (lease id, item id), or None.
+
+    Core statements, no ORM objects: this runs on every validation round trip, where
+    building and flushing an Assignment object cost more CPU than the INSERT itself.
+    """
+    for item_id in strategy.candidates(session, worker_id, limit=1):
+        if session.new or session.dirty or session.deleted:
+            session.flush()
+        values = {
+            "batch_id": batch_id,
+            "worker_id": worker_id,
+            "kind": strategy.kind,
+            "status": LeaseStatus.active.value,
+            "leased_at": now,
+            "lease_expires_at": lease_expiry(now, lease_minutes, batch_deadline),
+            strategy.item_field: item_id,
+        }
+        lease_id = session.connection().execute(_INSERT_LEASE, values).scalar_one()
+        assert lease_id is not None
         strategy.on_leased(session, item_id)
-        session.flush()
-        return lease
+        return lease_id, item_id
     return None
+
+
+_INSERT_LEASE = insert(Assignment).returning(col(Assignment.id))
 
 
 def finish(session: Session, lease: Assignment, now: datetime | None = None) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -48,6 +48,7 @@ from core.models import (
     Assignment,
     Batch,
     BatchKind,
+    BatchStatus,
     Example,
     ExampleOrigin,
     LeaseStatus,
@@ -162,9 +163,8 @@ class ExampleStrategy:
             self._cached = (now, load_study_config(session))
         return self._cached[1]
 
-    def candidates(self, session: Session, batch: Batch, limit: int) -> Sequence[int]:
+    def candidates(self, session: Session, worker_id: int, limit: int) -> Sequence[int]:
         config = self.study(session)
-        worker_id = batch.worker_id
         if config.gold_rate > 0 and self.rng.random() < config.gold_rate:
             gold = gold_candidates(session, worker_id, limit)
             if gold:
@@ -224,10 +224,49 @@ class _Statements:
     lease_taken: Any
     lease_returned: Any
     lock_lease: Any
+    batch_state: Any
+    active_lease: Any
+    finish_lease: Any
     late_ok: Any
     count_vote: Any
     insert_vote: Any
     set_state: Any
+
+
+_A = Assignment.__table__  # type: ignore[attr-defined]
+_B = Batch.__table__  # type: ignore[attr-defined]
+_V = Vote.__table__  # type: ignore[attr-defined]
+_W = Worker.__table__  # type: ignore[attr-defined]
+
+
+def _batch_columns(exclude_lease: Any = None) -> list[Any]:
+    """The batch's state in one row: its own columns, leases done, and its active lease
+    (other than ``exclude_lease``), as scalar subqueries over ix_assignment_batch_id."""
+    done = _A.alias("done_lease")
+    open_ = _A.alias("open_lease")
+    active = [open_.c.batch_id == _B.c.id, open_.c.status == LeaseStatus.active.value]
+    if exclude_lease is not None:
+        active.append(open_.c.id != exclude_lease)
+
+    def first_active(column: Any) -> Any:
+        return (
+            sa_select(column).where(*active).order_by(open_.c.id).limit(1).scalar_subquery()
+        )
+
+    return [
+        _B.c.id.label("batch_id"),
+        _B.c.status.label("batch_status"),
+        _B.c.size.label("batch_size"),
+        _B.c.deadline.label("batch_deadline"),
+        _B.c.completion_code.label("completion_code"),
+        sa_select(func.count())
+        .select_from(done)
+        .where(done.c.batch_id == _B.c.id, done.c.status == LeaseStatus.done.value)
+        .scalar_subquery()
+        .label("done"),
+        first_active(open_.c.id).label("active_id"),
+        first_active(open_.c.example_id).label("active_example_id"),
+    ]
 
 
 @functools.cache
@@ -258,11 +297,52 @@ def _statements(dialect: str) -> _Statements:
         .order_by(func.random())
         .limit(bindparam("q_limit", type_=Integer))
     )
+    lease_param = bindparam("q_lease", type_=Integer)
+    # One statement per request for who and where: the lease (locked: two submits of one
+    # lease serialise here), its worker's blocked flag, its batch with the leases done and
+    # any other active lease, and a vote already stored for it (an idempotent replay).
     lock_lease = (
-        select(Assignment, Vote, Batch)
-        .join(Batch, col(Batch.id) == col(Assignment.batch_id))
-        .outerjoin(Vote, col(Vote.assignment_id) == col(Assignment.id))
-        .where(col(Assignment.id) == bindparam("q_lease", type_=Integer))
+        sa_select(
+            _A.c.worker_id, _A.c.kind, _A.c.status, _A.c.example_id, _W.c.blocked,
+            *_batch_columns(exclude_lease=_A.c.id),
+            _V.c.id.label("vote_id"), _V.c.value, _V.c.reference_frame, _V.c.duration_ms,
+            _V.c.created_at,
+        )
+        .select_from(
+            _A.join(_B, _B.c.id == _A.c.batch_id)
+            .join(_W, _W.c.id == _A.c.worker_id)
+            .outerjoin(_V, _V.c.assignment_id == _A.c.id)
+        )
+        .where(_A.c.id == lease_param)
+    )
+    # The worker (None: unknown) and their open batch of this kind, if any, in one row.
+    batch_state = (
+        sa_select(_W.c.blocked, *_batch_columns())
+        .select_from(
+            _W.outerjoin(
+                _B,
+                and_(
+                    _B.c.worker_id == _W.c.id,
+                    _B.c.kind == BatchKind.validate.value,
+                    _B.c.status == BatchStatus.open.value,
+                ),
+            )
+        )
+        .where(_W.c.id == _WORKER)
+        .order_by(_B.c.id.desc())
+        .limit(1)
+    )
+    active_lease = (
+        sa_select(_A.c.id, _A.c.example_id)
+        .where(_A.c.batch_id == bindparam("q_batch", type_=Integer),
+               _A.c.status == LeaseStatus.active.value)
+        .order_by(_A.c.id)
+        .limit(1)
+    )
+    finish_lease = (
+        update(Assignment)
+        .where(col(Assignment.id) == lease_param)
+        .values(status=LeaseStatus.done.value, finished_at=bindparam("q_now"))
     )
     late_ok = select(Example.id).where(
         col(Example.id) == example_id,
@@ -272,7 +352,7 @@ def _statements(dialect: str) -> _Statements:
         # PostgreSQL: skip rows other transactions hold (as webapp.leases.lock_rows does);
         # SQLite's BEGIN IMMEDIATE already serialises writers.
         regular = regular.with_for_update(skip_locked=True)
-        lock_lease = lock_lease.with_for_update(of=Assignment)  # type: ignore[arg-type]
+        lock_lease = lock_lease.with_for_update(of=_A)
         late_ok = late_ok.with_for_update()
     value = bindparam("q_value", type_=Boolean)
     release = bindparam("q_release", type_=Integer)
@@ -312,6 +392,9 @@ def _statements(dialect: str) -> _Statements:
         )
         .values(queue_leases=col(Example.queue_leases) - 1),
         lock_lease=lock_lease,
+        batch_state=batch_state,
+        active_lease=active_lease,
+        finish_lease=finish_lease,
         late_ok=late_ok,
         count_vote=count_vote,
         insert_vote=insert_vote,
@@ -369,36 +452,45 @@ def expire_stale(session: Session, strategy: ExampleStrategy, now: datetime | No
 
 
 # --- serving and voting --------------------------------------------------------------------
+#
+# The hot path (every validation round trip) runs prebuilt Core statements on the session's
+# connection and reads plain rows: a vote with the next item is about eight statements and
+# one commit. ORM objects are loaded only on the rare turns (a batch ending, a gold check).
+
+Display = Callable[[Session, int], dict[str, Any]]
+"""Builds what the validator is shown of an Example (``webapp.validation_view``); called
+inside the transaction, so the answer needs no second connection after the commit."""
 
 
 @dataclass
 class NextItem:
-    """The outcome of asking for work. Plain values are copied before the commit, so callers
-    can answer without the session reloading expired rows (one query each)."""
+    """The outcome of asking for work, as plain values (nothing to reload after the commit).
 
-    batch: Batch
-    lease: Assignment | None  # None: nothing left for this worker (batch finished)
+    ``lease_id`` None: nothing left for this worker; the batch has ended (``batch_status``).
+    """
+
+    lease_id: int | None
+    example_id: int | None
     done: int
-    lease_id: int | None = None
-    example_id: int | None = None
-    batch_size: int = 0
-    batch_status: str = "open"
-    completion_code: str | None = None
-    deadline: datetime | None = None
+    batch_size: int
+    batch_status: str
+    completion_code: str | None
+    deadline: datetime | None
+    display: dict[str, Any] | None = None
 
 
-def _snapshot(batch: Batch, lease: Assignment | None, done: int) -> NextItem:
-    return NextItem(
-        batch=batch,
-        lease=lease,
-        done=done,
-        lease_id=lease.id if lease is not None else None,
-        example_id=lease.example_id if lease is not None else None,
-        batch_size=batch.size,
-        batch_status=batch.status,
-        completion_code=batch.completion_code,
-        deadline=batch.deadline,
-    )
+def _unusable(blocked: bool | None) -> None:
+    if blocked is None:
+        raise VoteError(401, "We do not know who you are yet.")
+    if blocked:
+        raise VoteError(403, "This account cannot take part in the study.")
+
+
+def _worker_id(worker: Worker | int) -> int:
+    if isinstance(worker, Worker):
+        assert worker.id is not None
+        return worker.id
+    return worker
 
 
 def begin_batch(
@@ -424,23 +516,34 @@ def begin_batch(
 
 
 def next_item(
-    session: Session, worker: Worker, strategy: ExampleStrategy, now: datetime | None = None
+    session: Session,
+    worker: Worker | int,
+    strategy: ExampleStrategy,
+    now: datetime | None = None,
+    display: Display | None = None,
 ) -> NextItem | None:
     """The worker's current or next validation item in their open batch. Commits.
 
     None when the worker has no open batch (send them to the instructions or the done page).
     A batch that ends here (size reached, time up, pool dry) comes back with no lease and
     its completion code set, or status ``returned`` when nothing was done.
+    Raises :class:`VoteError` 401 / 403 for an unknown or blocked worker.
     """
     now = now or utcnow()
-    assert worker.id is not None
+    worker_id = _worker_id(worker)
     config = strategy.study(session)
     try:
-        batch = batches.current_batch(session, worker.id, strategy.kind)
-        if batch is None:
+        row = _core(session, _statements(_dialect(session)).batch_state, {"q_worker": worker_id})
+        state = row.first()
+        _unusable(state.blocked if state is not None else None)
+        assert state is not None
+        if state.batch_id is None:
             session.rollback()
             return None
-        item = _advance(session, batch, None, strategy, config, now)
+        active = (state.active_id, state.active_example_id) if state.active_id else None
+        item = _advance(
+            session, worker_id, state, state.done, active, strategy, config, now, display
+        )
         session.commit()
     except BaseException:
         session.rollback()
@@ -448,51 +551,81 @@ def next_item(
     return item
 
 
+def _ended(session: Session, batch_id: int, done: int) -> NextItem:
+    batch = session.get(Batch, batch_id)
+    assert batch is not None
+    return NextItem(None, None, done, batch.size, batch.status, batch.completion_code,
+                    batch.deadline)
+
+
 def _advance(
     session: Session,
-    batch: Batch,
-    done: int | None,
+    worker_id: int,
+    state: Any,
+    done: int,
+    active: tuple[int, int] | None,
     strategy: ExampleStrategy,
     config: StudyConfig,
     now: datetime,
+    display: Display | None,
 ) -> NextItem:
-    """Within the caller's transaction: end the batch if due, else resume or take a lease."""
-    if batches.expire_if_due(session, batch, config, strategy, now):
-        return _snapshot(batch, None, leases.count_done(session, batch))
-    if done is None:
-        done = leases.count_done(session, batch)
-    lease = None
-    if done < batch.size:
+    """Within the caller's transaction: end the batch if due, else resume or take a lease.
+
+    ``state`` is a row with the batch columns of :func:`_batch_columns`; ``active`` the
+    batch's active lease (id, example id), if any.
+    """
+    if state.batch_status == BatchStatus.open and state.batch_deadline <= now:
+        batch = session.get(Batch, state.batch_id)
+        assert batch is not None
+        batches.expire_if_due(session, batch, config, strategy, now)
+        return _ended(session, state.batch_id, done)
+    lease_id = example_id = None
+    if done < state.batch_size:
         if strategy.sweep_due():
             expire_stale(session, strategy, now)
-        # The ordered sweep above (once a second per process) replaces take_next's own.
-        lease = leases.take_next(
-            session, batch, strategy, config.lease_minutes, now=now, expire=False
-        )
-    if lease is None:
+            # The sweep may have ended the batch's own lease: read it again.
+            row = _core(session, _statements(_dialect(session)).active_lease,
+                        {"q_batch": state.batch_id}).first()
+            active = (row.id, row.example_id) if row is not None else None
+        if active is not None:
+            lease_id, example_id = active
+        else:
+            taken = leases.lease_item(
+                session, state.batch_id, worker_id, state.batch_deadline, strategy,
+                config.lease_minutes, now,
+            )
+            if taken is not None:
+                lease_id, example_id = taken
+    if lease_id is None or example_id is None:
+        batch = session.get(Batch, state.batch_id)
+        assert batch is not None
         if done > 0:
             batches.complete(session, batch, config, strategy, now)
         else:
             batches.give_up(session, batch, strategy)
-    return _snapshot(batch, lease, done)
+        return _ended(session, state.batch_id, done)
+    return NextItem(
+        lease_id, example_id, done, state.batch_size, state.batch_status,
+        state.completion_code, state.batch_deadline,
+        display(session, example_id) if display is not None else None,
+    )
 
 
 @dataclass
 class VoteOutcome:
     vote: Vote
     created: bool  # False: the same assignment was submitted before (idempotent replay)
-    batch: Batch
     done: int
+    batch_size: int
+    batch_status: str
+    completion_code: str | None
     flagged: bool = False
-    next: NextItem | None = None  # filled by vote_and_next
-    batch_size: int = 0
-    batch_status: str = "open"
-    completion_code: str | None = None
+    next: NextItem | None = None  # with then_next
 
 
 def record_vote(
     session: Session,
-    worker: Worker,
+    worker: Worker | int,
     assignment_id: int,
     value: bool,
     strategy: ExampleStrategy,
@@ -500,6 +633,7 @@ def record_vote(
     duration_ms: int | None = None,
     now: datetime | None = None,
     then_next: bool = False,
+    display: Display | None = None,
 ) -> VoteOutcome:
     """Record a validator's vote for the item leased to them. Commits, or changes nothing.
 
@@ -507,7 +641,8 @@ def record_vote(
     arrives after its lease ran out is still taken if the Example has room for it.
     With ``then_next`` the next item is leased in the same transaction (``outcome.next``):
     one commit per round trip instead of two.
-    Raises :class:`VoteError` (404 not this worker's item, 409 no longer acceptable).
+    Raises :class:`VoteError` (404 not this worker's item, 409 no longer acceptable, 403 a
+    blocked worker).
     """
     if reference_frame is not None and reference_frame not in REFERENCE_FRAMES:
         raise VoteError(422, "The reference frame must be intrinsic, relative or both.")
@@ -515,19 +650,17 @@ def record_vote(
         duration_ms = None  # a client clock glitch is not worth refusing a vote for
     now = now or utcnow()
     config = strategy.study(session)
-    assert worker.id is not None
-    worker_id = worker.id
+    worker_id = _worker_id(worker)
     try:
-        outcome = _record_vote(
+        outcome, state = _record_vote(
             session, worker, worker_id, assignment_id, value, strategy, config,
             reference_frame, duration_ms, now,
         )
-        batch = outcome.batch
-        if then_next and batch.status == "open":
-            outcome.next = _advance(session, batch, outcome.done, strategy, config, now)
-        outcome.batch_size = batch.size
-        outcome.batch_status = batch.status
-        outcome.completion_code = batch.completion_code
+        if then_next and outcome.batch_status == BatchStatus.open:
+            active = (state.active_id, state.active_example_id) if state.active_id else None
+            outcome.next = _advance(
+                session, worker_id, state, outcome.done, active, strategy, config, now, display
+            )
         session.commit()
     except BaseException:
         session.rollback()
@@ -537,7 +670,7 @@ def record_vote(
 
 def _record_vote(
     session: Session,
-    worker: Worker,
+    worker: Worker | int,
     worker_id: int,
     assignment_id: int,
     value: bool,
@@ -546,12 +679,9 @@ def _record_vote(
     reference_frame: str | None,
     duration_ms: int | None,
     now: datetime,
-) -> VoteOutcome:
-    # One statement: the lease, locked (two submits of one lease serialise here), and any
-    # vote already stored for it.
+) -> tuple[VoteOutcome, Any]:
     statements = _statements(_dialect(session))
-    locked = session.execute(statements.lock_lease, {"q_lease": assignment_id}).first()
-    lease, existing, batch = locked if locked is not None else (None, None, None)
+    lease = _core(session, statements.lock_lease, {"q_lease": assignment_id}).first()
     if (
         lease is None
         or lease.worker_id != worker_id
@@ -559,9 +689,16 @@ def _record_vote(
         or lease.example_id is None
     ):
         raise VoteError(404, "This item is not one of yours. Please reload the page.")
-    assert batch is not None
-    if existing is not None:
-        return VoteOutcome(existing, False, batch, leases.count_done(session, batch))
+    _unusable(lease.blocked)
+    if lease.vote_id is not None:
+        existing = Vote(
+            id=lease.vote_id, example_id=lease.example_id, worker_id=worker_id,
+            value=lease.value, reference_frame=lease.reference_frame,
+            duration_ms=lease.duration_ms, assignment_id=assignment_id,
+            created_at=lease.created_at,
+        )
+        return VoteOutcome(existing, False, lease.done, lease.batch_size, lease.batch_status,
+                           lease.completion_code), lease
     example_id = lease.example_id
     held = lease.status == LeaseStatus.active
     if not held:
@@ -576,24 +713,35 @@ def _record_vote(
                 "Please reload the page for the next one."
             )
     vote, is_gold = _count_and_insert(
-        session, worker_id, lease, example_id, value, held, config, reference_frame,
+        session, worker_id, assignment_id, example_id, value, held, config, reference_frame,
         duration_ms, now,
     )
-    leases.finish(session, lease, now)
-    session.flush()
-    done = leases.count_done(session, batch)
-    flagged = False
+    _core(session, statements.finish_lease, {"q_lease": assignment_id, "q_now": now})
+    done = lease.done + 1
+    outcome = VoteOutcome(vote, True, done, lease.batch_size, lease.batch_status,
+                          lease.completion_code)
     if is_gold:
-        flagged = check_gold_accuracy(session, worker, config, strategies={strategy.kind: strategy})
-    if batch.status == "open" and done >= batch.size:
+        who = worker if isinstance(worker, Worker) else session.get(Worker, worker_id)
+        assert who is not None
+        outcome.flagged = check_gold_accuracy(
+            session, who, config, strategies={strategy.kind: strategy}
+        )
+        if outcome.flagged:  # blocking ends the batch (and commits): read it again
+            batch = session.get(Batch, lease.batch_id, populate_existing=True)
+            assert batch is not None
+            outcome.batch_status = batch.status
+    if outcome.batch_status == BatchStatus.open and done >= lease.batch_size:
+        batch = session.get(Batch, lease.batch_id)
+        assert batch is not None
         batches.complete(session, batch, config, strategy, now)
-    return VoteOutcome(vote, True, batch, done, flagged)
+        outcome.batch_status, outcome.completion_code = batch.status, batch.completion_code
+    return outcome, lease
 
 
 def _count_and_insert(
     session: Session,
     worker_id: int,
-    lease: Assignment,
+    assignment_id: int,
     example_id: int,
     value: bool,
     held: bool,
@@ -623,7 +771,7 @@ def _count_and_insert(
         "value": value,
         "reference_frame": reference_frame,
         "duration_ms": duration_ms,
-        "assignment_id": lease.id,
+        "assignment_id": assignment_id,
         "created_at": now,
     }
     vote_id = _core(session, statements.insert_vote, values).scalar()

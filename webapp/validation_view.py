@@ -106,7 +106,13 @@ def public_item(
     cache: DisplayCache | None = None,
 ) -> dict[str, Any]:
     """One leased item as the page and the API show it: no label, origin or gold flag."""
-    shown = example_display(session, example_id, image_root is not None, cache)
+    return leased_item(example_display(session, example_id, image_root is not None, cache),
+                       assignment_id)
+
+
+def leased_item(shown: dict[str, Any], assignment_id: int) -> dict[str, Any]:
+    """An :func:`example_display` for one lease: the marked image is addressed by the lease,
+    so its URL says nothing about the Example."""
     image = dict(shown["image"])
     if image["marked"]:
         image["src"] = f"/images/validate/{assignment_id}.jpg"

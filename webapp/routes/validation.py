@@ -28,13 +28,14 @@ from webapp.identity import CurrentWorker, check_csrf, csrf_token, get_current_w
 from webapp.routes.entry import redirect, strategy_for
 from webapp.validation_queue import (
     REFERENCE_FRAMES,
+    Display,
     ExampleStrategy,
     NextItem,
     VoteError,
     next_item,
     record_vote,
 )
-from webapp.validation_view import DisplayCache, example_instances, public_item
+from webapp.validation_view import DisplayCache, example_display, example_instances, leased_item
 
 router = APIRouter(tags=["validate"])
 KIND = "validate"
@@ -77,8 +78,37 @@ def _where_next(session: Session, worker: Worker) -> str:
     return f"/done/{KIND}" if last is not None else f"/instructions/{KIND}"
 
 
-def _advance(request: Request, session: Session, worker: Worker) -> NextItem | None:
-    return next_item(session, worker, _strategy(request))
+def _display(request: Request) -> Display:
+    """What the queue calls, inside its transaction, for the Example it serves."""
+    local_images = request.app.state.settings.image_root is not None
+    cache = _display_cache(request)
+
+    def display(session: Session, example_id: int) -> dict[str, Any]:
+        return example_display(session, example_id, local_images, cache)
+
+    return display
+
+
+def _advance(request: Request, session: Session, worker: Worker | int) -> NextItem | None:
+    return next_item(session, worker, _strategy(request), display=_display(request))
+
+
+def _cookie_worker(request: Request, session: Session) -> int:
+    """The session cookie's worker id (401 without one); the queue's own statements check
+    that the worker exists and is not blocked, so the hot path does not load the row."""
+    worker_id = request.session.get("worker_id")
+    if not isinstance(worker_id, int):
+        get_current_worker(request, session)  # raises the 401 page
+    return worker_id  # type: ignore[return-value]
+
+
+def _refused(request: Request, session: Session, exc: VoteError) -> PageError:
+    """A VoteError as the worker sees it; an unknown or blocked worker gets exactly the
+    answer every other page gives them (``get_current_worker``)."""
+    if exc.status in (401, 403, 404):
+        session.rollback()
+        get_current_worker(request, session)  # raises 401 / 403 when that is the reason
+    return PageError(exc.status, exc.message)
 
 
 # --- the HTML task -----------------------------------------------------------------------
@@ -97,18 +127,18 @@ def task_page(
 
 def _task_page(request: Request, session: Session, settings: Any, templates: Any) -> Response:
     worker = get_current_worker(request, session)
-    item = _advance(request, session, worker)
-    if item is None or item.lease is None:
+    try:
+        item = _advance(request, session, worker)
+    except VoteError as exc:
+        raise _refused(request, session, exc) from exc
+    if item is None or item.lease_id is None:
         return redirect(_where_next(session, worker))
-    assert item.lease_id is not None and item.example_id is not None
+    assert item.display is not None
     ctx: dict[str, Any] = {
         "kind": KIND,
         "batch_size": item.batch_size,
         "lease_id": item.lease_id,
-        "item": public_item(
-            session, item.lease_id, item.example_id, settings.image_root,
-            _display_cache(request),
-        ),
+        "item": leased_item(item.display, item.lease_id),
         "done_count": item.done,
         "seconds_left": _seconds_left(item),
         "csrf": csrf_token(request),
@@ -144,7 +174,7 @@ def task_submit(
         except VoteError as exc:
             if exc.status == 409:
                 return redirect(f"/{KIND}?notice=expired")  # nothing to fix: carry on
-            raise PageError(exc.status, exc.message) from exc
+            raise _refused(request, session, exc) from exc
         return redirect(f"/{KIND}")
 
 
@@ -208,15 +238,12 @@ IMAGE_FIELDS = tuple(ItemImage.model_fields)
 ITEM_FIELDS = tuple(f for f in ItemPublic.model_fields if f != "image")
 
 
-def _state(request: Request, session: Session, item: NextItem) -> dict[str, Any]:
+def _state(item: NextItem) -> dict[str, Any]:
     """A :class:`TaskState` as plain JSON-ready values (the API answers without building
     pydantic models per request; the models document the shape in the OpenAPI schema)."""
     public = None
-    if item.lease_id is not None and item.example_id is not None:
-        image_root = request.app.state.settings.image_root
-        shown = public_item(
-            session, item.lease_id, item.example_id, image_root, _display_cache(request)
-        )
+    if item.lease_id is not None and item.display is not None:
+        shown = leased_item(item.display, item.lease_id)
         image = shown["image"]
         public = {name: shown[name] for name in ITEM_FIELDS}
         public["image"] = {name: image[name] for name in IMAGE_FIELDS}
@@ -272,13 +299,16 @@ async def api_item(request: Request) -> Response:
 
 def _api_item(request: Request) -> Response:
     with Session(request.app.state.engine) as session:
-        worker = get_current_worker(request, session)
-        item = _advance(request, session, worker)
+        worker_id = _cookie_worker(request, session)
+        try:
+            item = _advance(request, session, worker_id)
+        except VoteError as exc:
+            raise _refused(request, session, exc) from exc
         if item is None:
             raise PageError(
                 409, "There is no open validation batch; start one at /instructions/validate."
             )
-        return _json(_state(request, session, item))
+        return _json(_state(item))
 
 
 @router.post(
@@ -321,15 +351,15 @@ async def api_vote(request: Request) -> Response:
 
 def _api_vote(request: Request, body: VoteIn, then_next: bool) -> Response:
     with Session(request.app.state.engine) as session:
-        worker = get_current_worker(request, session)
+        worker_id = _cookie_worker(request, session)
         try:
             out = record_vote(
-                session, worker, body.assignment_id, body.value, _strategy(request),
+                session, worker_id, body.assignment_id, body.value, _strategy(request),
                 reference_frame=body.reference_frame, duration_ms=body.duration_ms,
-                then_next=then_next,
+                then_next=then_next, display=_display(request),
             )
         except VoteError as exc:
-            raise PageError(exc.status, exc.message) from exc
+            raise _refused(request, session, exc) from exc
         assert out.vote.id is not None
         result = {
             "vote_id": out.vote.id,
@@ -339,7 +369,7 @@ def _api_vote(request: Request, body: VoteIn, then_next: bool) -> Response:
             "batch_size": out.batch_size,
             "finished": out.batch_status != "open",
             "completion_code": out.completion_code,
-            "next": _state(request, session, out.next) if out.next is not None else None,
+            "next": _state(out.next) if out.next is not None else None,
         }
         return _json(result, status_code=201 if out.created else 200)
 
