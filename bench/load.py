@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import random
@@ -193,7 +194,7 @@ class Server:
     def start(self) -> None:
         env = dict(os.environ, DATABASE_URL=self.url, SECRET_KEY="load-bench-" + "s" * 40)
         cmd = [
-            sys.executable, "-m", "uvicorn", "webapp.app:create_app", "--factory",
+            sys.executable, "-m", "uvicorn", "webapp.app:create_server_app", "--factory",
             "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
             "--no-access-log", "--log-level", "warning", "--backlog", "4096",
         ]
@@ -593,6 +594,7 @@ def jar_cookies(client: httpx.AsyncClient) -> dict[str, str]:
 @dataclass
 class Stats:
     latencies: list[float] = field(default_factory=list)  # per request, seconds
+    stamps: list[float] = field(default_factory=list)  # when each request ended (monotonic)
     round_trips: list[float] = field(default_factory=list)  # fetch + vote, seconds
     acked: list[tuple[int, int, bool]] = field(default_factory=list)  # (vote id, lease, value)
     errors: Counter[str] = field(default_factory=Counter)
@@ -622,6 +624,7 @@ async def request(
             await asyncio.sleep(0.05)
             continue
         stats.latencies.append(time.perf_counter() - t0)
+        stats.stamps.append(time.monotonic())
         return r
 
 
@@ -640,18 +643,32 @@ async def enter(client: httpx.AsyncClient, query: str) -> None:
 
 async def validator(
     client: HttpClient, seed_: Seed, stats: Stats, deadline: float, rng: random.Random,
-    combined: bool, interval: float = 0.0,
+    combined: bool, interval: float = 0.0, slot: dict[str, Any] | None = None,
 ) -> None:
     """One validator's loop. ``interval`` > 0 paces it (think time): one round trip started
-    every ``interval`` seconds at most, so C clients offer C / interval round trips/s."""
-    state: dict[str, Any] | None = None
-    next_start = time.monotonic() + rng.random() * interval
+    every ``interval`` seconds at most, so C clients offer C / interval round trips/s.
+    ``slot`` carries the validator's current item and pacing from one phase to the next."""
+    slot = {} if slot is None else slot
+    state: dict[str, Any] | None = slot.get("state")
+    next_start = slot.get("next_start", time.monotonic() + rng.random() * interval)
+    await _validate(client, seed_, stats, deadline, rng, combined, interval, slot, state,
+                    next_start)
+
+
+async def _validate(
+    client: HttpClient, seed_: Seed, stats: Stats, deadline: float, rng: random.Random,
+    combined: bool, interval: float, slot: dict[str, Any], state: dict[str, Any] | None,
+    next_start: float,
+) -> None:
+    if slot.get("done"):
+        return
     while time.monotonic() < deadline:
         if interval:
             await asyncio.sleep(max(0.0, next_start - time.monotonic()))
-            next_start = max(next_start + interval, time.monotonic())
             if time.monotonic() >= deadline:
+                slot["next_start"], slot["state"] = next_start, state
                 return
+            next_start = max(next_start + interval, time.monotonic())
         t0 = time.perf_counter()
         if state is None:
             r = await request(client, "GET", "/api/validate/item", stats, deadline)
@@ -659,11 +676,13 @@ async def validator(
                 return
             if r.status_code != 200:
                 stats.errors[f"GET item {r.status_code}"] += 1
+                slot["done"] = True
                 return
             state = r.json()
         item = state.get("item")
         if item is None:
             stats.finished_batches += 1
+            slot["done"] = True
             return
         p = seed_.p_true.get(item["caption"] + "|" + item["image"]["src"].rsplit("/", 1)[-1], 0.5)
         body = {"assignment_id": item["assignment_id"], "value": rng.random() < p,
@@ -681,8 +700,10 @@ async def validator(
         stats.round_trips.append(time.perf_counter() - t0)
         if out["finished"]:
             stats.finished_batches += 1
+            slot["done"] = True
             return
         state = out["next"] if combined else None
+    slot["next_start"], slot["state"] = next_start, state
 
 
 async def baseline_client(client: HttpClient, stats: Stats, deadline: float) -> None:
@@ -730,6 +751,12 @@ async def run(
         else:
             testers.extend(HttpxClient(c) for c in clients)
 
+        # The client's own garbage collector would stall all 100 validators at once (full
+        # collections of 70-95 ms were seen), adding to every latency in flight: it is off
+        # while measuring; a run allocates little that is not kept anyway.
+        gc.collect()
+        gc.freeze()
+        gc.disable()
         base_stats = Stats()
         t_end = time.monotonic() + args.baseline
         t0 = time.perf_counter()
@@ -738,7 +765,20 @@ async def run(
         )
         base_elapsed = time.perf_counter() - t0
 
+        # Warm-up: the same validators, not measured (connection pools filling, statements
+        # being prepared, the per-process display caches empty); their votes are checked.
+        interval = args.concurrency / args.rate if args.rate else 0.0
+        slots: list[dict[str, Any]] = [{} for _ in testers]
+        warm = Stats()
+        if args.warmup > 0:
+            warm_end = time.monotonic() + args.warmup
+            await asyncio.gather(*(
+                validator(c, seed_, warm, warm_end, random.Random(-1 - k), args.combined,
+                          interval, slots[k])
+                for k, c in enumerate(testers)
+            ))
         stats = Stats()
+        stats.acked.extend(warm.acked)
         deadline = time.monotonic() + args.duration
         killer = None
         if args.kill:
@@ -754,20 +794,37 @@ async def run(
             killer = asyncio.create_task(kill_and_restart())
         t0 = time.perf_counter()
         load_cpu = await measured(server, asyncio.gather(*(
-            validator(c, seed_, stats, deadline, random.Random(k), args.combined,
-                      args.concurrency / args.rate if args.rate else 0.0)
+            validator(c, seed_, stats, deadline, random.Random(k), args.combined, interval,
+                      slots[k])
             for k, c in enumerate(testers)
         )))
         elapsed = time.perf_counter() - t0
         if killer is not None:
             await killer
+        if args.timeline:
+            print_timeline(stats)
         stats.latencies.sort()
         base_stats.latencies.sort()
         print(f"  load phase {elapsed:.1f} s, baseline phase {base_elapsed:.1f} s", flush=True)
         return base_stats, stats, base_cpu, load_cpu
     finally:
+        gc.enable()
         await asyncio.gather(*(c.aclose() for c in testers))
         await asyncio.gather(*(c.aclose() for c in clients))
+
+
+def print_timeline(stats: Stats, step: float = 2.0) -> None:
+    """p50/p99 per ``step`` seconds of the measured phase (where a tail comes from)."""
+    if not stats.stamps:
+        return
+    t0 = stats.stamps[0]
+    buckets: dict[int, list[float]] = defaultdict(list)
+    for stamp, latency in zip(stats.stamps, stats.latencies, strict=True):
+        buckets[int((stamp - t0) // step)].append(latency)
+    for k in sorted(buckets):
+        v = sorted(buckets[k])
+        print(f"  t={k * step:4.0f}s  {len(v) / step:6.1f} req/s  p50 {1000 * pct(v, .5):6.1f} ms"
+              f"  p99 {1000 * pct(v, .99):6.1f} ms  max {1000 * v[-1]:6.1f} ms")
 
 
 # --- checks -----------------------------------------------------------------------------------
@@ -872,6 +929,10 @@ def main() -> int:
                     help="offered round trips/s over all clients (think time); 0 = flat out")
     ap.add_argument("--client", choices=("raw", "httpx"), default="raw",
                     help="HTTP client of the measured phases (the entry always uses httpx)")
+    ap.add_argument("--warmup", type=float, default=3.0,
+                    help="seconds of the same load before the measured phase (0 = none)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="print p50/p99 per 2 s of the measured phase")
     ap.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
 

@@ -48,7 +48,7 @@ def serve(
             err=True, fg="yellow",
         )
     uvicorn.run(
-        "webapp.app:create_app",
+        "webapp.app:create_server_app",
         factory=True,
         host=host,
         port=port,

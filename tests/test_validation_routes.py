@@ -217,6 +217,7 @@ def test_gold_items_look_like_any_other(site: Any, engine: Engine, db_url: str) 
 def test_blocked_worker_is_refused(site: Any, engine: Engine) -> None:
     client = client_for(site)
     start(client, "vx")
+    leased = client.get("/api/validate/item").json()["item"]["assignment_id"]
     with Session(engine) as s:
         w = s.exec(select(Worker).where(Worker.external_id == "vx")).one()
         w.blocked = True
@@ -224,3 +225,51 @@ def test_blocked_worker_is_refused(site: Any, engine: Engine) -> None:
         s.commit()
     r = client.get("/api/validate/item")
     assert r.status_code == 403 and "cannot take part" in r.json()["detail"]
+    # The vote path reads the blocked flag with the lease (no separate worker lookup).
+    r = client.post("/api/validate/votes", json={"assignment_id": leased, "value": True})
+    assert r.status_code == 403 and "cannot take part" in r.json()["detail"]
+    with Session(engine) as s:
+        assert s.exec(select(Vote)).all() == []
+
+
+def test_api_recovers_from_dropped_database_connections(
+    pg_url: str, coco_dir: Path, tmp_path: Path
+) -> None:
+    """The API's own pool has no pre-ping: a connection PostgreSQL dropped (a restart, an
+    admin's pg_terminate_backend) fails once inside the request, which is retried on a
+    fresh connection; the worker sees nothing and no vote is lost or doubled."""
+    from sqlalchemy import text
+
+    from core.db import make_engine
+
+    engine = make_engine(pg_url)
+    with Session(engine) as s:
+        seed_examples(s, coco_dir)
+    set_study(pg_url, gold_rate=0.0)
+    app = make_app(pg_url, tmp_path, image_root=coco_dir / "images")
+    client = client_for(app)
+    start(client, "vdrop")
+
+    def drop_every_other_connection() -> int:
+        with engine.connect() as c:
+            killed = c.execute(text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )).scalar_one()
+        engine.dispose()
+        return int(killed)
+
+    item = client.get("/api/validate/item").json()["item"]
+    assert drop_every_other_connection() >= 1  # the API pool's idle connection among them
+    r = client.post("/api/validate/votes?next=1",
+                    json={"assignment_id": item["assignment_id"], "value": True})
+    assert r.status_code == 201, r.text
+    assert r.json()["created"] and r.json()["next"]["item"] is not None
+    drop_every_other_connection()
+    again = client.get("/api/validate/item")
+    assert again.status_code == 200
+    assert again.json()["item"]["assignment_id"] == r.json()["next"]["item"]["assignment_id"]
+    with Session(engine) as s:
+        votes = s.exec(select(Vote)).all()
+        assert [(v.assignment_id, v.value) for v in votes] == [(item["assignment_id"], True)]
+    engine.dispose()

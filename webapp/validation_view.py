@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from sqlalchemy import Integer, bindparam
+from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from core.models import Example, Image, ImagePair, Instance
@@ -27,30 +29,52 @@ def example_instances(session: Session, example: Example) -> tuple[Instance, Ins
     parent's; otherwise (imported) the image's only instance of each concept is taken, which
     is how VSR sampled its images.
     """
-    source = example
-    if source.annotation_id is None and source.parent_example_id is not None:
-        parent = session.get(Example, source.parent_example_id)
-        source = parent if parent is not None else source
-    if source.annotation_id is not None:
+    return _instances(session, example.annotation_id, example.parent_example_id,
+                      example.image_id, example.subj, example.obj)
+
+
+def _instances(
+    session: Session,
+    annotation_id: int | None,
+    parent_example_id: int | None,
+    image_id: int,
+    subj: str,
+    obj: str,
+) -> tuple[Instance, Instance] | None:
+    if annotation_id is None and parent_example_id is not None:
+        parent = session.get(Example, parent_example_id)
+        if parent is not None:
+            annotation_id = parent.annotation_id
+    if annotation_id is not None:
         from core.models import Annotation
 
-        annotation = session.get(Annotation, source.annotation_id)
+        annotation = session.get(Annotation, annotation_id)
         pair = session.get(ImagePair, annotation.pair_id) if annotation else None
-        if pair is not None and example.image_id in (pair.image1_id, pair.image2_id):
-            slot = 1 if pair.image1_id == example.image_id else 2
+        if pair is not None and image_id in (pair.image1_id, pair.image2_id):
+            slot = 1 if pair.image1_id == image_id else 2
             a = session.get(Instance, getattr(pair, f"image{slot}_a_id"))
             b = session.get(Instance, getattr(pair, f"image{slot}_b_id"))
             if a is not None and b is not None:
-                return (a, b) if pair.concept_a == example.subj else (b, a)
-    found = session.exec(select(Instance).where(Instance.image_id == example.image_id)).all()
-    subj = [i for i in found if i.category == example.subj]
-    obj = [i for i in found if i.category == example.obj]
-    if len(subj) == 1 and len(obj) == 1:
-        return subj[0], obj[0]
+                return (a, b) if pair.concept_a == subj else (b, a)
+    found = session.exec(select(Instance).where(Instance.image_id == image_id)).all()
+    subj_found = [i for i in found if i.category == subj]
+    obj_found = [i for i in found if i.category == obj]
+    if len(subj_found) == 1 and len(obj_found) == 1:
+        return subj_found[0], obj_found[0]
     return None
 
 
 DISPLAY_CACHE_SIZE = 20_000
+_DISPLAY_ROW = (
+    sa_select(
+        col(Example.caption), col(Example.subj), col(Example.obj), col(Example.relation),
+        col(Example.annotation_id), col(Example.parent_example_id), col(Example.image_id),
+        col(Image.coco_url), col(Image.width), col(Image.height), col(Image.coco_id),
+        col(Image.license_name),
+    )
+    .join(Image, col(Image.id) == col(Example.image_id))
+    .where(col(Example.id) == bindparam("q_id", type_=Integer))
+)
 DisplayCache = OrderedDict[int, dict[str, Any]]
 
 
@@ -66,27 +90,24 @@ def example_display(
     hit = cache.get(example_id) if cache is not None else None
     if hit is not None:
         return hit
-    row = session.exec(
-        select(Example, Image)
-        .join(Image, col(Image.id) == col(Example.image_id))
-        .where(Example.id == example_id)
-    ).one()
-    example, image = row
-    insts = example_instances(session, example)
+    # Plain columns, not ORM objects: this runs inside the vote transaction on a cache miss.
+    row = session.connection().execute(_DISPLAY_ROW, {"q_id": example_id}).one()
+    insts = _instances(session, row.annotation_id, row.parent_example_id, row.image_id,
+                       row.subj, row.obj)
     marked = local_images and insts is not None
     shown = {
-        "caption": example.caption,
-        "subj": example.subj,
-        "obj": example.obj,
-        "relation": example.relation,
-        "frame_question": needs_frame_question(example.relation),
+        "caption": row.caption,
+        "subj": row.subj,
+        "obj": row.obj,
+        "relation": row.relation,
+        "frame_question": needs_frame_question(row.relation),
         "image": {
-            "src": None if marked else image.coco_url,
+            "src": None if marked else row.coco_url,
             "marked": marked,
-            "width": image.width,
-            "height": image.height,
-            "coco_id": image.coco_id,
-            "license_name": image.license_name,
+            "width": row.width,
+            "height": row.height,
+            "coco_id": row.coco_id,
+            "license_name": row.license_name,
             "shapes_subj": [] if marked or insts is None else images.svg_shapes(insts[0]),
             "shapes_obj": [] if marked or insts is None else images.svg_shapes(insts[1]),
         },

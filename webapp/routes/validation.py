@@ -6,6 +6,7 @@ Entry, consent, instructions, batch start and the done page are the shared ones 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal
@@ -17,8 +18,11 @@ from fastapi import APIRouter, Form, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field, ValidationError
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
+from core.db import is_dropped_connection, make_lean_engine
 from core.models import Assignment, Example, Image, Worker
 from core.types import utcnow
 from webapp import batches, images
@@ -273,7 +277,36 @@ def _api_limiter(request: Request) -> CapacityLimiter:
 
 
 async def _in_api_thread(request: Request, func: Any, *args: Any) -> Response:
-    return await anyio.to_thread.run_sync(func, *args, limiter=_api_limiter(request))  # type: ignore[no-any-return]
+    return await anyio.to_thread.run_sync(  # type: ignore[no-any-return]
+        _retrying, func, request, *args, limiter=_api_limiter(request)
+    )
+
+
+def _api_engine(request: Request) -> Engine:
+    """The API's own small pool without pre-ping (``core.db.make_lean_engine``), one per app,
+    made on first use and disposed with the app."""
+    engine = getattr(request.app.state, "api_engine", None)
+    if engine is None:
+        state = request.app.state
+        engine = make_lean_engine(state.engine, state.settings.api_threads)
+        if engine is not state.engine:
+            weakref.finalize(request.app, engine.dispose)
+        state.api_engine = engine
+    return engine  # type: ignore[no-any-return]
+
+
+def _retrying(func: Any, request: Request, *args: Any) -> Response:
+    """Run an API call with a session of the API pool; once more if the database connection
+    turned out to be dead (a PostgreSQL restart). Both API calls are idempotent: a vote
+    whose commit was lost is recorded on the retry, one that landed is found and returned."""
+    for attempt in (1, 2):
+        try:
+            with Session(_api_engine(request)) as session:
+                return func(request, session, *args)  # type: ignore[no-any-return]
+        except DBAPIError as exc:
+            if attempt == 2 or not is_dropped_connection(exc):
+                raise
+    raise AssertionError("unreachable")
 
 
 def _json(content: Any, status_code: int = 200) -> Response:
@@ -294,21 +327,20 @@ def _json(content: Any, status_code: int = 200) -> Response:
 )
 async def api_item(request: Request) -> Response:
     """The worker's current item (leasing the next one if needed), or the finished batch."""
-    return await _in_api_thread(request, _api_item, request)
+    return await _in_api_thread(request, _api_item)
 
 
-def _api_item(request: Request) -> Response:
-    with Session(request.app.state.engine) as session:
-        worker_id = _cookie_worker(request, session)
-        try:
-            item = _advance(request, session, worker_id)
-        except VoteError as exc:
-            raise _refused(request, session, exc) from exc
-        if item is None:
-            raise PageError(
-                409, "There is no open validation batch; start one at /instructions/validate."
-            )
-        return _json(_state(item))
+def _api_item(request: Request, session: Session) -> Response:
+    worker_id = _cookie_worker(request, session)
+    try:
+        item = _advance(request, session, worker_id)
+    except VoteError as exc:
+        raise _refused(request, session, exc) from exc
+    if item is None:
+        raise PageError(
+            409, "There is no open validation batch; start one at /instructions/validate."
+        )
+    return _json(_state(item))
 
 
 @router.post(
@@ -346,32 +378,31 @@ async def api_vote(request: Request) -> Response:
             [{"type": "int_parsing", "loc": ("query", "next"),
               "msg": "Input should be a valid integer", "input": then_next}]
         )
-    return await _in_api_thread(request, _api_vote, request, body, int(then_next) != 0)
+    return await _in_api_thread(request, _api_vote, body, int(then_next) != 0)
 
 
-def _api_vote(request: Request, body: VoteIn, then_next: bool) -> Response:
-    with Session(request.app.state.engine) as session:
-        worker_id = _cookie_worker(request, session)
-        try:
-            out = record_vote(
-                session, worker_id, body.assignment_id, body.value, _strategy(request),
-                reference_frame=body.reference_frame, duration_ms=body.duration_ms,
-                then_next=then_next, display=_display(request),
-            )
-        except VoteError as exc:
-            raise _refused(request, session, exc) from exc
-        assert out.vote.id is not None
-        result = {
-            "vote_id": out.vote.id,
-            "created": out.created,
-            "value": out.vote.value,
-            "done": out.done,
-            "batch_size": out.batch_size,
-            "finished": out.batch_status != "open",
-            "completion_code": out.completion_code,
-            "next": _state(out.next) if out.next is not None else None,
-        }
-        return _json(result, status_code=201 if out.created else 200)
+def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool) -> Response:
+    worker_id = _cookie_worker(request, session)
+    try:
+        out = record_vote(
+            session, worker_id, body.assignment_id, body.value, _strategy(request),
+            reference_frame=body.reference_frame, duration_ms=body.duration_ms,
+            then_next=then_next, display=_display(request),
+        )
+    except VoteError as exc:
+        raise _refused(request, session, exc) from exc
+    assert out.vote.id is not None
+    result = {
+        "vote_id": out.vote.id,
+        "created": out.created,
+        "value": out.vote.value,
+        "done": out.done,
+        "batch_size": out.batch_size,
+        "finished": out.batch_status != "open",
+        "completion_code": out.completion_code,
+        "next": _state(out.next) if out.next is not None else None,
+    }
+    return _json(result, status_code=201 if out.created else 200)
 
 
 # --- the image ------------------------------------------------------------------------------
