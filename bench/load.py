@@ -245,6 +245,7 @@ class CpuMeter:
         self.database = server.url.rsplit("/", 1)[-1]
         self.first: dict[tuple[str, int], float] = {}
         self.last: dict[tuple[str, int], float] = {}
+        self.history: list[tuple[float, dict[str, float]]] = []  # (when, CPU so far)
         self.client0 = self._client()
 
     @staticmethod
@@ -283,6 +284,7 @@ class CpuMeter:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.2)
             self.sample()
+            self.history.append((time.monotonic(), self.result()))
 
     def result(self) -> dict[str, float]:
         out = {"server": 0.0, "postgres": 0.0}
@@ -292,13 +294,17 @@ class CpuMeter:
         return out
 
 
-async def measured(server: Server, work: Any) -> dict[str, float]:
+async def measured(
+    server: Server, work: Any, history: list[tuple[float, dict[str, float]]] | None = None
+) -> dict[str, float]:
     meter = CpuMeter(server)
     stop = asyncio.Event()
     task = asyncio.create_task(meter.run(stop))
     await work
     stop.set()
     await task
+    if history is not None:
+        history.extend(meter.history)
     return meter.result()
 
 
@@ -595,6 +601,8 @@ def jar_cookies(client: httpx.AsyncClient) -> dict[str, str]:
 class Stats:
     latencies: list[float] = field(default_factory=list)  # per request, seconds
     stamps: list[float] = field(default_factory=list)  # when each request ended (monotonic)
+    rt_stamps: list[float] = field(default_factory=list)  # when each round trip ended
+    cpu: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # CpuMeter.history
     round_trips: list[float] = field(default_factory=list)  # fetch + vote, seconds
     acked: list[tuple[int, int, bool]] = field(default_factory=list)  # (vote id, lease, value)
     errors: Counter[str] = field(default_factory=Counter)
@@ -664,10 +672,9 @@ async def _validate(
         return
     while time.monotonic() < deadline:
         if interval:
+            if next_start >= deadline:  # its next turn belongs to the next phase
+                break
             await asyncio.sleep(max(0.0, next_start - time.monotonic()))
-            if time.monotonic() >= deadline:
-                slot["next_start"], slot["state"] = next_start, state
-                return
             next_start = max(next_start + interval, time.monotonic())
         t0 = time.perf_counter()
         if state is None:
@@ -698,6 +705,7 @@ async def _validate(
         out = r.json()
         stats.acked.append((out["vote_id"], item["assignment_id"], out["value"]))
         stats.round_trips.append(time.perf_counter() - t0)
+        stats.rt_stamps.append(time.monotonic())
         if out["finished"]:
             stats.finished_batches += 1
             slot["done"] = True
@@ -797,7 +805,7 @@ async def run(
             validator(c, seed_, stats, deadline, random.Random(k), args.combined, interval,
                       slots[k])
             for k, c in enumerate(testers)
-        )))
+        )), stats.cpu)
         elapsed = time.perf_counter() - t0
         if killer is not None:
             await killer
@@ -814,17 +822,27 @@ async def run(
 
 
 def print_timeline(stats: Stats, step: float = 2.0) -> None:
-    """p50/p99 per ``step`` seconds of the measured phase (where a tail comes from)."""
+    """Per ``step`` seconds of the measured phase: request rate, p50/p99, and CPU ms per
+    round trip of the server and PostgreSQL (where a tail or a slowdown comes from)."""
     if not stats.stamps:
         return
     t0 = stats.stamps[0]
     buckets: dict[int, list[float]] = defaultdict(list)
     for stamp, latency in zip(stats.stamps, stats.latencies, strict=True):
         buckets[int((stamp - t0) // step)].append(latency)
+    trips = Counter(int((stamp - t0) // step) for stamp in stats.rt_stamps)
+    cpu_at: dict[int, dict[str, float]] = {}
+    for when, cpu in stats.cpu:
+        cpu_at[int((when - t0) // step)] = cpu  # the last sample in each bucket
     for k in sorted(buckets):
         v = sorted(buckets[k])
-        print(f"  t={k * step:4.0f}s  {len(v) / step:6.1f} req/s  p50 {1000 * pct(v, .5):6.1f} ms"
-              f"  p99 {1000 * pct(v, .99):6.1f} ms  max {1000 * v[-1]:6.1f} ms")
+        line = (f"  t={k * step:4.0f}s  {len(v) / step:6.1f} req/s  p50 {1000 * pct(v, .5):6.1f} ms"
+                f"  p99 {1000 * pct(v, .99):6.1f} ms  max {1000 * v[-1]:6.1f} ms")
+        if k in cpu_at and k - 1 in cpu_at and trips[k]:
+            per = {name: 1000 * (cpu_at[k][name] - cpu_at[k - 1][name]) / trips[k]
+                   for name in ("server", "postgres")}
+            line += f"  CPU ms/rt server {per['server']:.2f} postgres {per['postgres']:.2f}"
+        print(line)
 
 
 # --- checks -----------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     strategies: dict[str, LeaseStrategy] = {"generate": PairStrategy()}
     from webapp.validation_queue import ExampleStrategy
 
-    strategies["validate"] = ExampleStrategy(sweep_seconds=1.0)
+    strategies["validate"] = ExampleStrategy(sweep_seconds=1.0, floor_seconds=1.0)
     app.state.strategies = strategies
     # MTurk shows the site in an iframe on mturk.com: a cross-site cookie needs
     # SameSite=None, which browsers accept only with Secure (so only behind https).

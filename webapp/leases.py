@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import func, insert
+from sqlalchemy import func, insert, update
 from sqlmodel import Session, col, select
 
 from core.models import Assignment, Batch, BatchKind, ImagePair, LeaseStatus, PairStatus
@@ -151,22 +151,39 @@ def lease_item(
     building and flushing an Assignment object cost more CPU than the INSERT itself.
     """
     for item_id in strategy.candidates(session, worker_id, limit=1):
-        if session.new or session.dirty or session.deleted:
-            session.flush()
-        values = {
-            "batch_id": batch_id,
-            "worker_id": worker_id,
-            "kind": strategy.kind,
-            "status": LeaseStatus.active.value,
-            "leased_at": now,
-            "lease_expires_at": lease_expiry(now, lease_minutes, batch_deadline),
-            strategy.item_field: item_id,
-        }
-        lease_id = session.connection().execute(_INSERT_LEASE, values).scalar_one()
-        assert lease_id is not None
-        strategy.on_leased(session, item_id)
+        lease_id = insert_lease(
+            session, batch_id, worker_id, batch_deadline, strategy, lease_minutes, now, item_id
+        )
         return lease_id, item_id
     return None
+
+
+def insert_lease(
+    session: Session,
+    batch_id: int,
+    worker_id: int,
+    batch_deadline: datetime,
+    strategy: LeaseStrategy,
+    lease_minutes: int,
+    now: datetime,
+    item_id: int,
+) -> int:
+    """Lease this (locked, free) item to the worker; the new lease's id."""
+    if session.new or session.dirty or session.deleted:
+        session.flush()
+    values = {
+        "batch_id": batch_id,
+        "worker_id": worker_id,
+        "kind": strategy.kind,
+        "status": LeaseStatus.active.value,
+        "leased_at": now,
+        "lease_expires_at": lease_expiry(now, lease_minutes, batch_deadline),
+        strategy.item_field: item_id,
+    }
+    lease_id = session.connection().execute(_INSERT_LEASE, values).scalar_one()
+    assert lease_id is not None
+    strategy.on_leased(session, item_id)
+    return lease_id
 
 
 _INSERT_LEASE = insert(Assignment).returning(col(Assignment.id))
@@ -177,6 +194,12 @@ def finish(session: Session, lease: Assignment, now: datetime | None = None) -> 
     lease.status = LeaseStatus.done
     lease.finished_at = now or utcnow()
     session.add(lease)
+    session.flush()
+    session.execute(
+        update(Batch).where(col(Batch.id) == lease.batch_id)
+        .values(done_count=col(Batch.done_count) + 1)
+        .execution_options(synchronize_session="fetch")
+    )
 
 
 def release(session: Session, lease: Assignment, strategy: LeaseStrategy) -> None:
