@@ -1,6 +1,7 @@
 """Load and fault benchmark of the validation task (issue 5).
 
-Starts its own server (``uvicorn webapp.app:create_app --factory --workers N``) against a
+Starts its own server (``uvicorn webapp.app:create_server_app --factory --workers N``, as
+``vsr serve`` does) against a
 fresh PostgreSQL database it creates, seeds it with real VSR captions (human Examples, each
 with its real author, a few gold), lets ``C`` simulated validators (asyncio, on uvloop when
 it is installed; loopback only) do fetch-item / submit-vote round trips for a bounded time,
@@ -22,13 +23,19 @@ validator, hand-built requests carrying its session cookie, responses parsed by
 Content-Length. httpx costs about 1.5-2 ms of client CPU per round trip, taken from the same
 cores as the server and PostgreSQL; ``--client httpx`` measures with it anyway, to compare.
 
+After a 5 s ``/healthz`` baseline the validators run ``--warmup`` seconds (default 3) of the
+same load unmeasured (new pooled connections, statements being prepared, the per-process
+display caches filling), then ``--duration`` seconds measured; votes of both phases are
+checked. ``--timeline`` prints rate, p50/p99 and server/PostgreSQL CPU per round trip for
+every 2 s of the measured phase.
+
 ``--kill`` SIGKILLs the whole server (master and workers) halfway through and starts it
 again; clients retry (votes are idempotent per lease), the run completes, and the checks
 above must still hold: nothing acknowledged is lost.
 
     python bench/load.py                       # C=100, 2 workers, 20 s, flat out
     python bench/load.py --combined            # one request per round trip (vote ?next=1)
-    python bench/load.py --rate 150            # paced: 100 clients offering 150 rt/s in total
+    python bench/load.py --combined --rate 300 # paced: 100 clients offering 300 rt/s in total
     python bench/load.py --kill                # the fault mode
     python bench/load.py --concurrency 50 --duration 10 --workers 3
     python bench/load.py --client httpx        # the measured phases through httpx

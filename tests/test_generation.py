@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from sqlmodel import Session, select
 
-from core.models import Annotation, Assignment, Example, ImagePair
+from core.models import Annotation, Assignment, Batch, Example, ImagePair
 from core.types import utcnow
 from tests.webapp_coco import (
     answer,
@@ -129,6 +129,11 @@ def test_double_submit_and_retries_never_duplicate(site, engine) -> None:  # typ
     assert r.json()["relation"] == "on top of"
     anns, examples = _rows(engine)
     assert len(anns) == 1 and len(examples) == 2 and anns[0].relation == "on top of"
+    with Session(engine) as s:  # the batch counted its one finished lease once
+        from webapp.validation_queue import audit_counters
+
+        assert audit_counters(s) == []
+        assert s.exec(select(Batch)).one().done_count == 1
 
 
 @pytest.mark.parametrize(
