@@ -221,10 +221,14 @@ class Assignment(SQLModel, table=True):
     # No index includes ``status``: finishing a lease changes only unindexed columns, so
     # PostgreSQL updates the row in place (HOT; fillfactor 50, migration 0004).
     # (batch_id, id): a batch's newest lease is one index step away.
-    __table_args__ = (Index("ix_assignment_batch_lease", "batch_id", "id"),)
+    # (worker_id, example_id): the Examples a validator has had, from the open ones up.
+    __table_args__ = (
+        Index("ix_assignment_batch_lease", "batch_id", "id"),
+        Index("ix_assignment_worker_example", "worker_id", "example_id"),
+    )
     id: int | None = Field(default=None, primary_key=True)
     batch_id: int = Field(foreign_key="batch.id")
-    worker_id: int = Field(foreign_key="worker.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id")
     kind: str = Field(max_length=16)
     pair_id: int | None = Field(default=None, foreign_key="imagepair.id", index=True)
     example_id: int | None = Field(default=None, foreign_key="example.id", index=True)
@@ -328,14 +332,17 @@ class ExamplePublic(ExampleBase):
 
 class VoteBase(SQLModel):
     example_id: int = Field(foreign_key="example.id", index=True)
-    worker_id: int = Field(foreign_key="worker.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id")
     value: bool
     reference_frame: str | None = Field(default=None, max_length=16)
     duration_ms: int | None = None
 
 
 class Vote(VoteBase, table=True):
-    __table_args__ = (UniqueConstraint("example_id", "worker_id", name="uq_vote_example_worker"),)
+    __table_args__ = (
+        UniqueConstraint("example_id", "worker_id", name="uq_vote_example_worker"),
+        Index("ix_vote_worker_example", "worker_id", "example_id"),
+    )
     id: int | None = Field(default=None, primary_key=True)
     assignment_id: int | None = Field(default=None, foreign_key="assignment.id", unique=True)
     created_at: datetime = _ts()

@@ -2,7 +2,9 @@
 
 A batch's done count is kept on the batch (``done_count``) and its newest lease found by an
 index on (batch_id, id): before, every round trip counted and scanned the batch's leases, a
-cost that grew with each item of a 500-item batch.
+cost that grew with each item of a 500-item batch. Likewise a validator's leases and votes
+are indexed by (worker_id, example_id), so the queue reads only those at or above the lowest
+open Example, not the validator's whole history.
 
 Every validation round trip updates an Example row (its queue counters) and an Assignment
 row (lease done). PostgreSQL can update a row in place ("HOT": no new index entries, the old
@@ -48,6 +50,13 @@ def upgrade() -> None:
         batch_op.drop_index('ix_assignment_active_pair')
         batch_op.create_index('ix_assignment_example_id', ['example_id'], unique=False)
         batch_op.create_index('ix_assignment_pair_id', ['pair_id'], unique=False)
+        batch_op.drop_index('ix_assignment_worker_id')
+        batch_op.create_index(
+            'ix_assignment_worker_example', ['worker_id', 'example_id'], unique=False
+        )
+    with op.batch_alter_table('vote', schema=None) as batch_op:
+        batch_op.drop_index('ix_vote_worker_id')
+        batch_op.create_index('ix_vote_worker_example', ['worker_id', 'example_id'], unique=False)
     if op.get_bind().dialect.name == 'postgresql':
         op.execute('ALTER TABLE assignment SET (fillfactor = 50)')
         op.execute('ALTER TABLE example SET (fillfactor = 80)')
@@ -57,7 +66,12 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == 'postgresql':
         op.execute('ALTER TABLE example RESET (fillfactor)')
         op.execute('ALTER TABLE assignment RESET (fillfactor)')
+    with op.batch_alter_table('vote', schema=None) as batch_op:
+        batch_op.drop_index('ix_vote_worker_example')
+        batch_op.create_index('ix_vote_worker_id', ['worker_id'], unique=False)
     with op.batch_alter_table('assignment', schema=None) as batch_op:
+        batch_op.drop_index('ix_assignment_worker_example')
+        batch_op.create_index('ix_assignment_worker_id', ['worker_id'], unique=False)
         batch_op.drop_index('ix_assignment_pair_id')
         batch_op.drop_index('ix_assignment_example_id')
         batch_op.create_index('ix_assignment_active_pair', ['pair_id', 'status'], unique=False)
