@@ -135,3 +135,28 @@ def test_gold_report_worst_first(session: Session) -> None:
     report = gold.gold_report(session)
     assert [(r.worker_id, r.answered, r.correct) for r in report] == [(b.id, 1, 0), (a.id, 1, 1)]
     assert report[0].accuracy == 0.0 and report[1].accuracy == 1.0
+
+
+def test_marking_gold_with_leases_out_keeps_the_queue_counters_exact(session: Session) -> None:
+    """An admin marks an Example gold while a validator holds it, and later unmarks it: the
+    lease count follows the flag (gold Examples' leases are not counted), so the counters stay
+    exact and the Example is served again in full once it is a regular item."""
+    img = make_image(session)
+    ex = make_example(session, img)
+    a, b, c, d = (make_worker(session, n) for n in "abcd")
+    s = strat(gold_rate=0.0, votes_per_example=3)
+    held = take(session, a, s)
+    assert held is not None and held.example_id == ex.id and held.id is not None
+    set_gold(session, ex, True, True)
+    assert vq.audit_counters(session) == []
+    vq.record_vote(session, a, held.id, True, s)  # the held item is answered as gold
+    assert vq.audit_counters(session) == []
+    second = take(session, b, s)  # gold is not served as a regular item
+    assert second is None
+    session.refresh(ex)
+    set_gold(session, ex, False, None)
+    assert vq.audit_counters(session) == []
+    for w in (c, d):  # a regular item again: it takes its votes from new validators
+        lease = take(session, w, s)
+        assert lease is not None and lease.example_id == ex.id
+    assert vq.audit_counters(session) == []

@@ -90,8 +90,28 @@ def set_flag(session: Session, worker: Worker, flagged: bool, reason: str | None
 
 
 def set_gold(session: Session, example: Example, gold: bool, gold_label: bool | None) -> None:
+    """Mark or unmark an Example as gold. Commits.
+
+    The validation queue counts active leases only on regular Examples (gold ones are shared
+    by every validator), so the lease count switches with the flag: to 0 when marked, to the
+    leases still out when unmarked (they are counted down as they end). The row is locked
+    first, as the queue changes these counters in concurrent transactions.
+    """
+    from webapp import leases as lease_mod
+
+    stmt = (
+        select(Example).where(Example.id == example.id)
+        .execution_options(populate_existing=True)
+    )
+    session.exec(lease_mod.lock_row_wait(stmt, session)).one()
     example.is_gold = gold
     example.gold_label = (example.label if gold_label is None else gold_label) if gold else None
+    active = session.exec(
+        select(func.count()).select_from(Assignment).where(
+            Assignment.example_id == example.id, Assignment.status == LeaseStatus.active
+        )
+    ).one()
+    example.queue_leases = 0 if gold else int(active)
     session.add(example)
     session.commit()
 
