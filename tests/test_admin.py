@@ -184,6 +184,44 @@ def test_login_wrong_password_and_logout(app: Any) -> None:
     assert r.status_code == 303 and r.headers["location"].startswith("/admin/login")
 
 
+def test_failed_logins_are_throttled_per_address_and_username(app: Any) -> None:
+    client = TestClient(app)
+
+    def attempt(username: str, password: str) -> Any:
+        form = client.get("/admin/login")
+        return client.post(
+            "/admin/login",
+            data={"username": username, "password": password,
+                  "csrf_token": csrf_of(form.text)},
+            follow_redirects=False,
+        )
+
+    for _ in range(5):
+        assert attempt("alice", "wrong-password").status_code == 401
+    blocked = attempt("alice", PASSWORD)  # even the right password now waits
+    assert blocked.status_code == 429 and "Too many failed logins" in blocked.text
+    assert 0 < int(blocked.headers["retry-after"]) <= 15 * 60
+    assert "vsr_admin" not in client.cookies
+    # Another username from the same address is not held up (nor is the real admin elsewhere).
+    assert attempt("bob", "wrong-password").status_code == 401
+
+
+def test_login_throttle_window_and_reset() -> None:
+    from webapp.admin.throttle import LoginThrottle
+
+    t = LoginThrottle(limit=2, window=60.0)
+    k = t.key("10.0.0.1", " Alice ")
+    assert k == t.key("10.0.0.1", "alice")
+    t.failed(k, now=0.0)
+    assert t.retry_after(k, now=1.0) == 0
+    t.failed(k, now=10.0)
+    assert t.retry_after(k, now=11.0) == 50  # until the first failure is a minute old
+    assert t.retry_after(k, now=60.0) == 0
+    t.failed(k, now=61.0)
+    t.succeeded(k)  # a good login forgets the failures
+    assert t.retry_after(k, now=62.0) == 0
+
+
 def test_login_redirects_only_to_admin_pages(app: Any) -> None:
     client = TestClient(app)
     form = client.get("/admin/login?next=https://evil.example/")

@@ -11,9 +11,19 @@ from webapp.admin import csrf
 from webapp.admin.auth import COOKIE_NAME, SESSION_MAX_AGE, AdminPostDep, authenticate
 from webapp.admin.auth import make_session_cookie as make_cookie
 from webapp.admin.pages import safe_next
+from webapp.admin.throttle import LoginThrottle
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 
 router = APIRouter(prefix="/admin", tags=["admin"])
+
+
+def _throttle(request: Request) -> LoginThrottle:
+    """One per app (so per server process, and fresh in every test app)."""
+    throttle = getattr(request.app.state, "login_throttle", None)
+    if throttle is None:
+        throttle = LoginThrottle()
+        request.app.state.login_throttle = throttle
+    return throttle  # type: ignore[no-any-return]
 
 
 def _login_page(
@@ -51,8 +61,19 @@ def login(
     next: Annotated[str, Form(max_length=2000)] = "/admin",
 ) -> Response:
     csrf.check(settings.secret_key, request.cookies.get(csrf.PRELOGIN_COOKIE), csrf_token)
+    throttle = _throttle(request)
+    key = throttle.key(request.client.host if request.client else None, username)
+    wait = throttle.retry_after(key)
+    if wait:
+        response = _login_page(
+            request, templates, settings.secret_key, safe_next(next),
+            f"Too many failed logins. Please try again in {wait // 60 + 1} minutes.", 429,
+        )
+        response.headers["Retry-After"] = str(wait)
+        return response
     user = authenticate(session, username, password) if username and password else None
     if user is None:
+        throttle.failed(key)
         return _login_page(
             request,
             templates,
@@ -61,6 +82,7 @@ def login(
             "Unknown username or wrong password.",
             401,
         )
+    throttle.succeeded(key)
     response = RedirectResponse(safe_next(next), status_code=303)
     response.set_cookie(
         COOKIE_NAME,
