@@ -97,6 +97,9 @@ def test_admin_runs_the_study_in_chromium(
         page = browser.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        # The Content-Security-Policy must let every page's own scripts run.
+        page.on("console", lambda m: errors.append(m.text)
+                if m.type == "error" and "Content Security Policy" in m.text else None)
 
         # Anonymous: any admin page leads to the login form; a wrong password is refused.
         page.goto(base + "/admin/quality")

@@ -45,6 +45,9 @@ def test_annotator_completes_two_tasks_in_chromium(
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        # The Content-Security-Policy must let every page's own scripts run.
+        page.on("console", lambda m: errors.append(m.text)
+                if m.type == "error" and "Content Security Policy" in m.text else None)
 
         page.goto(server + "/start/generate?PROLIFIC_PID=5f1e2d3c4b5a&STUDY_ID=st1&SESSION_ID=se1")
         page.screenshot(path=str(tmp_path / "consent_page.png"))

@@ -44,6 +44,9 @@ def test_validator_judges_with_the_keyboard(server: str, sqlite_url: str, tmp_pa
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        # The Content-Security-Policy must let every page's own scripts run.
+        page.on("console", lambda m: errors.append(m.text)
+                if m.type == "error" and "Content Security Policy" in m.text else None)
         page.goto(server + "/start/validate?PROLIFIC_PID=6a7b8c9d&STUDY_ID=st1&SESSION_ID=se1")
         page.get_by_role("button", name="I agree, continue").click()
         heading = page.get_by_role("heading", name="Check spatial captions: instructions")

@@ -97,7 +97,7 @@ def test_instructions_batch_defaults_and_page(
     fresh.cookies = client.cookies
     again = fresh.get("/validate")
     assert again.status_code == 200
-    strip = re.compile(r'data-seconds="\d+"')
+    strip = re.compile(r'data-seconds="\d+"|nonce="[^"]+"')  # the clock; a per-request nonce
     assert strip.sub("", again.text) == strip.sub("", page.text)
     # "left of": the frame rule is repeated and the optional frame question is asked.
     assert first.relation == "left of"
@@ -273,3 +273,24 @@ def test_api_recovers_from_dropped_database_connections(
         votes = s.exec(select(Vote)).all()
         assert [(v.assignment_id, v.value) for v in votes] == [(item["assignment_id"], True)]
     engine.dispose()
+
+
+def test_pages_carry_security_headers_and_a_nonced_script(site: Any) -> None:
+    client = client_for(site)
+    start(client, "vcsp")
+    page = client.get("/validate")
+    assert page.status_code == 200
+    policy = page.headers["content-security-policy"]
+    assert "script-src 'self' 'nonce-" in policy and "'unsafe-inline'" not in policy.split(
+        "script-src")[1].split(";")[0]
+    assert "frame-ancestors 'self' https://www.mturk.com" in policy  # MTurk frames HITs
+    nonce = policy.split("'nonce-")[1].split("'")[0]
+    assert f'<script nonce="{nonce}">' in page.text
+    assert client.get("/validate").headers["content-security-policy"] != policy  # per request
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["referrer-policy"] == "same-origin"
+    admin = client.get("/admin/login")
+    assert "frame-ancestors 'none'" in admin.headers["content-security-policy"]
+    api = client.get("/api/validate/item")
+    assert "content-security-policy" not in api.headers  # JSON is no document
+    assert api.headers["x-content-type-options"] == "nosniff"

@@ -16,6 +16,7 @@ from core.db import make_engine
 from core.settings import Settings, get_settings
 from webapp.errors import install_error_handlers
 from webapp.leases import LeaseStrategy, PairStrategy
+from webapp.security import SecurityHeaders
 
 WEBAPP_DIR = Path(__file__).resolve().parent
 SESSION_COOKIE = "vsr_session"
@@ -68,6 +69,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         same_site="none" if https else "lax",
         https_only=https,
     )
+    # Outside the session middleware; error pages (rendered inside) get the headers too.
+    app.add_middleware(SecurityHeaders)
     install_error_handlers(app)
     app.mount("/static", StaticFiles(directory=str(WEBAPP_DIR / "static")), name="static")
 

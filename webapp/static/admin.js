@@ -72,4 +72,8 @@
     refreshImages();
     pollJobs();
   });
+  // Read-only link fields (settings): one click selects the whole link for copying.
+  document.querySelectorAll("input.link[readonly], textarea.link[readonly]").forEach(function (el) {
+    el.addEventListener("click", function () { el.select(); });
+  });
 })();
