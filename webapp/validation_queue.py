@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     Integer,
+    String,
     and_,
     bindparam,
     case,
@@ -478,20 +479,30 @@ def _statements(dialect: str) -> _Statements:
             .returning(col(Assignment.id), col(Assignment.example_id))
             .add_cte(taken)
         )
+        # The vote is inserted from the counting UPDATE's row, a data dependency: the
+        # Example is locked and counted before the vote takes its id, so votes of one
+        # Example get ids in the order they were counted.
+        counted_example = count_vote.cte("counted_example")
         finished = finish_lease.returning(col(Assignment.id)).cte("finished")
         counted = count_done.cte("counted")
         stored = (
             pg_insert(Vote)
-            # "v_" names: an UPDATE in the same statement would take execution parameters
-            # named like its table's columns (worker_id, ...) as values to SET.
-            .values({name: bindparam(f"v_{name}") for name in VOTE_FIELDS})
+            .from_select(
+                list(VOTE_FIELDS),
+                # "v_" names: an UPDATE in the same statement would take execution
+                # parameters named like its table's columns (worker_id, ...) as values to SET.
+                sa_select(*(bindparam(f"v_{name}", type_=_VOTE_TYPES.get(name))
+                            for name in VOTE_FIELDS)).select_from(counted_example),
+            )
             .on_conflict_do_nothing()
             .returning(col(Vote.id))
             .cte("stored")
         )
         write_vote = (
-            sa_select(counted.c.done_count, stored.c.id.label("vote_id"))
-            .select_from(counted.outerjoin(stored, true()))
+            sa_select(
+                *counted_example.c, counted.c.done_count, stored.c.id.label("vote_id")
+            )
+            .select_from(counted_example.join(counted, true()).outerjoin(stored, true()))
             .add_cte(finished)
         )
     return _Statements(
@@ -832,7 +843,6 @@ def _record_vote(
                 409, "The time for this item ran out and it went to someone else. "
                 "Please reload the page for the next one."
             )
-    is_gold = _count_vote(session, example_id, value, held, config)
     values: dict[str, Any] = {
         "example_id": example_id,
         "worker_id": worker_id,
@@ -842,7 +852,7 @@ def _record_vote(
         "assignment_id": assignment_id,
         "created_at": now,
     }
-    vote_id, done = _write_vote(session, values, lease.batch_id, now)
+    vote_id, done, is_gold = _store_vote(session, values, held, lease.batch_id, config, now)
     if vote_id is None:
         raise VoteError(409, "You have already judged this caption.")
     vote = Vote(id=vote_id, **values)
@@ -866,49 +876,51 @@ def _record_vote(
     return outcome, lease
 
 
-def _count_vote(
-    session: Session, example_id: int, value: bool, held: bool, config: StudyConfig
-) -> bool:
-    """Count the vote on the Example (and settle or close it); True for a gold Example.
+VOTE_FIELDS = ("example_id", "worker_id", "value", "reference_frame", "duration_ms",
+               "assignment_id", "created_at")
+_VOTE_TYPES: dict[str, Any] = {
+    "example_id": Integer(), "worker_id": Integer(), "value": Boolean(),
+    "reference_frame": String(),
+    "duration_ms": Integer(), "assignment_id": Integer(), "created_at": UTCDateTime(),
+}
 
-    First in the transaction: the UPDATE locks the Example row, so votes of one Example get
-    their ids in the order they were counted.
+
+def _store_vote(
+    session: Session,
+    values: dict[str, Any],
+    held: bool,
+    batch_id: int,
+    config: StudyConfig,
+    now: datetime,
+) -> tuple[int | None, int, bool]:
+    """Count the vote on its Example (settling or closing it), store it, finish its lease
+    and count that on the batch: (vote id, or None when this validator already judged the
+    Example through another lease; leases done; the Example is gold).
+
+    On PostgreSQL one statement (then a second only when the keep decision changes); on
+    SQLite the same steps one by one, counting first.
     """
     statements = _statements(_dialect(session))
-    row = _core(
-        session, statements.count_vote,
-        {"q_id": example_id, "q_value": value, "q_release": 1 if held else 0},
-    ).one()
-    n_votes, n_agree, target_votes, is_gold, was_settled, was_open = row
-    target = target_votes or config.votes_per_example
-    settled, still_open = decision_state(n_agree, n_votes, target, config)
-    if (settled, still_open) != (was_settled, was_open):
+    example_id = values["example_id"]
+    count = {"q_id": example_id, "q_value": values["value"], "q_release": 1 if held else 0}
+    lease = {"q_lease": values["assignment_id"], "q_now": now, "q_batch": batch_id}
+    if statements.write_vote is not None:
+        params = {f"v_{name}": value for name, value in values.items()}
+        row = _core(session, statements.write_vote, {**count, **params, **lease}).one()
+        vote_id, done = row.vote_id, int(row.done_count)
+    else:
+        row = _core(session, statements.count_vote, count).one()
+        vote_id = _core(session, statements.insert_vote, values).scalar()
+        _core(session, statements.finish_lease, lease)
+        done = int(_core(session, statements.count_done, lease).scalar_one())
+    target = row.target_votes or config.votes_per_example
+    settled, still_open = decision_state(row.queue_agree, row.queue_votes, target, config)
+    if vote_id is not None and (settled, still_open) != (row.queue_settled, row.queue_open):
         _core(
             session, statements.set_state,
             {"q_id": example_id, "q_settled": settled, "q_open": still_open},
         )
-    return bool(is_gold)
-
-
-VOTE_FIELDS = ("example_id", "worker_id", "value", "reference_frame", "duration_ms",
-               "assignment_id", "created_at")
-
-
-def _write_vote(
-    session: Session, values: dict[str, Any], batch_id: int, now: datetime
-) -> tuple[int | None, int]:
-    """Store the vote (None: this validator already judged the Example through another
-    lease), finish its lease and count it on the batch: (vote id, leases done)."""
-    statements = _statements(_dialect(session))
-    lease = {"q_lease": values["assignment_id"], "q_now": now, "q_batch": batch_id}
-    if statements.write_vote is not None:
-        params = {f"v_{name}": value for name, value in values.items()}
-        row = _core(session, statements.write_vote, {**params, **lease}).one()
-        return row.vote_id, int(row.done_count)
-    vote_id = _core(session, statements.insert_vote, values).scalar()
-    _core(session, statements.finish_lease, lease)
-    done = _core(session, statements.count_done, lease).scalar_one()
-    return vote_id, int(done)
+    return vote_id, done, bool(row.is_gold)
 
 
 # --- upkeep -----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Integer, bindparam
 from sqlalchemy import select as sa_select
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
 from core.models import Example, Image, ImagePair, Instance
 from webapp import images
@@ -56,12 +56,21 @@ def _instances(
             b = session.get(Instance, getattr(pair, f"image{slot}_b_id"))
             if a is not None and b is not None:
                 return (a, b) if pair.concept_a == subj else (b, a)
-    found = session.exec(select(Instance).where(Instance.image_id == image_id)).all()
-    subj_found = [i for i in found if i.category == subj]
-    obj_found = [i for i in found if i.category == obj]
-    if len(subj_found) == 1 and len(obj_found) == 1:
-        return subj_found[0], obj_found[0]
+    # Ids and categories first (plain rows); the two instances, when they can be told, are
+    # then loaded whole. Most images have more instances than the two an Example is about.
+    found = session.connection().execute(_IMAGE_INSTANCES, {"q_image": image_id}).all()
+    subj_ids = [i for i, category in found if category == subj]
+    obj_ids = [i for i, category in found if category == obj]
+    if len(subj_ids) == 1 and len(obj_ids) == 1:
+        a, b = session.get(Instance, subj_ids[0]), session.get(Instance, obj_ids[0])
+        if a is not None and b is not None:
+            return a, b
     return None
+
+
+_IMAGE_INSTANCES = sa_select(col(Instance.id), col(Instance.category)).where(
+    col(Instance.image_id) == bindparam("q_image", type_=Integer)
+)
 
 
 DISPLAY_CACHE_SIZE = 20_000
