@@ -30,6 +30,16 @@ def launch_chromium(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+def watch_errors(page: Any) -> list[str]:
+    """Collect the page's script errors and Content-Security-Policy violations (a page whose
+    own scripts the policy blocks), for the test to assert the list stays empty."""
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda m: errors.append(m.text)
+            if m.type == "error" and "Content Security Policy" in m.text else None)
+    return errors
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

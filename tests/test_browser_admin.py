@@ -21,7 +21,7 @@ from core.db import make_engine
 from core.models import Example, ImagePair, Worker
 from core.study import load_study_config
 from tests.admin_seed import read_raw, seed
-from tests.browser_support import launch_chromium, require_chromium, running_site
+from tests.browser_support import launch_chromium, require_chromium, running_site, watch_errors
 from webapp.admin.auth import create_admin
 
 PASSWORD = "browser-admin-password"
@@ -95,11 +95,7 @@ def test_admin_runs_the_study_in_chromium(
     with sync_playwright() as p:
         browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        # The Content-Security-Policy must let every page's own scripts run.
-        page.on("console", lambda m: errors.append(m.text)
-                if m.type == "error" and "Content Security Policy" in m.text else None)
+        errors = watch_errors(page)
 
         # Anonymous: any admin page leads to the login form; a wrong password is refused.
         page.goto(base + "/admin/quality")

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 
 from core.db import make_engine
 from core.models import Annotation, Example, ImagePair
-from tests.browser_support import launch_chromium, require_chromium, running_site
+from tests.browser_support import launch_chromium, require_chromium, running_site, watch_errors
 from tests.webapp_coco import make_pairs, set_study
 
 pytestmark = pytest.mark.browser
@@ -43,11 +43,7 @@ def test_annotator_completes_two_tasks_in_chromium(
     with sync_playwright() as p:
         browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1440, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        # The Content-Security-Policy must let every page's own scripts run.
-        page.on("console", lambda m: errors.append(m.text)
-                if m.type == "error" and "Content Security Policy" in m.text else None)
+        errors = watch_errors(page)
 
         page.goto(server + "/start/generate?PROLIFIC_PID=5f1e2d3c4b5a&STUDY_ID=st1&SESSION_ID=se1")
         page.screenshot(path=str(tmp_path / "consent_page.png"))

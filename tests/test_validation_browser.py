@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 
 from core.db import make_engine
 from core.models import Example, Vote
-from tests.browser_support import launch_chromium, require_chromium, running_site
+from tests.browser_support import launch_chromium, require_chromium, running_site, watch_errors
 from tests.test_validation_routes import seed_examples
 from tests.webapp_coco import set_study
 
@@ -42,11 +42,7 @@ def test_validator_judges_with_the_keyboard(server: str, sqlite_url: str, tmp_pa
     with sync_playwright() as p:
         browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        # The Content-Security-Policy must let every page's own scripts run.
-        page.on("console", lambda m: errors.append(m.text)
-                if m.type == "error" and "Content Security Policy" in m.text else None)
+        errors = watch_errors(page)
         page.goto(server + "/start/validate?PROLIFIC_PID=6a7b8c9d&STUDY_ID=st1&SESSION_ID=se1")
         page.get_by_role("button", name="I agree, continue").click()
         heading = page.get_by_role("heading", name="Check spatial captions: instructions")
