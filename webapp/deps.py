@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable, Iterator
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
@@ -23,6 +23,19 @@ def get_app_settings(request: Request) -> Settings:
 
 def get_templates(request: Request) -> Jinja2Templates:
     return request.app.state.templates  # type: ignore[no-any-return]
+
+
+T = TypeVar("T")
+
+
+def app_owned(request: Request, name: str, make: Callable[[], T]) -> T:
+    """The app's own ``name`` object, made by ``make`` on first use: one per app instance, so
+    one per server process and a fresh one in every test app."""
+    found = getattr(request.app.state, name, None)
+    if found is None:
+        found = make()
+        setattr(request.app.state, name, found)
+    return found  # type: ignore[no-any-return]
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -12,18 +12,13 @@ from webapp.admin.auth import COOKIE_NAME, SESSION_MAX_AGE, AdminPostDep, authen
 from webapp.admin.auth import make_session_cookie as make_cookie
 from webapp.admin.pages import safe_next
 from webapp.admin.throttle import LoginThrottle
-from webapp.deps import SessionDep, SettingsDep, TemplatesDep
+from webapp.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 
 
 def _throttle(request: Request) -> LoginThrottle:
-    """One per app (so per server process, and fresh in every test app)."""
-    throttle = getattr(request.app.state, "login_throttle", None)
-    if throttle is None:
-        throttle = LoginThrottle()
-        request.app.state.login_throttle = throttle
-    return throttle  # type: ignore[no-any-return]
+    return app_owned(request, "login_throttle", LoginThrottle)
 
 
 def _login_page(

@@ -26,7 +26,7 @@ from core.db import is_dropped_connection, make_lean_engine
 from core.models import Assignment, Example, Image, Worker
 from core.types import utcnow
 from webapp import batches, images
-from webapp.deps import SessionDep, SettingsDep, TemplatesDep
+from webapp.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 from webapp.errors import PageError
 from webapp.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
 from webapp.routes.entry import redirect, strategy_for
@@ -68,12 +68,7 @@ def _released(session: Session) -> Iterator[None]:
 
 
 def _display_cache(request: Request) -> DisplayCache:
-    """One cache per app instance (so per server process, and fresh in every test app)."""
-    cache = getattr(request.app.state, "validation_display", None)
-    if cache is None:
-        cache = DisplayCache()
-        request.app.state.validation_display = cache
-    return cache  # type: ignore[no-any-return]
+    return app_owned(request, "validation_display", DisplayCache)
 
 
 def _where_next(session: Session, worker: Worker) -> str:
@@ -269,11 +264,8 @@ def _api_limiter(request: Request) -> CapacityLimiter:
     here does all its database work, session to close, within one call, so a small limit
     never holds a connection while waiting for a thread.
     """
-    limiter = getattr(request.app.state, "api_limiter", None)
-    if limiter is None:
-        limiter = CapacityLimiter(request.app.state.settings.api_threads)
-        request.app.state.api_limiter = limiter
-    return limiter  # type: ignore[no-any-return]
+    threads = request.app.state.settings.api_threads
+    return app_owned(request, "api_limiter", lambda: CapacityLimiter(threads))
 
 
 async def _in_api_thread(request: Request, func: Any, *args: Any) -> Response:
@@ -283,16 +275,17 @@ async def _in_api_thread(request: Request, func: Any, *args: Any) -> Response:
 
 
 def _api_engine(request: Request) -> Engine:
-    """The API's own small pool without pre-ping (``core.db.make_lean_engine``), one per app,
-    made on first use and disposed with the app."""
-    engine = getattr(request.app.state, "api_engine", None)
-    if engine is None:
+    """The API's own small pool without pre-ping (``core.db.make_lean_engine``), made on
+    first use and disposed with the app."""
+
+    def make() -> Engine:
         state = request.app.state
         engine = make_lean_engine(state.engine, state.settings.api_threads)
         if engine is not state.engine:
             weakref.finalize(request.app, engine.dispose)
-        state.api_engine = engine
-    return engine  # type: ignore[no-any-return]
+        return engine
+
+    return app_owned(request, "api_engine", make)
 
 
 def _retrying(func: Any, request: Request, *args: Any) -> Response:
