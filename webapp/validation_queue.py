@@ -181,12 +181,19 @@ class ExampleStrategy:
         return self._cached[1]
 
     def candidates(self, session: Session, worker_id: int, limit: int) -> Sequence[int]:
+        gold = self._gold_turn(session, worker_id, limit)
+        if gold:
+            return gold
+        config = self.study(session)
+        return regular_candidates(session, worker_id, config, limit, self.open_floor(session))
+
+    def _gold_turn(self, session: Session, worker_id: int, limit: int) -> list[int]:
+        """Gold items for this turn: drawn at the study's ``gold_rate``; [] on a regular turn
+        or when the worker has seen every gold item."""
         config = self.study(session)
         if config.gold_rate > 0 and self.rng.random() < config.gold_rate:
-            gold = gold_candidates(session, worker_id, limit)
-            if gold:
-                return gold
-        return regular_candidates(session, worker_id, config, limit, self.open_floor(session))
+            return gold_candidates(session, worker_id, limit)
+        return []
 
     def lease_next(
         self,
@@ -199,32 +206,26 @@ class ExampleStrategy:
     ) -> tuple[int, int] | None:
         """Lease the worker's next item: (lease id, Example id), or None when none is left.
 
-        On PostgreSQL a regular item is found, locked, counted and leased by one statement
-        (``lease_regular``); the per-statement cost is most of a round trip's CPU.
+        The shared ``leases.lease_item`` (``candidates``, then the lease) except for a
+        regular item on PostgreSQL, which one statement finds, locks, counts and leases
+        (``lease_regular``): the per-statement cost is most of a round trip's CPU.
         """
-        config = self.study(session)
-        if config.gold_rate > 0 and self.rng.random() < config.gold_rate:
-            gold = gold_candidates(session, worker_id, 1)
-            if gold:
-                lease_id = leases.insert_lease(
-                    session, batch_id, worker_id, batch_deadline, self, lease_minutes, now,
-                    gold[0],
-                )
-                return lease_id, gold[0]
-        floor = self.open_floor(session)
-        if _dialect(session) == "postgresql":
-            row = _core(session, _statements("postgresql").lease_regular, {
-                "q_worker": worker_id, "q_limit": 1, "q_floor": floor, **room_params(config),
-                "q_batch": batch_id, "q_now": now,
-                "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
-            }).first()
-            return (row.id, row.example_id) if row is not None else None
-        for item_id in regular_candidates(session, worker_id, config, 1, floor):
-            lease_id = leases.insert_lease(
-                session, batch_id, worker_id, batch_deadline, self, lease_minutes, now, item_id
+        if _dialect(session) != "postgresql":
+            return leases.lease_item(
+                session, batch_id, worker_id, batch_deadline, self, lease_minutes, now
             )
-            return lease_id, item_id
-        return None
+        gold = self._gold_turn(session, worker_id, 1)
+        if gold:
+            lease_id = leases.insert_lease(
+                session, batch_id, worker_id, batch_deadline, self, lease_minutes, now, gold[0]
+            )
+            return lease_id, gold[0]
+        row = _core(session, _statements("postgresql").lease_regular, {
+            "q_worker": worker_id, "q_limit": 1, "q_floor": self.open_floor(session),
+            **room_params(self.study(session)), "q_batch": batch_id, "q_now": now,
+            "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
+        }).first()
+        return (row.id, row.example_id) if row is not None else None
 
     def on_leased(self, session: Session, item_id: int) -> None:
         _core(session, _statements(_dialect(session)).lease_taken, {"q_id": item_id})
