@@ -93,11 +93,11 @@ class PairStrategy:
 # --- the generic lease API ---------------------------------------------------------------
 
 
-def active_lease(session: Session, batch: Batch) -> Assignment | None:
+def active_lease(session: Session, batch_id: int | None) -> Assignment | None:
     """The worker's current unfinished lease in this batch (to resume after a reload)."""
     stmt = (
         select(Assignment)
-        .where(Assignment.batch_id == batch.id, Assignment.status == LeaseStatus.active)
+        .where(Assignment.batch_id == batch_id, Assignment.status == LeaseStatus.active)
         .order_by(col(Assignment.id))
         .limit(1)
     )
@@ -121,7 +121,7 @@ def take_next(
     now = now or utcnow()
     if expire:
         expire_stale(session, strategy, now)
-    current = active_lease(session, batch)
+    current = active_lease(session, batch.id)
     if current is not None:
         return current
     assert batch.id is not None

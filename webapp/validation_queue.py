@@ -283,7 +283,6 @@ class _Statements:
     lease_returned: Any
     lock_lease: Any
     batch_state: Any
-    active_lease: Any
     finish_lease: Any
     count_done: Any
     lease_regular: Any  # PostgreSQL only
@@ -397,13 +396,6 @@ def _statements(dialect: str) -> _Statements:
         )
         .where(_W.c.id == _WORKER)
         .order_by(_B.c.id.desc())
-        .limit(1)
-    )
-    active_lease = (
-        sa_select(_A.c.id, _A.c.example_id)
-        .where(_A.c.batch_id == bindparam("q_batch", type_=Integer),
-               _A.c.status == LeaseStatus.active.value)
-        .order_by(_A.c.id)
         .limit(1)
     )
     count_done = (
@@ -524,7 +516,6 @@ def _statements(dialect: str) -> _Statements:
         .values(queue_leases=col(Example.queue_leases) - 1),
         lock_lease=lock_lease,
         batch_state=batch_state,
-        active_lease=active_lease,
         finish_lease=finish_lease,
         count_done=count_done,
         late_ok=late_ok,
@@ -716,9 +707,10 @@ def _advance(
         if strategy.sweep_due():
             expire_stale(session, strategy, now)
             # The sweep may have ended the batch's own lease: read it again.
-            row = _core(session, _statements(_dialect(session)).active_lease,
-                        {"q_batch": state.batch_id}).first()
-            active = (row.id, row.example_id) if row is not None else None
+            lease = leases.active_lease(session, state.batch_id)
+            active = None
+            if lease is not None and lease.id is not None and lease.example_id is not None:
+                active = (lease.id, lease.example_id)
         if active is not None:
             lease_id, example_id = active
         else:
