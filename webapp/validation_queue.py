@@ -283,8 +283,6 @@ class _Statements:
     lease_returned: Any
     lock_lease: Any
     batch_state: Any
-    finish_lease: Any
-    count_done: Any
     lease_regular: Any  # PostgreSQL only
     write_vote: Any  # PostgreSQL only
     late_ok: Any
@@ -398,17 +396,6 @@ def _statements(dialect: str) -> _Statements:
         .order_by(_B.c.id.desc())
         .limit(1)
     )
-    count_done = (
-        update(Batch)
-        .where(col(Batch.id) == bindparam("q_batch", type_=Integer))
-        .values(done_count=col(Batch.done_count) + 1)
-        .returning(col(Batch.done_count))
-    )
-    finish_lease = (
-        update(Assignment)
-        .where(col(Assignment.id) == lease_param)
-        .values(status=LeaseStatus.done.value, finished_at=bindparam("q_now"))
-    )
     late_ok = select(Example.id).where(
         col(Example.id) == example_id,
         or_(col(Example.is_gold) == true(), and_(col(Example.queue_open) == true(), has_room())),
@@ -476,8 +463,8 @@ def _statements(dialect: str) -> _Statements:
         # Example is locked and counted before the vote takes its id, so votes of one
         # Example get ids in the order they were counted.
         counted_example = count_vote.cte("counted_example")
-        finished = finish_lease.returning(col(Assignment.id)).cte("finished")
-        counted = count_done.cte("counted")
+        finished = leases.FINISH_LEASE.returning(col(Assignment.id)).cte("finished")
+        counted = leases.COUNT_DONE_ON_BATCH.cte("counted")
         stored = (
             pg_insert(Vote)
             .from_select(
@@ -516,8 +503,6 @@ def _statements(dialect: str) -> _Statements:
         .values(queue_leases=col(Example.queue_leases) - 1),
         lock_lease=lock_lease,
         batch_state=batch_state,
-        finish_lease=finish_lease,
-        count_done=count_done,
         late_ok=late_ok,
         count_vote=count_vote,
         insert_vote=insert_vote,
@@ -904,8 +889,8 @@ def _store_vote(
     else:
         row = _core(session, statements.count_vote, count).one()
         vote_id = _core(session, statements.insert_vote, values).scalar()
-        _core(session, statements.finish_lease, lease)
-        done = int(_core(session, statements.count_done, lease).scalar_one())
+        _core(session, leases.FINISH_LEASE, lease)
+        done = int(_core(session, leases.COUNT_DONE_ON_BATCH, lease).scalar_one())
     target = row.target_votes or config.votes_per_example
     settled, still_open = decision_state(row.queue_agree, row.queue_votes, target, config)
     if vote_id is not None and (settled, still_open) != (row.queue_settled, row.queue_open):
