@@ -128,18 +128,6 @@ def example_display(
     return shown
 
 
-def public_item(
-    session: Session,
-    assignment_id: int,
-    example_id: int,
-    image_root: Any,
-    cache: DisplayCache | None = None,
-) -> dict[str, Any]:
-    """One leased item as the page and the API show it: no label, origin or gold flag."""
-    return leased_item(example_display(session, example_id, image_root is not None, cache),
-                       assignment_id)
-
-
 def leased_item(shown: dict[str, Any], assignment_id: int) -> dict[str, Any]:
     """An :func:`example_display` for one lease: the marked image is addressed by the lease,
     so its URL says nothing about the Example."""
