@@ -220,6 +220,11 @@ def test_login_throttle_window_and_reset() -> None:
     t.failed(k, now=61.0)
     t.succeeded(k)  # a good login forgets the failures
     assert t.retry_after(k, now=62.0) == 0
+    small = LoginThrottle(limit=1, window=100.0, max_keys=2)  # memory bound: stalest key goes
+    a, b, c = (small.key("10.0.0.2", name) for name in "abc")
+    for key, when in ((a, 0.0), (b, 1.0), (a, 2.0), (c, 3.0)):
+        small.failed(key, now=when)
+    assert [small.retry_after(key, now=4.0) > 0 for key in (a, b, c)] == [True, False, True]
 
 
 def test_login_redirects_only_to_admin_pages(app: Any) -> None:

@@ -49,12 +49,12 @@ class LoginThrottle:
         with self._lock:
             times = self._recent(key, now)
             times.append(now)
+            # Re-inserted at the end: the dict stays ordered by each key's latest failure,
+            # so the stalest keys are the first ones.
+            self._failures.pop(key, None)
             self._failures[key] = times
-            if len(self._failures) > self.max_keys:  # drop the stalest keys
-                for stale in sorted(self._failures, key=lambda k: self._failures[k][-1])[
-                    : len(self._failures) - self.max_keys
-                ]:
-                    del self._failures[stale]
+            while len(self._failures) > self.max_keys:
+                del self._failures[next(iter(self._failures))]
 
     def succeeded(self, key: tuple[str, str]) -> None:
         with self._lock:
