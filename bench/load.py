@@ -199,7 +199,11 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        env = dict(os.environ, DATABASE_URL=self.url, SECRET_KEY="load-bench-" + "s" * 40)
+        # Readable bench ids and ~100 validators from one address: no platform formats and
+        # no per-address limit on new identities here.
+        env = dict(os.environ, DATABASE_URL=self.url, SECRET_KEY="load-bench-" + "s" * 40,
+                   PLATFORM_ID_FORMATS="safe", NEW_WORKERS_PER_ADDRESS="0",
+                   NEW_BATCHES_PER_ADDRESS="0", NEW_WORKERS_PER_STUDY="0")
         cmd = [
             sys.executable, "-m", "uvicorn", "webapp.app:create_server_app", "--factory",
             "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
@@ -499,11 +503,13 @@ class RawClient:
     connection; the next ``send`` opens a new one."""
 
     def __init__(
-        self, host: str, port: int, cookies: dict[str, str], timeout: float = 30.0
+        self, host: str, port: int, cookies: dict[str, str], timeout: float = 30.0,
+        csrf: str = "",
     ) -> None:
         self.host, self.port, self.timeout = host, port, timeout
         self.cookies = dict(cookies)
-        self.host_line = f"Host: {host}:{port}\r\n".encode()
+        # The session's CSRF token travels in every request (the vote API requires it).
+        self.host_line = f"Host: {host}:{port}\r\nX-CSRF-Token: {csrf}\r\n".encode()
         self.cookie_line = self._cookie_line()
         self.conn: _Conn | None = None
 
@@ -654,6 +660,7 @@ async def enter(client: httpx.AsyncClient, query: str) -> None:
     assert r.status_code == 303, r.text[:300]
     r = await client.post("/begin/validate", data={"csrf": csrf})
     assert r.status_code == 303 and r.headers["location"] == "/validate", r.text[:300]
+    client.headers["X-CSRF-Token"] = csrf  # what the vote API requires (webapp.api_guard)
 
 
 async def validator(
@@ -755,7 +762,8 @@ async def run(
         await asyncio.gather(*(enter_one(k, c) for k, c in enumerate(clients)))
         # The measured phases: each validator's session cookie, on a connection of its own.
         if args.client == "raw":
-            raw = [RawClient("127.0.0.1", server.port, jar_cookies(c)) for c in clients]
+            raw = [RawClient("127.0.0.1", server.port, jar_cookies(c),
+                             csrf=c.headers.get("X-CSRF-Token", "")) for c in clients]
             testers.extend(raw)
 
             async def connect_one(c: RawClient) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,6 +40,37 @@ class Settings(BaseSettings):
         ge=1,
         description="Threads per server process for the validation JSON API's database work",
     )
+    platform_id_formats: Literal["exact", "safe"] = Field(
+        default="exact",
+        description="exact: Prolific and MTurk ids must have the platform's real format "
+        "(PROLIFIC_PID 24 hex digits, ...); safe: any 1-128 of [A-Za-z0-9_.:-] (development)",
+    )
+    allowed_origins: str = Field(
+        default="",
+        description="Comma-separated extra origins (scheme://host[:port]) allowed to post to "
+        "the site besides BASE_URL's own",
+    )
+    trusted_proxies: str = Field(
+        default="",
+        description="Comma-separated addresses of reverse proxies whose X-Forwarded-For / "
+        "X-Forwarded-Proto are believed; empty: none (the client address is the peer's)",
+    )
+    api_docs: bool = Field(
+        default=False, description="Serve /docs and /openapi.json (admins only when on)"
+    )
+    new_workers_per_address: int = Field(
+        default=10, ge=0, description="New worker identities one client address may create "
+        "per RATE_WINDOW_SECONDS (0: no limit)",
+    )
+    new_workers_per_study: int = Field(
+        default=300, ge=0, description="New worker identities the whole site may create per "
+        "RATE_WINDOW_SECONDS (0: no limit)",
+    )
+    new_batches_per_address: int = Field(
+        default=30, ge=0, description="Batches (leases) one client address may open per "
+        "RATE_WINDOW_SECONDS (0: no limit)",
+    )
+    rate_window_seconds: int = Field(default=600, ge=1)
 
 
 @lru_cache(maxsize=1)

@@ -21,6 +21,13 @@ from sqlmodel import Session, SQLModel
 import core.models  # noqa: F401
 from core.db import make_engine
 
+# Most tests use short readable worker ids ("PROLIFIC_PID=v1"); production checks each
+# platform's exact format (tests/test_hardening_ids.py tests that setting explicitly).
+os.environ.setdefault("PLATFORM_ID_FORMATS", "safe")
+# Likewise many test workers come from one address; tests/test_hardening_rates.py sets limits.
+for _name in ("NEW_WORKERS_PER_ADDRESS", "NEW_WORKERS_PER_STUDY", "NEW_BATCHES_PER_ADDRESS"):
+    os.environ.setdefault(_name, "0")
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 COCO_DIR = SHARED / "coco"
 VSR_DIR = SHARED / "vsr"

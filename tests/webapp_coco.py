@@ -157,6 +157,8 @@ def enter(client: Any, query: str, kind: str = "generate") -> str:
         f"/consent/{kind}", data={"decision": "agree", "csrf": csrf}, follow_redirects=False
     )
     assert r.headers["location"] == f"/instructions/{kind}"
+    # What the site's own scripts send with every JSON API call (webapp.api_guard).
+    client.headers["X-CSRF-Token"] = csrf
     return csrf
 
 

@@ -24,7 +24,23 @@ from core.types import utcnow
 from webapp.deps import SessionDep
 from webapp.errors import PageError
 
-SAFE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+# Checked with fullmatch (``$`` would also match before a final newline, so ``id\n`` would
+# be a second identity), ASCII only ([0-9] is not \d: no full-width digits), nothing
+# stripped or case-folded: an id that is not exactly right is refused, never repaired.
+SAFE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+# Each platform's real formats (settings.platform_id_formats == "exact", the default):
+# Prolific ids are 24 lower-case hex digits (MongoDB ObjectIds); MTurk ids are upper-case
+# letters and digits (worker ids ~13-14, assignment and HIT ids 30).
+PLATFORM_FORMATS: dict[str, re.Pattern[str]] = {
+    "PROLIFIC_PID": re.compile(r"[0-9a-f]{24}"),
+    "STUDY_ID": re.compile(r"[0-9a-f]{24}"),
+    "SESSION_ID": re.compile(r"[0-9a-f]{24}"),
+    "workerId": re.compile(r"[A-Z0-9]{10,64}"),
+    "assignmentId": re.compile(r"[A-Z0-9]{10,64}"),
+    "hitId": re.compile(r"[A-Z0-9]{10,64}"),
+}
+# Invite tokens: what secrets.token_urlsafe makes (or an admin's own token).
+INVITE_TOKEN = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MTURK_PREVIEW = "ASSIGNMENT_ID_NOT_AVAILABLE"
 # Where MTurk lets an ExternalQuestion post its result; anything else would be an open
 # form-post target for whoever crafts the link.
@@ -43,16 +59,24 @@ class Entry:
     invite_token: str | None = None
 
 
-def _clean(value: str | None, name: str) -> str | None:
+def _clean_id(value: str | None, name: str, exact: bool = False) -> str | None:
     if value is None or value == "":
         return None
-    if not SAFE_ID.match(value):
+    pattern = PLATFORM_FORMATS[name] if exact else SAFE_ID
+    if not pattern.fullmatch(value):
         raise PageError(400, f"The study link has an invalid {name}. Please use the link as given.")
     return value
 
 
-def parse_entry(query: Any) -> Entry | None:
-    """The crowd platform's ids from a study link, or None when the link carries none."""
+def parse_entry(query: Any, exact: bool = True) -> Entry | None:
+    """The crowd platform's ids from a study link, or None when the link carries none.
+
+    ``exact``: each id must have its platform's real format (``PLATFORM_FORMATS``); else
+    any short id of safe characters (development and tests with readable ids)."""
+
+    def _clean(value: str | None, name: str) -> str | None:
+        return _clean_id(value, name, exact)
+
     pid = _clean(query.get("PROLIFIC_PID"), "PROLIFIC_PID")
     if pid:
         return Entry(
@@ -88,7 +112,7 @@ def parse_entry(query: Any) -> Entry | None:
         return Entry("mturk", worker, params)
     token = query.get("token")
     if token:
-        if not SAFE_ID.match(token):
+        if not INVITE_TOKEN.fullmatch(token):
             raise PageError(403, "This invite link is not valid.")
         return Entry("invite", "", invite_token=token)
     return None

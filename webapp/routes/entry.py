@@ -82,7 +82,8 @@ def start(
     token: Annotated[str | None, Query(description="invite token")] = None,
 ) -> Response:
     strategy = strategy_for(request, kind)
-    entry = parse_entry(request.query_params)
+    settings = request.app.state.settings
+    entry = parse_entry(request.query_params, exact=settings.platform_id_formats == "exact")
     if entry is not None and entry.preview:
         return _preview(kind, request, session, templates)
     if entry is None:

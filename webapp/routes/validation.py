@@ -26,6 +26,7 @@ from core.db import is_dropped_connection, make_lean_engine
 from core.models import Assignment, Example, Image, Worker
 from core.types import utcnow
 from webapp import batches, images
+from webapp.api_guard import CSRF_HEADER, check_json_post
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 from webapp.errors import PageError
 from webapp.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
@@ -333,7 +334,10 @@ def _api_item(request: Request, session: Session) -> Response:
         raise PageError(
             409, "There is no open validation batch; start one at /instructions/validate."
         )
-    return _json(_state(item))
+    response = _json(_state(item))
+    # Readable by the site's own scripts only (no CORS): what the vote call must send back.
+    response.headers[CSRF_HEADER] = csrf_token(request)
+    return response
 
 
 @router.post(
@@ -354,10 +358,13 @@ def _api_item(request: Request, session: Session) -> Response:
     },
 )
 async def api_vote(request: Request) -> Response:
-    """Record one judgement. JSON only, so a cross-site form cannot post it (no CSRF token).
+    """Record one judgement: a JSON body with the session's CSRF token in the X-CSRF-Token
+    header (``webapp.api_guard``; the token comes with every page and in the header of
+    ``GET /api/validate/item``).
 
     With ``?next=1`` the answer also carries the next item (one request per round trip).
     """
+    check_json_post(request)
     raw = await request.body()
     try:
         body = VoteIn.model_validate_json(raw)

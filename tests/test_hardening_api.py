@@ -1,0 +1,66 @@
+"""Issue 11 item 1: a cross-site page cannot cast a vote with the worker's cookie."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from core.models import Vote
+from tests.test_validation_routes import seed_examples, start
+from tests.webapp_coco import make_app, set_study
+
+
+@pytest.fixture
+def site(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> Any:
+    with Session(engine) as s:
+        seed_examples(s, coco_dir)
+    set_study(db_url, gold_rate=0.0)
+    return make_app(db_url, tmp_path, image_root=coco_dir / "images",
+                    base_url="https://vsr.example.org")
+
+
+def _votes(engine: Engine) -> int:
+    with Session(engine) as s:
+        return len(s.exec(select(Vote)).all())
+
+
+def test_cross_site_vote_is_refused(site: Any, engine: Engine) -> None:
+    # The site behind https: the cookie is Secure and SameSite=None (MTurk's iframe).
+    client = TestClient(site, base_url="https://vsr.example.org", raise_server_exceptions=False)
+    csrf = start(client, "victim")
+    item = client.get("/api/validate/item")
+    assert item.headers["X-CSRF-Token"] == csrf  # the site's own script reads it here
+    lease = item.json()["item"]["assignment_id"]
+    body = f'{{"assignment_id":{lease},"value":false}}'
+    # What a page on another site can send with the worker's cookie: no custom header.
+    del client.headers["X-CSRF-Token"]
+    plain = client.post("/api/validate/votes", content=body,
+                        headers={"Content-Type": "text/plain", "Origin": "https://evil.example"})
+    assert plain.status_code == 415, plain.text
+    form = client.post("/api/validate/votes", content=body,
+                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert form.status_code == 415
+    no_token = client.post("/api/validate/votes", content=body,
+                           headers={"Content-Type": "application/json"})
+    assert no_token.status_code == 403 and "X-CSRF-Token" in no_token.json()["detail"]
+    wrong = client.post("/api/validate/votes", content=body,
+                        headers={"Content-Type": "application/json", "X-CSRF-Token": "guess"})
+    assert wrong.status_code == 403
+    evil = client.post("/api/validate/votes", content=body, headers={
+        "Content-Type": "application/json", "X-CSRF-Token": csrf,
+        "Origin": "https://evil.example"})
+    assert evil.status_code == 403 and "did not come from this site" in evil.json()["detail"]
+    assert _votes(engine) == 0
+    # The site's own call: JSON, the token, its own Origin (BASE_URL or its own host).
+    for origin in ("https://vsr.example.org", None):
+        headers = {"Content-Type": "application/json; charset=utf-8", "X-CSRF-Token": csrf}
+        if origin:
+            headers["Origin"] = origin
+        ok = client.post("/api/validate/votes", content=body, headers=headers)
+        assert ok.status_code in (200, 201), ok.text
+    assert _votes(engine) == 1
