@@ -124,6 +124,11 @@ class AdminUser(SQLModel, table=True):
     password_hash: str = Field(max_length=255)
     created_at: datetime = _ts()
     last_login_at: datetime | None = _opt_ts()
+    # Part of every admin session cookie: raising it (logout, password change) ends all of
+    # this admin's sessions at once, in every server process.
+    session_version: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, server_default="0")
+    )
 
 
 # --- COCO -------------------------------------------------------------------------------
@@ -378,6 +383,19 @@ class McItem(SQLModel, table=True):
 
 
 # --- operations -------------------------------------------------------------------------
+
+
+class RateEvent(SQLModel, table=True):
+    """One counted event (a failed admin login, a new worker identity, a new batch) under a
+    key such as a client address: rate limits shared by every server process
+    (webapp.rate_limits). Rows older than the longest window are deleted as new ones come."""
+
+    __table_args__ = (Index("ix_rateevent_kind_key_at", "kind", "key", "at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=32)
+    key: str = Field(max_length=200)
+    worker_id: int | None = Field(default=None, foreign_key="worker.id", index=True)
+    at: datetime = _ts(index=True)
 
 
 class StudySetting(SQLModel, table=True):

@@ -24,6 +24,8 @@ from core.db import make_engine
 # Most tests use short readable worker ids ("PROLIFIC_PID=v1"); production checks each
 # platform's exact format (tests/test_hardening_ids.py tests that setting explicitly).
 os.environ.setdefault("PLATFORM_ID_FORMATS", "safe")
+# The fuzz tests read the routes from /openapi.json (off by default on a live site).
+os.environ.setdefault("API_DOCS", "1")
 # Likewise many test workers come from one address; tests/test_hardening_rates.py sets limits.
 for _name in ("NEW_WORKERS_PER_ADDRESS", "NEW_WORKERS_PER_STUDY", "NEW_BATCHES_PER_ADDRESS"):
     os.environ.setdefault(_name, "0")

@@ -14,6 +14,7 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from core.db import make_engine
 from core.settings import Settings, get_settings
+from webapp.body_limit import BodySizeLimit
 from webapp.errors import install_error_handlers
 from webapp.leases import LeaseStrategy, PairStrategy
 from webapp.security import SecurityHeaders
@@ -47,7 +48,13 @@ def create_server_app() -> FastAPI:
 
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
     settings = settings or get_settings()
-    app = FastAPI(title="VSR collection", version="0.1.0")
+    # The API description (/docs, /openapi.json) only when API_DOCS is set: it maps every
+    # route for whoever asks, so a live site does without it.
+    docs = settings.api_docs
+    app = FastAPI(
+        title="VSR collection", version="0.1.0", openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None,
+    )
     app.state.settings = settings
     app.state.engine = engine or make_engine(settings)
     app.state.templates = make_templates()
@@ -70,7 +77,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         https_only=https,
     )
     # Outside the session middleware; error pages (rendered inside) get the headers too.
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, hsts=https)
+    # Outermost: an oversized body is refused before the session cookie is even read.
+    app.add_middleware(BodySizeLimit)
     install_error_handlers(app)
     app.mount("/static", StaticFiles(directory=str(WEBAPP_DIR / "static")), name="static")
 

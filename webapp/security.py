@@ -34,9 +34,13 @@ def content_security_policy(nonce: str, admin: bool) -> str:
     ])
 
 
+HSTS = "max-age=31536000"  # a year; set only when the site is served over https
+
+
 class SecurityHeaders:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, hsts: bool = False) -> None:
         self.app = app
+        self.hsts = hsts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,6 +55,8 @@ class SecurityHeaders:
                 headers = MutableHeaders(scope=message)
                 headers.setdefault("X-Content-Type-Options", "nosniff")
                 headers.setdefault("Referrer-Policy", "same-origin")
+                if self.hsts:
+                    headers.setdefault("Strict-Transport-Security", HSTS)
                 if headers.get("content-type", "").startswith("text/html"):
                     headers["Content-Security-Policy"] = content_security_policy(nonce, admin)
             await send(message)

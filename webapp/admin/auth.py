@@ -66,6 +66,8 @@ def create_admin(
         raise AdminAccountError(f"admin {username!r} already exists (use --update to reset it)")
     user = existing or AdminUser(username=username, password_hash="")
     user.password_hash = hash_password(password)
+    if existing is not None:
+        user.session_version += 1  # a new password ends every session of the old one
     session.add(user)
     session.commit()
     session.refresh(user)
@@ -103,11 +105,15 @@ class AdminSession:
     user_id: int
     username: str
     nonce: str  # per-login random value; the CSRF token is derived from it
+    version: int = 0  # the account's session_version when the cookie was made
 
 
 def make_session_cookie(secret_key: str, user: AdminUser) -> str:
     assert user.id is not None
-    payload = {"uid": user.id, "u": user.username, "n": secrets.token_urlsafe(16)}
+    payload = {
+        "uid": user.id, "u": user.username, "n": secrets.token_urlsafe(16),
+        "v": user.session_version,
+    }
     return _serializer(secret_key).dumps(payload)
 
 
@@ -120,9 +126,20 @@ def read_session_cookie(secret_key: str, value: str | None) -> AdminSession | No
         return None
     if not isinstance(data, dict) or not isinstance(data.get("uid"), int):
         return None
+    version = data.get("v")
     return AdminSession(
-        user_id=data["uid"], username=str(data.get("u", "")), nonce=str(data.get("n", ""))
+        user_id=data["uid"], username=str(data.get("u", "")), nonce=str(data.get("n", "")),
+        version=version if isinstance(version, int) else -1,
     )
+
+
+def end_sessions(session: Session, user_id: int) -> None:
+    """Revoke every session cookie of this admin (logout ends them all, server-side)."""
+    user = session.get(AdminUser, user_id)
+    if user is not None:
+        user.session_version += 1
+        session.add(user)
+        session.commit()
 
 
 class AdminLoginRequired(HTTPException):
@@ -133,8 +150,10 @@ def current_admin_session(request: Request, session: SessionDep) -> AdminSession
     """The logged-in admin, or: GET of a page -> 303 to the login form; anything else -> 403."""
     settings = request.app.state.settings
     admin = read_session_cookie(settings.secret_key, request.cookies.get(COOKIE_NAME))
-    # The account must still exist: deleting an admin ends their sessions.
-    if admin is not None and session.get(AdminUser, admin.user_id) is not None:
+    # The account must still exist (deleting an admin ends their sessions) and the cookie
+    # must be of its current session version (logout and password change raise it).
+    user = session.get(AdminUser, admin.user_id) if admin is not None else None
+    if admin is not None and user is not None and user.session_version == admin.version:
         request.state.admin = admin
         return admin
     wants_page = request.method == "GET" and "text/html" in request.headers.get("accept", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
@@ -73,22 +74,37 @@ def render(
         "csrf_token": csrf.token_for(settings.secret_key, admin.nonce),
         **context,
     }
-    return templates.TemplateResponse(  # type: ignore[no-any-return]
+    # The flash message is only ever the one the server set (see back); a ``?msg=`` in a
+    # link someone sent the admin shows nothing.
+    flash = request.cookies.get(FLASH_COOKIE)
+    ctx["msg"] = unquote(flash)[:500] if flash else None
+    response = templates.TemplateResponse(
         request, f"admin/{template}", ctx, status_code=status_code
     )
+    if flash:
+        response.delete_cookie(FLASH_COOKIE, path="/admin")
+    return response  # type: ignore[no-any-return]
 
 
 def study_config(session: Session) -> StudyConfig:
     return load_study_config(session)
 
 
-def back(url: str, message: str | None = None) -> RedirectResponse:
-    """Post/redirect/get: after an action go back to the page, with a flash message."""
-    from urllib.parse import quote
+FLASH_COOKIE = "vsr_admin_flash"
 
-    sep = "&" if "?" in url else "?"
-    target = f"{url}{sep}msg={quote(message)}" if message else url
-    return RedirectResponse(target, status_code=303)
+
+def back(url: str, message: str | None = None) -> RedirectResponse:
+    """Post/redirect/get: after an action go back to the page, with a flash message.
+
+    The message travels in a short-lived cookie of the admin's own browser, not in the URL:
+    another site can put text in a link, but cannot set this site's cookies."""
+    response = RedirectResponse(url, status_code=303)
+    if message:
+        response.set_cookie(
+            FLASH_COOKIE, quote(message[:500]), max_age=120, httponly=True,
+            samesite="strict", path="/admin",
+        )
+    return response
 
 
 def safe_next(url: str | None) -> str:

@@ -1,61 +1,44 @@
-"""Failed admin logins, throttled per (client address, username).
+"""Failed admin logins, throttled per (client address, username), counted in the database.
 
 After ``limit`` failures within ``window`` seconds, that address may not try that username
 again until the oldest failure leaves the window: a password guesser gets a handful of
 tries per quarter hour instead of as many as argon2 can check. Keyed by address *and*
 username so nobody can lock the real admin out by failing on purpose from elsewhere.
 
-Kept in memory, per server process (no table to clean up); with N uvicorn workers a guesser
-gets at most N times the limit, still far too few to matter.
+The failures are rows of ``RateEvent`` (webapp.rate_limits), so every server process sees
+the same count (in memory, N uvicorn workers gave a guesser N times the limit). The address
+is the peer's, or the one a configured proxy forwarded (TRUSTED_PROXIES): a client cannot
+rotate X-Forwarded-For to get fresh keys.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from sqlmodel import Session
+
+from webapp import rate_limits
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoginThrottle:
     limit: int = 5
     window: float = 15 * 60.0
-    max_keys: int = 10_000  # bound memory under a spray of usernames/addresses
-    _failures: dict[tuple[str, str], deque[float]] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @staticmethod
-    def key(address: str | None, username: str) -> tuple[str, str]:
-        return (address or "?", username.strip().lower())
+    def key(address: str | None, username: str) -> str:
+        return f"{address or '?'}|{username.strip().lower()[:64]}"
 
-    def _recent(self, key: tuple[str, str], now: float) -> deque[float]:
-        times = self._failures.get(key, deque())
-        while times and now - times[0] >= self.window:
-            times.popleft()
-        return times
-
-    def retry_after(self, key: tuple[str, str], now: float | None = None) -> int:
+    def retry_after(self, session: Session, key: str) -> int:
         """Seconds until this key may try again; 0 when it may now."""
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            times = self._recent(key, now)
-            if len(times) < self.limit:
-                return 0
-            return max(1, int(self.window - (now - times[0])) + 1)
+        return rate_limits.retry_after(
+            session, rate_limits.LOGIN_FAILED, key, self.limit, self.window
+        )
 
-    def failed(self, key: tuple[str, str], now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            times = self._recent(key, now)
-            times.append(now)
-            # Re-inserted at the end: the dict stays ordered by each key's latest failure,
-            # so the stalest keys are the first ones.
-            self._failures.pop(key, None)
-            self._failures[key] = times
-            while len(self._failures) > self.max_keys:
-                del self._failures[next(iter(self._failures))]
+    def failed(self, session: Session, key: str) -> None:
+        rate_limits.record(session, rate_limits.LOGIN_FAILED, key)
+        session.commit()
 
-    def succeeded(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._failures.pop(key, None)
+    def succeeded(self, session: Session, key: str) -> None:
+        rate_limits.clear(session, rate_limits.LOGIN_FAILED, key)
+        session.commit()

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from webapp.admin import csrf
-from webapp.admin.auth import COOKIE_NAME, SESSION_MAX_AGE, AdminPostDep, authenticate
+from webapp.admin.auth import COOKIE_NAME, SESSION_MAX_AGE, AdminPostDep, authenticate, end_sessions
 from webapp.admin.auth import make_session_cookie as make_cookie
 from webapp.admin.pages import safe_next
 from webapp.admin.throttle import LoginThrottle
@@ -19,6 +19,11 @@ router = APIRouter(prefix="/admin", tags=["admin"])
 
 def _throttle(request: Request) -> LoginThrottle:
     return app_owned(request, "login_throttle", LoginThrottle)
+
+
+def _client_address(request: Request) -> str | None:
+    # uvicorn puts a forwarded address here only from TRUSTED_PROXIES (see `vsr serve`).
+    return request.client.host if request.client else None
 
 
 def _login_page(
@@ -32,7 +37,8 @@ def _login_page(
         status_code=status,
     )
     response.set_cookie(
-        csrf.PRELOGIN_COOKIE, nonce, max_age=3600, httponly=True, samesite="strict", path="/admin"
+        csrf.PRELOGIN_COOKIE, nonce, max_age=3600, httponly=True, samesite="strict",
+        path="/admin", secure=request.app.state.settings.base_url.startswith("https://"),
     )
     return response
 
@@ -57,8 +63,8 @@ def login(
 ) -> Response:
     csrf.check(settings.secret_key, request.cookies.get(csrf.PRELOGIN_COOKIE), csrf_token)
     throttle = _throttle(request)
-    key = throttle.key(request.client.host if request.client else None, username)
-    wait = throttle.retry_after(key)
+    key = throttle.key(_client_address(request), username)
+    wait = throttle.retry_after(session, key)
     if wait:
         response = _login_page(
             request, templates, settings.secret_key, safe_next(next),
@@ -68,7 +74,7 @@ def login(
         return response
     user = authenticate(session, username, password) if username and password else None
     if user is None:
-        throttle.failed(key)
+        throttle.failed(session, key)
         return _login_page(
             request,
             templates,
@@ -77,7 +83,7 @@ def login(
             "Unknown username or wrong password.",
             401,
         )
-    throttle.succeeded(key)
+    throttle.succeeded(session, key)
     response = RedirectResponse(safe_next(next), status_code=303)
     response.set_cookie(
         COOKIE_NAME,
@@ -93,7 +99,8 @@ def login(
 
 
 @router.post("/logout", include_in_schema=False)
-def logout(admin: AdminPostDep) -> Response:
+def logout(admin: AdminPostDep, session: SessionDep) -> Response:
+    end_sessions(session, admin.user_id)  # the cookie stops working even if it was copied
     response = RedirectResponse("/admin/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/admin")
     return response

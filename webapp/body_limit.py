@@ -1,0 +1,90 @@
+"""Request body size caps per route: an oversized body is refused with 413 before anyone
+parses it (a 64 MB JSON vote was once read and parsed whole).
+
+A plain ASGI middleware (Starlette has no per-route limit): it refuses at once when the
+declared Content-Length is too large and, for bodies without one (chunked), counts the bytes
+as they arrive and stops reading past the cap.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# (path prefix, limit in bytes), first match wins. Every form and JSON body of the site is
+# small: a vote is ~100 bytes, a caption form ~1 KB, the admin's study settings a few KB.
+LIMITS: tuple[tuple[str, int], ...] = (
+    ("/api/", 8 * 1024),
+    ("/admin/", 256 * 1024),
+)
+DEFAULT_LIMIT = 64 * 1024
+MESSAGE = b"Request body too large."
+
+
+def limit_for(path: str) -> int:
+    for prefix, limit in LIMITS:
+        if path.startswith(prefix):
+            return limit
+    return DEFAULT_LIMIT
+
+
+class BodySizeLimit:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = limit_for(str(scope.get("path", "")))
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = limit + 1
+                if declared > limit:
+                    await _refuse(send)
+                    return
+        received = 0
+        started = refused = False
+
+        async def counted_receive() -> Message:
+            # Past the cap: answer 413 at once and tell the app the client went away (the
+            # app's parsers would turn an exception here into their own 400).
+            nonlocal received, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    refused = True
+                    if not started:
+                        await _refuse(send)
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return  # the 413 went out instead
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, guarded_send)
+        except Exception:
+            if not refused:
+                raise
+
+
+async def _refuse(send: Send) -> None:
+    await send({
+        "type": "http.response.start",
+        "status": 413,
+        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(MESSAGE)).encode()),
+                    (b"connection", b"close")],
+    })
+    await send({"type": "http.response.body", "body": MESSAGE})
