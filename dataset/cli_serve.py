@@ -40,6 +40,7 @@ def serve(
     if reload and workers > 1:
         raise CliError("--reload works with one worker only")
     settings = Settings()
+    trusted = ",".join(p.strip() for p in settings.trusted_proxies.split(",") if p.strip())
     _check_database(settings.database_url)
     if settings.secret_key == Settings.model_fields["secret_key"].default:
         # Anyone who knows the default key can forge a session cookie for any worker.
@@ -54,7 +55,10 @@ def serve(
         port=port,
         workers=workers,
         reload=reload,
-        proxy_headers=True,
+        # X-Forwarded-For/-Proto are believed only from TRUSTED_PROXIES (default none): a
+        # client could otherwise pick its own address (and dodge per-address limits).
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
     )
 
 

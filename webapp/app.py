@@ -40,6 +40,9 @@ def create_server_app() -> FastAPI:
     Not in :func:`create_app`, which tests call many times in one process.
     """
     app = create_app()
+    from webapp.parent_watch import watch_parent
+
+    watch_parent()  # a worker of `vsr serve --workers N` ends with its supervisor
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
