@@ -64,3 +64,34 @@ def test_cross_site_vote_is_refused(site: Any, engine: Engine) -> None:
         ok = client.post("/api/validate/votes", content=body, headers=headers)
         assert ok.status_code in (200, 201), ok.text
     assert _votes(engine) == 1
+
+
+def test_pair_images_need_the_signature_a_page_gave(
+    db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
+) -> None:
+    """Issue 11 item 10: sequential pair ids no longer open every pair's image."""
+    import re
+
+    from tests.webapp_coco import client_for, make_pairs, start_prolific
+
+    with Session(engine) as s:
+        pair_ids = make_pairs(s, coco_dir, 3)
+    app = make_app(db_url, tmp_path, image_root=coco_dir / "images")
+    outsider = client_for(app)
+    for pair_id in pair_ids:
+        for slot in (1, 2):
+            r = outsider.get(f"/images/pair/{pair_id}/{slot}.jpg")
+            assert r.status_code == 404 and r.content[:2] != b"\xff\xd8"
+            forged = outsider.get(f"/images/pair/{pair_id}/{slot}.jpg?s={'0' * 32}")
+            assert forged.status_code == 404
+    worker = client_for(app)
+    start_prolific(worker, "signed")
+    page = worker.get("/generate").text
+    srcs = re.findall(r'"(/images/pair/\d+/[12]\.jpg\?s=[0-9a-f]+)"', page)
+    assert len(srcs) == 2, page[:500]
+    for src in srcs:
+        r = client_for(app).get(src)  # the address itself is the permission (like a cache)
+        assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
+    other_slot = srcs[0].replace("/1.jpg?", "/2.jpg?") if "/1.jpg?" in srcs[0] else (
+        srcs[0].replace("/2.jpg?", "/1.jpg?"))
+    assert client_for(app).get(other_slot).status_code == 404  # one signature, one image

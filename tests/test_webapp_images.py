@@ -13,6 +13,7 @@ from sqlmodel import Session, select
 from core.models import Image, ImagePair, Instance
 from tests.webapp_coco import client_for, make_app, make_pairs, start_prolific, task
 from webapp import images
+from webapp.signed_urls import pair_image_url
 
 
 def _instance(ann: dict) -> Instance:  # type: ignore[type-arg]
@@ -91,11 +92,13 @@ def test_flat_image_root_and_missing_files(
     flat = tmp_path / "flat"
     flat.mkdir()
     shutil.copy(coco_dir / "images" / "val2017" / name, flat / name)  # <root>/<file_name>
-    client = client_for(make_app(db_url, tmp_path, image_root=flat))
-    r = client.get(f"/images/pair/{pair_id}/1.jpg")
+    app = make_app(db_url, tmp_path, image_root=flat)
+    client = client_for(app)
+    secret = app.state.settings.secret_key
+    r = client.get(pair_image_url(secret, pair_id, 1))
     assert r.status_code == 200 and r.headers["content-type"] == "image/jpeg"
     assert r.content[:2] == b"\xff\xd8"
-    r = client.get(f"/images/pair/{pair_id}/2.jpg")  # not copied: a clear 404, no crash
+    r = client.get(pair_image_url(secret, pair_id, 2))  # not copied: a clear 404, no crash
     assert r.status_code == 404 and "missing" in r.text
     for bad in (f"/images/pair/{pair_id}/3.jpg", "/images/pair/999999/1.jpg",
                 "/images/pair/-1/1.jpg", "/images/pair/99999999999999999999/1.jpg"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel
 from sqlmodel import Session
@@ -28,6 +28,7 @@ from webapp.generation import (
 from webapp.identity import CurrentWorker, check_csrf, csrf_token
 from webapp.leases import LeaseStrategy, count_done, take_next
 from webapp.routes.entry import redirect, strategy_for
+from webapp.signed_urls import pair_image_allowed, pair_image_url
 
 router = APIRouter(tags=["generate"])
 KIND = "generate"
@@ -99,7 +100,7 @@ def task_context(request: Request, session: Session, pair: ImagePair) -> dict[st
                 "slot": slot,
                 "image": image,
                 "local": settings.image_root is not None,
-                "src": f"/images/pair/{pair.id}/{slot}.jpg"
+                "src": pair_image_url(settings.secret_key, pair.id, slot)  # type: ignore[arg-type]
                 if settings.image_root is not None
                 else image.coco_url,
                 "shapes_a": images.svg_shapes(a),
@@ -234,7 +235,10 @@ def api_task(request: Request, worker: CurrentWorker, session: SessionDep) -> Ta
     for slot in (1, 2):
         image = session.get(Image, getattr(pair, f"image{slot}_id"))
         assert image is not None and image.id is not None
-        src = f"/images/pair/{pair.id}/{slot}.jpg" if settings.image_root else image.coco_url
+        src = (
+            pair_image_url(settings.secret_key, pair.id, slot)
+            if settings.image_root else image.coco_url
+        )
         shown.append(
             TaskImage(
                 slot=slot, image_id=image.id, coco_id=image.coco_id, src=src,
@@ -324,9 +328,17 @@ def api_relations(session: SessionDep) -> list[RelationPublic]:
 
 
 @router.get("/images/pair/{pair_id}/{slot}.jpg", summary="A pair's image with A and B marked")
-def pair_image(pair_id: int, slot: int, session: SessionDep, settings: SettingsDep) -> Response:
+def pair_image(
+    pair_id: int,
+    slot: int,
+    session: SessionDep,
+    settings: SettingsDep,
+    s: Annotated[str | None, Query(max_length=64, description="the page's signature")] = None,
+) -> Response:
     if slot not in (1, 2) or not (0 < pair_id < 2**31):
         raise PageError(404, "No such image.")
+    if not pair_image_allowed(settings.secret_key, pair_id, slot, s):
+        raise PageError(404, "No such image.")  # only addresses a page of this site gave out
     pair = session.get(ImagePair, pair_id)
     if pair is None or settings.image_root is None:
         raise PageError(404, "No such image.")
