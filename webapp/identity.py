@@ -118,6 +118,17 @@ def parse_entry(query: Any, exact: bool = True) -> Entry | None:
     return None
 
 
+def is_new_identity(session: Session, entry: Entry) -> bool:
+    """True when this Prolific/MTurk link names a worker the site has not seen (invites are
+    made by admins and are not counted)."""
+    if entry.source == "invite":
+        return False
+    stmt = select(Worker.id).where(
+        Worker.source == entry.source, Worker.external_id == entry.external_id
+    )
+    return session.exec(stmt).first() is None
+
+
 def _get_or_create(session: Session, source: str, external_id: str, roles: list[str]) -> Worker:
     stmt = select(Worker).where(Worker.source == source, Worker.external_id == external_id)
     worker = session.exec(stmt).first()

@@ -15,11 +15,14 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+from fastapi import Request
 from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
 from core.models import RateEvent
+from core.settings import Settings
 from core.types import utcnow
+from webapp.errors import PageError
 
 LOGIN_FAILED = "login_failed"
 NEW_WORKER = "new_worker"
@@ -68,3 +71,46 @@ def clear(session: Session, kind: str, key: str) -> None:
     session.execute(
         delete(RateEvent).where(col(RateEvent.kind) == kind, col(RateEvent.key) == key)
     )
+
+
+# --- the crowd's limits: new identities and new batches ------------------------------------
+
+
+def client_address(request: Request) -> str:
+    """The client's address: the peer's, or what a configured proxy forwarded (uvicorn puts
+    it in ``request.client`` only for TRUSTED_PROXIES, see ``vsr serve``)."""
+    return request.client.host if request.client else "?"
+
+
+def _too_many(wait: int, what: str) -> PageError:
+    minutes = wait // 60 + 1
+    return PageError(
+        429,
+        f"Too many {what} are arriving right now. Please try again in {minutes} minute"
+        f"{'s' if minutes != 1 else ''}; nothing you did so far is lost.",
+    )
+
+
+def check_new_worker(session: Session, settings: Settings, address: str) -> None:
+    """Raise 429 when one more new identity from ``address`` (or site-wide) is over the
+    limit (NEW_WORKERS_PER_ADDRESS, NEW_WORKERS_PER_STUDY per RATE_WINDOW_SECONDS)."""
+    window = settings.rate_window_seconds
+    for key, limit in ((address, settings.new_workers_per_address),
+                       (STUDY_KEY, settings.new_workers_per_study)):
+        wait = retry_after(session, NEW_WORKER, key, limit, window)
+        if wait:
+            raise _too_many(wait, "new participants")
+
+
+def record_new_worker(session: Session, address: str, worker_id: int | None) -> None:
+    record(session, NEW_WORKER, address, worker_id)
+    record(session, NEW_WORKER, STUDY_KEY, worker_id)
+
+
+def check_new_batch(session: Session, settings: Settings, address: str) -> None:
+    wait = retry_after(
+        session, NEW_BATCH, address, settings.new_batches_per_address,
+        settings.rate_window_seconds,
+    )
+    if wait:
+        raise _too_many(wait, "new batches from your network")

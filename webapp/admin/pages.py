@@ -23,6 +23,7 @@ NAV = (
     ("overview", "/admin", "Overview"),
     ("quality", "/admin/quality", "Data quality"),
     ("workers", "/admin/workers", "Workers"),
+    ("bursts", "/admin/bursts", "Bursts"),
     ("data", "/admin/data", "Data"),
     ("settings", "/admin/settings", "Study settings"),
     ("pipeline", "/admin/pipeline", "Pipeline"),

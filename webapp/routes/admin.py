@@ -6,6 +6,7 @@ from fastapi import APIRouter
 
 from webapp.routes import (
     admin_auth,
+    admin_bursts,
     admin_data,
     admin_overview,
     admin_pipeline,
@@ -21,6 +22,7 @@ for sub in (
     admin_overview,
     admin_quality,
     admin_workers,
+    admin_bursts,
     admin_data,
     admin_settings,
     admin_pipeline,

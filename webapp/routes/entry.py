@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from core.models import BatchStatus, ImagePair, PairStatus, Worker
 from core.study import load_study_config
-from webapp import batches
+from webapp import batches, rate_limits
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.errors import PageError, screenout_context
 from webapp.identity import (
@@ -25,6 +25,7 @@ from webapp.identity import (
     csrf_token,
     entry_for,
     has_consented,
+    is_new_identity,
     login,
     parse_entry,
     record_consent,
@@ -93,7 +94,15 @@ def start(
                 "MTurk or your invitation link.",
             )
         return redirect(task_url(kind))  # a returning worker with a cookie: resume
+    # Invented ids are free to make: each new identity counts against per-address and
+    # site-wide limits kept in the database (webapp.rate_limits).
+    address = rate_limits.client_address(request)
+    new = is_new_identity(session, entry)
+    if new:
+        rate_limits.check_new_worker(session, settings, address)
     worker = resolve_worker(session, entry)
+    if new:
+        rate_limits.record_new_worker(session, address, worker.id)
     if worker.blocked:
         session.commit()
         raise PageError(403, "This account cannot take part in the study.", page="screenout")
@@ -193,6 +202,11 @@ def begin(
     if not has_consented(request, kind):
         return redirect(f"/consent/{kind}")
     config = load_study_config(session)
+    assert worker.id is not None
+    address = rate_limits.client_address(request)
+    new_batch = batches.current_batch(session, worker.id, kind) is None
+    if new_batch:
+        rate_limits.check_new_batch(session, request.app.state.settings, address)
     try:
         # The batch keeps the platform ids and the consent time: the study's audit trail.
         entry = entry_for(request, kind) | {"consented_at": consent_time(request, kind)}
@@ -200,6 +214,8 @@ def begin(
     except batches.BatchError as exc:
         session.rollback()
         raise PageError(409, exc.message) from exc
+    if new_batch:
+        rate_limits.record(session, rate_limits.NEW_BATCH, address, worker.id)
     session.commit()
     return redirect(task_url(kind))
 
