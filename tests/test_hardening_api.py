@@ -95,3 +95,29 @@ def test_pair_images_need_the_signature_a_page_gave(
     other_slot = srcs[0].replace("/1.jpg?", "/2.jpg?") if "/1.jpg?" in srcs[0] else (
         srcs[0].replace("/2.jpg?", "/1.jpg?"))
     assert client_for(app).get(other_slot).status_code == 404  # one signature, one image
+
+
+def test_cross_site_caption_is_refused(
+    db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
+) -> None:
+    """The generation API has the same guard as the vote API."""
+    from core.models import Annotation
+    from tests.webapp_coco import client_for, make_pairs, start_prolific
+
+    with Session(engine) as s:
+        make_pairs(s, coco_dir, 2)
+    app = make_app(db_url, tmp_path, image_root=coco_dir / "images")
+    client = client_for(app)
+    csrf = start_prolific(client, "writer")
+    task = client.get("/api/generate/task")
+    assert task.headers["X-CSRF-Token"] == csrf
+    body = {"assignment_id": task.json()["assignment_id"], "client_token": "cross-site-1",
+            "relation": "on top of", "ent1": "a", "true_image": 1}
+    del client.headers["X-CSRF-Token"]
+    assert client.post("/api/generate/annotations", json=body).status_code == 403
+    assert client.post("/api/generate/annotations", json=body, headers={
+        "X-CSRF-Token": csrf, "Origin": "https://evil.example"}).status_code == 403
+    with Session(engine) as s:
+        assert s.exec(select(Annotation)).all() == []
+    ok = client.post("/api/generate/annotations", json=body, headers={"X-CSRF-Token": csrf})
+    assert ok.status_code == 201, ok.text

@@ -15,6 +15,7 @@ from core.models import Annotation, Assignment, Batch, Image, ImagePair, Instanc
 from core.relations import relations_by_category
 from core.study import StudyConfig, load_study_config
 from webapp import batches, images
+from webapp.api_guard import CSRF_HEADER, check_json_post
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.errors import PageError
 from webapp.generation import (
@@ -221,8 +222,12 @@ class AnnotationResult(BaseModel):
     response_model=TaskPublic,
     responses={401: {}, 403: {}, 409: {"description": "no open batch or nothing left"}},
 )
-def api_task(request: Request, worker: CurrentWorker, session: SessionDep) -> TaskPublic:
-    """The worker's current pair (leasing the next one if needed)."""
+def api_task(
+    request: Request, worker: CurrentWorker, session: SessionDep, response: Response
+) -> TaskPublic:
+    """The worker's current pair (leasing the next one if needed); the X-CSRF-Token header
+    of the answer is what ``POST /api/generate/annotations`` must send back."""
+    response.headers[CSRF_HEADER] = csrf_token(request)
     strategy = strategy_for(request, KIND)
     config = load_study_config(session)
     batch, lease = advance(session, worker, config, strategy)
@@ -267,9 +272,11 @@ def api_task(request: Request, worker: CurrentWorker, session: SessionDep) -> Ta
                409: {}, 422: {}},
 )
 def api_submit(
-    body: GenerationSubmission, worker: CurrentWorker, session: SessionDep
+    body: GenerationSubmission, worker: CurrentWorker, session: SessionDep, request: Request
 ) -> Response:
-    """Submit one answer. JSON only, so a cross-site form cannot post it (no CSRF token)."""
+    """Submit one answer: a JSON body with the session's CSRF token in the X-CSRF-Token
+    header (``webapp.api_guard``)."""
+    check_json_post(request)
     assert worker.id is not None
     try:
         annotation, created = submit(session, worker.id, body, load_study_config(session))
