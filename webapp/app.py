@@ -15,6 +15,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from core.db import make_engine
 from core.settings import Settings, get_settings
 from webapp.errors import install_error_handlers
+from webapp.inputs import InputGuard
 from webapp.leases import LeaseStrategy, PairStrategy
 from webapp.security import SecurityHeaders
 
@@ -69,6 +70,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         same_site="none" if https else "lax",
         https_only=https,
     )
+    # A NUL in the URL or a body field is refused before any route or database sees it.
+    app.add_middleware(InputGuard)
     # Outside the session middleware; error pages (rendered inside) get the headers too.
     app.add_middleware(SecurityHeaders)
     install_error_handlers(app)
