@@ -33,6 +33,8 @@ def _int_range(column_type: Any) -> tuple[int, int] | None:
 
 def check_value(what: str, field: str, value: Any, column_type: Any) -> None:
     """Raise :class:`LimitError` if ``value`` cannot be stored in a column of this type."""
+    # SQLModel's AutoString (and any TypeDecorator) wraps the real type as ``impl``.
+    column_type = getattr(column_type, "impl_instance", None) or column_type
     if isinstance(value, str):
         if "\x00" in value:
             raise LimitError(f"{what}: {field} contains a NUL character (\\0)")
