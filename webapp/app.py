@@ -14,6 +14,7 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from core.db import make_engine
 from core.settings import Settings, get_settings
+from webapp.db_retry import RetryDroppedConnection
 from webapp.errors import install_error_handlers
 from webapp.inputs import InputGuard
 from webapp.leases import LeaseStrategy, PairStrategy
@@ -70,6 +71,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         same_site="none" if https else "lax",
         https_only=https,
     )
+    # Outside the session middleware, so a second attempt starts from the cookie again.
+    app.add_middleware(RetryDroppedConnection)
     # A NUL in the URL or a body field is refused before any route or database sees it.
     app.add_middleware(InputGuard)
     # Outside the session middleware; error pages (rendered inside) get the headers too.
