@@ -102,3 +102,36 @@ def test_form_resubmits_at_once_all_move_on(
                 (303, "/validate")
             ] * COPIES, [r.text for r in answers]
     assert _vote_count(pg_url) == (ROUNDS, ROUNDS)
+
+
+def test_caption_resubmits_at_once_are_one_annotation(
+    pg_url: str, coco_dir: Path, tmp_path: Path
+) -> None:
+    """The caption task has the same shape of race; its submit re-reads after taking the
+    lease's lock (webapp.generation._submit), so copies get the first answer."""
+    from core.models import Annotation
+    from tests.webapp_coco import make_pairs, start_prolific, task
+
+    engine = make_engine(pg_url)
+    with Session(engine) as s:
+        make_pairs(s, coco_dir, 6)
+    app = make_app(pg_url, tmp_path)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        start_prolific(client, "craces")
+        for _ in range(3):
+            fields = task(client)
+            body = {"assignment_id": int(fields["assignment_id"]),
+                    "client_token": fields["client_token"], "relation": "near", "ent1": "a",
+                    "true_image": 1}
+
+            def post(body: dict[str, Any] = body) -> Any:
+                return client.post("/api/generate/annotations", json=body)
+
+            answers = _at_once([post] * COPIES)
+            assert sorted(r.status_code for r in answers) == [200] * (COPIES - 1) + [201], [
+                r.text for r in answers]
+            ids = {r.json()["annotation_id"] for r in answers}
+            assert len(ids) == 1
+    with Session(engine) as s:
+        assert s.exec(select(func.count()).select_from(Annotation)).one() == 3
+    engine.dispose()
