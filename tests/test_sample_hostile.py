@@ -155,3 +155,19 @@ def test_limits_name_the_field_in_plain_words() -> None:
     check_row(Worker, {"external_id": "e" * 128, "id": 2**31 - 1}, "worker x")
     with pytest.raises(LimitError, match=r"id = 2147483648 is outside the range"):
         check_row(Worker, {"id": 2**31}, "worker x")
+
+
+def test_import_vsr_checks_limits_before_writing(engine: Engine, tmp_path: Path) -> None:
+    """A caption whose subject is 300 characters does not fit Example.caption (300): one
+    line naming the file and line, nothing imported (was a DataError quoting the INSERT on
+    PostgreSQL)."""
+    from dataset.import_vsr import import_vsr_file
+    from dataset.vsr_format import VsrFormatError
+    from tests.test_import_vsr import GOOD, _write, counts
+
+    caption = "The " + "x" * 300 + " is on the dining table."
+    path = _write(tmp_path / "big.jsonl", [GOOD, {**GOOD, "caption": caption}])
+    with pytest.raises(VsrFormatError, match=r"big.jsonl:2: caption is 328 characters long; "
+                                             r"at most 300 fit"):
+        import_vsr_file(engine, path)
+    assert counts(engine) == {"Example": 0, "Vote": 0, "Worker": 0, "Image": 0}
