@@ -21,6 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from collection.errors import CocoFileError
+from collection.validate import (
+    check_area,
+    check_bbox,
+    check_file_name,
+    check_id,
+    check_segmentation,
+    check_text,
+)
+from core.models import Image, Instance
 
 # (stage, done, total or None): how the CLI (tqdm) and the dashboard (Job.progress) follow us.
 ProgressFn = Callable[[str, int, int | None], None]
@@ -151,12 +160,6 @@ def _int(value: Any, what: str, path: Path) -> int:
     return value
 
 
-def _number(value: Any, what: str, path: Path) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CocoFileError(f"{path} is not a COCO instances file ({what} is {value!r})")
-    return float(value)
-
-
 def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None:
     state = _FileState(index.min_area, progress, index.n_annotations)
     data = _read_json(path, state)
@@ -175,7 +178,9 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
     for cat in data["categories"]:
         if not isinstance(cat, dict) or not isinstance(cat.get("name"), str):
             raise CocoFileError(f"{path} is not a COCO instances file (bad category {cat!r})")
-        cid = _int(cat.get("id"), "a category id", path)
+        cid = check_id(_int(cat.get("id"), "a category id", path), "category id", path)
+        column = Instance.__table__.c.category  # type: ignore[attr-defined]
+        check_text(cat["name"], "name", f"category {cid}", column, path)
         known = index.categories.get(cid)
         if known is not None and known != cat["name"]:
             raise CocoFileError(
@@ -207,7 +212,7 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
         if state.counts[key] != 1:
             continue
         image_id, category_id = key
-        ann_id = _int(ann.get("id"), "an annotation id", path)
+        ann_id = check_id(_int(ann.get("id"), "an annotation id", path), "annotation id", path)
         img = raw_images.get(image_id)
         if img is None:
             raise CocoFileError(
@@ -220,23 +225,28 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
             )
         width = _int(img.get("width"), f"the width of image {image_id}", path)
         height = _int(img.get("height"), f"the height of image {image_id}", path)
-        bbox = ann.get("bbox") or []
-        seg = ann.get("segmentation") or None
-        if not seg and len(bbox) != 4:
-            raise CocoFileError(
-                f"{path}: annotation {ann_id} has neither a segmentation nor a bbox"
-            )
+        # What the site later draws and serves: refused here, with the id, if unusable.
+        bbox = check_bbox(ann.get("bbox"), ann_id, path)
+        seg = check_segmentation(ann.get("segmentation"), ann_id, width, height, path)
         area_raw = ann.get("area")
         if area_raw is None:
             area = area_from_segmentation(seg, bbox, width, height)
         else:
-            area = _number(area_raw, f"the area of annotation {ann_id}", path)
+            area = check_area(area_raw, ann_id, path)
         if area < index.min_area:
             continue
         if image_id not in index.images:
+            check_id(image_id, "image id", path)
+            file_name = img.get("file_name") or f"{image_id:012d}.jpg"
+            columns = Image.__table__.c  # type: ignore[attr-defined]
+            for url_field in ("coco_url", "flickr_url"):
+                if img.get(url_field) is not None:
+                    check_text(
+                        img[url_field], url_field, f"image {image_id}", columns[url_field], path
+                    )
             index.images[image_id] = CocoImage(
                 id=image_id,
-                file_name=str(img.get("file_name") or f"{image_id:012d}.jpg"),
+                file_name=check_file_name(file_name, image_id, path),
                 split=_split_of(img, path),
                 width=width,
                 height=height,
@@ -249,7 +259,7 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
             image_id=image_id,
             category_id=category_id,
             area=area,
-            bbox=[float(v) for v in bbox],
+            bbox=bbox,
             segmentation=seg,
         )
 

@@ -17,8 +17,10 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session
 
 from collection.coco import CocoIndex, ProgressFn
+from collection.errors import SamplerError
 from collection.pairs import PairKey, SampledPair
 from core.db import is_postgres, session_scope
+from core.limits import LimitError, check_row
 from core.models import Image, ImagePair, Instance, PairStatus
 from core.types import utcnow
 
@@ -113,6 +115,16 @@ def store_pairs(
         for im in (index.images[i] for i in image_ids)
     ]
     total_steps = len(image_rows) + len(inst) + len(pairs)
+    # Before the transaction: a value the database cannot hold is one plain line, not a
+    # driver error (the loader checked the ids, geometry and names; this covers the rest).
+    try:
+        for row in image_rows:
+            check_row(Image, row, f"COCO image {row['coco_id']}")
+        for i in inst.values():
+            check_row(Instance, {"category_id": i.category_id, "area": i.area},
+                      f"COCO annotation {i.id}")
+    except LimitError as exc:
+        raise SamplerError(str(exc)) from None
     with session_scope(engine) as session:
         _insert_ignore(session, Image, image_rows, ["coco_id"])
         img_pk = _id_map(session, Image.coco_id, Image.id, image_ids)

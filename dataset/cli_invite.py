@@ -9,13 +9,14 @@ from typing import Annotated
 import typer
 from sqlmodel import Session, select
 
+from core.limits import LimitError, check_row
 from core.models import BatchKind, InviteToken
 from dataset.cli_common import DB_HELP, engine_for, settings_for
 from dataset.errors import CliError
 
 invite_app = typer.Typer(help="Invite links for in-house workers.", no_args_is_help=True)
 
-_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{4,64}$")
+_TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{4,64}")
 
 
 @invite_app.command("create")
@@ -37,8 +38,13 @@ def invite_create(
     bad = [k for k in kinds if k not in allowed]
     if bad or not kinds:
         raise CliError(f"--roles takes {', '.join(sorted(allowed))}; got {roles!r}")
-    if token is not None and not _TOKEN_RE.match(token):
+    if token is not None and not _TOKEN_RE.fullmatch(token):  # match() lets "x\n" through
         raise CliError("--token must be 4-64 characters of A-Z a-z 0-9 _ -")
+    label = label.strip()
+    try:
+        check_row(InviteToken, {"label": label}, "--label")
+    except LimitError as exc:
+        raise CliError(str(exc)) from None
     engine = engine_for(database_url)
     with Session(engine) as session:
         existing = (
@@ -52,7 +58,7 @@ def invite_create(
             invite = existing
         else:
             invite = InviteToken(
-                token=token or secrets.token_urlsafe(18), label=label.strip(), roles=kinds
+                token=token or secrets.token_urlsafe(18), label=label, roles=kinds
             )
             session.add(invite)
             session.commit()

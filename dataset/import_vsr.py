@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from core.limits import LimitError, check_row
 from core.models import Example, ExampleOrigin, Image, Vote, Worker, WorkerSource
 from core.types import utcnow
 from dataset.vsr_format import VsrFormatError, VsrRecord, read_vsr_file
@@ -143,6 +144,7 @@ def _ensure_workers(
         for ext, roles in sorted(needed.items())
         if ext not in existing
     ]
+    _check_rows(WORKER, new, lambda row: f"{result.path}: worker {row['external_id'][:40]!r}")
     if new:
         conn.execute(insert(WORKER), new)
         result.workers_added = len(new)
@@ -157,6 +159,16 @@ def _ensure_workers(
             select(WORKER.c.id, WORKER.c.external_id).where(WORKER.c.source == SOURCE)
         )
     }
+
+
+def _check_rows(table: Any, rows: list[dict[str, Any]], what: Any) -> None:
+    """Values the database cannot hold (NUL, too long, out of range) as one plain line
+    naming the record, before the INSERT (instead of a driver error quoting the SQL)."""
+    for row in rows:
+        try:
+            check_row(table, row, "")
+        except LimitError as exc:
+            raise VsrFormatError(f"{what(row)}{exc}") from None
 
 
 def _ensure_images(
@@ -181,6 +193,7 @@ def _ensure_images(
         for cid, rec in sorted(wanted.items())
         if cid not in found
     ]
+    _check_rows(IMAGE, new, lambda row: f"{result.path}: image {row['coco_id']}")
     if new:
         conn.execute(insert(IMAGE), new)
         result.images_added = len(new)
@@ -251,6 +264,8 @@ def _ensure_examples(
                 queue_open=False,
             )
         new.append(row)
+    lines = {key: rec.line for key, rec in first.items()}
+    _check_rows(EXAMPLE, new, lambda row: f"{result.path}:{lines[row['source_key']]}")
     if new:
         conn.execute(insert(EXAMPLE), new)  # in file order, so ids follow the file
         result.examples_added = len(new)

@@ -15,7 +15,9 @@ from starlette.middleware.sessions import SessionMiddleware
 from core.db import make_engine
 from core.settings import Settings, get_settings
 from webapp.body_limit import BodySizeLimit
+from webapp.db_retry import RetryDroppedConnection
 from webapp.errors import install_error_handlers
+from webapp.inputs import InputGuard
 from webapp.leases import LeaseStrategy, PairStrategy
 from webapp.security import SecurityHeaders
 
@@ -79,6 +81,10 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         same_site="none" if https else "lax",
         https_only=https,
     )
+    # Outside the session middleware, so a second attempt starts from the cookie again.
+    app.add_middleware(RetryDroppedConnection)
+    # A NUL in the URL or a body field is refused before any route or database sees it.
+    app.add_middleware(InputGuard)
     # Outside the session middleware; error pages (rendered inside) get the headers too.
     app.add_middleware(SecurityHeaders, hsts=https)
     # Outermost: an oversized body is refused before the session cookie is even read.

@@ -7,6 +7,7 @@ URL instead (see :func:`svg_shapes`).
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import warnings
@@ -20,6 +21,8 @@ from pycocotools import mask as mask_utils
 
 from core.models import Image, Instance
 
+log = logging.getLogger("webapp")
+
 # Concept A / concept B. Red and blue stay distinguishable for the common colour blindnesses
 # when paired with the legend's text; the CSS variables --ent-a/--ent-b use the same values.
 COLOUR_A = (230, 25, 75)
@@ -29,10 +32,23 @@ RENDER_VERSION = 3  # bump when the drawing changes, so cached files are not reu
 
 
 def find_source(image_root: Path, image: Image) -> Path | None:
-    nested = image_root / image.coco_split / image.file_name
-    for candidate in (nested, image_root / image.file_name):
-        if candidate.is_file():
-            return candidate
+    """The image's file under ``image_root``, or None; never a path outside it, whatever the
+    row says (``/etc/hostname`` or ``../../x`` in file_name: ``vsr sample`` refuses those
+    now, rows stored before may still hold them).
+
+    Containment is checked on the normalised path, not the symlink-resolved one: a split
+    folder the admin linked into the image root is theirs to place; names from the
+    database are what is not trusted.
+    """
+    root = os.path.normpath(os.path.abspath(image_root))
+    for parts in ((image.coco_split, image.file_name), (image.file_name,)):
+        if any("\x00" in part for part in parts):
+            continue
+        candidate = os.path.normpath(os.path.join(root, *parts))
+        if os.path.commonpath([root, candidate]) != root or candidate == root:
+            continue
+        if os.path.isfile(candidate):
+            return Path(candidate)
     return None
 
 
@@ -85,8 +101,14 @@ def render_marked(
     with PILImage.open(source) as src:
         base = src.convert("RGB")
     h, w = base.height, base.width
-    _overlay(base, instance_mask(inst_a, h, w), COLOUR_A)
-    _overlay(base, instance_mask(inst_b, h, w), COLOUR_B)
+    try:
+        masks = instance_mask(inst_a, h, w), instance_mask(inst_b, h, w)
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        # A geometry stored before `vsr sample` checked it: no image rather than a 500.
+        log.warning("cannot draw instances %s/%s: %s", inst_a.id, inst_b.id, exc)
+        return None
+    _overlay(base, masks[0], COLOUR_A)
+    _overlay(base, masks[1], COLOUR_B)
     base.thumbnail((MAX_SIDE, MAX_SIDE))
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Write then rename: several server processes may render the same file at once.
@@ -98,13 +120,17 @@ def render_marked(
 
 
 def svg_shapes(instance: Instance) -> list[str]:
-    """SVG polygon point lists for an instance (a crowd RLE falls back to its box)."""
+    """SVG polygon point lists for an instance (a crowd RLE falls back to its box); [] for a
+    geometry stored before ``vsr sample`` checked it, rather than a 500."""
     seg: Any = instance.segmentation
-    if isinstance(seg, list) and seg:
-        return [
-            " ".join(f"{float(seg_poly[i]):.1f},{float(seg_poly[i + 1]):.1f}"
-                     for i in range(0, len(seg_poly) - 1, 2))
-            for seg_poly in seg
-        ]
-    x, y, w, h = (float(v) for v in instance.bbox)
+    try:
+        if isinstance(seg, list) and seg:
+            return [
+                " ".join(f"{float(seg_poly[i]):.1f},{float(seg_poly[i + 1]):.1f}"
+                         for i in range(0, len(seg_poly) - 1, 2))
+                for seg_poly in seg
+            ]
+        x, y, w, h = (float(v) for v in instance.bbox)
+    except (TypeError, ValueError):
+        return []
     return [f"{x:.1f},{y:.1f} {x + w:.1f},{y:.1f} {x + w:.1f},{y + h:.1f} {x:.1f},{y + h:.1f}"]

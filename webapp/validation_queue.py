@@ -790,7 +790,15 @@ def _record_vote(
     now: datetime,
 ) -> tuple[VoteOutcome, Any]:
     statements = _statements(_dialect(session))
-    lease = _core(session, statements.lock_lease, {"q_lease": assignment_id}).first()
+    params = {"q_lease": assignment_id}
+    lease = _core(session, statements.lock_lease, params).first()
+    if lease is not None and lease.vote_id is None and lease.status == LeaseStatus.done:
+        # A concurrent submit of this lease committed while this one waited for its lock:
+        # PostgreSQL hands back the lease row as now committed but reads the joined vote and
+        # batch from this statement's older snapshot. Read once more (a new statement, a new
+        # snapshot under READ COMMITTED; the lock is already held) to reply as a replay.
+        # Only on this rare turn: the common path keeps its one statement.
+        lease = _core(session, statements.lock_lease, params).first()
     if (
         lease is None
         or lease.worker_id != worker_id

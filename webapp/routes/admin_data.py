@@ -14,6 +14,7 @@ from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import back, cached, figure_cache, render, study_config
 from webapp.deps import SessionDep
+from webapp.inputs import DbId
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 PAGE = 50
@@ -84,7 +85,7 @@ def data_page(
 
 @router.get("/examples/{example_id}", include_in_schema=False)
 def example_page(
-    example_id: int, request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
+    example_id: DbId, request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
 ) -> Response:
     example = _example(session, example_id)
     image = session.get(Image, example.image_id)
@@ -146,7 +147,7 @@ def _marks(session: Session, example: Example) -> tuple[Instance, Instance] | No
 
 
 @router.get("/examples/{example_id}/image", include_in_schema=False)
-def example_image(example_id: int, request: Request, session: SessionDep) -> Response:
+def example_image(example_id: DbId, request: Request, session: SessionDep) -> Response:
     """The photo with the subject (red) and object (blue) marked, when the file is local."""
     from webapp import images
 
@@ -172,7 +173,7 @@ def example_image(example_id: int, request: Request, session: SessionDep) -> Res
 
 @router.post("/examples/{example_id}/gold", include_in_schema=False)
 def mark_gold(
-    example_id: int,
+    example_id: DbId,
     request: Request,
     admin: AdminPostDep,
     session: SessionDep,
@@ -191,7 +192,7 @@ def mark_gold(
 
 @router.post("/examples/{example_id}/requeue", include_in_schema=False)
 def requeue(
-    example_id: int,
+    example_id: DbId,
     request: Request,
     admin: AdminPostDep,
     session: SessionDep,

@@ -16,6 +16,7 @@ from webapp.admin import jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import back, render
 from webapp.deps import SessionDep, SettingsDep
+from webapp.inputs import DbId
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 
@@ -74,7 +75,7 @@ async def start_job(
 
 
 @router.get("/api/jobs/{job_id}")
-def job_status(job_id: int, session: SessionDep) -> dict[str, Any]:
+def job_status(job_id: DbId, session: SessionDep) -> dict[str, Any]:
     return jobs.public(_job(session, job_id))
 
 
@@ -86,7 +87,7 @@ def job_list(session: SessionDep) -> list[dict[str, Any]]:
 
 
 @router.post("/jobs/{job_id}/cancel", include_in_schema=False)
-def cancel_job(job_id: int, admin: AdminPostDep, session: SessionDep) -> Response:
+def cancel_job(job_id: DbId, admin: AdminPostDep, session: SessionDep) -> Response:
     job = _job(session, job_id)
     if job.status not in jobs.ACTIVE:
         raise HTTPException(status_code=409, detail=f"Job #{job_id} is already {job.status}.")
@@ -95,7 +96,7 @@ def cancel_job(job_id: int, admin: AdminPostDep, session: SessionDep) -> Respons
 
 
 @router.get("/jobs/{job_id}/download", include_in_schema=False)
-def download(job_id: int, session: SessionDep, settings: SettingsDep) -> Response:
+def download(job_id: DbId, session: SessionDep, settings: SettingsDep) -> Response:
     job = _job(session, job_id)
     if job.kind != "build" or job.status != "succeeded":
         raise HTTPException(status_code=409, detail=f"Job #{job_id} has no finished download.")

@@ -13,6 +13,7 @@ from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import back, cached, figure_cache, render, study_config
 from webapp.deps import SessionDep
+from webapp.inputs import DbId
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 PAGE = 50
@@ -78,7 +79,7 @@ def _table(
 
 @router.get("/workers/{worker_id}", include_in_schema=False)
 def worker_page(
-    worker_id: int,
+    worker_id: DbId,
     request: Request,
     admin: AdminDep,
     session: SessionDep,
@@ -116,7 +117,7 @@ def worker_page(
 
 @router.post("/workers/{worker_id}/block", include_in_schema=False)
 def block(
-    worker_id: int,
+    worker_id: DbId,
     request: Request,
     admin: AdminPostDep,
     session: SessionDep,
@@ -136,7 +137,7 @@ def block(
 
 @router.post("/workers/{worker_id}/unblock", include_in_schema=False)
 def unblock(
-    worker_id: int,
+    worker_id: DbId,
     request: Request,
     admin: AdminPostDep,
     session: SessionDep,
@@ -149,7 +150,7 @@ def unblock(
 
 @router.post("/workers/{worker_id}/flag", include_in_schema=False)
 def flag(
-    worker_id: int,
+    worker_id: DbId,
     request: Request,
     admin: AdminPostDep,
     session: SessionDep,

@@ -30,6 +30,7 @@ from webapp.api_guard import CSRF_HEADER, check_json_post
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 from webapp.errors import PageError
 from webapp.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
+from webapp.inputs import ascii_int
 from webapp.routes.entry import redirect, strategy_for
 from webapp.validation_queue import (
     REFERENCE_FRAMES,
@@ -165,7 +166,7 @@ def task_submit(
     with _released(session):
         worker = get_current_worker(request, session)
         check_csrf(request, form.csrf)
-        duration = int(form.duration_ms) if form.duration_ms.isdigit() else None
+        duration = ascii_int(form.duration_ms, 0, 24 * 3600 * 1000)  # "²".isdigit() is true
         try:
             record_vote(
                 session, worker, form.assignment_id, form.answer == "true", _strategy(request),
@@ -372,13 +373,13 @@ async def api_vote(request: Request) -> Response:
         raise RequestValidationError(
             [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
         ) from exc
-    then_next = request.query_params.get("next", "0")
-    if not then_next.lstrip("-").isdigit():
+    then_next = ascii_int(request.query_params.get("next", "0"), -(2**31), 2**31 - 1)
+    if then_next is None:
         raise RequestValidationError(
             [{"type": "int_parsing", "loc": ("query", "next"),
-              "msg": "Input should be a valid integer", "input": then_next}]
+              "msg": "Input should be a valid integer", "input": request.query_params["next"]}]
         )
-    return await _in_api_thread(request, _api_vote, body, int(then_next) != 0)
+    return await _in_api_thread(request, _api_vote, body, then_next != 0)
 
 
 def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool) -> Response:

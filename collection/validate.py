@@ -1,0 +1,128 @@
+"""Checks on the COCO records the sampler stores: geometry the site can draw, file names that
+stay inside the image root, and values the database can hold.
+
+A record that fails is refused with one line naming the file and the annotation, image or
+category id, and nothing is stored (the whole run stops, as for any other malformed COCO
+file): a COCO file with such a record is corrupt or hostile, and a half-sampled run from it
+would be worse than none. Only the records the sampler keeps are checked (candidates and
+their images), so a large file costs no extra pass.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from collection.errors import CocoFileError
+from core.limits import INT32_MAX, LimitError, check_value
+
+# A relative path of plain names (COCO's are "000000000139.jpg"): letters, digits, "._-",
+# no segment starting with "." (so no ".."), no absolute path, no backslash, no NUL.
+_FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*")
+FILE_NAME_MAX = 64  # Image.file_name's column
+# A compressed RLE string (pycocotools' encoding: characters "0" to "o").
+_RLE_COUNTS = re.compile(r"[0-o]*")
+
+
+def _finite(value: Any) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    )
+
+
+def check_id(value: int, what: str, path: Path) -> int:
+    """An id the database's integer columns hold (COCO's are small positive numbers)."""
+    if not 0 < value <= INT32_MAX:
+        raise CocoFileError(f"{path}: {what} {value} is outside 1 to {INT32_MAX}")
+    return value
+
+
+def check_file_name(name: Any, image_id: int, path: Path) -> str:
+    where = f"{path}: image {image_id}"
+    if not isinstance(name, str):
+        raise CocoFileError(f"{where} has file_name {name!r}, not a text")
+    if len(name) > FILE_NAME_MAX:
+        raise CocoFileError(
+            f"{where} has a file_name of {len(name)} characters; at most {FILE_NAME_MAX} fit"
+        )
+    if not _FILE_NAME.fullmatch(name):
+        raise CocoFileError(
+            f"{where} has file_name {name[:80]!r}: it must be a relative path of letters, "
+            "digits and ._- (no '..', no leading '/', no NUL)"
+        )
+    return name
+
+
+def check_text(value: Any, field: str, what: str, column: Any, path: Path) -> None:
+    """A text value against its column (NUL, length), as one line naming the record."""
+    try:
+        check_value(what, field, value, column.type)
+    except LimitError as exc:
+        raise CocoFileError(f"{path}: {exc}") from None
+
+
+def check_bbox(bbox: Any, ann_id: int, path: Path) -> list[float]:
+    if not (isinstance(bbox, list) and len(bbox) == 4 and all(_finite(v) for v in bbox)):
+        raise CocoFileError(
+            f"{path}: annotation {ann_id} has bbox {str(bbox)[:80]}; expected 4 numbers "
+            "[x, y, width, height]"
+        )
+    if bbox[2] <= 0 or bbox[3] <= 0:
+        raise CocoFileError(
+            f"{path}: annotation {ann_id} has a bbox without a positive width and height"
+        )
+    return [float(v) for v in bbox]
+
+
+def check_area(area: Any, ann_id: int, path: Path) -> float:
+    if not _finite(area) or area < 0:
+        raise CocoFileError(f"{path}: annotation {ann_id} has area {area!r}; expected a "
+                            "number >= 0")
+    return float(area)
+
+
+def check_segmentation(seg: Any, ann_id: int, width: int, height: int, path: Path) -> Any:
+    """Polygons (lists of >= 3 x,y points) or an RLE dict {"size": [h, w], "counts": ...}
+    the site can draw with pycocotools; None when there is none (the bbox is drawn)."""
+    where = f"{path}: annotation {ann_id} has a segmentation that is"
+    if seg is None or seg == [] or seg == {}:
+        return None
+    if isinstance(seg, list):
+        for poly in seg:
+            if not (isinstance(poly, list) and len(poly) >= 6 and len(poly) % 2 == 0
+                    and all(_finite(v) for v in poly)):
+                raise CocoFileError(
+                    f"{where} not a list of polygons (each an even number, at least 6, of "
+                    f"coordinates): {str(poly)[:80]}"
+                )
+        return seg
+    if not isinstance(seg, dict):
+        raise CocoFileError(f"{where} neither polygons nor an RLE: {str(seg)[:80]}")
+    size, counts = seg.get("size"), seg.get("counts")
+    if size != [height, width]:
+        raise CocoFileError(
+            f"{where} an RLE of size {str(size)[:40]}, not the image's [{height}, {width}]"
+        )
+    if isinstance(counts, list):
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts) \
+                or sum(counts) != height * width:
+            raise CocoFileError(
+                f"{where} an RLE whose counts are not run lengths covering the image"
+            )
+        return seg
+    if isinstance(counts, str) and counts and _RLE_COUNTS.fullmatch(counts):
+        _decodes(seg, where)
+        return seg
+    raise CocoFileError(f"{where} an RLE without valid counts: {str(counts)[:40]}")
+
+
+def _decodes(rle: dict[str, Any], where: str) -> None:
+    """A compressed RLE string is only known good once pycocotools has read it."""
+    from pycocotools import mask as mask_utils
+
+    try:
+        mask_utils.area({"size": rle["size"], "counts": rle["counts"].encode("ascii")})
+    except Exception as exc:  # pycocotools raises plain Exceptions of several kinds
+        raise CocoFileError(f"{where} an RLE pycocotools cannot read ({exc})") from None
