@@ -199,8 +199,12 @@ def _cases(
 
 
 def _request(conn: http.client.HTTPConnection, method: str, url: str, kind: str,
-             body: dict[str, Any] | None, cookie: str, csrf: dict[str, str]) -> Any:
-    headers = {"Cookie": cookie, "Accept": "text/html", "X-CSRF-Token": csrf["csrf_token"]}
+             body: dict[str, Any] | None, cookie: str, csrf: dict[str, str]
+             ) -> tuple[Any, bytes]:
+    # The crowd's JSON API checks the worker session's token, the admin's fetch() calls the
+    # admin session's (webapp.api_guard, webapp.admin.csrf).
+    token = csrf["csrf"] if url.startswith("/api/") else csrf["csrf_token"]
+    headers = {"Cookie": cookie, "Accept": "text/html", "X-CSRF-Token": token}
     data = None
     if body is not None and kind == "json":
         data = json.dumps(body).encode()
@@ -210,8 +214,7 @@ def _request(conn: http.client.HTTPConnection, method: str, url: str, kind: str,
         headers["Content-Type"] = "application/x-www-form-urlencoded"
     conn.request(method, url, body=data, headers=headers)
     response = conn.getresponse()
-    response.read()
-    return response
+    return response, response.read()
 
 
 def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) -> None:
@@ -223,13 +226,14 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
             ("POST", "/validate"), ("POST", "/generate"), ("POST", "/api/validate/votes"),
             ("POST", "/api/generate/annotations")} <= covered
     failures: list[str] = []
+    guarded: dict[tuple[str, str], bool] = {}
     for port in _server(fuzz_site):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         conn.connect()
         local = conn.sock.getsockname()
         for method, template, url, kind, body, what in cases:
             try:
-                r = _request(conn, method, url, kind, body, cookie, csrf)
+                r, body_read = _request(conn, method, url, kind, body, cookie, csrf)
             except (http.client.HTTPException, OSError) as exc:
                 failures.append(f"{method} {template} {what}: connection dropped ({exc!r})")
                 conn.close()
@@ -237,6 +241,9 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
                 conn.connect()
                 local = conn.sock.getsockname()
                 continue
+            if template.startswith("/api/") and method == "POST":
+                stopped = r.status == 415 or b"X-CSRF-Token" in body_read
+                guarded[(method, template)] = guarded.get((method, template), False) or stopped
             if r.status >= 500:
                 failures.append(f"{method} {template} {what}: {r.status}")
             if (r.getheader("connection") or "").lower() == "close":
@@ -247,3 +254,9 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
                 local = conn.sock.getsockname()
         conn.close()
     assert failures == [], "\n".join(failures[:60])
+    # Every JSON API request carried the worker's token and the JSON type, so each reached the
+    # route's own checks: none was stopped by the CSRF / content-type guard.
+    assert guarded.keys() == {("POST", "/api/validate/votes"),
+                              ("POST", "/api/generate/annotations")}
+    stopped = {what for what, answer in guarded.items() if answer}
+    assert not stopped, stopped

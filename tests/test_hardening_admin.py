@@ -100,6 +100,8 @@ def test_bodies_are_capped_per_route(db_url: str, engine: Engine, tmp_path: Path
     r = client.post("/api/validate/votes", content=big,
                     headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.text == "Request body too large."
+    # Over DRAIN_LIMIT the body is left unread, so the server has to drop the connection.
+    assert r.headers["connection"] == "close"
 
     def chunks() -> Any:  # no Content-Length: counted as it arrives
         yield b"username="
@@ -112,6 +114,9 @@ def test_bodies_are_capped_per_route(db_url: str, engine: Engine, tmp_path: Path
     r = client.post("/admin/login", content=b"username=" + b"a" * (300 * 1024),
                     headers={"content-type": "application/x-www-form-urlencoded"})
     assert r.status_code == 413
+    # Within DRAIN_LIMIT the rest is read and discarded: the connection stays usable
+    # (test_fuzz_every_param checks that on a real keep-alive connection).
+    assert "connection" not in r.headers
     # An ordinary small body still reaches the route (403: no CSRF token, not 413).
     assert client.post("/api/validate/votes", json={"assignment_id": 1, "value": True}
                        ).status_code == 403

@@ -1,9 +1,15 @@
 """Request body size caps per route: an oversized body is refused with 413 before anyone
 parses it (a 64 MB JSON vote was once read and parsed whole).
 
-A plain ASGI middleware (Starlette has no per-route limit): it refuses at once when the
-declared Content-Length is too large and, for bodies without one (chunked), counts the bytes
-as they arrive and stops reading past the cap.
+A plain ASGI middleware (Starlette has no per-route limit): it refuses when the declared
+Content-Length is too large and, for bodies without one (chunked), counts the bytes as they
+arrive and stops passing them on past the cap.
+
+A body over the cap but within DRAIN_LIMIT is read and thrown away before the 413 goes out,
+so the client's keep-alive connection stays usable (an HTTP server must close a connection
+whose request body it left unread: the next request would start mid-body). A larger body is
+not read: the 413 says ``Connection: close`` and the server drops the connection, which costs
+an abusive client a reconnect and the site nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ LIMITS: tuple[tuple[str, int], ...] = (
     ("/admin/", 256 * 1024),
 )
 DEFAULT_LIMIT = 64 * 1024
+# Over the cap but up to this size, the rest of the body is read and discarded so that the
+# connection is kept alive (at most 1 MiB of reading per refused request).
+DRAIN_LIMIT = 1 << 20
 MESSAGE = b"Request body too large."
 
 
@@ -41,16 +50,17 @@ class BodySizeLimit:
                 try:
                     declared = int(value)
                 except ValueError:
-                    declared = limit + 1
+                    declared = DRAIN_LIMIT + 1
                 if declared > limit:
-                    await _refuse(send)
+                    drained = declared <= DRAIN_LIMIT and await _drain(receive, 0)
+                    await _refuse(send, keep_alive=drained)
                     return
         received = 0
         started = refused = False
 
         async def counted_receive() -> Message:
-            # Past the cap: answer 413 at once and tell the app the client went away (the
-            # app's parsers would turn an exception here into their own 400).
+            # Past the cap: answer 413 and tell the app the client went away (the app's
+            # parsers would turn an exception here into their own 400).
             nonlocal received, refused
             if refused:
                 return {"type": "http.disconnect"}
@@ -60,7 +70,9 @@ class BodySizeLimit:
                 if received > limit:
                     refused = True
                     if not started:
-                        await _refuse(send)
+                        drained = not message.get("more_body", False) or await _drain(
+                            receive, received)
+                        await _refuse(send, keep_alive=drained)
                     return {"type": "http.disconnect"}
             return message
 
@@ -79,12 +91,23 @@ class BodySizeLimit:
                 raise
 
 
-async def _refuse(send: Send) -> None:
-    await send({
-        "type": "http.response.start",
-        "status": 413,
-        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                    (b"content-length", str(len(MESSAGE)).encode()),
-                    (b"connection", b"close")],
-    })
+async def _drain(receive: Receive, received: int) -> bool:
+    """Read and discard the rest of the body while it stays within DRAIN_LIMIT: True when
+    all of it was read (the connection can be kept), False past the limit or on disconnect."""
+    while received <= DRAIN_LIMIT:
+        message = await receive()
+        if message["type"] != "http.request":
+            return False
+        received += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return received <= DRAIN_LIMIT
+    return False
+
+
+async def _refuse(send: Send, keep_alive: bool) -> None:
+    headers = [(b"content-type", b"text/plain; charset=utf-8"),
+               (b"content-length", str(len(MESSAGE)).encode())]
+    if not keep_alive:  # the body was left unread: the server has to drop the connection
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": MESSAGE})
