@@ -25,7 +25,10 @@ PASSWORD = "correct horse battery"
 
 
 def _serve(db_url: str, port: int, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    vsr = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
+    # This interpreter's own console script: the first `vsr` on PATH may belong to another
+    # checkout (a copied venv's activate script), which would test that code instead.
+    own = Path(sys.executable).with_name("vsr")
+    vsr = str(own) if own.exists() else (shutil.which("vsr") or "vsr")
     full_env = {**os.environ, "SECRET_KEY": "serve-test-" + "k" * 32, **env}
     full_env.pop("FORWARDED_ALLOW_IPS", None)
     proc = subprocess.Popen(

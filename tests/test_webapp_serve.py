@@ -12,7 +12,10 @@ from pathlib import Path
 
 
 def _vsr(*args: str) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
+    # This interpreter's own console script: the first `vsr` on PATH may belong to another
+    # checkout (a copied venv's activate script), which would test that code instead.
+    own = Path(sys.executable).with_name("vsr")
+    exe = str(own) if own.exists() else (shutil.which("vsr") or "vsr")
     return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
 
 
