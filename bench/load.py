@@ -617,7 +617,9 @@ class Stats:
     rt_stamps: list[float] = field(default_factory=list)  # when each round trip ended
     cpu: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # CpuMeter.history
     round_trips: list[float] = field(default_factory=list)  # fetch + vote, seconds
-    acked: list[tuple[int, int, bool]] = field(default_factory=list)  # (vote id, lease, value)
+    # (vote id, lease id, value); the lease id is the first part of the opaque token the API
+    # gives out (webapp.lease_tokens), read here only to check the database afterwards.
+    acked: list[tuple[int, int, bool]] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     retries: int = 0
     finished_batches: int = 0
@@ -717,7 +719,8 @@ async def _validate(
             state = None
             continue
         out = r.json()
-        stats.acked.append((out["vote_id"], item["assignment_id"], out["value"]))
+        lease_id = int(item["assignment_id"].split(".", 1)[0])
+        stats.acked.append((out["vote_id"], lease_id, out["value"]))
         stats.round_trips.append(time.perf_counter() - t0)
         stats.rt_stamps.append(time.monotonic())
         if out["finished"]:

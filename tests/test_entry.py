@@ -97,7 +97,7 @@ def test_ids_in_url_are_not_enough_to_act_as_someone_else(site, engine) -> None:
     assert attacker.get("/generate", follow_redirects=False).status_code == 401
     assert attacker.get("/api/generate/task").status_code == 401
     r = attacker.post("/api/generate/annotations", json={
-        "assignment_id": int(fields["assignment_id"]), "client_token": "attackertoken1",
+        "assignment_id": fields["assignment_id"], "client_token": "attackertoken1",
         "relation": "on", "ent1": "a", "true_image": 1})
     assert r.status_code == 401
     # knowing the PID but not the Prolific session id of the open batch is refused

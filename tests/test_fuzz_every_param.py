@@ -50,7 +50,7 @@ SKIP_BODY = {("POST", "/admin/jobs/{kind}")}
 SKIP = {("POST", "/admin/logout")}
 # Routes that read their body themselves: the fields they take.
 MANUAL_BODY: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
-    ("POST", "/api/validate/votes"): ("json", {"assignment_id": 1, "value": True,
+    ("POST", "/api/validate/votes"): ("json", {"assignment_id": "1." + "A" * 22, "value": True,
                                               "reference_frame": "both", "duration_ms": 5}),
     ("POST", "/admin/settings"): ("form", {"votes_per_example": "3", "gold_rate": "0.1",
                                            "keep_threshold": "2/3", "batch_size": "10",

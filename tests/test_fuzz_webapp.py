@@ -24,6 +24,7 @@ from core.models import Annotation, Assignment, Batch, Example, ImagePair, Insta
 from tests.webapp_coco import (
     answer,
     client_for,
+    lease_id_of,
     make_app,
     make_pairs,
     start_prolific,
@@ -147,7 +148,7 @@ def test_hypothesis_form_posts(worker_site, engine) -> None:  # type: ignore[no-
             # a valid answer was stored: exactly as sent, then go on with the next pair
             with Session(engine) as s:
                 ann = s.exec(select(Annotation).order_by(Annotation.id.desc())).first()  # type: ignore[union-attr]
-                assert ann is not None and ann.assignment_id == int(data["assignment_id"])
+                assert ann is not None and ann.assignment_id == lease_id_of(data["assignment_id"])
                 if ann.relation is not None:
                     assert ann.relation == data["relation"].strip().lower()
             state["fields"] = task(client)

@@ -12,6 +12,7 @@ from core.types import utcnow
 from tests.webapp_coco import (
     answer,
     client_for,
+    lease_id_of,
     set_study,
     start_prolific,
     task,
@@ -28,7 +29,7 @@ def _rows(engine):  # type: ignore[no-untyped-def]
 
 def _pair_of(engine, assignment_id: str) -> ImagePair:  # type: ignore[no-untyped-def]
     with Session(engine) as s:
-        lease = s.get(Assignment, int(assignment_id))
+        lease = s.get(Assignment, lease_id_of(assignment_id))
         assert lease is not None
         pair = s.get(ImagePair, lease.pair_id)
         assert pair is not None
@@ -58,7 +59,7 @@ def test_submit_stores_one_annotation_and_two_examples(site, engine) -> None:  #
     assert all(e.author_id == ann.worker_id for e in examples)
     with Session(engine) as s:
         assert s.get(ImagePair, pair.id).status == "annotated"  # type: ignore[union-attr]
-        assert s.get(Assignment, int(fields["assignment_id"])).status == "done"  # type: ignore[union-attr]
+        assert s.get(Assignment, lease_id_of(fields["assignment_id"])).status == "done"  # type: ignore[union-attr]
     # the next page shows the next pair
     assert task(client)["assignment_id"] != fields["assignment_id"]
 
@@ -123,7 +124,7 @@ def test_double_submit_and_retries_never_duplicate(site, engine) -> None:  # typ
     assert client.post("/generate", data=again, follow_redirects=False).status_code == 303
     # the JSON API gives back the first answer with 200
     r = client.post("/api/generate/annotations", json={
-        "assignment_id": int(fields["assignment_id"]), "client_token": fields["client_token"],
+        "assignment_id": fields["assignment_id"], "client_token": fields["client_token"],
         "relation": "near", "ent1": "b", "true_image": 2})
     assert r.status_code == 200 and r.json()["created"] is False
     assert r.json()["relation"] == "on top of"
@@ -145,7 +146,8 @@ def test_double_submit_and_retries_never_duplicate(site, engine) -> None:  # typ
         ({"relation": ""}, 422, "missing: relation"),
         ({"ent1": "c"}, 422, "ent1"),
         ({"true_image": "3"}, 422, "true_image"),
-        ({"assignment_id": "abc"}, 422, "assignment_id"),
+        ({"assignment_id": "abc"}, 403, "not assigned to you"),
+        ({"assignment_id": "x" * 40}, 422, "assignment_id"),
         ({"client_token": "x"}, 422, "client_token"),
         ({"action": "delete"}, 422, "action"),
     ],
@@ -161,7 +163,7 @@ def test_bad_answers_get_4xx_and_change_nothing(  # type: ignore[no-untyped-def]
     assert "Traceback" not in r.text
     assert _rows(engine) == ([], [])
     with Session(engine) as s:
-        assert s.get(Assignment, int(fields["assignment_id"])).status == "active"  # type: ignore[union-attr]
+        assert s.get(Assignment, lease_id_of(fields["assignment_id"])).status == "active"  # type: ignore[union-attr]
 
 
 def test_relations_follow_the_study_setting(site, engine, db_url: str) -> None:  # type: ignore[no-untyped-def]
@@ -182,7 +184,7 @@ def test_expired_lease_returns_the_pair_to_the_pool(site, engine) -> None:  # ty
     start_prolific(slow, "slowpoke")
     fields = task(slow)
     with Session(engine) as s:
-        lease = s.get(Assignment, int(fields["assignment_id"]))
+        lease = s.get(Assignment, lease_id_of(fields["assignment_id"]))
         assert lease is not None
         lease.lease_expires_at = utcnow() - timedelta(seconds=1)
         s.add(lease)
@@ -192,13 +194,13 @@ def test_expired_lease_returns_the_pair_to_the_pool(site, engine) -> None:  # ty
     taken = task(fast)
     assert _pair_of(engine, taken["assignment_id"]).id == pair_id  # oldest free pair again
     with Session(engine) as s:
-        assert s.get(Assignment, int(fields["assignment_id"])).status == "expired"  # type: ignore[union-attr]
+        assert s.get(Assignment, lease_id_of(fields["assignment_id"])).status == "expired"  # type: ignore[union-attr]
     # the late answer is turned away (the worker is sent on to a new pair) and stores nothing
     r = slow.post("/generate", data=answer(fields), follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/generate?notice=expired"
     assert "ran out" in slow.get("/generate?notice=expired").text
     r = slow.post("/api/generate/annotations", json={
-        "assignment_id": int(fields["assignment_id"]), "client_token": "late-token-1",
+        "assignment_id": fields["assignment_id"], "client_token": "late-token-1",
         "relation": "on", "ent1": "a", "true_image": 1})
     assert r.status_code == 409
     assert _rows(engine) == ([], [])

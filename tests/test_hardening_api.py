@@ -36,7 +36,7 @@ def test_cross_site_vote_is_refused(site: Any, engine: Engine) -> None:
     item = client.get("/api/validate/item")
     assert item.headers["X-CSRF-Token"] == csrf  # the site's own script reads it here
     lease = item.json()["item"]["assignment_id"]
-    body = f'{{"assignment_id":{lease},"value":false}}'
+    body = f'{{"assignment_id":"{lease}","value":false}}'
     # What a page on another site can send with the worker's cookie: no custom header.
     del client.headers["X-CSRF-Token"]
     plain = client.post("/api/validate/votes", content=body,

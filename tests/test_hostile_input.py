@@ -33,7 +33,7 @@ def test_nul_in_skip_comment_is_refused_by_form_and_api(site: Any, engine: Engin
     r = client.post("/generate", data=form, follow_redirects=False)
     assert r.status_code == 400 and "skip_comment" in r.text and "NUL" in r.text
     r = client.post("/api/generate/annotations", json={
-        "assignment_id": int(fields["assignment_id"]), "client_token": fields["client_token"],
+        "assignment_id": fields["assignment_id"], "client_token": fields["client_token"],
         "action": "skip", "skip_reason": "unidentifiable", "skip_comment": "too\x00dark"})
     assert r.status_code == 400, r.text
     assert "skip_comment" in r.json()["detail"]
@@ -60,7 +60,7 @@ def test_unicode_digits_in_duration_are_no_duration(
         vote = s.exec(select(Vote)).one()
         assert vote.duration_ms is None
     bad_next = client.post("/api/validate/votes?next=\u00b2",
-                           json={"assignment_id": int(lease), "value": True})
+                           json={"assignment_id": lease, "value": True})
     assert bad_next.status_code == 422 and "next" in bad_next.json()["detail"]
 
 

@@ -16,7 +16,7 @@ from sqlmodel import Session, col, select
 from core.db import make_engine
 from core.models import Assignment, LeaseStatus, Vote
 from tests.test_validation_routes import seed_examples, start
-from tests.webapp_coco import client_for, form_field, make_app, set_study
+from tests.webapp_coco import client_for, form_field, lease_id_of, make_app, set_study
 
 
 class Terminator:
@@ -83,9 +83,9 @@ def test_task_page_survives_a_terminated_backend(dropping_site: Any, kill_on: st
     page = client.get("/validate")
     assert terminator.fired == 1
     assert page.status_code == 200, page.text
-    lease = int(form_field(page.text, "assignment_id"))
+    lease = form_field(page.text, "assignment_id")
     assert _rows(pg_url) == ([], 1)
-    assert int(form_field(client.get("/validate").text, "assignment_id")) == lease
+    assert form_field(client.get("/validate").text, "assignment_id") == lease
 
 
 @pytest.mark.parametrize("kill_on", ["SELECT", "INSERT INTO vote", "commit"])
@@ -95,14 +95,14 @@ def test_vote_form_survives_a_terminated_backend(dropping_site: Any, kill_on: st
     app, terminator, pg_url = dropping_site
     client = client_for(app)
     csrf = start(client, "dropvote")
-    lease = int(form_field(client.get("/validate").text, "assignment_id"))
+    lease = form_field(client.get("/validate").text, "assignment_id")
     terminator.arm(kill_on)
-    r = client.post("/validate", data={"csrf": csrf, "assignment_id": str(lease),
+    r = client.post("/validate", data={"csrf": csrf, "assignment_id": lease,
                                        "answer": "true"}, follow_redirects=False)
     assert terminator.fired == 1
     assert (r.status_code, r.headers.get("location")) == (303, "/validate"), r.text
     votes, _ = _rows(pg_url)
-    assert votes == [(lease, True)]
+    assert votes == [(lease_id_of(lease), True)]
     assert client.get("/validate").status_code == 200
 
 

@@ -12,7 +12,15 @@ from sqlmodel import Session, col, select
 
 from core.captions import render_caption
 from core.models import Annotation, Batch, Example, ImagePair, Vote, Worker
-from tests.webapp_coco import client_for, enter, form_field, make_app, make_pairs, set_study
+from tests.webapp_coco import (
+    client_for,
+    enter,
+    form_field,
+    lease_id_of,
+    make_app,
+    make_pairs,
+    set_study,
+)
 
 RELATIONS = ["left of", "on top of", "in front of", "near", "under", "behind"]
 
@@ -154,6 +162,8 @@ def test_json_api_round_trip_idempotent_and_owned(site: Any, engine: Engine) -> 
     assert again.status_code == 200 and again.json()["vote_id"] == out["vote_id"]
     assert again.json()["value"] is False  # the first answer stands
     bad = a.post("/api/validate/votes", json={"assignment_id": "x", "value": True})
+    assert bad.status_code == 404 and "not one of yours" in bad.json()["detail"]
+    bad = a.post("/api/validate/votes", json={"assignment_id": 1, "value": True})
     assert bad.status_code == 422 and "detail" in bad.json()
     frame = a.post("/api/validate/votes", json=body | {"reference_frame": "absolute"})
     assert frame.status_code == 422
@@ -271,7 +281,8 @@ def test_api_recovers_from_dropped_database_connections(
     assert again.json()["item"]["assignment_id"] == r.json()["next"]["item"]["assignment_id"]
     with Session(engine) as s:
         votes = s.exec(select(Vote)).all()
-        assert [(v.assignment_id, v.value) for v in votes] == [(item["assignment_id"], True)]
+        assert [(v.assignment_id, v.value) for v in votes] == [
+            (lease_id_of(item["assignment_id"]), True)]
     engine.dispose()
 
 

@@ -120,7 +120,7 @@ def test_caption_resubmits_at_once_are_one_annotation(
         start_prolific(client, "craces")
         for _ in range(3):
             fields = task(client)
-            body = {"assignment_id": int(fields["assignment_id"]),
+            body = {"assignment_id": fields["assignment_id"],
                     "client_token": fields["client_token"], "relation": "near", "ent1": "a",
                     "true_image": 1}
 

@@ -173,6 +173,12 @@ def start_prolific(client: Any, pid: str, session_id: str = "sess1") -> str:
     return csrf
 
 
+def lease_id_of(token: str) -> int:
+    """The database id in a lease token ("<id>.<signature>", webapp.lease_tokens), for
+    checking rows; the site itself only ever takes the whole token back."""
+    return int(token.split(".", 1)[0])
+
+
 def task(client: Any) -> dict[str, str]:
     """Open the task page and return its hidden fields (assignment_id, client_token, csrf)."""
     page = client.get("/generate", follow_redirects=False)

@@ -29,6 +29,7 @@ from core.models import (
 from core.relations import enabled_relations, get_relation, is_known
 from core.study import StudyConfig
 from core.types import utcnow
+from webapp.lease_tokens import MAX_LENGTH
 from webapp.leases import finish, lock_row_wait
 
 SKIP_REASONS: dict[str, str] = {
@@ -38,10 +39,9 @@ SKIP_REASONS: dict[str, str] = {
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
 
 
-class GenerationSubmission(BaseModel):
-    """One answer to the contrastive task (form fields and JSON body alike)."""
+class _AnswerFields(BaseModel):
+    """One answer to the contrastive task, less the lease it answers."""
 
-    assignment_id: int = Field(ge=1, le=2**31 - 1, description="the lease being answered")
     client_token: str = Field(pattern=TOKEN_PATTERN, description="idempotency key")
     action: Literal["submit", "skip"] = "submit"
     relation: str | None = Field(default=None, max_length=64)
@@ -60,7 +60,7 @@ class GenerationSubmission(BaseModel):
         return None if value == "" else value
 
     @model_validator(mode="after")
-    def _complete(self) -> GenerationSubmission:
+    def _complete(self) -> _AnswerFields:
         if self.action == "submit":
             missing = [
                 name
@@ -81,7 +81,20 @@ class GenerationSubmission(BaseModel):
         return self
 
 
-class GenerationForm(GenerationSubmission):
+class GenerationSubmission(_AnswerFields):
+    """An answer as :func:`submit` stores it: the lease by its database id."""
+
+    assignment_id: int = Field(ge=1, le=2**31 - 1, description="the lease being answered")
+
+
+class GenerationAnswer(_AnswerFields):
+    """An answer as the crowd sends it (JSON body and form alike): the lease by the opaque
+    token the task gave out (webapp.lease_tokens), never by its database id."""
+
+    assignment_id: str = Field(max_length=MAX_LENGTH, description="the task's assignment_id")
+
+
+class GenerationForm(GenerationAnswer):
     csrf: str = Field(max_length=128)
 
 

@@ -128,10 +128,10 @@ def example_display(
     return shown
 
 
-def leased_item(shown: dict[str, Any], assignment_id: int) -> dict[str, Any]:
-    """An :func:`example_display` for one lease: the marked image is addressed by the lease,
-    so its URL says nothing about the Example."""
+def leased_item(shown: dict[str, Any], lease_token: str) -> dict[str, Any]:
+    """An :func:`example_display` for one lease: the marked image is addressed by the
+    lease's opaque token (webapp.lease_tokens), so its URL says nothing about the Example."""
     image = dict(shown["image"])
     if image["marked"]:
-        image["src"] = f"/images/validate/{assignment_id}.jpg"
-    return {**shown, "assignment_id": assignment_id, "image": image}
+        image["src"] = f"/images/validate/{lease_token}.jpg"
+    return {**shown, "assignment_id": lease_token, "image": image}

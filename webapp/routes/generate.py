@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlmodel import Session
 
 from core.captions import render_caption
@@ -20,6 +20,7 @@ from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.errors import PageError
 from webapp.generation import (
     SKIP_REASONS,
+    GenerationAnswer,
     GenerationForm,
     GenerationSubmission,
     SubmissionError,
@@ -27,6 +28,7 @@ from webapp.generation import (
     submit,
 )
 from webapp.identity import CurrentWorker, check_csrf, csrf_token
+from webapp.lease_tokens import lease_from_token, lease_token
 from webapp.leases import LeaseStrategy, count_done, take_next
 from webapp.routes.entry import redirect, strategy_for
 from webapp.signed_urls import pair_image_allowed, pair_image_url
@@ -134,6 +136,22 @@ def task_context(request: Request, session: Session, pair: ImagePair) -> dict[st
 # --- the HTML task -----------------------------------------------------------------------
 
 
+def _lease_token(request: Request, worker: Worker, lease: Assignment) -> str:
+    assert worker.id is not None and lease.id is not None
+    return lease_token(request.app.state.settings.secret_key, worker.id, lease.id)
+
+
+def _stored(request: Request, worker_id: int, answer: GenerationAnswer) -> GenerationSubmission:
+    """The answer with the lease its opaque token names (webapp.lease_tokens): a guessed,
+    sequential or another worker's id is refused before any database lookup."""
+    lease_id = lease_from_token(
+        request.app.state.settings.secret_key, worker_id, answer.assignment_id)
+    if lease_id is None:
+        raise SubmissionError(403, "This pair is not assigned to you.")
+    fields = answer.model_dump(exclude={"csrf", "assignment_id"})
+    return GenerationSubmission(**fields, assignment_id=lease_id)
+
+
 @router.get("/generate", summary="The caption-writing task page")
 def task_page(
     request: Request, worker: CurrentWorker, session: SessionDep, templates: TemplatesDep
@@ -152,6 +170,7 @@ def task_page(
         lease=lease,
         done_count=count_done(session, batch),
         seconds_left=batches.seconds_left(batch),
+        lease_token=_lease_token(request, worker, lease),
         client_token=secrets.token_urlsafe(16),
         csrf=csrf_token(request),
         preview=False,
@@ -171,8 +190,7 @@ def task_submit(
     assert worker.id is not None
     config = load_study_config(session)
     try:
-        answer = GenerationSubmission(**form.model_dump(exclude={"csrf"}))
-        submit(session, worker.id, answer, config)
+        submit(session, worker.id, _stored(request, worker.id, form), config)
     except SubmissionError as exc:
         if exc.status == 409:
             # The lease ran out: nothing to fix in the form, so carry on with the next pair.
@@ -194,7 +212,7 @@ class TaskImage(BaseModel):
 
 
 class TaskPublic(BaseModel):
-    assignment_id: int
+    assignment_id: str = Field(description="the lease's opaque token: send it back as is")
     pair_id: int
     concept_a: str
     concept_b: str
@@ -251,7 +269,7 @@ def api_task(
             )
         )
     return TaskPublic(
-        assignment_id=lease.id,
+        assignment_id=_lease_token(request, worker, lease),
         pair_id=pair.id,
         concept_a=pair.concept_a,
         concept_b=pair.concept_b,
@@ -272,14 +290,15 @@ def api_task(
                409: {}, 422: {}},
 )
 def api_submit(
-    body: GenerationSubmission, worker: CurrentWorker, session: SessionDep, request: Request
+    body: GenerationAnswer, worker: CurrentWorker, session: SessionDep, request: Request
 ) -> Response:
     """Submit one answer: a JSON body with the session's CSRF token in the X-CSRF-Token
     header (``webapp.api_guard``)."""
     check_json_post(request)
     assert worker.id is not None
     try:
-        annotation, created = submit(session, worker.id, body, load_study_config(session))
+        annotation, created = submit(
+            session, worker.id, _stored(request, worker.id, body), load_study_config(session))
     except SubmissionError as exc:
         raise PageError(exc.status, exc.message) from exc
     result = _result(session, annotation, created)

@@ -31,6 +31,7 @@ from webapp.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 from webapp.errors import PageError
 from webapp.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
 from webapp.inputs import ascii_int
+from webapp.lease_tokens import MAX_LENGTH, lease_from_token, lease_token
 from webapp.routes.entry import redirect, strategy_for
 from webapp.validation_queue import (
     REFERENCE_FRAMES,
@@ -103,6 +104,22 @@ def _cookie_worker(request: Request, session: Session) -> int:
     return worker_id  # type: ignore[return-value]
 
 
+NOT_YOURS = "This item is not one of yours. Please reload the page."
+
+
+def _lease_token(request: Request, worker_id: int, lease_id: int) -> str:
+    return lease_token(request.app.state.settings.secret_key, worker_id, lease_id)
+
+
+def _lease_id(request: Request, worker_id: int, token: str) -> int:
+    """The lease a form or API call names, from its opaque token (webapp.lease_tokens): a
+    guessed, sequential or another worker's id is refused before any database lookup."""
+    lease_id = lease_from_token(request.app.state.settings.secret_key, worker_id, token)
+    if lease_id is None:
+        raise PageError(404, NOT_YOURS)
+    return lease_id
+
+
 def _refused(request: Request, session: Session, exc: VoteError) -> PageError:
     """A VoteError as the worker sees it; an unknown or blocked worker gets exactly the
     answer every other page gives them (``get_current_worker``)."""
@@ -134,12 +151,13 @@ def _task_page(request: Request, session: Session, settings: Any, templates: Any
         raise _refused(request, session, exc) from exc
     if item is None or item.lease_id is None:
         return redirect(_where_next(session, worker))
-    assert item.display is not None
+    assert item.display is not None and worker.id is not None
+    token = _lease_token(request, worker.id, item.lease_id)
     ctx: dict[str, Any] = {
         "kind": KIND,
         "batch_size": item.batch_size,
-        "lease_id": item.lease_id,
-        "item": leased_item(item.display, item.lease_id),
+        "lease_token": token,
+        "item": leased_item(item.display, token),
         "done_count": item.done,
         "seconds_left": _seconds_left(item),
         "csrf": csrf_token(request),
@@ -151,7 +169,7 @@ def _task_page(request: Request, session: Session, settings: Any, templates: Any
 
 class VoteForm(BaseModel):
     csrf: str = Field(max_length=128)
-    assignment_id: int = Field(gt=0, lt=2**31)
+    assignment_id: str = Field(max_length=MAX_LENGTH, description="the lease's opaque token")
     answer: Literal["true", "false"]
     reference_frame: Literal["", "intrinsic", "relative", "both"] = ""
     duration_ms: str = Field("", max_length=12)
@@ -166,10 +184,12 @@ def task_submit(
     with _released(session):
         worker = get_current_worker(request, session)
         check_csrf(request, form.csrf)
+        assert worker.id is not None
+        lease_id = _lease_id(request, worker.id, form.assignment_id)
         duration = ascii_int(form.duration_ms, 0, 24 * 3600 * 1000)  # "²".isdigit() is true
         try:
             record_vote(
-                session, worker, form.assignment_id, form.answer == "true", _strategy(request),
+                session, worker, lease_id, form.answer == "true", _strategy(request),
                 reference_frame=form.reference_frame or None, duration_ms=duration,
             )
         except VoteError as exc:
@@ -193,7 +213,7 @@ class ItemImage(BaseModel):
 
 
 class ItemPublic(BaseModel):
-    assignment_id: int
+    assignment_id: str = Field(description="the lease's opaque token: send it back as is")
     caption: str
     subj: str
     obj: str
@@ -212,7 +232,7 @@ class TaskState(BaseModel):
 
 
 class VoteIn(BaseModel):
-    assignment_id: int = Field(gt=0, lt=2**31)
+    assignment_id: str = Field(max_length=MAX_LENGTH, description="the item's assignment_id")
     value: bool
     reference_frame: Literal["intrinsic", "relative", "both"] | None = None
     duration_ms: int | None = Field(None, ge=0, le=24 * 3600 * 1000)
@@ -239,12 +259,12 @@ IMAGE_FIELDS = tuple(ItemImage.model_fields)
 ITEM_FIELDS = tuple(f for f in ItemPublic.model_fields if f != "image")
 
 
-def _state(item: NextItem) -> dict[str, Any]:
+def _state(item: NextItem, token: str | None) -> dict[str, Any]:
     """A :class:`TaskState` as plain JSON-ready values (the API answers without building
     pydantic models per request; the models document the shape in the OpenAPI schema)."""
     public = None
-    if item.lease_id is not None and item.display is not None:
-        shown = leased_item(item.display, item.lease_id)
+    if token is not None and item.display is not None:
+        shown = leased_item(item.display, token)
         image = shown["image"]
         public = {name: shown[name] for name in ITEM_FIELDS}
         public["image"] = {name: image[name] for name in IMAGE_FIELDS}
@@ -335,7 +355,7 @@ def _api_item(request: Request, session: Session) -> Response:
         raise PageError(
             409, "There is no open validation batch; start one at /instructions/validate."
         )
-    response = _json(_state(item))
+    response = _json(_state(item, _item_token(request, worker_id, item)))
     # Readable by the site's own scripts only (no CORS): what the vote call must send back.
     response.headers[CSRF_HEADER] = csrf_token(request)
     return response
@@ -382,11 +402,16 @@ async def api_vote(request: Request) -> Response:
     return await _in_api_thread(request, _api_vote, body, then_next != 0)
 
 
+def _item_token(request: Request, worker_id: int, item: NextItem) -> str | None:
+    return None if item.lease_id is None else _lease_token(request, worker_id, item.lease_id)
+
+
 def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool) -> Response:
     worker_id = _cookie_worker(request, session)
+    lease_id = _lease_id(request, worker_id, body.assignment_id)
     try:
         out = record_vote(
-            session, worker_id, body.assignment_id, body.value, _strategy(request),
+            session, worker_id, lease_id, body.value, _strategy(request),
             reference_frame=body.reference_frame, duration_ms=body.duration_ms,
             then_next=then_next, display=_display(request),
         )
@@ -401,7 +426,8 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
         "batch_size": out.batch_size,
         "finished": out.batch_status != "open",
         "completion_code": out.completion_code,
-        "next": _state(out.next) if out.next is not None else None,
+        "next": (_state(out.next, _item_token(request, worker_id, out.next))
+                 if out.next is not None else None),
     }
     return _json(result, status_code=201 if out.created else 200)
 
@@ -411,10 +437,13 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
 
 @router.get("/images/validate/{assignment_id}.jpg", summary="The leased item's image, marked")
 def item_image(
-    assignment_id: int, worker: CurrentWorker, session: SessionDep, settings: SettingsDep
+    assignment_id: str, worker: CurrentWorker, session: SessionDep, settings: SettingsDep
 ) -> Response:
-    """Addressed by the worker's own lease, so the URL says nothing about the Example."""
-    lease = session.get(Assignment, assignment_id) if 0 < assignment_id < 2**31 else None
+    """Addressed by the worker's own lease token, so the URL says nothing about the Example
+    and a guessed address opens nothing."""
+    assert worker.id is not None
+    lease_id = lease_from_token(settings.secret_key, worker.id, assignment_id)
+    lease = session.get(Assignment, lease_id) if lease_id is not None else None
     if lease is None or lease.worker_id != worker.id or lease.example_id is None:
         raise PageError(404, "No such image.")
     example = session.get(Example, lease.example_id)
