@@ -50,10 +50,10 @@ def test_submit_stores_one_annotation_and_two_examples(site, engine) -> None:  #
     assert (ann.relation, ann.subj, ann.obj) == ("on top of", pair.concept_b, pair.concept_a)
     assert ann.true_image_id == pair.image2_id and ann.duration_ms == 4200
     caption = f"The {pair.concept_b} is on top of the {pair.concept_a}."
-    assert [(e.image_id, e.label, e.caption) for e in examples] == [
+    assert sorted((e.image_id, e.label, e.caption) for e in examples) == sorted([
         (pair.image2_id, True, caption),
         (pair.image1_id, False, caption),
-    ]
+    ])
     assert all(e.annotation_id == ann.id and e.origin == "human" for e in examples)
     assert all(e.author_id == ann.worker_id for e in examples)
     with Session(engine) as s:

@@ -274,6 +274,39 @@ def _not_seen_by(worker: Any, floor: Any = None) -> list[Any]:
     ]
 
 
+def _no_sibling_nearby(worker: Any) -> Any:
+    """Condition: no Example of the same annotation (the same caption on its other image) was
+    leased to this validator in their current or previous validation batch.
+
+    The two Examples of one caption have opposite labels, so seeing both back to back (or in
+    one batch) tells the validator that one is True and the other False (issue 12). Two
+    batches, not one: the last item of a batch and the first of the next are back to back
+    too. Part of the candidate query, so both backends (PostgreSQL's one-statement lease and
+    SQLite's step-by-step path) apply it with no extra statement; it reads only the
+    validator's newest two batches' leases through ix_assignment_batch_lease.
+    """
+    sibling = Example.__table__.alias("sibling")  # type: ignore[attr-defined]
+    lease = _A.alias("sibling_lease")
+    recent_batches = (
+        sa_select(_B.c.id)
+        .where(_B.c.worker_id == worker, _B.c.kind == BatchKind.validate.value)
+        .order_by(_B.c.id.desc())
+        .limit(2)
+    )
+    seen_annotations = (
+        sa_select(sibling.c.annotation_id)
+        .select_from(lease.join(sibling, sibling.c.id == lease.c.example_id))
+        .where(
+            lease.c.batch_id.in_(recent_batches),
+            sibling.c.annotation_id.is_not(None),
+        )
+    )
+    return or_(
+        col(Example.annotation_id).is_(None),
+        col(Example.annotation_id).not_in(seen_annotations),
+    )
+
+
 @dataclass(frozen=True)
 class _Statements:
     regular: Any
@@ -345,6 +378,7 @@ def _statements(dialect: str) -> _Statements:
             col(Example.origin).in_(VOTABLE_ORIGINS),
             has_room(),
             *_not_seen_by(_WORKER, floor),
+            _no_sibling_nearby(_WORKER),
         )
         .order_by(col(Example.id))
         .limit(bindparam("q_limit", type_=Integer))
