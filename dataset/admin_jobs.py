@@ -150,7 +150,8 @@ def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[
     }
     report(0.95, "saving the run")
     with session_scope(engine) as session:
-        run = save_run(session, result, diag, send_negatives=False, extra_params=extra)
+        # Like `vsr match` (issue 12): distractors go to validators before items reach mc/.
+        run = save_run(session, result, diag, send_negatives=True, extra_params=extra)
         run_id = run.id
     return {"match_run": run_id, "items": len(result.items), "diagnostics": _jsonable(diag)}
 

@@ -22,6 +22,7 @@ def render_card(
     title: str,
     figure_notes: dict[str, str] | None,
     files: list[str],
+    mc_counts: tuple[int, int] | None = None,
 ) -> str:
     s = stats
     origins = ", ".join(f"{k}: {v:,}" for k, v in s["origins"].items()) or "none"
@@ -127,6 +128,22 @@ def render_card(
         for name, note in figure_notes.items():
             lines += [f"### {titles[name]}", "", f"![{titles[name]}]({FIGURES[name]})", "",
                       note, ""]
+    if mc_counts is not None and any(mc_counts):
+        validated_mc, unvalidated_mc = mc_counts
+        lines += [
+            "## Multiple-choice items",
+            "",
+            f"`mc/` holds {validated_mc:,} items whose every distractor validators judged "
+            "False (adversarial matching, `vsr match`).",
+        ]
+        if unvalidated_mc:
+            lines.append(
+                f"`mc_unvalidated/` holds {unvalidated_mc:,} more items that validators have "
+                "**not** cleared (written on request, `build-dataset --unvalidated-mc`): "
+                "some of their distractors may be true for the image, so they are not a "
+                "benchmark as they stand (each line says `\"validated\": false`)."
+            )
+        lines.append("")
     lines += [
         "## Files",
         "",

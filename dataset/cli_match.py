@@ -38,9 +38,11 @@ def match(
         None, "--sweep", help="Comma-separated h values to compare, e.g. 0,0.5,1,2."
     ),
     send_negatives: bool = typer.Option(
-        False, "--send-negatives-to-validation",
+        True, "--send-negatives-to-validation/--no-send-negatives-to-validation",
         help="Add each distractor as a False Example (origin adversarial) to the validation "
-        "queue; only items whose distractors validators reject are exported.",
+        "queue (default); only items whose distractors validators reject reach mc/. Without "
+        "it the items are unvalidated and build-dataset writes them only with "
+        "--unvalidated-mc, apart in mc_unvalidated/.",
     ),
     model: str | None = typer.Option(
         None, "--model", help="Sentence-transformers model for P_rel (default: packaged "
