@@ -85,6 +85,7 @@ def match(
     from core.study import load_study_config
     from matching.diagnostics import diagnose, format_report, format_sweep
     from matching.diagnostics import sweep as run_sweep
+    from matching.geometry_filter import load_pair_shapes
     from matching.pipeline import MatchParams, run_matching
     from matching.records import kept_true
     from matching.relevance import RelevanceModel, load_encoder
@@ -114,6 +115,7 @@ def match(
             else load_study_config(session).keep_threshold
         )
         records = load_records(session)
+        geometry = load_pair_shapes(session)
     queries = kept_true(records, threshold)
     if len(queries) < k + 1:
         raise CliError(
@@ -140,7 +142,7 @@ def match(
         try:
             result = run_matching(
                 records, relevance, scorer, params, splits=mapping, split_seed=split_seed,
-                threshold=threshold, on_step=step,
+                threshold=threshold, on_step=step, geometry=geometry,
             )
         except ValueError as exc:
             raise CliError(str(exc)) from exc

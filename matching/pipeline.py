@@ -27,6 +27,7 @@ import numpy as np
 
 from core.captions import render_caption
 from matching.assign import Method, solve
+from matching.geometry_filter import PairShapes, rejected_mask
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
 from matching.similarity import SimilarityScorer, table_lookup, table_matrices
@@ -125,6 +126,7 @@ def match_split(
     similarity: SimilarityScorer,
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
+    geometry: Mapping[int, PairShapes] | None = None,
 ) -> tuple[list[Item], int]:
     """Match one split; returns the complete items and how many queries got fewer than k."""
     queries = sorted(queries, key=lambda r: r.id)
@@ -193,6 +195,9 @@ def match_split(
             if params.table_filter:
                 bad |= fwd
             allowed[i] &= ~bad
+    if geometry and params.remap:
+        # Candidates the query's own instance outlines show to hold (matching.geometry_filter).
+        allowed &= ~rejected_mask([q.id for q in queries], [r.relation for r in g_first], geometry)
 
     vectorised = bool(getattr(similarity, "vectorised", False))
     if vectorised:
@@ -336,6 +341,7 @@ def run_matching(
     threshold: Any = None,
     fit: bool = True,
     on_step: Callable[[str], None] | None = None,
+    geometry: Mapping[int, PairShapes] | None = None,
 ) -> MatchResult:
     """Match every split of the kept True records; ``fit`` trains P_rel on train first.
     ``on_step`` is called after each step (for progress bars)."""
@@ -365,7 +371,9 @@ def run_matching(
     unmatched: dict[str, int] = {}
     for split in SPLITS:
         t0 = time.perf_counter()
-        got, missing = match_split(by_split[split], split, relevance, similarity, params, known)
+        got, missing = match_split(
+            by_split[split], split, relevance, similarity, params, known, geometry
+        )
         items += got
         unmatched[split] = missing
         seconds[f"match_{split}"] = time.perf_counter() - t0
