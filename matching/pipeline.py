@@ -12,9 +12,10 @@ becomes "The dog is on the sofa." for a dog/sofa query), so a distractor differs
 truth in its relation only (GITM-MR's idea). Matching runs within each split.
 
 Filtering (never weighed, always excluded): the response itself, exact duplicates of a
-choice, and anything with the same meaning as a kept True Example of the query's image
-(known true); with ``table_filter`` (default) also anything the relation-semantics table
-says the truth or a known-true caption implies, or that is equivalent to a choice.
+choice, and anything with the same meaning as a caption validators voted True for the query's
+image (known true); with ``table_filter`` (default) also anything the relation-semantics table
+says the truth or a known-true caption implies, or that is equivalent to a choice; with
+``geometry`` anything the query's instance outlines show to hold (matching.geometry_filter).
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ class MatchResult:
 def known_true_by_image(
     records: Sequence[Record], threshold: Any = None
 ) -> dict[str, list[Triple]]:
-    """Image -> triples validators confirmed true for it (kept True Examples, and adversarial
-    negatives they judged True), which are never distractors for that image."""
+    """Image -> triples validators confirmed true for it (kept True Examples, and any caption
+    they voted True whatever its label or origin), which are never distractors for that image."""
     out: dict[str, list[Triple]] = {}
     for r in confirmed_true(records) if threshold is None else confirmed_true(records, threshold):
         out.setdefault(r.image, []).append(r.triple)

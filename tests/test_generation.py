@@ -233,3 +233,22 @@ def test_json_task_api(site, engine) -> None:  # type: ignore[no-untyped-def]
     caption = f"The {t['concept_a']} is left of the {t['concept_b']}."
     assert body["created"] is True and body["captions"] == [caption, caption]
     assert client.get("/api/generate/task").json()["done"] == 1
+
+
+@pytest.mark.parametrize("coin", [0, 1])
+def test_id_order_of_the_two_examples_does_not_follow_the_label(  # type: ignore[no-untyped-def]
+    site, engine, monkeypatch, coin: int
+) -> None:
+    # Issue 12: the validation queue serves Examples in id order, so the True one must not
+    # always come first. The coin (secrets.randbelow) decides; both outcomes are written.
+    import webapp.generation as generation
+
+    monkeypatch.setattr(generation.secrets, "randbelow", lambda n: coin)
+    client = client_for(site)
+    start_prolific(client, f"gen-order-{coin}")
+    fields = task(client)
+    r = client.post("/generate", data=answer(fields, relation="on top of", true_image="1"),
+                    follow_redirects=False)
+    assert r.status_code == 303
+    _, examples = _rows(engine)
+    assert [e.label for e in examples] == ([True, False] if coin == 0 else [False, True])

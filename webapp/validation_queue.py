@@ -282,8 +282,10 @@ def _no_sibling_nearby(worker: Any) -> Any:
     one batch) tells the validator that one is True and the other False (issue 12). Two
     batches, not one: the last item of a batch and the first of the next are back to back
     too. Part of the candidate query, so both backends (PostgreSQL's one-statement lease and
-    SQLite's step-by-step path) apply it with no extra statement; it reads only the
-    validator's newest two batches' leases through ix_assignment_batch_lease.
+    SQLite's step-by-step path) apply it with no extra statement. Correlated per candidate
+    (its sibling by ix_example_annotation_id, then that sibling's lease to this validator by
+    ix_assignment_worker_example): constant work per candidate however far the batch has
+    got, where reading the batch's leases would grow with it.
     """
     sibling = Example.__table__.alias("sibling")  # type: ignore[attr-defined]
     lease = _A.alias("sibling_lease")
@@ -293,18 +295,18 @@ def _no_sibling_nearby(worker: Any) -> Any:
         .order_by(_B.c.id.desc())
         .limit(2)
     )
-    seen_annotations = (
-        sa_select(sibling.c.annotation_id)
-        .select_from(lease.join(sibling, sibling.c.id == lease.c.example_id))
+    seen_sibling = (
+        sa_select(literal(1))
+        .select_from(sibling.join(lease, lease.c.example_id == sibling.c.id))
         .where(
+            sibling.c.annotation_id == col(Example.annotation_id),
+            sibling.c.id != col(Example.id),
+            lease.c.worker_id == worker,
             lease.c.batch_id.in_(recent_batches),
-            sibling.c.annotation_id.is_not(None),
         )
+        .exists()
     )
-    return or_(
-        col(Example.annotation_id).is_(None),
-        col(Example.annotation_id).not_in(seen_annotations),
-    )
+    return or_(col(Example.annotation_id).is_(None), ~seen_sibling)
 
 
 @dataclass(frozen=True)
