@@ -83,9 +83,9 @@ def match(
 
     from core.db import session_scope
     from core.study import load_study_config
+    from dataset.match_geometry import load_pair_shapes
     from matching.diagnostics import diagnose, format_report, format_sweep
     from matching.diagnostics import sweep as run_sweep
-    from matching.geometry_filter import load_pair_shapes
     from matching.pipeline import MatchParams, run_matching
     from matching.records import kept_true
     from matching.relevance import RelevanceModel, load_encoder

@@ -117,7 +117,7 @@ def test_outlines_load_from_the_database(session, coco_dir: Path) -> None:  # ty
     from sqlmodel import select
 
     from core.models import Annotation, Example, ImagePair, Instance, Worker
-    from matching.geometry_filter import load_pair_shapes
+    from dataset.match_geometry import load_pair_shapes
     from tests.webapp_coco import make_pairs
 
     (pair_id,) = make_pairs(session, coco_dir, 1)
