@@ -53,6 +53,10 @@ class MatchParams:
     # "off": VCR's weights as they were. See docs/matching.md.
     balance: str = "soft"
     backoff: float = 1.0  # pseudo-count of the P_rel back-off in "soft"
+    # "truth": aim distractors at the truth's plausibility, W_rel = -|log P(d) - log P(t)|
+    # (the answer is then neither the most nor the least plausible option); "max": VCR's
+    # log P(d), which makes a weakly modelled truth the odd one out.
+    aim: str = "max"
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -63,6 +67,8 @@ class MatchParams:
             raise ValueError("eps must be in (0, 0.5)")
         if self.balance not in ("pair", "soft", "off"):
             raise ValueError("balance must be pair, soft or off")
+        if self.aim not in ("truth", "max"):
+            raise ValueError("aim must be truth or max")
         if not self.backoff > 0:
             raise ValueError("backoff must be > 0")
 
@@ -204,6 +210,13 @@ def _match_once(
     log_rel = lp_q[:, c_rel[0]]
     if params.remap and params.balance == "soft":
         log_rel = _pair_count_log_rel(queries, lp_q, c_rel[0], ids, params.backoff)
+    if params.aim == "truth":
+        own = np.array([ids.rel[q.relation] for q in queries])
+        if params.remap and params.balance == "soft":
+            truth = _pair_count_log_rel(queries, lp_q, own, ids, params.backoff).diagonal()
+        else:
+            truth = lp_q[np.arange(n), own]
+        log_rel = -np.abs(log_rel - truth[:, None])
     if not params.remap:
         names = sorted(ids.concepts, key=ids.concepts.__getitem__)
         sim = relevance.concept_similarity(names, names)
@@ -314,21 +327,23 @@ def _match_once(
 def _pair_count_log_rel(
     queries: Sequence[Record], lp_q: np.ndarray, g_rel: np.ndarray, ids: _Ids, backoff: float
 ) -> np.ndarray:
-    """log P(relation | pair): the split's other answers for the query's concept pair
-    (leave-one-out, so the query's own answer does not count), with ``backoff`` pseudo-
-    counts spread by P_rel. Relations the pair's other queries were answered with score
-    high, so distractors come from them and each (pair, relation) is about as often a
-    distractor as an answer."""
+    """Relation weight of "soft" balance: log P(relation | pair) from the split's other
+    answers for the query's concept pair (leave-one-out, so its own answer does not count,
+    ``backoff`` pseudo-counts spread evenly), minus how far P_rel puts the relation from
+    the truth's plausibility. Relations the pair's other queries were answered with win, so
+    each (pair, relation) is about as often a distractor as an answer; for a pair no other
+    query has, distractors as plausible as the truth (neither more nor less) win."""
     n_rel = lp_q.shape[1]
     counts: dict[tuple[str, str], np.ndarray] = {}
     for q in queries:
         counts.setdefault((q.subj, q.obj), np.zeros(n_rel))[ids.rel[q.relation]] += 1
     out = np.empty((len(queries), len(g_rel)))
     for i, q in enumerate(queries):
+        own = ids.rel[q.relation]
         c = counts[(q.subj, q.obj)].copy()
-        c[ids.rel[q.relation]] -= 1
-        p = (c + backoff * np.exp(lp_q[i])) / (c.sum() + backoff)
-        out[i] = np.log(p[g_rel])
+        c[own] -= 1
+        p = (c + backoff / n_rel) / (c.sum() + backoff)
+        out[i] = np.log(p[g_rel]) - np.abs(lp_q[i, g_rel] - lp_q[i, own])
     return out
 
 
