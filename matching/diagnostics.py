@@ -206,7 +206,8 @@ def format_sweep(rows: Sequence[dict[str, Any]]) -> str:
     head = ("h", "items", "chance", "strongest", "answer_only", "text_only", "implied", "dup",
             "p_sim", "rel_tv")
     keys = ("h", "items", "chance", "strongest_adversary_accuracy", "answer_only_accuracy",
-            "text_only_accuracy", "implied_by_truth_share", "duplicate_choice_items", "mean_p_sim_table", "relation_tv")
+            "text_only_accuracy", "implied_by_truth_share", "duplicate_choice_items",
+            "mean_p_sim_table", "relation_tv")
     out = ["  ".join(f"{h:>11}" for h in head)]
     for row in rows:
         out.append("  ".join(f"{_cell(row[k]):>11}" for k in keys))
