@@ -189,7 +189,8 @@ def format_report(diag: dict[str, Any]) -> str:
         + ", ".join(f"{s}={n}" for s, n in diag["unmatched"].items()) + ")",
         f"  chance                      {diag['chance']}",
         *format_suite(diag.get("answer_only_adversaries") or {"n_test": 0}),
-        f"  answer-only accuracy, separate features (test) {diag['answer_only_accuracy']}",
+        f"  answer-only accuracy (test) {diag['answer_only_accuracy']}  (naive Bayes, "
+        "relation/subject/object separately; the suite above is the honest figure)",
         f"  text-only accuracy (test)   {diag['text_only_accuracy']}",
         f"  distractors implied by truth (table) {diag['implied_by_truth_share']}",
         f"  distractors known true for the image {diag['known_true_distractors']}",
