@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 Z95 = 1.959963984540054
 # Hidden layer of the embedding adversary: big enough to learn pair x relation interactions
 # of ~80 concepts and ~70 relations, small enough to train in seconds on 2 cores.
-MLP_HIDDEN = (64,)
+MLP_HIDDEN = (128,)
 
 
 def wilson(hits: float, n: int, z: float = Z95) -> tuple[float, float]:
@@ -155,7 +155,7 @@ def embedding_mlp(
     if not _two_classes(y):
         return np.zeros(len(te_t))
     emb = _embed_triples(encoder, list(tr_t) + list(te_t))
-    clf = MLPClassifier(hidden_layer_sizes=MLP_HIDDEN, alpha=1e-3, max_iter=40, batch_size=512,
+    clf = MLPClassifier(hidden_layer_sizes=MLP_HIDDEN, alpha=1e-3, max_iter=100, batch_size=256,
                         early_stopping=True, random_state=seed)
     with threadpool_limits(limits=1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # early stop is enough here

@@ -155,14 +155,15 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
     """W = W_rel + h log(1 - P_sim); from round 2 on P_sim is the max similarity to every
     choice so far (truth and earlier distractors), as in VCR. W_rel is VCR's log P_rel
     ("off"), or for "soft" balance log of the split's leave-one-out (pair, relation) counts
-    (back-off spread evenly) minus |log P_rel(d) - log P_rel(truth)|."""
+    (back-off spread evenly) plus (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|."""
     from dataclasses import replace
 
     if balance != result.params.balance:
         result = run_matching(sample, relevance, TableSimilarity(),
                               replace(result.params, balance=balance), fit=False)
     by_id = {r.id: r for r in sample}
-    eps, h, b = result.params.eps, result.params.h, result.params.backoff
+    eps, h, b, aim = (result.params.eps, result.params.h, result.params.backoff,
+                      result.params.aim)
     split_of_id = assign_splits(kept_true(sample))
     counts: dict[tuple[str, str, str], Counter[str]] = {}
     for q in kept_true(sample):
@@ -182,9 +183,10 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
             else:
                 c = counts[(it.split, q.subj, q.obj)]
                 n_loo = sum(c.values()) - 1
+                lp_d, lp_t = lp[relevance.index[rel]], lp[relevance.index[q.relation]]
                 w_rel = max(
                     np.log((c[rel] + b / n_rel) / (n_loo + b))
-                    - abs(lp[relevance.index[rel]] - lp[relevance.index[q.relation]]),
+                    + (1 - aim) * lp_d - aim * abs(lp_d - lp_t),
                     np.log(eps),
                 )
             expected = w_rel + h * np.log(np.clip(1 - p, eps, 1))
