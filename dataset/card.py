@@ -120,6 +120,10 @@ def render_card(
             "checks that no concept occurs in two parts and fails otherwise. The concept "
             "groups are listed in `stats.json`."
         )
+    if "mc" in s:
+        from dataset.mc_stats import card_lines
+
+        lines += card_lines(s["mc"])
     if figure_notes:
         lines += ["", "## Figures", ""]
         titles = {

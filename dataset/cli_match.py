@@ -71,6 +71,13 @@ def match(
         help="(concept pair, relation) balance against answer-only models: soft (default), "
         "pair (strict: exact balance, drops queries of rare pairs) or off (VCR's weights).",
     ),
+    aim: float = typer.Option(
+        0.6, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
+        "(VCR), 1 = exactly as plausible as the truth (docs/matching.md).",
+    ),
+    backoff: float = typer.Option(
+        1.0, "--backoff", help="With --balance soft: pseudo-count of the P_rel back-off."
+    ),
     method: str = typer.Option("auto", "--method", help="auto | grouped | dense | sparse."),
     dense_limit: int = typer.Option(4000, "--dense-limit", help="Largest dense assignment."),
     top_k: int = typer.Option(50, "--top-k", help="Candidates per row for the sparse solver."),
@@ -107,6 +114,7 @@ def match(
     try:
         params = MatchParams(
             h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
+            aim=aim, backoff=backoff,
             method=method,  # type: ignore[arg-type]
             dense_limit=dense_limit, top_k=top_k,
         )

@@ -99,6 +99,7 @@ class _Snapshot:
     aggregates: dict[Hashable, tuple[bool, float]] | None
     mc: dict[str, list[bytes]]
     meta_csv: str | None
+    mc_info: dict[str, Any] | None = None  # dataset.mc_stats.mc_summary
 
 
 def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _Snapshot:
@@ -132,7 +133,10 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         zeroshot = zeroshot_split(items, options.seed, options.zeroshot_ratios)
     mc = mc_lines(conn, threshold=options.threshold) if options.wants("mc") else {}
     meta = _meta_csv(conn) if options.wants("meta") else None
-    return _Snapshot(rows, validated, random_parts, zeroshot, aggregates, mc, meta)
+    from dataset.mc_stats import mc_summary
+
+    mc_info = mc_summary(conn, mc) if options.wants("mc") else None
+    return _Snapshot(rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_info)
 
 
 def _read(engine: Engine, options: BuildOptions, progress: Progress) -> _Snapshot:
@@ -219,6 +223,8 @@ def build_dataset(
                     aggregate_model=options.label_model,
                     aggregates=snap.aggregates,
                 )
+            if snap.mc_info is not None:
+                stats["mc"] = snap.mc_info
         if options.wants("stats"):
             write(
                 "stats.json",
