@@ -52,7 +52,7 @@ class MatchParams:
     # P_rel as back-off, which pulls distractors towards the pair's other answers.
     # "off": VCR's weights as they were. See docs/matching.md.
     balance: str = "soft"
-    backoff: float = 1.0  # pseudo-count of the P_rel back-off in "soft"
+    backoff: float = 1.0  # "soft": pseudo-count of each back-off (pair -> subj/obj -> even)
     # With "soft" balance, how far distractors aim at the truth's plausibility, not past it:
     # score = (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|. 0 is VCR's "as
     # plausible as possible" (a weakly modelled truth becomes the least plausible option);
@@ -335,15 +335,25 @@ def _pair_count_log_rel(
     each (pair, relation) is about as often a distractor as an answer; for a pair no other
     query has, the aimed P_rel decides."""
     n_rel = lp_q.shape[1]
-    counts: dict[tuple[str, str], np.ndarray] = {}
+    pair: dict[tuple[str, str], np.ndarray] = {}
+    subj: dict[str, np.ndarray] = {}
+    obj: dict[str, np.ndarray] = {}
     for q in queries:
-        counts.setdefault((q.subj, q.obj), np.zeros(n_rel))[ids.rel[q.relation]] += 1
+        r = ids.rel[q.relation]
+        pair.setdefault((q.subj, q.obj), np.zeros(n_rel))[r] += 1
+        subj.setdefault(q.subj, np.zeros(n_rel))[r] += 1
+        obj.setdefault(q.obj, np.zeros(n_rel))[r] += 1
     out = np.empty((len(queries), len(g_rel)))
     for i, q in enumerate(queries):
         own = ids.rel[q.relation]
-        c = counts[(q.subj, q.obj)].copy()
-        c[own] -= 1
-        p = (c + backoff / n_rel) / (c.sum() + backoff)
+        # Leave the query out; back off from the pair to its subject's and object's answers
+        # (so subject x relation and object x relation are balanced too), then uniform.
+        c_p, c_s, c_o = pair[(q.subj, q.obj)].copy(), subj[q.subj].copy(), obj[q.obj].copy()
+        for c in (c_p, c_s, c_o):
+            c[own] -= 1
+        c_so = c_s + c_o
+        p_so = (c_so + backoff / n_rel) / (c_so.sum() + backoff)
+        p = (c_p + backoff * p_so) / (c_p.sum() + backoff)
         out[i] = np.log(p[g_rel]) + aimed(lp_q[i, g_rel], lp_q[i, own], aim)
     return out
 

@@ -155,7 +155,8 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
     """W = W_rel + h log(1 - P_sim); from round 2 on P_sim is the max similarity to every
     choice so far (truth and earlier distractors), as in VCR. W_rel is VCR's log P_rel
     ("off"), or for "soft" balance log of the split's leave-one-out (pair, relation) counts
-    (back-off spread evenly) plus (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|."""
+    backing off to the subject's and object's answers, then evenly) plus
+    (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|."""
     from dataclasses import replace
 
     if balance != result.params.balance:
@@ -165,9 +166,11 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
     eps, h, b, aim = (result.params.eps, result.params.h, result.params.backoff,
                       result.params.aim)
     split_of_id = assign_splits(kept_true(sample))
-    counts: dict[tuple[str, str, str], Counter[str]] = {}
+    counts: dict[tuple[str, ...], Counter[str]] = {}
     for q in kept_true(sample):
-        counts.setdefault((split_of_id[q.id], q.subj, q.obj), Counter())[q.relation] += 1
+        sp = split_of_id[q.id]
+        for key in ((sp, q.subj, q.obj), (sp, "s", q.subj), (sp, "o", q.obj)):
+            counts.setdefault(key, Counter())[q.relation] += 1
     n_rel = len(relevance.relations)
     checked = 0
     for it in result.items:
@@ -182,10 +185,11 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
                 w_rel = max(lp[relevance.index[rel]], np.log(eps))
             else:
                 c = counts[(it.split, q.subj, q.obj)]
-                n_loo = sum(c.values()) - 1
+                so = counts[(it.split, "s", q.subj)] + counts[(it.split, "o", q.obj)]
+                p_so = (so[rel] + b / n_rel) / (sum(so.values()) - 2 + b)
                 lp_d, lp_t = lp[relevance.index[rel]], lp[relevance.index[q.relation]]
                 w_rel = max(
-                    np.log((c[rel] + b / n_rel) / (n_loo + b))
+                    np.log((c[rel] + b * p_so) / (sum(c.values()) - 1 + b))
                     + (1 - aim) * lp_d - aim * abs(lp_d - lp_t),
                     np.log(eps),
                 )
