@@ -137,7 +137,13 @@ def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[
     scorer = load_similarity("table")
     relevance = RelevanceModel(encoder, seed=seed)
     report(0.3, "fitting P_rel and matching (train, dev, test)")
-    result = run_matching(records, relevance, scorer, match_params, threshold=threshold)
+    from dataset.cli_match import _export_splits
+
+    # The random split build-dataset writes, so no mc/test truth is in random/train.
+    mapping = _export_splits(engine, threshold, 0)
+    result = run_matching(
+        records, relevance, scorer, match_params, splits=mapping, threshold=threshold
+    )
     report(0.85, "diagnostics")
     diag = diagnose(result, relevance)
     diag["similarity"] = getattr(scorer, "name", "table")
@@ -147,6 +153,8 @@ def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[
         "similarity": diag["similarity"],
         "model": diag["model"],
         "from": "dashboard",
+        "splits": "export",
+        "split_seed": 0,
     }
     report(0.95, "saving the run")
     with session_scope(engine) as session:

@@ -103,6 +103,7 @@ class _Snapshot:
     mc: dict[str, list[bytes]]
     meta_csv: str | None
     mc_unvalidated: dict[str, list[bytes]] = field(default_factory=dict)
+    mc_info: dict[str, Any] | None = None  # dataset.mc_stats.mc_summary
 
 
 def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _Snapshot:
@@ -140,7 +141,12 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         if options.wants("mc") and options.unvalidated_mc else {}
     )
     meta = _meta_csv(conn) if options.wants("meta") else None
-    return _Snapshot(rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated)
+    from dataset.mc_stats import mc_summary
+
+    mc_info = mc_summary(conn, mc) if options.wants("mc") else None
+    return _Snapshot(
+        rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info
+    )
 
 
 def _read(engine: Engine, options: BuildOptions, progress: Progress) -> _Snapshot:
@@ -229,6 +235,8 @@ def build_dataset(
                     aggregate_model=options.label_model,
                     aggregates=snap.aggregates,
                 )
+            if snap.mc_info is not None:
+                stats["mc"] = snap.mc_info
         if options.wants("stats"):
             write(
                 "stats.json",

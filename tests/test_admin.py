@@ -845,7 +845,9 @@ def test_match_job_with_chosen_h_and_k_shows_diagnostics(
     assert all(len(it.choices) == 3 for it in items)
     page = client.get("/admin/pipeline")
     assert f"#{run.id}" in page.text and f"all diagnostics of run #{run.id}" in page.text
-    assert "answer-only acc." in page.text
+    assert "answer-only acc." in page.text and "strongest adversary (95% CI)" in page.text
+    assert "adversaries" in run.diagnostics["answer_only_adversaries"]
+    assert run.params["splits"] == "export"  # mc/ follows build-dataset's random split
     assert f"{len(items)} multiple-choice items" in page.text
     engine.dispose()
 

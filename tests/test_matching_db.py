@@ -213,3 +213,27 @@ def test_cli_error_is_one_line(sqlite_url: str) -> None:
     assert proc.returncode == 1
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "kept True" in lines[0]
+
+
+def test_mc_follows_the_exported_random_split_by_default(
+    db_url: str, sample_file: Path, encoder_path: Path, tmp_path: Path
+) -> None:
+    """`vsr match` (defaults) then `build-dataset`: no mc/test truth is in random/train, and
+    every mc item sits in the random part of its query Example."""
+    res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
+    assert res.exit_code == 0, res.output
+    res = _match(db_url, encoder_path, "--report")
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert "STRONGEST answer-only adversary" in res.output
+    out = tmp_path / "export"
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
+                              "--only", "mc", "--only", "random"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    part_of = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
+               for line in (out / "random" / f"{p}.jsonl").read_text().splitlines()}
+    mc = {p: [json.loads(line)["example_id"] for line in (out / "mc" / f"{p}.jsonl")
+              .read_text().splitlines()] for p in ("train", "dev", "test")
+          if (out / "mc" / f"{p}.jsonl").exists()}
+    assert mc.get("test"), mc
+    for p, ids in mc.items():
+        assert {part_of[i] for i in ids} == {p}, p

@@ -148,13 +148,30 @@ def test_each_round_uses_each_response_at_most_once(  # type: ignore[no-untyped-
     assert diag["relation_distribution"]["total_variation"] < 0.1
 
 
+@pytest.mark.parametrize("balance", ["off", "soft"])
 def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[no-untyped-def]
-    result, relevance: RelevanceModel, sample: list[Record]
+    result, relevance: RelevanceModel, sample: list[Record], balance: str
 ) -> None:
-    """W = log P_rel + h log(1 - P_sim); from round 2 on P_sim is the max similarity to every
-    choice so far (truth and earlier distractors), as in VCR."""
+    """W = W_rel + h log(1 - P_sim); from round 2 on P_sim is the max similarity to every
+    choice so far (truth and earlier distractors), as in VCR. W_rel is VCR's log P_rel
+    ("off"), or for "soft" balance log of the split's leave-one-out (pair, relation) counts
+    backing off to the subject's and object's answers, then evenly) plus
+    (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|."""
+    from dataclasses import replace
+
+    if balance != result.params.balance:
+        result = run_matching(sample, relevance, TableSimilarity(),
+                              replace(result.params, balance=balance), fit=False)
     by_id = {r.id: r for r in sample}
-    eps, h = result.params.eps, result.params.h
+    eps, h, b, aim = (result.params.eps, result.params.h, result.params.backoff,
+                      result.params.aim)
+    split_of_id = assign_splits(kept_true(sample))
+    counts: dict[tuple[str, ...], Counter[str]] = {}
+    for q in kept_true(sample):
+        sp = split_of_id[q.id]
+        for key in ((sp, q.subj, q.obj), (sp, "s", q.subj), (sp, "o", q.obj)):
+            counts.setdefault(key, Counter())[q.relation] += 1
+    n_rel = len(relevance.relations)
     checked = 0
     for it in result.items:
         q = it.query
@@ -164,9 +181,19 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
             p = link(q.relation, rel).p
             for prev in rels[:r]:
                 p = max(p, link(prev, rel).p, link(rel, prev).p)
-            expected = max(lp[relevance.index[rel]], np.log(eps)) + h * np.log(
-                np.clip(1 - p, eps, 1)
-            )
+            if balance == "off":
+                w_rel = max(lp[relevance.index[rel]], np.log(eps))
+            else:
+                c = counts[(it.split, q.subj, q.obj)]
+                so = counts[(it.split, "s", q.subj)] + counts[(it.split, "o", q.obj)]
+                p_so = (so[rel] + b / n_rel) / (sum(so.values()) - 2 + b)
+                lp_d, lp_t = lp[relevance.index[rel]], lp[relevance.index[q.relation]]
+                w_rel = max(
+                    np.log((c[rel] + b * p_so) / (sum(c.values()) - 1 + b))
+                    + (1 - aim) * lp_d - aim * abs(lp_d - lp_t),
+                    np.log(eps),
+                )
+            expected = w_rel + h * np.log(np.clip(1 - p, eps, 1))
             assert it.weights[r] == pytest.approx(expected, abs=1e-9)
             checked += 1
     assert checked == 3 * len(result.items)
