@@ -92,6 +92,14 @@ def test_annotator_pages_fit_the_screen(
         assert_in_view(page.locator("h1"), "instructions heading")
         assert_fits(page, "instructions")
         shoot(page, tmp_path, f"{size}_instructions_generate")
+        page.screenshot(path=str(tmp_path / f"{size}_instructions_full.png"), full_page=True)
+        photos = page.locator(".example-photo img")
+        expect(photos).to_have_count(2)  # the worked example's two photos, really loaded
+        for img in photos.all():
+            img.scroll_into_view_if_needed()
+            expect(img).to_have_js_property("complete", True)
+            assert img.evaluate("i => i.naturalWidth") > 0
+        page.evaluate("window.scrollTo(0, 0)")
         page.get_by_role("button", name=re.compile("Start the batch")).click()
 
         # The task: 3 pairs exist, so the header says 3, not the configured 200.

@@ -15,6 +15,7 @@ from sqlmodel import Session
 from core.models import Batch, BatchStatus, ImagePair, PairStatus, Worker
 from core.study import load_study_config
 from webapp import batches
+from webapp.consent import render_consent
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.errors import PageError, screenout_context
 from webapp.identity import (
@@ -32,6 +33,7 @@ from webapp.identity import (
     same_platform_session,
 )
 from webapp.leases import LeaseStrategy
+from webapp.routes.examples import available as example_photos
 
 router = APIRouter(tags=["entry"])
 
@@ -132,10 +134,17 @@ def _preview(kind: str, request: Request, session: Session, templates: Any) -> R
 
 @router.get("/consent/{kind}", summary="Consent form")
 def consent_form(
-    kind: str, request: Request, worker: CurrentWorker, templates: TemplatesDep
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    templates: TemplatesDep,
 ) -> Response:
     strategy_for(request, kind)
-    return page(templates, request, "consent.html", kind)
+    config = load_study_config(session)
+    size, minutes, _ = batches.limits(config, kind)
+    html = render_consent(config.consent_text, minutes=minutes, items=size)
+    return page(templates, request, "consent.html", kind, consent_html=html)
 
 
 @router.post("/consent/{kind}", summary="Give or decline consent")
@@ -175,6 +184,7 @@ def instructions(
     return page(
         templates, request, "instructions.html", kind,
         size=size, minutes=minutes, per_day=per_day, open_batch=open_batch,
+        photos=example_photos(),
     )
 
 
