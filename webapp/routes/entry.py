@@ -129,7 +129,7 @@ def _preview(kind: str, request: Request, session: Session, templates: Any) -> R
         from webapp.routes.generate import task_context
 
         task = task_context(request, session, sample)
-    return page(templates, request, "preview.html", kind, task=task)
+    return page(templates, request, "preview.html", kind, task=task, photos=example_photos())
 
 
 @router.get("/consent/{kind}", summary="Consent form")
