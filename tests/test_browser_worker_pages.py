@@ -78,7 +78,11 @@ def test_annotator_pages_fit_the_screen(
     width, height = VIEWPORTS[size]
     with sync_playwright() as p:
         browser = launch_chromium(p)
-        page = browser.new_page(viewport={"width": width, "height": height})
+        context = browser.new_context(
+            viewport={"width": width, "height": height},
+            permissions=["clipboard-read", "clipboard-write"],
+        )
+        page = context.new_page()
         errors = console_errors(page)
         page.goto(server + "/start/generate?PROLIFIC_PID=5f1e2d3c4b5a&STUDY_ID=st1&SESSION_ID=s1")
         assert_fits(page, "consent")
@@ -142,6 +146,9 @@ def test_annotator_pages_fit_the_screen(
         assert_fits(page, "done")
         assert_in_view(page.locator("#completion-code"), "completion code")
         assert_in_view(page.locator("#copy-code"), "copy button")
+        page.locator("#copy-code").click()
+        expect(page.locator("#copy-status")).to_have_text("Copied.")
+        assert page.evaluate("navigator.clipboard.readText()") == "PAGES-OK"
         shoot(page, tmp_path, f"{size}_done")
         browser.close()
     assert errors == []
