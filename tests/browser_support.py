@@ -53,7 +53,10 @@ def running_site(
     """Start `vsr serve` on a free port and yield its base URL once /healthz answers."""
     port = free_port()
     full_env = {**os.environ, **env}
-    vsr = shutil.which("vsr") or str(Path(sys.executable).with_name("vsr"))
+    # The `vsr` of the Python running the tests first: another `vsr` on PATH (another
+    # checkout's virtualenv) would serve that checkout's code.
+    own = Path(sys.executable).with_name("vsr")
+    vsr = str(own) if own.exists() else (shutil.which("vsr") or str(own))
     log_path = tmp_path / "server.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(

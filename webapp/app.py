@@ -74,10 +74,11 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     install_error_handlers(app)
     app.mount("/static", StaticFiles(directory=str(WEBAPP_DIR / "static")), name="static")
 
-    from webapp.routes import entry, generate, health, home
+    from webapp.routes import entry, examples, generate, health, home
 
     app.include_router(health.router)
     app.include_router(home.router)
+    app.include_router(examples.router)
     app.include_router(entry.router)
     app.include_router(generate.router)
     # Before admin: routes are matched in order and the validation API is the hottest path.

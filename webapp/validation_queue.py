@@ -187,6 +187,18 @@ class ExampleStrategy:
         config = self.study(session)
         return regular_candidates(session, worker_id, config, limit, self.open_floor(session))
 
+    def available(self, session: Session, worker_id: int, limit: int) -> int:
+        """How many items (up to ``limit``) this worker could be served now: the open
+        Examples they have not seen (read without locking), plus the gold share that comes
+        with them at ``gold_rate``, no more than the gold items they have not seen."""
+        config = self.study(session)
+        regular = len(regular_candidates(session, worker_id, config, limit, 0))
+        gold = 0
+        if config.gold_rate > 0 and regular:
+            share = config.gold_rate / max(1e-9, 1 - config.gold_rate)
+            gold = min(round(regular * share), len(gold_candidates(session, worker_id, limit)))
+        return min(limit, regular + gold)
+
     def _gold_turn(self, session: Session, worker_id: int, limit: int) -> list[int]:
         """Gold items for this turn: drawn at the study's ``gold_rate``; [] on a regular turn
         or when the worker has seen every gold item."""

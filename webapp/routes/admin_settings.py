@@ -27,6 +27,8 @@ def _fields() -> list[dict[str, Any]]:
     for name, info in StudyConfig.model_fields.items():
         ann = info.annotation
         kind = {int: "int", float: "float", bool: "bool", str: "str"}.get(ann, "list")  # type: ignore[arg-type]
+        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("widget"):
+            kind = "text"  # long free text (the consent form): a big textarea
         out.append({"name": name, "kind": kind, "help": info.description or ""})
     return out
 
@@ -114,6 +116,8 @@ def _parse(form: Any) -> tuple[dict[str, Any], list[str]]:
             elif kind == "list":
                 items = [x.strip() for x in raw.replace("\n", ",").split(",") if x.strip()]
                 changes[name] = items or None
+            elif kind == "text":
+                changes[name] = raw.replace("\r\n", "\n")
             else:
                 changes[name] = raw
         except (ValueError, ZeroDivisionError):
