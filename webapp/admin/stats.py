@@ -15,6 +15,7 @@ from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
 from core.agreement import as_fraction
+from core.kept import KeptCounts, kept_counts
 from core.models import (
     Annotation,
     Assignment,
@@ -66,9 +67,10 @@ def example_agreement(cfg: StudyConfig) -> Subquery:
 
     An Example is decided once the validation queue is done with it (``queue_open`` false:
     the study's adaptive rule, webapp.validation_queue) and it has at least its target number
-    of votes (its own override or the study default); it is kept when a share
-    >= keep_threshold of its votes agree with its label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie
-    fails) and rejected otherwise.
+    of votes (its own override or the study default). Kept / rejected follow
+    ``core.kept``: kept when a share >= keep_threshold of the votes so far agree with its
+    label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie fails), rejected when it has votes and fails,
+    whether or not the queue still wants more (then the decision is provisional).
     """
     vc = vote_counts()
     n = func.coalesce(vc.c.n, 0)
@@ -80,7 +82,7 @@ def example_agreement(cfg: StudyConfig) -> Subquery:
     decided = and_(EX.c.queue_open.is_(False), n >= target, n > 0)
     # Exact integer comparison agree/n >= num/den, the same rule as core.agreement.is_kept.
     frac = as_fraction(cfg.keep_threshold)
-    kept = and_(decided, agree * frac.denominator >= n * frac.numerator)
+    kept = and_(n > 0, agree * frac.denominator >= n * frac.numerator)
     return (
         select(
             EX.c.id.label("id"),
@@ -95,7 +97,7 @@ def example_agreement(cfg: StudyConfig) -> Subquery:
             agree.label("agree"),
             case((decided, 1), else_=0).label("decided"),
             case((kept, 1), else_=0).label("kept"),
-            case((and_(decided, agree == n), 1), else_=0).label("unanimous"),
+            case((and_(n > 0, agree == n), 1), else_=0).label("unanimous"),
         )
         .select_from(EX)
         .outerjoin(vc, vc.c.example_id == EX.c.id)
@@ -120,6 +122,15 @@ def data_version(session: Session) -> tuple[Any, ...]:
     return tuple(row)
 
 
+def example_kept_counts(session: Session, cfg: StudyConfig) -> KeptCounts:
+    """``core.kept.kept_counts`` over every Example: one GROUP BY (agreeing votes, votes)."""
+    ea = example_agreement(cfg)
+    rows = _conn(session).execute(
+        select(ea.c.agree, ea.c.n, func.count()).group_by(ea.c.agree, ea.c.n)
+    )
+    return kept_counts(((int(a), int(n), int(c)) for a, n, c in rows), cfg.keep_threshold)
+
+
 def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
     conn = _conn(session)
     pairs = {s: 0 for s in PAIR_STATUSES}
@@ -132,13 +143,13 @@ def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
     ea = example_agreement(cfg)
     agg = conn.execute(
         select(
-            func.count(),
             func.coalesce(func.sum(ea.c.decided), 0),
-            func.coalesce(func.sum(ea.c.kept), 0),
             func.coalesce(func.sum(ea.c.n), 0),
         ).select_from(ea)
     ).one()
-    total, decided, kept, votes = (int(x) for x in agg)
+    decided, votes = (int(x) for x in agg)
+    counts = example_kept_counts(session, cfg)
+    total = counts.examples
     batches: dict[str, dict[str, int]] = {"generate": {}, "validate": {}}
     for kind, status, n in conn.execute(
         select(BATCH.c.kind, BATCH.c.status, func.count()).group_by(BATCH.c.kind, BATCH.c.status)
@@ -171,8 +182,12 @@ def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
         "votes": votes,
         "decided": decided,
         "undecided": total - decided,
-        "kept": kept,
-        "rejected": decided - kept,
+        "voted": counts.voted,
+        "unvoted": counts.unvoted,
+        "kept": counts.kept,
+        "rejected": counts.rejected,
+        # Kept or rejected while the queue still wants votes: the decision may still change.
+        "provisional": counts.voted - decided,
         "batches_open": sum(b.get("open", 0) for b in batches.values()),
         "batches_finished": sum(b.get("completed", 0) for b in batches.values()),
         "batches": batches,
@@ -261,21 +276,23 @@ def quality(
     def total(key: str) -> int:
         return sum(int(r[key]) for r in rows)
 
-    decided, kept, unanimous = total("decided"), total("kept"), total("unanimous")
+    counts = example_kept_counts(session, cfg)
     all_true, kept_true = total("true"), total("kept_true")
     return {
-        "examples": total("examples"),
-        "decided": decided,
-        "kept": kept,
-        "unanimous": unanimous,
-        "kept_share": kept / decided if decided else None,
-        "unanimous_share": unanimous / decided if decided else None,
+        "examples": counts.examples,
+        "decided": total("decided"),
+        "voted": counts.voted,
+        "kept": counts.kept,
+        "rejected": counts.rejected,
+        "unanimous": counts.unanimous,
+        "kept_share": counts.kept_share,
+        "unanimous_share": counts.unanimous_share,
         **agreement_coefficients(session),
         "label_balance": {
             "all_true": all_true,
             "all_false": total("examples") - all_true,
             "kept_true": kept_true,
-            "kept_false": kept - kept_true,
+            "kept_false": counts.kept - kept_true,
         },
     }
 
@@ -300,6 +317,7 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
                 func.sum(ea.c.decided),
                 func.sum(ea.c.unanimous),
                 func.sum(case((ea.c.label.is_(True), ea.c.kept), else_=0)),
+                func.sum(case((ea.c.n > 0, 1), else_=0)),
             ).group_by(ea.c.relation)
         )
         .all()
@@ -307,7 +325,7 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
     from core.relations import CATEGORIES, category_of, is_known
 
     out = []
-    for rel, n, k, tr, dis, dec, una, kt in rows:
+    for rel, n, k, tr, dis, dec, una, kt, voted in rows:
         cat = category_of(rel) if is_known(rel, allow_import_only=True) else "Unknown"
         out.append(
             {
@@ -315,6 +333,7 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
                 "category": cat,
                 "examples": int(n),
                 "decided": int(dec or 0),
+                "voted": int(voted or 0),
                 "kept": int(k or 0),
                 "unanimous": int(una or 0),
                 "true": int(tr or 0),
@@ -507,7 +526,7 @@ def example_filters(
     elif agreement == "kept":
         conds.append(ea.c.kept == 1)
     elif agreement == "rejected":
-        conds.append(and_(ea.c.decided == 1, ea.c.kept == 0))
+        conds.append(and_(ea.c.n > 0, ea.c.kept == 0))
     elif agreement == "undecided":
         conds.append(ea.c.decided == 0)
     elif agreement == "split":
