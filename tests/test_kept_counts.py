@@ -28,6 +28,7 @@ from tests.test_admin import admin, app  # noqa: F401  (fixtures)
 def _add_open_examples(engine: Engine) -> None:
     with Session(engine) as s:
         image_id = s.exec(select(Example.image_id)).first()
+        assert image_id is not None
         validators = []
         for i in range(3):
             w = Worker(source="invite", external_id=f"kept-v{i}", roles=["validate"])
