@@ -3,6 +3,7 @@ and action, on SQLite and PostgreSQL, with real VSR release records and real COC
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import subprocess
@@ -726,15 +727,27 @@ def test_job_forms_reject_bad_input(
 ) -> None:
     client, token = admin
     cases = [
-        ("sample", {"n_pairs": "0", "coco_files": str(tmp_path)}),
-        ("sample", {"n_pairs": "5", "coco_files": str(tmp_path / "nope.json")}),
-        ("match", {"h": "-1", "k": "3"}),
-        ("match", {"h": "1", "k": "0"}),
-        ("build", {"seed": "-4"}),
+        ("sample", {"n_pairs": "0", "coco_files": str(tmp_path)}, "n_pairs", "must be at least 1"),
+        (
+            "sample",
+            {"n_pairs": "5", "coco_files": str(tmp_path / "nope.json")},
+            "coco_files",
+            "no such file on the server",
+        ),
+        ("sample", {"n_pairs": "5", "min_area": "-3", "coco_files": "x"}, "min_area", "at least 0"),
+        ("match", {"h": "-1", "k": "3"}, "h", "must be at least 0"),
+        ("match", {"h": "1", "k": "0"}, "k", "must be at least 1"),
+        ("build", {"seed": "-4"}, "seed", "must be at least 0"),
     ]
-    for kind, data in cases:
+    for kind, data, field, words in cases:
         r = client.post(f"/admin/jobs/{kind}", data={"csrf_token": token, **data})
-        assert r.status_code == 422 and f"Check the {kind} form" in r.text, (kind, data, r.text)
+        # Inside the admin layout, next to the field, in plain words, what was typed kept.
+        assert r.status_code == 422, (kind, data, r.text)
+        assert 'class="admin-nav"' in r.text and "Value error" not in r.text
+        m = re.search(rf'id="err-{kind}-{field}">([^<]*)<', r.text)
+        assert m and words in m.group(1), (kind, data, r.text)
+        for value in data.values():
+            assert html.escape(value) in r.text
     assert client.post("/admin/jobs/nosuch", data={"csrf_token": token}).status_code == 404
     assert client.get("/admin/api/jobs/12345").status_code == 404
     assert client.get("/admin/jobs/12345/download").status_code == 404
@@ -762,6 +775,7 @@ def test_failed_job_reports_its_reason_and_cancel(
     # cancelling a finished job is refused with a reason
     r = client.post(f"/admin/jobs/{job.id}/cancel", data={"csrf_token": token})
     assert r.status_code == 409 and "already failed" in r.text
+    assert 'class="admin-nav"' in r.text and 'class="admin-error"' in r.text
     assert client.get(f"/admin/jobs/{job.id}/download").status_code == 409
 
 
