@@ -124,6 +124,7 @@ def test_pipeline_sample_form_results_and_warnings(
     assert r.status_code == 303, r.text
     with Session(engine) as s:
         job_id = s.exec(select(Job.id)).one()
+    assert job_id is not None
     done: dict[str, Any] = wait_job(client, job_id)
     assert done["status"] == "succeeded" and done["outcome"]["level"] == "warning"
     page = client.get("/admin/pipeline").text
@@ -137,7 +138,7 @@ def test_pipeline_sample_form_results_and_warnings(
     )
     with Session(engine) as s:
         job_id = max(s.exec(select(Job.id)).all())  # type: ignore[type-var]
-    done = wait_job(client, job_id)
+    done = wait_job(client, job_id)  # type: ignore[arg-type]
     assert done["outcome"]["level"] == "ok" and done["params"]["min_area"] == 10000
     with Session(engine) as s:
         assert len(s.exec(select(ImagePair)).all()) == 5
