@@ -26,8 +26,9 @@ def fraction_text(value: float | Fraction | int | None) -> str:
     return str(frac.numerator) if frac.denominator == 1 else f"{frac.numerator}/{frac.denominator}"
 
 
-def readable_time(value: datetime | str | None) -> Markup:
-    """A ``<time>`` element: "22 Nov 2026, 21:48 UTC" until the browser localises it."""
+def readable_time(value: datetime | str | None, data_key: str | None = None) -> Markup:
+    """A ``<time>`` element: "22 Nov 2026, 21:48 UTC" until the browser localises it
+    (``data_key``: the live overview refreshes it from that JSON key)."""
     if value is None or value == "":
         return Markup("–")
     when = datetime.fromisoformat(value) if isinstance(value, str) else value
@@ -36,7 +37,8 @@ def readable_time(value: datetime | str | None) -> Markup:
     when = when.astimezone(UTC)
     iso = when.isoformat(timespec="seconds")
     text = when.strftime("%-d %b %Y, %H:%M UTC")
-    return Markup('<time class="local" datetime="{}">{}</time>').format(escape(iso), text)
+    key = Markup(' data-key="{}"').format(data_key) if data_key else ""
+    return Markup('<time class="local"{} datetime="{}">{}</time>').format(key, escape(iso), text)
 
 
 def install(env: object) -> None:

@@ -22,6 +22,7 @@ from core.models import (
     Batch,
     Example,
     ImagePair,
+    InviteToken,
     Job,
     LeaseStatus,
     McItem,
@@ -38,6 +39,7 @@ BATCH: Table = Batch.__table__  # type: ignore[attr-defined]
 EX: Table = Example.__table__  # type: ignore[attr-defined]
 PAIR: Table = ImagePair.__table__  # type: ignore[attr-defined]
 JOB: Table = Job.__table__  # type: ignore[attr-defined]
+INVITE: Table = InviteToken.__table__  # type: ignore[attr-defined]
 MC: Table = McItem.__table__  # type: ignore[attr-defined]
 VOTE: Table = Vote.__table__  # type: ignore[attr-defined]
 WORKER: Table = Worker.__table__  # type: ignore[attr-defined]
@@ -412,12 +414,27 @@ def worker_table(
         .group_by(ANN.c.worker_id)
         .subquery("wa")
     )
-    # Captions written = Examples authored (imported releases have no Annotation rows).
+    # Captions written: one caption (Annotation) gives two Examples (its True and its False
+    # image), so count distinct annotations; an imported Example without one is one caption.
     ex_q = (
-        select(EX.c.author_id.label("worker_id"), func.count().label("written"))
+        select(
+            EX.c.author_id.label("worker_id"),
+            (
+                func.count(func.distinct(EX.c.annotation_id))
+                + func.sum(case((EX.c.annotation_id.is_(None), 1), else_=0))
+            ).label("written"),
+            func.count().label("examples_written"),
+        )
         .where(EX.c.author_id.is_not(None))
         .group_by(EX.c.author_id)
         .subquery("we")
+    )
+    # In-house workers are named by their invite's label ("invite-1" tells an admin nothing).
+    inv_q = (
+        select(INVITE.c.worker_id.label("worker_id"), func.max(INVITE.c.label).label("label"))
+        .where(INVITE.c.worker_id.is_not(None), INVITE.c.label != "")
+        .group_by(INVITE.c.worker_id)
+        .subquery("wi")
     )
     votes = func.coalesce(votes_q.c.votes, 0)
     captions = func.coalesce(ex_q.c.written, 0)
@@ -435,11 +452,13 @@ def worker_table(
             WORKER.c.id,
             WORKER.c.source,
             WORKER.c.external_id,
+            inv_q.c.label.label("invite_label"),
             WORKER.c.roles,
             WORKER.c.blocked,
             WORKER.c.flagged,
             WORKER.c.flag_reason,
             captions.label("captions"),
+            func.coalesce(ex_q.c.examples_written, 0).label("examples_written"),
             func.coalesce(ann_q.c.skips, 0).label("skips"),
             votes.label("votes"),
             agree_rate.label("agreement"),
@@ -451,6 +470,7 @@ def worker_table(
         .outerjoin(votes_q, votes_q.c.worker_id == WORKER.c.id)
         .outerjoin(ann_q, ann_q.c.worker_id == WORKER.c.id)
         .outerjoin(ex_q, ex_q.c.worker_id == WORKER.c.id)
+        .outerjoin(inv_q, inv_q.c.worker_id == WORKER.c.id)
     )
     if only is not None:
         base = base.where(WORKER.c.id == only)
@@ -463,14 +483,41 @@ def worker_table(
     out = [dict(r) for r in rows]
     medians = median_seconds(session, [r["id"] for r in out])
     for r in out:
-        r["median_vote_s"], r["median_caption_s"] = medians.get(r["id"], (None, None))
+        r["name"] = r["invite_label"] or r["external_id"]
+        vote_s, caption_s, n_timed_votes, n_timed_captions = medians.get(
+            r["id"], (None, None, 0, 0)
+        )
+        r["median_vote_s"], r["median_caption_s"] = vote_s, caption_s
+        r["too_fast"] = too_fast(cfg, vote_s, n_timed_votes, caption_s, n_timed_captions)
     return out, int(total)
+
+
+# Fewer timed answers than this say nothing about a worker's pace.
+FAST_MIN_ANSWERS = 5
+
+
+def too_fast(
+    cfg: StudyConfig,
+    vote_s: float | None,
+    n_votes: int,
+    caption_s: float | None,
+    n_captions: int,
+) -> str | None:
+    """Why a worker's pace is implausible (median below the study's threshold), or None."""
+    reasons = []
+    if n_votes >= FAST_MIN_ANSWERS and vote_s is not None and vote_s < cfg.fast_vote_seconds:
+        reasons.append(f"median {vote_s:.1f} s per vote (< {cfg.fast_vote_seconds:g} s)")
+    slow_enough = caption_s is None or caption_s >= cfg.fast_caption_seconds
+    if n_captions >= FAST_MIN_ANSWERS and not slow_enough:
+        reasons.append(f"median {caption_s:.1f} s per caption (< {cfg.fast_caption_seconds:g} s)")
+    return "; ".join(reasons) or None
 
 
 def median_seconds(
     session: Session, worker_ids: list[int]
-) -> dict[int, tuple[float | None, float | None]]:
-    """Median seconds per vote and per caption for these workers.
+) -> dict[int, tuple[float | None, float | None, int, int]]:
+    """Median seconds per vote and per caption for these workers, and how many timed votes
+    and captions they are taken over.
 
     Medians are not portable SQL (SQLite has no percentile function), so the durations of one
     page of workers are fetched and the medians taken in Python.
@@ -480,7 +527,7 @@ def median_seconds(
     if not worker_ids:
         return {}
     conn = _conn(session)
-    out: dict[int, tuple[float | None, float | None]] = {}
+    out: dict[int, tuple[float | None, float | None, int, int]] = {}
     per: dict[str, dict[int, list[int]]] = {"v": {}, "a": {}}
     for key, model in (("v", VOTE), ("a", ANN)):
         rows = conn.execute(
@@ -497,6 +544,8 @@ def median_seconds(
         out[wid] = (
             statistics.median(v) / 1000 if v else None,
             statistics.median(a) / 1000 if a else None,
+            len(v or ()),
+            len(a or ()),
         )
     return out
 
