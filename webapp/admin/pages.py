@@ -25,6 +25,7 @@ NAV = (
     ("data", "/admin/data", "Data"),
     ("settings", "/admin/settings", "Study settings"),
     ("pipeline", "/admin/pipeline", "Pipeline"),
+    ("revalidation", "/admin/revalidation", "Re-validation"),
 )
 CACHE_TTL_SECONDS = 60.0
 

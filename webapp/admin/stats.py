@@ -44,6 +44,7 @@ MC: Table = McItem.__table__  # type: ignore[attr-defined]
 VOTE: Table = Vote.__table__  # type: ignore[attr-defined]
 WORKER: Table = Worker.__table__  # type: ignore[attr-defined]
 
+REVALIDATION = "revalidation"
 PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
 
 
@@ -64,7 +65,7 @@ def vote_counts(example_ids: Any = None) -> Subquery:
     return stmt.group_by(VOTE.c.example_id).subquery("vc")
 
 
-def example_agreement(cfg: StudyConfig) -> Subquery:
+def example_agreement(cfg: StudyConfig, *, with_revalidation: bool = False) -> Subquery:
     """Per Example: votes, votes agreeing with its label, and decided / kept / unanimous flags.
 
     An Example is decided once the validation queue is done with it (``queue_open`` false:
@@ -73,6 +74,8 @@ def example_agreement(cfg: StudyConfig) -> Subquery:
     ``core.kept``: kept when a share >= keep_threshold of the votes so far agree with its
     label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie fails), rejected when it has votes and fails,
     whether or not the queue still wants more (then the decision is provisional).
+    Re-validation copies (core.revalidation) are left out unless ``with_revalidation``: they
+    are a study of the imported data, not more data.
     """
     vc = vote_counts()
     n = func.coalesce(vc.c.n, 0)
@@ -103,6 +106,7 @@ def example_agreement(cfg: StudyConfig) -> Subquery:
         )
         .select_from(EX)
         .outerjoin(vc, vc.c.example_id == EX.c.id)
+        .where(true() if with_revalidation else EX.c.origin != REVALIDATION)
         .subquery("ea")
     )
 
@@ -251,7 +255,10 @@ def agreement_coefficients(session: Session) -> dict[str, float | None]:
                 func.sum(n),
                 func.sum(cast(t * (t - 1) + f * (f - 1), Float) / cast(n * (n - 1), Float)),
                 func.sum(cast(t * f, Float) / cast(n - 1, Float)),
-            ).where(n >= 2)
+            ).where(
+                n >= 2,
+                vc.c.example_id.not_in(select(EX.c.id).where(EX.c.origin == REVALIDATION)),
+            )
         )
         .one()
     )
@@ -352,11 +359,12 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
 def concept_counts(session: Session, limit: int = 40) -> list[dict[str, Any]]:
     """Concepts by how often they are ENT1 (subj) and ENT2 (obj), most frequent first."""
     conn = _conn(session)
+    data = EX.c.origin != REVALIDATION
     subj: dict[str, int] = dict(
-        conn.execute(select(EX.c.subj, func.count()).group_by(EX.c.subj)).all()
+        conn.execute(select(EX.c.subj, func.count()).where(data).group_by(EX.c.subj)).all()
     )
     obj: dict[str, int] = dict(
-        conn.execute(select(EX.c.obj, func.count()).group_by(EX.c.obj)).all()
+        conn.execute(select(EX.c.obj, func.count()).where(data).group_by(EX.c.obj)).all()
     )
     names = set(subj) | set(obj)
     ranked = sorted(names, key=lambda c: (-(subj.get(c, 0) + obj.get(c, 0)), c))
@@ -560,7 +568,7 @@ def example_filters(
     gold: bool | None = None,
     q: str | None = None,
 ) -> tuple[Subquery, list[Any]]:
-    ea = example_agreement(cfg)
+    ea = example_agreement(cfg, with_revalidation=True)
     conds: list[Any] = []
     if relation:
         conds.append(ea.c.relation == relation)
