@@ -104,4 +104,7 @@ async def open_revalidation(request: Request, admin: AdminPostDep, session: Sess
             request, admin, session, None, errors={FORM_LEVEL: str(exc)}, typed=typed, status=422
         )
     figure_cache(request).clear()
-    return back(f"/admin/revalidation?round={opened.round}", opened.line().capitalize() + ".")
+    return back(
+        f"/admin/revalidation?round={opened.round}",
+        opened.line()[:1].upper() + opened.line()[1:] + ".",
+    )
