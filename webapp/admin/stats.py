@@ -130,11 +130,22 @@ def data_version(session: Session) -> tuple[Any, ...]:
 
 def example_kept_counts(session: Session, cfg: StudyConfig) -> KeptCounts:
     """``core.kept.kept_counts`` over every Example: one GROUP BY (agreeing votes, votes)."""
+    return _kept_histogram(session, cfg)[0]
+
+
+def _kept_histogram(session: Session, cfg: StudyConfig) -> tuple[KeptCounts, int, int]:
+    """Kept counts, decided Examples and votes from one GROUP BY pass over the Examples."""
     ea = example_agreement(cfg)
-    rows = _conn(session).execute(
-        select(ea.c.agree, ea.c.n, func.count()).group_by(ea.c.agree, ea.c.n)
-    )
-    return kept_counts(((int(a), int(n), int(c)) for a, n, c in rows), cfg.keep_threshold)
+    rows = [
+        (int(a), int(n), int(c), int(d or 0))
+        for a, n, c, d in _conn(session).execute(
+            select(ea.c.agree, ea.c.n, func.count(), func.sum(ea.c.decided)).group_by(
+                ea.c.agree, ea.c.n
+            )
+        )
+    ]
+    counts = kept_counts(((a, n, c) for a, n, c, _ in rows), cfg.keep_threshold)
+    return counts, sum(d for *_, d in rows), sum(n * c for _, n, c, _ in rows)
 
 
 def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
@@ -146,15 +157,7 @@ def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
         str(o): int(n)
         for o, n in conn.execute(select(EX.c.origin, func.count()).group_by(EX.c.origin))
     }
-    ea = example_agreement(cfg)
-    agg = conn.execute(
-        select(
-            func.coalesce(func.sum(ea.c.decided), 0),
-            func.coalesce(func.sum(ea.c.n), 0),
-        ).select_from(ea)
-    ).one()
-    decided, votes = (int(x) for x in agg)
-    counts = example_kept_counts(session, cfg)
+    counts, decided, votes = _kept_histogram(session, cfg)
     total = counts.examples
     batches: dict[str, dict[str, int]] = {"generate": {}, "validate": {}}
     for kind, status, n in conn.execute(
