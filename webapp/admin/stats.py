@@ -282,13 +282,16 @@ def quality(
     session: Session, cfg: StudyConfig, relations: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """Dataset-level agreement figures. The counts are sums over the per-relation table
-    (one GROUP BY pass over the Examples instead of one per figure)."""
+    (one GROUP BY pass over the Examples instead of one per figure), whose kept counts come
+    from ``core.kept.kept_counts``."""
     rows = relation_table(session, cfg) if relations is None else relations
 
     def total(key: str) -> int:
         return sum(int(r[key]) for r in rows)
 
-    counts = example_kept_counts(session, cfg)
+    counts = KeptCounts(
+        total("examples"), total("voted"), total("kept"), total("rejected"), total("unanimous")
+    )
     all_true, kept_true = total("true"), total("kept_true")
     return {
         "examples": counts.examples,
@@ -302,56 +305,66 @@ def quality(
         **agreement_coefficients(session),
         "label_balance": {
             "all_true": all_true,
-            "all_false": total("examples") - all_true,
+            "all_false": counts.examples - all_true,
             "kept_true": kept_true,
             "kept_false": counts.kept - kept_true,
         },
     }
 
 
+def _disagreement(label: bool, agree: int, n: int) -> float:
+    """P(two random judges disagree) for one Example: its validators plus the author's label
+    (VSR Figure 7)."""
+    t = (agree if label else n - agree) + int(label)
+    nj = n + 1
+    return 2 * t * (nj - t) / (nj * (nj - 1))
+
+
 def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
     """Per relation: Examples, kept, True-label share, and the probability that two randomly
-    chosen judges (the author's label and the validators) disagree (VSR paper, Figure 7)."""
+    chosen judges (the author's label and the validators) disagree (VSR paper, Figure 7).
+
+    One GROUP BY (relation, label, agreeing votes, votes) in SQL -- a few hundred rows --
+    and the kept counts from ``core.kept.kept_counts`` over each relation's histogram.
+    """
     ea = example_agreement(cfg)
-    # Judges of one Example: the validators plus the author's label.
-    tj = ea.c.t + case((ea.c.label.is_(True), 1), else_=0)
-    nj = ea.c.n + 1
-    p_dis = cast(2 * tj * (nj - tj), Float) / cast(nj * (nj - 1), Float)
-    rows = (
-        _conn(session)
-        .execute(
-            select(
-                ea.c.relation,
-                func.count(),
-                func.sum(ea.c.kept),
-                func.sum(case((ea.c.label.is_(True), 1), else_=0)),
-                func.avg(case((ea.c.n > 0, p_dis), else_=None)),
-                func.sum(ea.c.decided),
-                func.sum(ea.c.unanimous),
-                func.sum(case((ea.c.label.is_(True), ea.c.kept), else_=0)),
-                func.sum(case((ea.c.n > 0, 1), else_=0)),
-            ).group_by(ea.c.relation)
-        )
-        .all()
+    rows = _conn(session).execute(
+        select(
+            ea.c.relation, ea.c.label, ea.c.agree, ea.c.n, func.count(), func.sum(ea.c.decided)
+        ).group_by(ea.c.relation, ea.c.label, ea.c.agree, ea.c.n)
     )
+    per: dict[str, dict[str, Any]] = {}
+    for rel, label, agree, n, c, dec in rows:
+        r = per.setdefault(
+            str(rel), {"hist": {True: [], False: []}, "decided": 0, "dis": 0.0, "dis_n": 0}
+        )
+        a, n, c = int(agree), int(n), int(c)
+        r["hist"][bool(label)].append((a, n, c))
+        r["decided"] += int(dec or 0)
+        if n > 0:
+            r["dis"] += c * _disagreement(bool(label), a, n)
+            r["dis_n"] += c
     from core.relations import CATEGORIES, category_of, is_known
 
     out = []
-    for rel, n, k, tr, dis, dec, una, kt, voted in rows:
+    for rel, r in per.items():
         cat = category_of(rel) if is_known(rel, allow_import_only=True) else "Unknown"
+        both = kept_counts(r["hist"][True] + r["hist"][False], cfg.keep_threshold)
+        true = kept_counts(r["hist"][True], cfg.keep_threshold)
         out.append(
             {
                 "relation": rel,
                 "category": cat,
-                "examples": int(n),
-                "decided": int(dec or 0),
-                "voted": int(voted or 0),
-                "kept": int(k or 0),
-                "unanimous": int(una or 0),
-                "true": int(tr or 0),
-                "kept_true": int(kt or 0),
-                "true_share": int(tr or 0) / int(n) if n else None,
-                "disagreement": float(dis) if dis is not None else None,
+                "examples": both.examples,
+                "decided": r["decided"],
+                "voted": both.voted,
+                "kept": both.kept,
+                "rejected": both.rejected,
+                "unanimous": both.unanimous,
+                "true": true.examples,
+                "kept_true": true.kept,
+                "true_share": true.examples / both.examples if both.examples else None,
+                "disagreement": r["dis"] / r["dis_n"] if r["dis_n"] else None,
             }
         )
     order = {c: i for i, c in enumerate(CATEGORIES)}
