@@ -57,6 +57,10 @@ class StudyConfig(BaseModel):
     gold_rate: float = Field(0.05, ge=0.0, le=1.0)
     gold_min_answers: int = Field(5, ge=1, le=1000)
     gold_accuracy_threshold: float = Field(0.7, ge=0.0, le=1.0)
+    # Implausibly fast work (dashboard flag next to gold accuracy): a worker whose median
+    # time per vote / per caption is below these (after at least 5 of them). 0 = off.
+    fast_vote_seconds: float = Field(1.0, ge=0.0, le=600.0)
+    fast_caption_seconds: float = Field(5.0, ge=0.0, le=3600.0)
     block_on_gold_failure: bool = False
     completion_code: str = Field("VSRDONE", min_length=1, max_length=64)
     screenout_code: str = Field("VSRSCREEN", min_length=1, max_length=64)

@@ -91,11 +91,17 @@ def run_sample(engine: Engine, params: dict[str, Any], report: Progress) -> dict
     from collection.sampler import sample_into_db
 
     files = [str(f) for f in params.get("coco_files", [])]
+    concepts = params.get("concepts")
+    cap = params.get("max_per_concept_pair")
     summary = sample_into_db(
         engine,
         files,
         int(params["n_pairs"]),
         seed=int(params.get("seed", 0)),
+        min_area=float(params.get("min_area", 30_000)),
+        prefer_contrast=bool(params.get("prefer_contrast", False)),
+        max_per_concept_pair=int(cap) if cap else None,
+        concepts=[c.strip() for c in str(concepts).split(",") if c.strip()] if concepts else None,
         progress=_stage_progress(
             report,
             {

@@ -64,7 +64,8 @@ def render_card(
         f"| All validators agree with the label | {s['n_unanimous']:,} "
         f"({_pct(s['unanimous_share'])}) |",
         f"| At least {s['threshold']} agree (validated) | {s['n_validated']:,} "
-        f"({_pct(s['kept_share'])}; True {lab_val['true']:,} / False {lab_val['false']:,}) |",
+        f"({_pct(s['kept_share'])} of {s.get('n_with_votes', s['n_raw']):,} with votes; "
+        f"True {lab_val['true']:,} / False {lab_val['false']:,}) |",
         f"| Fleiss' kappa, validators, all Examples | {_num(s['fleiss_kappa']['raw'])} |",
         f"| Fleiss' kappa, validators + caption writer | "
         f"{_num(s['fleiss_kappa']['raw_with_label'])} |",

@@ -25,7 +25,11 @@ SESSION_MAX_AGE = 14 * 24 * 3600
 
 def make_templates() -> Jinja2Templates:
     # Jinja2Templates autoescapes .html templates: anything a worker typed is rendered inert.
-    return Jinja2Templates(directory=str(WEBAPP_DIR / "templates"))
+    templates = Jinja2Templates(directory=str(WEBAPP_DIR / "templates"))
+    from webapp.admin.formatting import install as install_admin_filters
+
+    install_admin_filters(templates.env)
+    return templates
 
 
 def create_server_app() -> FastAPI:

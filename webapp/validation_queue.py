@@ -62,7 +62,12 @@ from core.types import UTCDateTime, utcnow
 from webapp import batches, leases
 from webapp.gold import check_gold_accuracy
 
-VOTABLE_ORIGINS = (ExampleOrigin.human.value, ExampleOrigin.adversarial.value)
+# revalidation: fresh copies of imported Examples (core.revalidation), voted like new ones.
+VOTABLE_ORIGINS = (
+    ExampleOrigin.human.value,
+    ExampleOrigin.adversarial.value,
+    ExampleOrigin.revalidation.value,
+)
 REFERENCE_FRAMES = ("intrinsic", "relative", "both")
 
 
