@@ -46,6 +46,8 @@ PAGES = [
     "/admin/examples/{example}",
     "/admin/settings",
     "/admin/pipeline",
+    "/admin/revalidation",
+    "/admin/api/revalidation.json",
 ]
 
 
@@ -120,6 +122,12 @@ def main() -> None:
                 .order_by(func.count().desc())
             ).first()
             create_admin(s, "bench", "bench-password")
+        # A re-validation round of 1,000 imported Examples, so its report has work to do.
+        from core.revalidation import open_round
+        from core.study import StudyConfig
+
+        with Session(engine) as s:
+            print(open_round(s, sample=1000, seed=0, config=StudyConfig()).line())
         print(f"database: {engine.dialect.name}, {n_ex} Examples, {n_votes} votes")
         settings = Settings(
             database_url=url,

@@ -14,6 +14,9 @@ both measured in this run. Usage:
 
   python bench/match.py [--h 1.0] [--k 3] [--no-lsa] [--sizes 100,200,300]
                         [--sweep 0,0.5,1,2] [--no-table-filter] [--no-remap]
+                        [--balance soft|pair|off]
+
+The diagnostics (and so the wall time) include the held-out answer-only adversary suite.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ def main() -> None:
     ap.add_argument("--sweep", default="", help="also sweep these h values (after timing)")
     ap.add_argument("--no-table-filter", action="store_true")
     ap.add_argument("--no-remap", action="store_true")
+    ap.add_argument("--balance", default="soft", choices=["soft", "pair", "off"])
     args = ap.parse_args()
 
     # --- ours, end to end ----------------------------------------------------------------
@@ -92,7 +96,8 @@ def main() -> None:
     relevance = RelevanceModel(load_encoder(None))
     stages["load MiniLM"] = time.perf_counter() - t0
     params = MatchParams(
-        h=args.h, k=args.k, table_filter=not args.no_table_filter, remap=not args.no_remap
+        h=args.h, k=args.k, table_filter=not args.no_table_filter, remap=not args.no_remap,
+        balance=args.balance,
     )
     t0 = time.perf_counter()
     result = run_matching(records, relevance, TableSimilarity(), params)
@@ -144,6 +149,7 @@ def main() -> None:
         "diagnostics": {k: diag[k] for k in (
             "chance", "answer_only_accuracy", "text_only_accuracy", "implied_by_truth_share",
             "duplicate_choice_items", "known_true_distractors", "items", "unmatched",
+            "strongest_adversary", "strongest_adversary_accuracy", "strongest_adversary_ci95",
         )} | {"relation_tv": diag["relation_distribution"]["total_variation"]},
     }
     print(f"full VSR validated set: {len(records):,} Examples, "

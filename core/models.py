@@ -62,6 +62,9 @@ class ExampleOrigin(StrEnum):
     human = "human"
     adversarial = "adversarial"
     imported = "imported"
+    # A fresh copy of an imported Example, opened for new votes (core.revalidation); its
+    # votes never mix with the original's, and it is left out of exports and kept counts.
+    revalidation = "revalidation"
 
 
 class BatchKind(StrEnum):

@@ -14,6 +14,29 @@ from sqlmodel import Session, select
 from core.models import StudySetting
 from core.types import utcnow
 
+# What a participant agrees to. The [bracketed] parts are for the researcher to replace in
+# the dashboard's study settings before the study goes live; {minutes} and {items} are
+# filled in from the batch settings. A strict Markdown subset (webapp.consent).
+DEFAULT_CONSENT = "\n".join([
+    "This is a research study on how people describe where things are in photographs, run by "
+    "[researcher name, institution]. The captions and answers you give will become part of a "
+    "public research dataset.",
+    "",
+    "- **What you do:** look at everyday photos from the MS-COCO collection and write short "
+    "captions or say whether short captions are true. A batch has up to {items} items and takes "
+    "at most {minutes} minutes.",
+    "- **Pay:** [pay for a batch, e.g. GBP 9.00 for a full batch]. If you finish early, the "
+    "completion code covers the work you did.",
+    "- **Your data:** we store your answers, the time you took, and your platform id (never your "
+    "name). Your id is replaced by a number in the published data.",
+    "- **Voluntary:** you may stop at any time by closing the page and returning the study, or "
+    'end a batch early with "Finish now".',
+    "- Some photos show people in ordinary situations; none are meant to be upsetting.",
+    "- **Ethics approval:** [committee name, reference number].",
+    "- **Questions or concerns:** [researcher name, email address].",
+    "",
+])
+
 
 class StudyConfig(BaseModel):
     generate_batch_size: int = Field(200, ge=1, le=10_000)
@@ -34,10 +57,21 @@ class StudyConfig(BaseModel):
     gold_rate: float = Field(0.05, ge=0.0, le=1.0)
     gold_min_answers: int = Field(5, ge=1, le=1000)
     gold_accuracy_threshold: float = Field(0.7, ge=0.0, le=1.0)
+    # Implausibly fast work (dashboard flag next to gold accuracy): a worker whose median
+    # time per vote / per caption is below these (after at least 5 of them). 0 = off.
+    fast_vote_seconds: float = Field(1.0, ge=0.0, le=600.0)
+    fast_caption_seconds: float = Field(5.0, ge=0.0, le=3600.0)
     block_on_gold_failure: bool = False
     completion_code: str = Field("VSRDONE", min_length=1, max_length=64)
     screenout_code: str = Field("VSRSCREEN", min_length=1, max_length=64)
     relations_enabled: list[str] | None = Field(None, description="None = Table 1 less unused")
+    consent_text: str = Field(
+        DEFAULT_CONSENT, min_length=1, max_length=20_000,
+        description="Shown before a worker starts. Replace the [bracketed] parts; {minutes} "
+        "and {items} become the batch's time and size. Markdown: **bold**, - lists, "
+        "[links](https://...); HTML is shown as text.",
+        json_schema_extra={"widget": "textarea"},
+    )
 
 
 def load_study_config(session: Session) -> StudyConfig:

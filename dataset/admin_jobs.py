@@ -91,11 +91,17 @@ def run_sample(engine: Engine, params: dict[str, Any], report: Progress) -> dict
     from collection.sampler import sample_into_db
 
     files = [str(f) for f in params.get("coco_files", [])]
+    concepts = params.get("concepts")
+    cap = params.get("max_per_concept_pair")
     summary = sample_into_db(
         engine,
         files,
         int(params["n_pairs"]),
         seed=int(params.get("seed", 0)),
+        min_area=float(params.get("min_area", 30_000)),
+        prefer_contrast=bool(params.get("prefer_contrast", False)),
+        max_per_concept_pair=int(cap) if cap else None,
+        concepts=[c.strip() for c in str(concepts).split(",") if c.strip()] if concepts else None,
         progress=_stage_progress(
             report,
             {
@@ -137,7 +143,13 @@ def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[
     scorer = load_similarity("table")
     relevance = RelevanceModel(encoder, seed=seed)
     report(0.3, "fitting P_rel and matching (train, dev, test)")
-    result = run_matching(records, relevance, scorer, match_params, threshold=threshold)
+    from dataset.cli_match import _export_splits
+
+    # The random split build-dataset writes, so no mc/test truth is in random/train.
+    mapping = _export_splits(engine, threshold, 0)
+    result = run_matching(
+        records, relevance, scorer, match_params, splits=mapping, threshold=threshold
+    )
     report(0.85, "diagnostics")
     diag = diagnose(result, relevance)
     diag["similarity"] = getattr(scorer, "name", "table")
@@ -147,10 +159,13 @@ def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[
         "similarity": diag["similarity"],
         "model": diag["model"],
         "from": "dashboard",
+        "splits": "export",
+        "split_seed": 0,
     }
     report(0.95, "saving the run")
     with session_scope(engine) as session:
-        run = save_run(session, result, diag, send_negatives=False, extra_params=extra)
+        # Like `vsr match` (issue 12): distractors go to validators before items reach mc/.
+        run = save_run(session, result, diag, send_negatives=True, extra_params=extra)
         run_id = run.id
     return {"match_run": run_id, "items": len(result.items), "diagnostics": _jsonable(diag)}
 

@@ -22,6 +22,7 @@ def render_card(
     title: str,
     figure_notes: dict[str, str] | None,
     files: list[str],
+    mc_counts: tuple[int, int] | None = None,
 ) -> str:
     s = stats
     origins = ", ".join(f"{k}: {v:,}" for k, v in s["origins"].items()) or "none"
@@ -63,7 +64,8 @@ def render_card(
         f"| All validators agree with the label | {s['n_unanimous']:,} "
         f"({_pct(s['unanimous_share'])}) |",
         f"| At least {s['threshold']} agree (validated) | {s['n_validated']:,} "
-        f"({_pct(s['kept_share'])}; True {lab_val['true']:,} / False {lab_val['false']:,}) |",
+        f"({_pct(s['kept_share'])} of {s.get('n_with_votes', s['n_raw']):,} with votes; "
+        f"True {lab_val['true']:,} / False {lab_val['false']:,}) |",
         f"| Fleiss' kappa, validators, all Examples | {_num(s['fleiss_kappa']['raw'])} |",
         f"| Fleiss' kappa, validators + caption writer | "
         f"{_num(s['fleiss_kappa']['raw_with_label'])} |",
@@ -109,13 +111,21 @@ def render_card(
         z = sp["zeroshot"]
         c = sp["zeroshot_concepts"]
         lines.append(
-            f"- `zeroshot/`: the concepts are shuffled into groups of 50/20/30 % "
+            f"- `zeroshot/`: the concepts are partitioned into groups of 50/20/30 % "
             f"({len(c['train'])}/{len(c['dev'])}/{len(c['test'])} concepts) and an Example is "
             f"kept only if its subj and obj are in the same group: train {z['train']:,} / dev "
-            f"{z['dev']:,} / test {z['test']:,} ({sp['zeroshot_excluded']:,} validated Examples "
-            "cross groups and are left out). The exporter checks that no concept occurs in two "
-            "parts and fails otherwise. The concept groups are listed in `stats.json`."
+            f"{z['dev']:,} / test {z['test']:,}, {sum(z.values()):,} kept "
+            f"({sp['zeroshot_excluded']:,} validated Examples cross groups and are left out; "
+            "the paper's split keeps 5,560: 4,713 / 231 / 616). The partition is the one of a "
+            "seeded search that keeps the most Examples with a train-heavy ratio (train at "
+            "least half, dev at least 4 %, test at least 10 % of the kept). The exporter "
+            "checks that no concept occurs in two parts and fails otherwise. The concept "
+            "groups are listed in `stats.json`."
         )
+    if "mc" in s:
+        from dataset.mc_stats import card_lines
+
+        lines += card_lines(s["mc"])
     if figure_notes:
         lines += ["", "## Figures", ""]
         titles = {
@@ -127,6 +137,22 @@ def render_card(
         for name, note in figure_notes.items():
             lines += [f"### {titles[name]}", "", f"![{titles[name]}]({FIGURES[name]})", "",
                       note, ""]
+    if mc_counts is not None and any(mc_counts):
+        validated_mc, unvalidated_mc = mc_counts
+        lines += [
+            "## Multiple-choice items",
+            "",
+            f"`mc/` holds {validated_mc:,} items whose every distractor validators judged "
+            "False (adversarial matching, `vsr match`).",
+        ]
+        if unvalidated_mc:
+            lines.append(
+                f"`mc_unvalidated/` holds {unvalidated_mc:,} more items that validators have "
+                "**not** cleared (written on request, `build-dataset --unvalidated-mc`): "
+                "some of their distractors may be true for the image, so they are not a "
+                "benchmark as they stand (each line says `\"validated\": false`)."
+            )
+        lines.append("")
     lines += [
         "## Files",
         "",

@@ -31,6 +31,7 @@ app.command("import-vsr")(cli_import.import_vsr)
 app.command("serve")(cli_serve.serve)
 app.command("match")(cli_match.match)
 app.command("build")(cli_build.build)
+app.command("revalidate")(__import__("dataset.cli_revalidate").cli_revalidate.revalidate)
 
 build_app = typer.Typer(
     name="build-dataset",

@@ -49,6 +49,12 @@ def build(
         help="Add a model-based label from the votes: majority, dawid-skene or mace.",
     ),
     title: str = typer.Option("VSR-style visual spatial reasoning dataset", "--title"),
+    unvalidated_mc: bool = typer.Option(
+        False, "--unvalidated-mc",
+        help="Also write the matching items validators have not cleared, apart in "
+        "mc_unvalidated/ (marked in each line and in the card); mc/ always holds only items "
+        "whose every distractor validators rejected.",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
     zip_to: Path | None = typer.Option(None, "--zip", help="Also write the export as a zip."),
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
@@ -83,6 +89,7 @@ def build(
         origins=tuple(origin) or None,
         label_model=label_model,  # type: ignore[arg-type]
         title=title,
+        unvalidated_mc=unvalidated_mc,
     )
     engine = engine_for(database_url)
     try:

@@ -38,9 +38,11 @@ def match(
         None, "--sweep", help="Comma-separated h values to compare, e.g. 0,0.5,1,2."
     ),
     send_negatives: bool = typer.Option(
-        False, "--send-negatives-to-validation",
+        True, "--send-negatives-to-validation/--no-send-negatives-to-validation",
         help="Add each distractor as a False Example (origin adversarial) to the validation "
-        "queue; only items whose distractors validators reject are exported.",
+        "queue (default); only items whose distractors validators reject reach mc/. Without "
+        "it the items are unvalidated and build-dataset writes them only with "
+        "--unvalidated-mc, apart in mc_unvalidated/.",
     ),
     model: str | None = typer.Option(
         None, "--model", help="Sentence-transformers model for P_rel (default: packaged "
@@ -61,9 +63,22 @@ def match(
     seed: int = typer.Option(0, "--seed", help="Seed of tie-breaking and choice order."),
     split_seed: int = typer.Option(0, "--split-seed", help="Seed of the train/dev/test split."),
     splits: str = typer.Option(
-        "image", "--splits",
-        help="'image': every Example of an image in one split (matching.records.split_of); "
-        "'export': the random split build-dataset writes (same seed), for identical splits.",
+        "export", "--splits",
+        help="'export' (default): the random split build-dataset writes (same seed), so no "
+        "truth of mc/test is in random/train; 'image': every Example of an image in one "
+        "split (matching.records.split_of).",
+    ),
+    balance: str = typer.Option(
+        "soft", "--balance",
+        help="(concept pair, relation) balance against answer-only models: soft (default), "
+        "pair (strict: exact balance, drops queries of rare pairs) or off (VCR's weights).",
+    ),
+    aim: float = typer.Option(
+        0.6, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
+        "(VCR), 1 = exactly as plausible as the truth (docs/matching.md).",
+    ),
+    backoff: float = typer.Option(
+        1.0, "--backoff", help="With --balance soft: pseudo-count of the P_rel back-off."
     ),
     method: str = typer.Option("auto", "--method", help="auto | grouped | dense | sparse."),
     dense_limit: int = typer.Option(4000, "--dense-limit", help="Largest dense assignment."),
@@ -81,6 +96,7 @@ def match(
 
     from core.db import session_scope
     from core.study import load_study_config
+    from dataset.match_geometry import load_pair_shapes
     from matching.diagnostics import diagnose, format_report, format_sweep
     from matching.diagnostics import sweep as run_sweep
     from matching.pipeline import MatchParams, run_matching
@@ -92,13 +108,16 @@ def match(
     hs = _parse_sweep(sweep)
     if splits not in ("image", "export"):
         raise CliError(f"--splits must be image or export; got {splits!r}")
+    if balance not in ("soft", "pair", "off"):
+        raise CliError(f"--balance must be soft, pair or off; got {balance!r}")
     if method not in ("auto", "grouped", "dense", "sparse"):
         raise CliError(f"--method must be auto, grouped, dense or sparse; got {method!r}")
     if keep_threshold is not None and not 0 < keep_threshold <= 1:
         raise CliError("--keep-threshold must be in (0, 1]")
     try:
         params = MatchParams(
-            h=h, k=k, remap=remap, table_filter=table_filter, seed=seed,
+            h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
+            aim=aim, backoff=backoff,
             method=method,  # type: ignore[arg-type]
             dense_limit=dense_limit, top_k=top_k,
         )
@@ -112,6 +131,7 @@ def match(
             else load_study_config(session).keep_threshold
         )
         records = load_records(session)
+        geometry = load_pair_shapes(session)
     queries = kept_true(records, threshold)
     if len(queries) < k + 1:
         raise CliError(
@@ -138,7 +158,7 @@ def match(
         try:
             result = run_matching(
                 records, relevance, scorer, params, splits=mapping, split_seed=split_seed,
-                threshold=threshold, on_step=step,
+                threshold=threshold, on_step=step, geometry=geometry,
             )
         except ValueError as exc:
             raise CliError(str(exc)) from exc

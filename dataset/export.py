@@ -65,6 +65,9 @@ class BuildOptions:
     origins: tuple[str, ...] | None = None  # None: Examples of every origin
     label_model: LabelModel | None = None
     title: str = "VSR-style visual spatial reasoning dataset"
+    # Also write the matching run's items that validators have not cleared, apart in
+    # mc_unvalidated/ (issue 12: mc/ holds only items whose distractors were all rejected).
+    unvalidated_mc: bool = False
 
     def wants(self, part: str) -> bool:
         return self.only is None or part in self.only
@@ -99,6 +102,8 @@ class _Snapshot:
     aggregates: dict[Hashable, tuple[bool, float]] | None
     mc: dict[str, list[bytes]]
     meta_csv: str | None
+    mc_unvalidated: dict[str, list[bytes]] = field(default_factory=dict)
+    mc_info: dict[str, Any] | None = None  # dataset.mc_stats.mc_summary
 
 
 def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _Snapshot:
@@ -131,8 +136,17 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         random_parts = random_split(items, options.seed, options.random_ratios, options.split_unit)
         zeroshot = zeroshot_split(items, options.seed, options.zeroshot_ratios)
     mc = mc_lines(conn, threshold=options.threshold) if options.wants("mc") else {}
+    mc_unvalidated = (
+        mc_lines(conn, threshold=options.threshold, unvalidated=True)
+        if options.wants("mc") and options.unvalidated_mc else {}
+    )
     meta = _meta_csv(conn) if options.wants("meta") else None
-    return _Snapshot(rows, validated, random_parts, zeroshot, aggregates, mc, meta)
+    from dataset.mc_stats import mc_summary
+
+    mc_info = mc_summary(conn, mc) if options.wants("mc") else None
+    return _Snapshot(
+        rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info
+    )
 
 
 def _read(engine: Engine, options: BuildOptions, progress: Progress) -> _Snapshot:
@@ -203,6 +217,8 @@ def build_dataset(
         if options.wants("mc"):
             for split, lines in sorted(snap.mc.items()):
                 write(f"mc/{split}.jsonl", lines)
+            for split, lines in sorted(snap.mc_unvalidated.items()):
+                write(f"mc_unvalidated/{split}.jsonl", lines)
         if options.wants("meta") and snap.meta_csv is not None:
             write("meta_data.csv", snap.meta_csv.encode())
         stats: dict[str, Any] = {}
@@ -219,6 +235,8 @@ def build_dataset(
                     aggregate_model=options.label_model,
                     aggregates=snap.aggregates,
                 )
+            if snap.mc_info is not None:
+                stats["mc"] = snap.mc_info
         if options.wants("stats"):
             write(
                 "stats.json",
@@ -232,7 +250,10 @@ def build_dataset(
             files.extend(FIGURES.values())
             listed = sorted({*files, "README.md"})
             write("README.md", render_card(
-                stats, title=options.title, figure_notes=notes, files=listed
+                stats, title=options.title, figure_notes=notes, files=listed,
+                mc_counts=(
+                    sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values()))
+                ) if options.wants("mc") else None,
             ).encode())
         report("moving into place", 0.95)
         _move_into_place(stage, out_dir, replace_all=options.only is None)

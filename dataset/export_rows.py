@@ -138,12 +138,14 @@ def _read_rows(
         EXAMPLE.c.parent_example_id,
     ).order_by(EXAMPLE.c.id)
     wanted = set(origins) if origins else None
+    # Re-validation copies (core.revalidation) are a study of the data, not more data.
+    left_out = set() if wanted else {"revalidation"}
     empty: tuple[list[int], list[int]] = ([], [])
     kept = keep_rule(threshold)
     out = [
         _row(ex, votes.get(ex[0], empty), ids, images, kept, aggregates)
         for ex in _fetch(conn, stmt)
-        if wanted is None or ex[9] in wanted
+        if (wanted is None or ex[9] in wanted) and ex[9] not in left_out
     ]
     _resolve_groups(out)
     return out

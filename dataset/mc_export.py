@@ -24,16 +24,19 @@ def latest_run_id(conn: Connection) -> int | None:
 
 def surviving_query_ids(
     conn: Connection, run_id: int, threshold: Threshold = DEFAULT_THRESHOLD
-) -> set[int] | None:
-    """Query ids whose items may be published, or None when every item may.
+) -> set[int]:
+    """Query ids whose items may be published in ``mc/``.
 
-    When the run sent its adversarial negatives to validators, an item survives only once
-    validators have rejected every one of its distractors (matching.store decides that, with
-    the same keep rule as the export); items still waiting for votes are held back.
+    An item survives only once validators have rejected every one of its distractors
+    (matching.store decides that, with the same keep rule as the export); items still waiting
+    for votes are held back. A run that did not send its negatives to validators
+    (``vsr match --no-send-negatives-to-validation``) has no validated item at all (issue 12:
+    a distractor may be true for the image); its items are exported only on request, apart,
+    in ``mc_unvalidated/``.
     """
     params = conn.execute(select(MATCHRUN.c.params).where(MATCHRUN.c.id == run_id)).scalar()
     if not (params or {}).get("negatives_sent"):
-        return None
+        return set()
     from sqlmodel import Session
 
     from matching.store import surviving_items
@@ -43,9 +46,17 @@ def surviving_query_ids(
 
 
 def mc_lines(
-    conn: Connection, run_id: int | None = None, threshold: Threshold = DEFAULT_THRESHOLD
+    conn: Connection,
+    run_id: int | None = None,
+    threshold: Threshold = DEFAULT_THRESHOLD,
+    *,
+    unvalidated: bool = False,
 ) -> dict[str, list[bytes]]:
     """Split name -> JSONL lines (ordered by query Example id); empty if matching never ran.
+
+    By default only the items whose every distractor validators rejected (``mc/``); with
+    ``unvalidated`` exactly the other items of the run (``mc_unvalidated/``), each marked
+    ``"validated": false``.
 
     One line per item: the query image and concepts, the candidate captions (``choices``),
     the index of the true one (``answer``), each choice's relation, and the ids of the
@@ -72,7 +83,7 @@ def mc_lines(
     out: dict[str, list[bytes]] = {}
     for (split, qid, choices, relations, answer, distractors, subj, obj, caption, file_name,
          coco_split) in conn.execute(stmt):
-        if allowed is not None and qid not in allowed:
+        if (qid in allowed) == unvalidated:
             continue
         record: dict[str, Any] = {
             "image": file_name,
@@ -88,5 +99,7 @@ def mc_lines(
             "distractor_example_ids": list(distractors),
             "run_id": run_id,
         }
+        if unvalidated:
+            record["validated"] = False
         out.setdefault(split, []).append(orjson.dumps(record) + b"\n")
     return out

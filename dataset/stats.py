@@ -14,6 +14,7 @@ from core.agreement import (
     per_relation_disagreement,
     per_worker_agreement,
 )
+from core.kept import kept_counts
 from core.relations import CATEGORIES
 from dataset.export_rows import ExportRow, _category
 from dataset.splits import ZeroShotSplit
@@ -34,6 +35,10 @@ def compute_stats(
     validated = [r for r in rows if r.kept]
     validated_items = [it for it, r in zip(items, rows, strict=True) if r.kept]
     summary = dataset_agreement(items, threshold)
+    # The one definition of kept (core.kept), the same count as the dashboard's.
+    counts = kept_counts(
+        ((r.n_agree, len(r.true_ids) + len(r.false_ids), 1) for r in rows), threshold
+    )
     n_raw = len(rows)
     votes_total = summary.n_votes
     annotators = {r.author for r in rows if r.author is not None}
@@ -43,10 +48,11 @@ def compute_stats(
         "seed": seed,
         "split_unit": split_unit,
         "n_raw": n_raw,
-        "n_validated": len(validated),
-        "n_unanimous": summary.n_unanimous,
-        "unanimous_share": summary.unanimous_share,
-        "kept_share": summary.kept_share,
+        "n_validated": counts.kept,
+        "n_with_votes": counts.voted,
+        "n_unanimous": counts.unanimous,
+        "unanimous_share": counts.unanimous_share,
+        "kept_share": counts.kept_share,
         "n_votes": votes_total,
         "votes_per_example": {str(k): v for k, v in summary.votes_per_item.items()},
         "min_votes": min(summary.votes_per_item, default=0),

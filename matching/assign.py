@@ -36,8 +36,12 @@ def _penalty(finite: np.ndarray, n_rows: int) -> float:
     return (span + 1.0) * (n_rows + 1)
 
 
-def choose_method(n_rows: int, capacity: np.ndarray, dense_limit: int) -> Method:
-    if capacity.max(initial=0) > 1 and n_rows * len(capacity) <= GROUPED_MAX_VARIABLES:
+def choose_method(
+    n_rows: int, capacity: np.ndarray, dense_limit: int, n_edges: int | None = None
+) -> Method:
+    """``n_edges``: allowed (row, group) pairs; the grouped LP has one variable per edge."""
+    edges = n_rows * len(capacity) if n_edges is None else n_edges
+    if capacity.max(initial=0) > 1 and edges <= GROUPED_MAX_VARIABLES:
         return "grouped"
     return "dense" if int(capacity.sum()) <= dense_limit else "sparse"
 
@@ -61,7 +65,7 @@ def solve(
     if n == 0 or not allowed.any():
         return out
     if method == "auto":
-        method = choose_method(n, cap, dense_limit)
+        method = choose_method(n, cap, dense_limit, int(allowed.sum()))
     if method == "grouped":
         return _grouped(weights, cap, allowed)
     # Expand groups into one column per response.

@@ -101,8 +101,13 @@ def relation_distribution(items: Sequence[Item]) -> dict[str, Any]:
     }
 
 
-def diagnose(result: MatchResult, relevance: RelevanceModel) -> dict[str, Any]:
-    """All figures of a run, JSON-ready (stored in MatchRun.diagnostics)."""
+def diagnose(
+    result: MatchResult, relevance: RelevanceModel, adversaries: bool = True
+) -> dict[str, Any]:
+    """All figures of a run, JSON-ready (stored in MatchRun.diagnostics). ``adversaries``:
+    run the held-out answer-only suite (matching.adversaries) on train -> test."""
+    from matching.adversaries import run_suite
+
     p = result.params
     items = result.items
     n_distractors = sum(len(it.triples) - 1 for it in items)
@@ -121,7 +126,16 @@ def diagnose(result: MatchResult, relevance: RelevanceModel) -> dict[str, Any]:
             known = result.known_true.get(it.query.image, ())
             known_true += int(any(is_implied(kt, d) for kt in known if kt != truth))
     train, test = result.items_in("train"), result.items_in("test")
+    suite = (
+        run_suite(train, test, relevance, relevance.encoder, p.seed) if adversaries
+        else {"n_test": len(test), "adversaries": {}, "strongest": None}
+    )
+    strongest = suite.get("strongest") or {}
     return {
+        "answer_only_adversaries": suite,
+        "strongest_adversary": strongest.get("name"),
+        "strongest_adversary_accuracy": strongest.get("accuracy"),
+        "strongest_adversary_ci95": strongest.get("ci95"),
         "params": p.as_dict(),
         "queries": result.queries,
         "items": {s: len(result.items_in(s)) for s in result.queries},
@@ -145,6 +159,7 @@ def _r(x: float | None) -> float | None:
 
 SUMMARY_KEYS = (
     "chance",
+    "strongest_adversary_accuracy",
     "answer_only_accuracy",
     "text_only_accuracy",
     "implied_by_truth_share",
@@ -163,15 +178,19 @@ def summary_row(diag: dict[str, Any]) -> dict[str, Any]:
 
 def format_report(diag: dict[str, Any]) -> str:
     """A few readable lines for the terminal."""
+    from matching.adversaries import format_suite
+
     p = diag["params"]
     lines = [
         f"adversarial matching: h={p['h']} k={p['k']} remap={p['remap']} "
-        f"table_filter={p['table_filter']}",
+        f"table_filter={p['table_filter']} balance={p.get('balance')}",
         "  items per split: " + ", ".join(f"{s}={n}" for s, n in diag["items"].items())
         + "  (queries without k distractors: "
         + ", ".join(f"{s}={n}" for s, n in diag["unmatched"].items()) + ")",
         f"  chance                      {diag['chance']}",
-        f"  answer-only accuracy (test) {diag['answer_only_accuracy']}",
+        *format_suite(diag.get("answer_only_adversaries") or {"n_test": 0}),
+        f"  answer-only accuracy (test) {diag['answer_only_accuracy']}  (naive Bayes, "
+        "relation/subject/object separately; the suite above is the honest figure)",
         f"  text-only accuracy (test)   {diag['text_only_accuracy']}",
         f"  distractors implied by truth (table) {diag['implied_by_truth_share']}",
         f"  distractors known true for the image {diag['known_true_distractors']}",
@@ -185,9 +204,11 @@ def format_report(diag: dict[str, Any]) -> str:
 
 
 def format_sweep(rows: Sequence[dict[str, Any]]) -> str:
-    head = ("h", "items", "chance", "answer_only", "text_only", "implied", "dup", "p_sim", "rel_tv")
-    keys = ("h", "items", "chance", "answer_only_accuracy", "text_only_accuracy",
-            "implied_by_truth_share", "duplicate_choice_items", "mean_p_sim_table", "relation_tv")
+    head = ("h", "items", "chance", "strongest", "answer_only", "text_only", "implied", "dup",
+            "p_sim", "rel_tv")
+    keys = ("h", "items", "chance", "strongest_adversary_accuracy", "answer_only_accuracy",
+            "text_only_accuracy", "implied_by_truth_share", "duplicate_choice_items",
+            "mean_p_sim_table", "relation_tv")
     out = ["  ".join(f"{h:>11}" for h in head)]
     for row in rows:
         out.append("  ".join(f"{_cell(row[k]):>11}" for k in keys))

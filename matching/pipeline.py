@@ -12,9 +12,10 @@ becomes "The dog is on the sofa." for a dog/sofa query), so a distractor differs
 truth in its relation only (GITM-MR's idea). Matching runs within each split.
 
 Filtering (never weighed, always excluded): the response itself, exact duplicates of a
-choice, and anything with the same meaning as a kept True Example of the query's image
-(known true); with ``table_filter`` (default) also anything the relation-semantics table
-says the truth or a known-true caption implies, or that is equivalent to a choice.
+choice, and anything with the same meaning as a caption validators voted True for the query's
+image (known true); with ``table_filter`` (default) also anything the relation-semantics table
+says the truth or a known-true caption implies, or that is equivalent to a choice; with
+``geometry`` anything the query's instance outlines show to hold (matching.geometry_filter).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 from core.captions import render_caption
 from matching.assign import Method, solve
+from matching.geometry_filter import PairShapes, rejected_mask
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
 from matching.similarity import SimilarityScorer, table_lookup, table_matrices
@@ -44,6 +46,21 @@ class MatchParams:
     top_k: int = 50
     sim_top: int = 20  # model-based P_sim: scored only for each query's best groups by P_rel
     seed: int = 0
+    # "pair": strict (concept pair, relation) balance: with remapping, a query's distractors
+    # come only from the relations other queries of the same concept pair were answered
+    # with, each used once per round, so every (pair, relation) is a distractor k times as
+    # often as it is an answer (answer-only models learn nothing; rare pairs are dropped).
+    # "soft": P_rel is replaced by leave-one-out pair-conditional counts of the split with
+    # P_rel as back-off, which pulls distractors towards the pair's other answers.
+    # "off": VCR's weights as they were. See docs/matching.md.
+    balance: str = "soft"
+    backoff: float = 1.0  # "soft": pseudo-count of each back-off (pair -> subj/obj -> even)
+    # With "soft" balance, how far distractors aim at the truth's plausibility, not past it:
+    # score = (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|. 0 is VCR's "as
+    # plausible as possible" (a weakly modelled truth becomes the least plausible option);
+    # 1 is "exactly as plausible as the truth" (the truth becomes the median one); 0.5
+    # makes every relation at least as plausible as the truth equally good.
+    aim: float = 0.6  # measured on VSR: every adversary <= 0.28 at 0.6 (docs/matching.md)
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -52,6 +69,12 @@ class MatchParams:
             raise ValueError("h must be a finite number >= 0")
         if not 0 < self.eps < 0.5:
             raise ValueError("eps must be in (0, 0.5)")
+        if self.balance not in ("pair", "soft", "off"):
+            raise ValueError("balance must be pair, soft or off")
+        if not 0 <= self.aim <= 1:
+            raise ValueError("aim must be in [0, 1]")
+        if not self.backoff > 0:
+            raise ValueError("backoff must be > 0")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,8 +119,8 @@ class MatchResult:
 def known_true_by_image(
     records: Sequence[Record], threshold: Any = None
 ) -> dict[str, list[Triple]]:
-    """Image -> triples validators confirmed true for it (kept True Examples, and adversarial
-    negatives they judged True), which are never distractors for that image."""
+    """Image -> triples validators confirmed true for it (kept True Examples, and any caption
+    they voted True whatever its label or origin), which are never distractors for that image."""
     out: dict[str, list[Triple]] = {}
     for r in confirmed_true(records) if threshold is None else confirmed_true(records, threshold):
         out.setdefault(r.image, []).append(r.triple)
@@ -125,8 +148,33 @@ def match_split(
     similarity: SimilarityScorer,
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
+    geometry: Mapping[int, PairShapes] | None = None,
 ) -> tuple[list[Item], int]:
-    """Match one split; returns the complete items and how many queries got fewer than k."""
+    """Match one split; returns the complete items and how many queries got fewer than k.
+
+    With ``balance``, a query left without k distractors is dropped and the split matched
+    again without it (its answer would otherwise sit in other items as a distractor only),
+    until every remaining query is matched: the balance then holds exactly.
+    """
+    if not (params.balance == "pair" and params.remap):
+        return _match_once(queries, split, relevance, similarity, params, known_true)
+    todo = list(queries)
+    while True:
+        items, missing = _match_once(todo, split, relevance, similarity, params, known_true)
+        if missing == 0:
+            return items, len(queries) - len(items)
+        kept = {it.query.id for it in items}
+        todo = [q for q in todo if q.id in kept]
+
+
+def _match_once(
+    queries: Sequence[Record],
+    split: str,
+    relevance: RelevanceModel,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    known_true: Mapping[str, Sequence[Triple]] | None = None,
+) -> tuple[list[Item], int]:
     queries = sorted(queries, key=lambda r: r.id)
     n = len(queries)
     if n == 0:
@@ -137,7 +185,8 @@ def match_split(
 
     # Response groups: interchangeable responses (same relation once remapped, or the same
     # caption without remapping) are one group with a capacity, see matching.assign.
-    key_of = (lambda r: r.relation) if params.remap else (lambda r: r.triple)
+    balance = params.balance == "pair" and params.remap
+    key_of = (lambda r: r.relation) if params.remap and not balance else (lambda r: r.triple)
     groups: dict[Any, list[int]] = {}
     for j, q in enumerate(queries):
         groups.setdefault(key_of(q), []).append(j)
@@ -164,6 +213,8 @@ def match_split(
     pair_row = {p: i for i, p in enumerate(pairs)}
     lp_q = lp_pairs[[pair_row[(q.subj, q.obj)] for q in queries]]
     log_rel = lp_q[:, c_rel[0]]
+    if params.remap and params.balance == "soft":
+        log_rel = _pair_count_log_rel(queries, lp_q, c_rel[0], ids, params.backoff, params.aim)
     if not params.remap:
         names = sorted(ids.concepts, key=ids.concepts.__getitem__)
         sim = relevance.concept_similarity(names, names)
@@ -174,6 +225,10 @@ def match_split(
     # Filters that hold in every round.
     same_as_truth = (c_rel == t_rel) & (c_s == t_s) & (c_o == t_o)
     allowed = ~np.broadcast_to(same_as_truth, shape).copy()
+    if balance:  # only relations other queries of the same concept pair were answered with
+        g_s = np.array([ids.c(r.subj) for r in g_first], dtype=int)[None, :]
+        g_o = np.array([ids.c(r.obj) for r in g_first], dtype=int)[None, :]
+        allowed &= (g_s == t_s) & (g_o == t_o)
     if params.table_filter:
         allowed &= ~table_lookup(t_rel, t_s, t_o, c_rel, c_s, c_o, implied=True)
     for i, q in enumerate(queries):
@@ -193,6 +248,9 @@ def match_split(
             if params.table_filter:
                 bad |= fwd
             allowed[i] &= ~bad
+    if geometry and params.remap:
+        # Candidates the query's own instance outlines show to hold (matching.geometry_filter).
+        allowed &= ~rejected_mask([q.id for q in queries], [r.relation for r in g_first], geometry)
 
     vectorised = bool(getattr(similarity, "vectorised", False))
     if vectorised:
@@ -267,6 +325,45 @@ def match_split(
     return items, int((~alive).sum())
 
 
+def aimed(lp: np.ndarray, lp_truth: np.ndarray, aim: float) -> np.ndarray:
+    """(1 - aim) log P(d) - aim |log P(d) - log P(truth)| (see MatchParams.aim)."""
+    return (1 - aim) * lp - aim * np.abs(lp - lp_truth)
+
+
+def _pair_count_log_rel(
+    queries: Sequence[Record], lp_q: np.ndarray, g_rel: np.ndarray, ids: _Ids, backoff: float,
+    aim: float,
+) -> np.ndarray:
+    """Relation weight of "soft" balance: log P(relation | pair) from the split's other
+    answers for the query's concept pair (leave-one-out, so its own answer does not count),
+    with ``backoff`` pseudo-counts spread evenly), plus P_rel aimed at the truth's
+    plausibility (``aimed``). Relations the pair's other queries were answered with win, so
+    each (pair, relation) is about as often a distractor as an answer; for a pair no other
+    query has, the aimed P_rel decides."""
+    n_rel = lp_q.shape[1]
+    pair: dict[tuple[str, str], np.ndarray] = {}
+    subj: dict[str, np.ndarray] = {}
+    obj: dict[str, np.ndarray] = {}
+    for q in queries:
+        r = ids.rel[q.relation]
+        pair.setdefault((q.subj, q.obj), np.zeros(n_rel))[r] += 1
+        subj.setdefault(q.subj, np.zeros(n_rel))[r] += 1
+        obj.setdefault(q.obj, np.zeros(n_rel))[r] += 1
+    out = np.empty((len(queries), len(g_rel)))
+    for i, q in enumerate(queries):
+        own = ids.rel[q.relation]
+        # Leave the query out; back off from the pair to its subject's and object's answers
+        # (so subject x relation and object x relation are balanced too), then uniform.
+        c_p, c_s, c_o = pair[(q.subj, q.obj)].copy(), subj[q.subj].copy(), obj[q.obj].copy()
+        for c in (c_p, c_s, c_o):
+            c[own] -= 1
+        c_so = c_s + c_o
+        p_so = (c_so + backoff / n_rel) / (c_so.sum() + backoff)
+        p = (c_p + backoff * p_so) / (c_p.sum() + backoff)
+        out[i] = np.log(p[g_rel]) + aimed(lp_q[i, g_rel], lp_q[i, own], aim)
+    return out
+
+
 def round_weights(
     log_rel: np.ndarray, p_sim: np.ndarray, allowed: np.ndarray, h: float, eps: float
 ) -> np.ndarray:
@@ -336,6 +433,7 @@ def run_matching(
     threshold: Any = None,
     fit: bool = True,
     on_step: Callable[[str], None] | None = None,
+    geometry: Mapping[int, PairShapes] | None = None,
 ) -> MatchResult:
     """Match every split of the kept True records; ``fit`` trains P_rel on train first.
     ``on_step`` is called after each step (for progress bars)."""
@@ -365,7 +463,9 @@ def run_matching(
     unmatched: dict[str, int] = {}
     for split in SPLITS:
         t0 = time.perf_counter()
-        got, missing = match_split(by_split[split], split, relevance, similarity, params, known)
+        got, missing = match_split(
+            by_split[split], split, relevance, similarity, params, known, geometry
+        )
         items += got
         unmatched[split] = missing
         seconds[f"match_{split}"] = time.perf_counter() - t0

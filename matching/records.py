@@ -53,12 +53,13 @@ def kept_true(records: Iterable[Record], threshold: Threshold = DEFAULT_THRESHOL
 def confirmed_true(
     records: Iterable[Record], threshold: Threshold = DEFAULT_THRESHOLD
 ) -> list[Record]:
-    """Captions validators confirmed as true for their image: kept True Examples, and
-    adversarial negatives that validators judged True (the distractor was not false)."""
+    """Captions validators confirmed as true for their image: whatever its writer's label
+    (or origin: human, imported, adversarial negative), a caption that validators voted True
+    by the keep rule is true for that image. The release holds 1,142 captions labelled False
+    that validators voted True (issue 12); such a caption is no distractor for its image."""
     return [
         r for r in records
-        if (r.label and r.kept(threshold))
-        or (r.origin == "adversarial" and is_kept(True, list(r.votes), threshold))
+        if (r.label and r.kept(threshold)) or is_kept(True, list(r.votes), threshold)
     ]
 
 

@@ -29,6 +29,7 @@ def load_records(session: Session) -> list[Record]:
         select(ex.c.id, ex.c.image_id, im.c.file_name, ex.c.subj, ex.c.relation, ex.c.obj,
                ex.c.caption, ex.c.label, ex.c.origin)
         .select_from(ex.join(im, im.c.id == ex.c.image_id))
+        .where(ex.c.origin != "revalidation")  # copies for re-validation are not more data
         .order_by(ex.c.id)
     )
     return [

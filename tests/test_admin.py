@@ -3,6 +3,7 @@ and action, on SQLite and PostgreSQL, with real VSR release records and real COC
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import subprocess
@@ -358,17 +359,15 @@ def test_overview_counts_match_the_release(
     client, _ = admin
     recs = seeded.records
     n_votes = sum(len(vote_list(r)) for r in recs)
-    kept = sum(
-        is_kept(bool(r["label"]), [v for _, v in vote_list(r)])
-        for r in recs
-        if len(vote_list(r)) >= 3
-    )
+    # kept / rejected: core.kept's rule on the votes so far (the export's count too)
+    kept = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)]) for r in recs)
+    voted = sum(1 for r in recs if vote_list(r))
     decided = sum(1 for r in recs if len(vote_list(r)) >= 3)
     data = client.get("/admin/api/overview.json").json()
     assert data["examples"] == len(recs)
     assert data["votes"] == n_votes
     assert data["decided"] == decided and data["undecided"] == len(recs) - decided
-    assert data["kept"] == kept and data["rejected"] == decided - kept
+    assert data["kept"] == kept and data["rejected"] == voted - kept
     assert data["examples_by_origin"] == {"imported": len(recs)}
     assert data["workers"] == len(seeded.worker_ids)
     page = client.get("/admin")
@@ -394,12 +393,12 @@ def test_quality_figures_match_core_agreement(
 ) -> None:
     client, _ = admin
     recs = seeded.records
-    decided = [r for r in recs if len(vote_list(r)) >= 3]
+    voted = [r for r in recs if vote_list(r)]
     q = client.get("/admin/api/quality.json").json()
-    unanimous = sum(is_unanimous(bool(r["label"]), [v for _, v in vote_list(r)]) for r in decided)
-    assert q["unanimous_share"] == pytest.approx(unanimous / len(decided))
-    kept = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)]) for r in decided)
-    assert q["kept_share"] == pytest.approx(kept / len(decided))
+    unanimous = sum(is_unanimous(bool(r["label"]), [v for _, v in vote_list(r)]) for r in voted)
+    assert q["unanimous_share"] == pytest.approx(unanimous / len(voted))
+    kept = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)]) for r in voted)
+    assert q["kept_share"] == pytest.approx(kept / len(voted))
     table = [[sum(v for _, v in vote_list(r)), sum(not v for _, v in vote_list(r))] for r in recs]
     assert q["fleiss_kappa"] == pytest.approx(fleiss_kappa(table))
     import krippendorff
@@ -500,11 +499,7 @@ def test_data_browse_filters_and_example_page(
     n_cat = sum(1 for r in recs if re.search(r"^The cat |the cat\.$", r["caption"]))
     assert f"{n_cat} matching Examples" in client.get("/admin/data?concept=cat").text
     assert n_cat > 0, concept
-    kept = sum(
-        is_kept(bool(r["label"]), [v for _, v in vote_list(r)])
-        for r in recs
-        if len(vote_list(r)) >= 3
-    )
+    kept = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)]) for r in recs)
     assert f"{kept} matching Examples" in client.get("/admin/data?agreement=kept").text
     word = recs[3]["caption"].split()[1]
     n_word = sum(word.lower() in r["caption"].lower() for r in recs)
@@ -738,15 +733,27 @@ def test_job_forms_reject_bad_input(
 ) -> None:
     client, token = admin
     cases = [
-        ("sample", {"n_pairs": "0", "coco_files": str(tmp_path)}),
-        ("sample", {"n_pairs": "5", "coco_files": str(tmp_path / "nope.json")}),
-        ("match", {"h": "-1", "k": "3"}),
-        ("match", {"h": "1", "k": "0"}),
-        ("build", {"seed": "-4"}),
+        ("sample", {"n_pairs": "0", "coco_files": str(tmp_path)}, "n_pairs", "must be at least 1"),
+        (
+            "sample",
+            {"n_pairs": "5", "coco_files": str(tmp_path / "nope.json")},
+            "coco_files",
+            "no such file on the server",
+        ),
+        ("sample", {"n_pairs": "5", "min_area": "-3", "coco_files": "x"}, "min_area", "at least 0"),
+        ("match", {"h": "-1", "k": "3"}, "h", "must be at least 0"),
+        ("match", {"h": "1", "k": "0"}, "k", "must be at least 1"),
+        ("build", {"seed": "-4"}, "seed", "must be at least 0"),
     ]
-    for kind, data in cases:
+    for kind, data, field, words in cases:
         r = client.post(f"/admin/jobs/{kind}", data={"csrf_token": token, **data})
-        assert r.status_code == 422 and f"Check the {kind} form" in r.text, (kind, data, r.text)
+        # Inside the admin layout, next to the field, in plain words, what was typed kept.
+        assert r.status_code == 422, (kind, data, r.text)
+        assert 'class="admin-nav"' in r.text and "Value error" not in r.text
+        m = re.search(rf'id="err-{kind}-{field}">([^<]*)<', r.text)
+        assert m and words in m.group(1), (kind, data, r.text)
+        for value in data.values():
+            assert html.escape(value) in r.text
     assert client.post("/admin/jobs/nosuch", data={"csrf_token": token}).status_code == 404
     assert client.get("/admin/api/jobs/12345").status_code == 404
     assert client.get("/admin/jobs/12345/download").status_code == 404
@@ -774,6 +781,7 @@ def test_failed_job_reports_its_reason_and_cancel(
     # cancelling a finished job is refused with a reason
     r = client.post(f"/admin/jobs/{job.id}/cancel", data={"csrf_token": token})
     assert r.status_code == 409 and "already failed" in r.text
+    assert 'class="admin-nav"' in r.text and 'class="admin-error"' in r.text
     assert client.get(f"/admin/jobs/{job.id}/download").status_code == 409
 
 
@@ -851,7 +859,9 @@ def test_match_job_with_chosen_h_and_k_shows_diagnostics(
     assert all(len(it.choices) == 3 for it in items)
     page = client.get("/admin/pipeline")
     assert f"#{run.id}" in page.text and f"all diagnostics of run #{run.id}" in page.text
-    assert "answer-only acc." in page.text
+    assert "answer-only acc." in page.text and "strongest adversary (95% CI)" in page.text
+    assert "adversaries" in run.diagnostics["answer_only_adversaries"]
+    assert run.params["splits"] == "export"  # mc/ follows build-dataset's random split
     assert f"{len(items)} multiple-choice items" in page.text
     engine.dispose()
 
@@ -859,8 +869,9 @@ def test_match_job_with_chosen_h_and_k_shows_diagnostics(
 def test_decided_follows_the_validation_queue(
     admin: tuple[TestClient, str], engine: Engine, coco_dir: Path
 ) -> None:
-    """A 2-1 split the queue still wants votes for (adaptive rule) is not decided yet; once
-    the queue settles it, it is kept (2 of 3 agree)."""
+    """A 2-1 split the queue still wants votes for (adaptive rule) is not decided yet but
+    kept on its votes so far (provisionally, as the export counts it); once the queue
+    settles it, it is decided and still kept (2 of 3 agree)."""
     client, _ = admin
     assert _real_pairs(engine, coco_dir, 1) == 1
     with Session(engine) as s:
@@ -883,7 +894,8 @@ def test_decided_follows_the_validation_queue(
         s.commit()
         ex_id = ex.id
     o = client.get("/admin/api/overview.json").json()
-    assert (o["examples"], o["decided"], o["undecided"], o["kept"]) == (1, 0, 1, 0)
+    assert (o["examples"], o["decided"], o["undecided"], o["kept"]) == (1, 0, 1, 1)
+    assert o["provisional"] == 1
     with Session(engine) as s:
         row = s.get(Example, ex_id)
         assert row is not None
@@ -892,3 +904,4 @@ def test_decided_follows_the_validation_queue(
         s.commit()
     o = client.get("/admin/api/overview.json").json()
     assert (o["decided"], o["undecided"], o["kept"], o["rejected"]) == (1, 0, 1, 0)
+    assert o["provisional"] == 0

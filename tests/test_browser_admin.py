@@ -142,6 +142,7 @@ def test_admin_runs_the_study_in_chromium(
         page.goto(f"{base}/admin/workers/{ids['worker']}")
         expect(page.get_by_role("heading", name="Batches")).to_be_visible()
         page.get_by_placeholder("reason (optional)").fill("random answers")
+        page.once("dialog", lambda dialog: dialog.accept())  # Block asks for confirmation
         page.get_by_role("button", name="Block and release leases").click()
         expect(page.get_by_role("status")).to_contain_text("1 leased item(s) returned")
         expect(page.locator(".page-head")).to_contain_text("blocked")

@@ -258,9 +258,14 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
     run_id, first_id = run.id, exs[0].id
     session.close()
     out = tmp_path / "out"
-    build_dataset(engine, out, BuildOptions(label_model="dawid-skene"))
-    mc = {p: read_jsonl(out / "mc" / f"{p}.jsonl") for p in ("train", "dev", "test")}
+    build_dataset(engine, out, BuildOptions(label_model="dawid-skene", unvalidated_mc=True))
+    # These runs never sent their distractors to validators: nothing reaches mc/ (issue 12);
+    # asked for, the items are written apart in mc_unvalidated/ and marked.
+    assert not list((out / "mc").glob("*.jsonl"))
+    mc = {p: read_jsonl(out / "mc_unvalidated" / f"{p}.jsonl") for p in ("train", "dev", "test")}
     assert [len(v) for v in mc.values()] == [2, 2, 2]
+    assert all(it["validated"] is False for v in mc.values() for it in v)
+    assert "not** cleared" in (out / "README.md").read_text()
     item = mc["train"][0]
     assert item["run_id"] == run_id  # the latest run only
     assert item["choices"][item["answer"]] == item["caption"]

@@ -113,6 +113,15 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     exported = [json.loads(line) for part in sorted((out / "mc").glob("*.jsonl"))
                 for line in part.read_text().splitlines()]
     assert [rec["example_id"] for rec in exported] == [first.query_example_id]
+    assert not (out / "mc_unvalidated").exists()
+    # Asked for, the items validators have not cleared are written apart and say so.
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
+                              "--only", "mc", "--unvalidated-mc"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    pending = [json.loads(line) for part in sorted((out / "mc_unvalidated").glob("*.jsonl"))
+               for line in part.read_text().splitlines()]
+    assert len(pending) == len(items) - 1 and all(r["validated"] is False for r in pending)
+    assert first.query_example_id not in {r["example_id"] for r in pending}
 
     # A second identical run reuses the negatives instead of duplicating them.
     res = _match(db_url, encoder_path, "--send-negatives-to-validation")
@@ -137,6 +146,8 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     assert res.exit_code == 0, res.output
     with Session(engine) as s:
         run3 = s.exec(select(func.max(MatchRun.id))).scalar_one()  # type: ignore[call-overload,arg-type]
+        # Sending the negatives to validators is the default (issue 12).
+        assert s.get(MatchRun, run3).params["negatives_sent"]  # type: ignore[union-attr]
         redo = s.exec(select(McItem).where(McItem.run_id == run3)).scalars().all()  # type: ignore[call-overload,arg-type]
         assert second.query_example_id in {it.query_example_id for it in redo}
         query = s.get(Example, second.query_example_id)
@@ -152,6 +163,18 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     assert "dry run" in res.output
     with Session(engine) as s:
         assert s.exec(select(func.count()).select_from(MatchRun)).scalar_one() == 3  # type: ignore[call-overload]
+
+    # A run that did not send its negatives has no validated item: mc/ stays empty, and the
+    # items appear only on request, in mc_unvalidated/, which the card says are unchecked.
+    res = _match(db_url, encoder_path, "--no-send-negatives-to-validation")
+    assert res.exit_code == 0, res.output
+    out2 = tmp_path / "export2"
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out2),
+                              "--unvalidated-mc"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert not list((out2 / "mc").glob("*.jsonl"))
+    assert list((out2 / "mc_unvalidated").glob("*.jsonl"))
+    assert "`mc_unvalidated/` holds" in (out2 / "README.md").read_text()
     engine.dispose()
 
 
@@ -190,3 +213,27 @@ def test_cli_error_is_one_line(sqlite_url: str) -> None:
     assert proc.returncode == 1
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "kept True" in lines[0]
+
+
+def test_mc_follows_the_exported_random_split_by_default(
+    db_url: str, sample_file: Path, encoder_path: Path, tmp_path: Path
+) -> None:
+    """`vsr match` (defaults) then `build-dataset`: no mc/test truth is in random/train, and
+    every mc item sits in the random part of its query Example."""
+    res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
+    assert res.exit_code == 0, res.output
+    res = _match(db_url, encoder_path, "--report")
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert "STRONGEST answer-only adversary" in res.output
+    out = tmp_path / "export"
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
+                              "--only", "mc", "--only", "random"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    part_of = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
+               for line in (out / "random" / f"{p}.jsonl").read_text().splitlines()}
+    mc = {p: [json.loads(line)["example_id"] for line in (out / "mc" / f"{p}.jsonl")
+              .read_text().splitlines()] for p in ("train", "dev", "test")
+          if (out / "mc" / f"{p}.jsonl").exists()}
+    assert mc.get("test"), mc
+    for p, ids in mc.items():
+        assert {part_of[i] for i in ids} == {p}, p

@@ -88,3 +88,21 @@ def test_triples_same_swapped_and_other_objects() -> None:
 def test_unknown_relation_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown relation"):
         rs.link("levitating above", "on")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("into", "in"), ("into", "inside"), ("away from", "far from"),
+        ("away from", "far away from"), ("alongside", "next to"), ("alongside", "beside"),
+        ("ahead of", "in front of"),
+    ],
+)
+def test_vsr_usage_synonyms_are_equivalent(a: str, b: str) -> None:
+    # Issue 12: VSR's writers use these interchangeably ("The cat is into the suitcase." for
+    # a cat inside it), so one may never be a distractor for the other.
+    assert rs.link(a, b).kind == "equivalent" and rs.link(b, a).kind == "equivalent"
+    assert rs.is_implied(("cat", a, "suitcase"), ("cat", b, "suitcase"))
+    # "ahead of" inherits the converse of "in front of": the swapped "behind" says the same.
+    if a == "ahead of":
+        assert rs.link(a, "behind", swapped=True).kind == "equivalent"

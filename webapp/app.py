@@ -28,7 +28,11 @@ SESSION_MAX_AGE = 14 * 24 * 3600
 
 def make_templates() -> Jinja2Templates:
     # Jinja2Templates autoescapes .html templates: anything a worker typed is rendered inert.
-    return Jinja2Templates(directory=str(WEBAPP_DIR / "templates"))
+    templates = Jinja2Templates(directory=str(WEBAPP_DIR / "templates"))
+    from webapp.admin.formatting import install as install_admin_filters
+
+    install_admin_filters(templates.env)
+    return templates
 
 
 def create_server_app() -> FastAPI:
@@ -92,10 +96,11 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     install_error_handlers(app)
     app.mount("/static", StaticFiles(directory=str(WEBAPP_DIR / "static")), name="static")
 
-    from webapp.routes import entry, generate, health, home
+    from webapp.routes import entry, examples, generate, health, home
 
     app.include_router(health.router)
     app.include_router(home.router)
+    app.include_router(examples.router)
     app.include_router(entry.router)
     app.include_router(generate.router)
     # Before admin: routes are matched in order and the validation API is the hottest path.

@@ -63,6 +63,18 @@ def latest_batch(session: Session, worker_id: int, kind: str) -> Batch | None:
     return session.exec(stmt).first()
 
 
+def latest_completed(session: Session, worker_id: int, kind: str) -> Batch | None:
+    """The worker's newest batch of this kind that earned a completion code."""
+    stmt = (
+        select(Batch)
+        .where(Batch.worker_id == worker_id, Batch.kind == kind,
+               col(Batch.completion_code).is_not(None))
+        .order_by(col(Batch.id).desc())
+        .limit(1)
+    )
+    return session.exec(stmt).first()
+
+
 def open_or_resume(
     session: Session,
     worker: Worker,
@@ -87,6 +99,7 @@ def open_or_resume(
         else:
             return batch
     size, minutes, per_day = limits(config, kind)
+    size = _sized_to_pool(session, strategy, worker.id, size)
     if per_day:
         since = now - DAY
         used = session.exec(
@@ -115,6 +128,18 @@ def open_or_resume(
     session.add(batch)
     session.flush()
     return batch
+
+
+def _sized_to_pool(session: Session, strategy: LeaseStrategy, worker_id: int, size: int) -> int:
+    """The batch's size: the study's, but no more than the items this worker can have now,
+    so the header reads "Pair 1 of 34" when 34 exist, not 200. Nothing available keeps the
+    study's size (the batch then ends at once, see ``give_up``). Strategies without an
+    ``available`` count (tests' own) keep the study's size."""
+    available = getattr(strategy, "available", None)
+    if available is None:
+        return size
+    count = int(available(session, worker_id, size))
+    return min(size, count) if count > 0 else size
 
 
 def expire_if_due(
@@ -179,6 +204,27 @@ def complete(
     batch.completion_code = config.completion_code
     session.add(batch)
     return batch
+
+
+def finish_early(
+    session: Session,
+    batch: Batch,
+    config: StudyConfig,
+    strategy: LeaseStrategy,
+    now: datetime | None = None,
+) -> Batch:
+    """The worker ends an open batch before it is used up ("Finish now").
+
+    The work done counts: with at least one item done the batch completes with the study's
+    completion code, as when the time runs out (the platform approves the submission; pay
+    for a part-batch is the researcher's call, e.g. a pro-rata reward or bonus). With none
+    done it is returned, with no code. ``entry["finished_early"]`` marks it either way; the
+    dashboard's worker page shows it.
+    """
+    batch.entry = {**(batch.entry or {}), "finished_early": True}
+    if count_done(session, batch) > 0:
+        return complete(session, batch, config, strategy, now)
+    return give_up(session, batch, strategy)
 
 
 def give_up(session: Session, batch: Batch, strategy: LeaseStrategy) -> Batch:

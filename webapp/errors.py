@@ -47,6 +47,11 @@ def error_response(
 ) -> Response:
     if wants_json(request):
         return JSONResponse({"detail": message}, status_code=status)
+    if request.url.path.startswith("/admin") and getattr(request.state, "admin", None):
+        # A logged-in admin stays inside the dashboard's layout (navigation, plain words).
+        from webapp.admin.pages import render_error
+
+        return render_error(request, status, message)
     templates = request.app.state.templates
     template = "screenout.html" if page == "screenout" else "error.html"
     context: dict[str, Any] = {

@@ -8,6 +8,7 @@ a retry after a network error returns the first answer and stores nothing new.
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 from typing import Literal
 
@@ -209,7 +210,12 @@ def _submit(
             true_id, false_id = false_id, true_id
         annotation.relation, annotation.subj, annotation.obj = relation, subj, obj
         annotation.true_image_id = true_id
-        for image_id, label in ((true_id, True), (false_id, False)):
+        sides = [(true_id, True), (false_id, False)]
+        # A random order of the two Examples, so their ids (the validation queue's order)
+        # never tell the True one from the False one (issue 12).
+        if secrets.randbelow(2):
+            sides.reverse()
+        for image_id, label in sides:
             examples.append(
                 Example(
                     image_id=image_id,

@@ -77,6 +77,11 @@ class PairStrategy:
         )
         return [i for i in session.exec(lock_rows(stmt, session)) if i is not None]
 
+    def available(self, session: Session, worker_id: int, limit: int) -> int:
+        """How many pairs (up to ``limit``) are free right now; read without locking."""
+        free = select(ImagePair.id).where(ImagePair.status == PairStatus.available).limit(limit)
+        return int(session.exec(select(func.count()).select_from(free.subquery())).one())
+
     def on_leased(self, session: Session, item_id: int) -> None:
         pair = session.get(ImagePair, item_id)
         assert pair is not None

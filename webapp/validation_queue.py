@@ -62,7 +62,12 @@ from core.types import UTCDateTime, utcnow
 from webapp import batches, leases
 from webapp.gold import check_gold_accuracy
 
-VOTABLE_ORIGINS = (ExampleOrigin.human.value, ExampleOrigin.adversarial.value)
+# revalidation: fresh copies of imported Examples (core.revalidation), voted like new ones.
+VOTABLE_ORIGINS = (
+    ExampleOrigin.human.value,
+    ExampleOrigin.adversarial.value,
+    ExampleOrigin.revalidation.value,
+)
 REFERENCE_FRAMES = ("intrinsic", "relative", "both")
 
 
@@ -187,6 +192,18 @@ class ExampleStrategy:
         config = self.study(session)
         return regular_candidates(session, worker_id, config, limit, self.open_floor(session))
 
+    def available(self, session: Session, worker_id: int, limit: int) -> int:
+        """How many items (up to ``limit``) this worker could be served now: the open
+        Examples they have not seen (read without locking), plus the gold share that comes
+        with them at ``gold_rate``, no more than the gold items they have not seen."""
+        config = self.study(session)
+        regular = len(regular_candidates(session, worker_id, config, limit, 0))
+        gold = 0
+        if config.gold_rate > 0 and regular:
+            share = config.gold_rate / max(1e-9, 1 - config.gold_rate)
+            gold = min(round(regular * share), len(gold_candidates(session, worker_id, limit)))
+        return min(limit, regular + gold)
+
     def _gold_turn(self, session: Session, worker_id: int, limit: int) -> list[int]:
         """Gold items for this turn: drawn at the study's ``gold_rate``; [] on a regular turn
         or when the worker has seen every gold item."""
@@ -274,6 +291,41 @@ def _not_seen_by(worker: Any, floor: Any = None) -> list[Any]:
     ]
 
 
+def _no_sibling_nearby(worker: Any) -> Any:
+    """Condition: no Example of the same annotation (the same caption on its other image) was
+    leased to this validator in their current or previous validation batch.
+
+    The two Examples of one caption have opposite labels, so seeing both back to back (or in
+    one batch) tells the validator that one is True and the other False (issue 12). Two
+    batches, not one: the last item of a batch and the first of the next are back to back
+    too. Part of the candidate query, so both backends (PostgreSQL's one-statement lease and
+    SQLite's step-by-step path) apply it with no extra statement. Correlated per candidate
+    (its sibling by ix_example_annotation_id, then that sibling's lease to this validator by
+    ix_assignment_worker_example): constant work per candidate however far the batch has
+    got, where reading the batch's leases would grow with it.
+    """
+    sibling = Example.__table__.alias("sibling")  # type: ignore[attr-defined]
+    lease = _A.alias("sibling_lease")
+    recent_batches = (
+        sa_select(_B.c.id)
+        .where(_B.c.worker_id == worker, _B.c.kind == BatchKind.validate.value)
+        .order_by(_B.c.id.desc())
+        .limit(2)
+    )
+    seen_sibling = (
+        sa_select(literal(1))
+        .select_from(sibling.join(lease, lease.c.example_id == sibling.c.id))
+        .where(
+            sibling.c.annotation_id == col(Example.annotation_id),
+            sibling.c.id != col(Example.id),
+            lease.c.worker_id == worker,
+            lease.c.batch_id.in_(recent_batches),
+        )
+        .exists()
+    )
+    return or_(col(Example.annotation_id).is_(None), ~seen_sibling)
+
+
 @dataclass(frozen=True)
 class _Statements:
     regular: Any
@@ -345,6 +397,7 @@ def _statements(dialect: str) -> _Statements:
             col(Example.origin).in_(VOTABLE_ORIGINS),
             has_room(),
             *_not_seen_by(_WORKER, floor),
+            _no_sibling_nearby(_WORKER),
         )
         .order_by(col(Example.id))
         .limit(bindparam("q_limit", type_=Integer))

@@ -25,6 +25,7 @@ from sqlmodel import Session, col, select
 from core.models import Job
 from core.settings import Settings
 from core.types import utcnow
+from webapp.admin.job_results import describe
 
 ACTIVE = ("queued", "running")
 log = logging.getLogger("webapp.admin.jobs")
@@ -35,6 +36,11 @@ class SampleParams(BaseModel):
 
     n_pairs: int = Field(100, ge=1, le=100_000)
     seed: int = Field(0, ge=0, le=2**31 - 1)
+    # The options of `vsr sample` (dataset/cli_sample.py), same names and defaults.
+    min_area: float = Field(30_000, ge=0, le=10_000_000)
+    prefer_contrast: bool = False
+    max_per_concept_pair: int | None = Field(None, ge=1, le=100_000)
+    concepts: str | None = Field(None, max_length=2000, pattern=r"^[a-z ,]*$")
     coco_files: list[str] = Field(
         min_length=1, max_length=10, description="COCO instances JSON files on the server"
     )
@@ -235,6 +241,7 @@ def public(job: Job) -> dict[str, Any]:
         "message": job.message,
         "params": {k: v for k, v in job.params.items() if not k.startswith("_") and k != "zip"},
         "result": job.result,
+        "outcome": describe(job),
         "created_at": job.created_at.isoformat(timespec="seconds"),
         "finished_at": job.finished_at.isoformat(timespec="seconds") if job.finished_at else None,
         "download": f"/admin/jobs/{job.id}/download"

@@ -27,6 +27,7 @@ NAV = (
     ("data", "/admin/data", "Data"),
     ("settings", "/admin/settings", "Study settings"),
     ("pipeline", "/admin/pipeline", "Pipeline"),
+    ("revalidation", "/admin/revalidation", "Re-validation"),
 )
 CACHE_TTL_SECONDS = 60.0
 
@@ -85,6 +86,35 @@ def render(
     if flash:
         response.delete_cookie(FLASH_COOKIE, path="/admin")
     return response  # type: ignore[no-any-return]
+
+
+def render_error(request: Request, status: int, message: str) -> Response:
+    """An error on an admin page, inside the admin layout (webapp.errors calls this for a
+    logged-in admin)."""
+    from webapp.errors import TITLES
+
+    admin: AdminSession = request.state.admin
+    return render(
+        request,
+        admin,
+        "error.html",
+        "",
+        status_code=status,
+        title=TITLES.get(status, "Something went wrong"),
+        message=message.removeprefix("Value error, "),
+        back=_back_link(request.headers.get("referer")),
+    )
+
+
+def _back_link(referer: str | None) -> str | None:
+    """The admin page the admin came from, as a local path only (never another host)."""
+    from urllib.parse import urlparse
+
+    if not referer:
+        return None
+    url = urlparse(referer)
+    target = url.path + (f"?{url.query}" if url.query else "")
+    return safe_next(target) if url.path.startswith("/admin") else None
 
 
 def study_config(session: Session) -> StudyConfig:

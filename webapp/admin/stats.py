@@ -15,12 +15,14 @@ from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
 from core.agreement import as_fraction
+from core.kept import KeptCounts, kept_counts
 from core.models import (
     Annotation,
     Assignment,
     Batch,
     Example,
     ImagePair,
+    InviteToken,
     Job,
     LeaseStatus,
     McItem,
@@ -37,10 +39,12 @@ BATCH: Table = Batch.__table__  # type: ignore[attr-defined]
 EX: Table = Example.__table__  # type: ignore[attr-defined]
 PAIR: Table = ImagePair.__table__  # type: ignore[attr-defined]
 JOB: Table = Job.__table__  # type: ignore[attr-defined]
+INVITE: Table = InviteToken.__table__  # type: ignore[attr-defined]
 MC: Table = McItem.__table__  # type: ignore[attr-defined]
 VOTE: Table = Vote.__table__  # type: ignore[attr-defined]
 WORKER: Table = Worker.__table__  # type: ignore[attr-defined]
 
+REVALIDATION = "revalidation"
 PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
 
 
@@ -61,14 +65,17 @@ def vote_counts(example_ids: Any = None) -> Subquery:
     return stmt.group_by(VOTE.c.example_id).subquery("vc")
 
 
-def example_agreement(cfg: StudyConfig) -> Subquery:
+def example_agreement(cfg: StudyConfig, *, with_revalidation: bool = False) -> Subquery:
     """Per Example: votes, votes agreeing with its label, and decided / kept / unanimous flags.
 
     An Example is decided once the validation queue is done with it (``queue_open`` false:
     the study's adaptive rule, webapp.validation_queue) and it has at least its target number
-    of votes (its own override or the study default); it is kept when a share
-    >= keep_threshold of its votes agree with its label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie
-    fails) and rejected otherwise.
+    of votes (its own override or the study default). Kept / rejected follow
+    ``core.kept``: kept when a share >= keep_threshold of the votes so far agree with its
+    label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie fails), rejected when it has votes and fails,
+    whether or not the queue still wants more (then the decision is provisional).
+    Re-validation copies (core.revalidation) are left out unless ``with_revalidation``: they
+    are a study of the imported data, not more data.
     """
     vc = vote_counts()
     n = func.coalesce(vc.c.n, 0)
@@ -80,7 +87,7 @@ def example_agreement(cfg: StudyConfig) -> Subquery:
     decided = and_(EX.c.queue_open.is_(False), n >= target, n > 0)
     # Exact integer comparison agree/n >= num/den, the same rule as core.agreement.is_kept.
     frac = as_fraction(cfg.keep_threshold)
-    kept = and_(decided, agree * frac.denominator >= n * frac.numerator)
+    kept = and_(n > 0, agree * frac.denominator >= n * frac.numerator)
     return (
         select(
             EX.c.id.label("id"),
@@ -95,10 +102,11 @@ def example_agreement(cfg: StudyConfig) -> Subquery:
             agree.label("agree"),
             case((decided, 1), else_=0).label("decided"),
             case((kept, 1), else_=0).label("kept"),
-            case((and_(decided, agree == n), 1), else_=0).label("unanimous"),
+            case((and_(n > 0, agree == n), 1), else_=0).label("unanimous"),
         )
         .select_from(EX)
         .outerjoin(vc, vc.c.example_id == EX.c.id)
+        .where(true() if with_revalidation else EX.c.origin != REVALIDATION)
         .subquery("ea")
     )
 
@@ -120,6 +128,26 @@ def data_version(session: Session) -> tuple[Any, ...]:
     return tuple(row)
 
 
+def example_kept_counts(session: Session, cfg: StudyConfig) -> KeptCounts:
+    """``core.kept.kept_counts`` over every Example: one GROUP BY (agreeing votes, votes)."""
+    return _kept_histogram(session, cfg)[0]
+
+
+def _kept_histogram(session: Session, cfg: StudyConfig) -> tuple[KeptCounts, int, int]:
+    """Kept counts, decided Examples and votes from one GROUP BY pass over the Examples."""
+    ea = example_agreement(cfg)
+    rows = [
+        (int(a), int(n), int(c), int(d or 0))
+        for a, n, c, d in _conn(session).execute(
+            select(ea.c.agree, ea.c.n, func.count(), func.sum(ea.c.decided)).group_by(
+                ea.c.agree, ea.c.n
+            )
+        )
+    ]
+    counts = kept_counts(((a, n, c) for a, n, c, _ in rows), cfg.keep_threshold)
+    return counts, sum(d for *_, d in rows), sum(n * c for _, n, c, _ in rows)
+
+
 def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
     conn = _conn(session)
     pairs = {s: 0 for s in PAIR_STATUSES}
@@ -129,16 +157,8 @@ def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
         str(o): int(n)
         for o, n in conn.execute(select(EX.c.origin, func.count()).group_by(EX.c.origin))
     }
-    ea = example_agreement(cfg)
-    agg = conn.execute(
-        select(
-            func.count(),
-            func.coalesce(func.sum(ea.c.decided), 0),
-            func.coalesce(func.sum(ea.c.kept), 0),
-            func.coalesce(func.sum(ea.c.n), 0),
-        ).select_from(ea)
-    ).one()
-    total, decided, kept, votes = (int(x) for x in agg)
+    counts, decided, votes = _kept_histogram(session, cfg)
+    total = counts.examples
     batches: dict[str, dict[str, int]] = {"generate": {}, "validate": {}}
     for kind, status, n in conn.execute(
         select(BATCH.c.kind, BATCH.c.status, func.count()).group_by(BATCH.c.kind, BATCH.c.status)
@@ -171,8 +191,12 @@ def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
         "votes": votes,
         "decided": decided,
         "undecided": total - decided,
-        "kept": kept,
-        "rejected": decided - kept,
+        "voted": counts.voted,
+        "unvoted": counts.unvoted,
+        "kept": counts.kept,
+        "rejected": counts.rejected,
+        # Kept or rejected while the queue still wants votes: the decision may still change.
+        "provisional": counts.voted - decided,
         "batches_open": sum(b.get("open", 0) for b in batches.values()),
         "batches_finished": sum(b.get("completed", 0) for b in batches.values()),
         "batches": batches,
@@ -234,7 +258,10 @@ def agreement_coefficients(session: Session) -> dict[str, float | None]:
                 func.sum(n),
                 func.sum(cast(t * (t - 1) + f * (f - 1), Float) / cast(n * (n - 1), Float)),
                 func.sum(cast(t * f, Float) / cast(n - 1, Float)),
-            ).where(n >= 2)
+            ).where(
+                n >= 2,
+                vc.c.example_id.not_in(select(EX.c.id).where(EX.c.origin == REVALIDATION)),
+            )
         )
         .one()
     )
@@ -255,72 +282,89 @@ def quality(
     session: Session, cfg: StudyConfig, relations: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """Dataset-level agreement figures. The counts are sums over the per-relation table
-    (one GROUP BY pass over the Examples instead of one per figure)."""
+    (one GROUP BY pass over the Examples instead of one per figure), whose kept counts come
+    from ``core.kept.kept_counts``."""
     rows = relation_table(session, cfg) if relations is None else relations
 
     def total(key: str) -> int:
         return sum(int(r[key]) for r in rows)
 
-    decided, kept, unanimous = total("decided"), total("kept"), total("unanimous")
+    counts = KeptCounts(
+        total("examples"), total("voted"), total("kept"), total("rejected"), total("unanimous")
+    )
     all_true, kept_true = total("true"), total("kept_true")
     return {
-        "examples": total("examples"),
-        "decided": decided,
-        "kept": kept,
-        "unanimous": unanimous,
-        "kept_share": kept / decided if decided else None,
-        "unanimous_share": unanimous / decided if decided else None,
+        "examples": counts.examples,
+        "decided": total("decided"),
+        "voted": counts.voted,
+        "kept": counts.kept,
+        "rejected": counts.rejected,
+        "unanimous": counts.unanimous,
+        "kept_share": counts.kept_share,
+        "unanimous_share": counts.unanimous_share,
         **agreement_coefficients(session),
         "label_balance": {
             "all_true": all_true,
-            "all_false": total("examples") - all_true,
+            "all_false": counts.examples - all_true,
             "kept_true": kept_true,
-            "kept_false": kept - kept_true,
+            "kept_false": counts.kept - kept_true,
         },
     }
 
 
+def _disagreement(label: bool, agree: int, n: int) -> float:
+    """P(two random judges disagree) for one Example: its validators plus the author's label
+    (VSR Figure 7)."""
+    t = (agree if label else n - agree) + int(label)
+    nj = n + 1
+    return 2 * t * (nj - t) / (nj * (nj - 1))
+
+
 def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
     """Per relation: Examples, kept, True-label share, and the probability that two randomly
-    chosen judges (the author's label and the validators) disagree (VSR paper, Figure 7)."""
+    chosen judges (the author's label and the validators) disagree (VSR paper, Figure 7).
+
+    One GROUP BY (relation, label, agreeing votes, votes) in SQL -- a few hundred rows --
+    and the kept counts from ``core.kept.kept_counts`` over each relation's histogram.
+    """
     ea = example_agreement(cfg)
-    # Judges of one Example: the validators plus the author's label.
-    tj = ea.c.t + case((ea.c.label.is_(True), 1), else_=0)
-    nj = ea.c.n + 1
-    p_dis = cast(2 * tj * (nj - tj), Float) / cast(nj * (nj - 1), Float)
-    rows = (
-        _conn(session)
-        .execute(
-            select(
-                ea.c.relation,
-                func.count(),
-                func.sum(ea.c.kept),
-                func.sum(case((ea.c.label.is_(True), 1), else_=0)),
-                func.avg(case((ea.c.n > 0, p_dis), else_=None)),
-                func.sum(ea.c.decided),
-                func.sum(ea.c.unanimous),
-                func.sum(case((ea.c.label.is_(True), ea.c.kept), else_=0)),
-            ).group_by(ea.c.relation)
-        )
-        .all()
+    rows = _conn(session).execute(
+        select(
+            ea.c.relation, ea.c.label, ea.c.agree, ea.c.n, func.count(), func.sum(ea.c.decided)
+        ).group_by(ea.c.relation, ea.c.label, ea.c.agree, ea.c.n)
     )
+    per: dict[str, dict[str, Any]] = {}
+    for rel, label, agree, n, c, dec in rows:
+        r = per.setdefault(
+            str(rel), {"hist": {True: [], False: []}, "decided": 0, "dis": 0.0, "dis_n": 0}
+        )
+        a, n, c = int(agree), int(n), int(c)
+        r["hist"][bool(label)].append((a, n, c))
+        r["decided"] += int(dec or 0)
+        if n > 0:
+            r["dis"] += c * _disagreement(bool(label), a, n)
+            r["dis_n"] += c
     from core.relations import CATEGORIES, category_of, is_known
 
     out = []
-    for rel, n, k, tr, dis, dec, una, kt in rows:
+    for rel, r in per.items():
         cat = category_of(rel) if is_known(rel, allow_import_only=True) else "Unknown"
+        both = kept_counts(r["hist"][True] + r["hist"][False], cfg.keep_threshold)
+        true = kept_counts(r["hist"][True], cfg.keep_threshold)
         out.append(
             {
                 "relation": rel,
                 "category": cat,
-                "examples": int(n),
-                "decided": int(dec or 0),
-                "kept": int(k or 0),
-                "unanimous": int(una or 0),
-                "true": int(tr or 0),
-                "kept_true": int(kt or 0),
-                "true_share": int(tr or 0) / int(n) if n else None,
-                "disagreement": float(dis) if dis is not None else None,
+                "examples": both.examples,
+                "decided": r["decided"],
+                "voted": both.voted,
+                "kept": both.kept,
+                "rejected": both.rejected,
+                "unanimous": both.unanimous,
+                "true": true.examples,
+                "kept_true": true.kept,
+                "true_share": true.examples / both.examples if both.examples else None,
+                "disagreement": r["dis"] / r["dis_n"] if r["dis_n"] else None,
             }
         )
     order = {c: i for i, c in enumerate(CATEGORIES)}
@@ -331,11 +375,12 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
 def concept_counts(session: Session, limit: int = 40) -> list[dict[str, Any]]:
     """Concepts by how often they are ENT1 (subj) and ENT2 (obj), most frequent first."""
     conn = _conn(session)
+    data = EX.c.origin != REVALIDATION
     subj: dict[str, int] = dict(
-        conn.execute(select(EX.c.subj, func.count()).group_by(EX.c.subj)).all()
+        conn.execute(select(EX.c.subj, func.count()).where(data).group_by(EX.c.subj)).all()
     )
     obj: dict[str, int] = dict(
-        conn.execute(select(EX.c.obj, func.count()).group_by(EX.c.obj)).all()
+        conn.execute(select(EX.c.obj, func.count()).where(data).group_by(EX.c.obj)).all()
     )
     names = set(subj) | set(obj)
     ranked = sorted(names, key=lambda c: (-(subj.get(c, 0) + obj.get(c, 0)), c))
@@ -393,12 +438,27 @@ def worker_table(
         .group_by(ANN.c.worker_id)
         .subquery("wa")
     )
-    # Captions written = Examples authored (imported releases have no Annotation rows).
+    # Captions written: one caption (Annotation) gives two Examples (its True and its False
+    # image), so count distinct annotations; an imported Example without one is one caption.
     ex_q = (
-        select(EX.c.author_id.label("worker_id"), func.count().label("written"))
+        select(
+            EX.c.author_id.label("worker_id"),
+            (
+                func.count(func.distinct(EX.c.annotation_id))
+                + func.sum(case((EX.c.annotation_id.is_(None), 1), else_=0))
+            ).label("written"),
+            func.count().label("examples_written"),
+        )
         .where(EX.c.author_id.is_not(None))
         .group_by(EX.c.author_id)
         .subquery("we")
+    )
+    # In-house workers are named by their invite's label ("invite-1" tells an admin nothing).
+    inv_q = (
+        select(INVITE.c.worker_id.label("worker_id"), func.max(INVITE.c.label).label("label"))
+        .where(INVITE.c.worker_id.is_not(None), INVITE.c.label != "")
+        .group_by(INVITE.c.worker_id)
+        .subquery("wi")
     )
     votes = func.coalesce(votes_q.c.votes, 0)
     captions = func.coalesce(ex_q.c.written, 0)
@@ -416,11 +476,13 @@ def worker_table(
             WORKER.c.id,
             WORKER.c.source,
             WORKER.c.external_id,
+            inv_q.c.label.label("invite_label"),
             WORKER.c.roles,
             WORKER.c.blocked,
             WORKER.c.flagged,
             WORKER.c.flag_reason,
             captions.label("captions"),
+            func.coalesce(ex_q.c.examples_written, 0).label("examples_written"),
             func.coalesce(ann_q.c.skips, 0).label("skips"),
             votes.label("votes"),
             agree_rate.label("agreement"),
@@ -432,6 +494,7 @@ def worker_table(
         .outerjoin(votes_q, votes_q.c.worker_id == WORKER.c.id)
         .outerjoin(ann_q, ann_q.c.worker_id == WORKER.c.id)
         .outerjoin(ex_q, ex_q.c.worker_id == WORKER.c.id)
+        .outerjoin(inv_q, inv_q.c.worker_id == WORKER.c.id)
     )
     if only is not None:
         base = base.where(WORKER.c.id == only)
@@ -444,14 +507,41 @@ def worker_table(
     out = [dict(r) for r in rows]
     medians = median_seconds(session, [r["id"] for r in out])
     for r in out:
-        r["median_vote_s"], r["median_caption_s"] = medians.get(r["id"], (None, None))
+        r["name"] = r["invite_label"] or r["external_id"]
+        vote_s, caption_s, n_timed_votes, n_timed_captions = medians.get(
+            r["id"], (None, None, 0, 0)
+        )
+        r["median_vote_s"], r["median_caption_s"] = vote_s, caption_s
+        r["too_fast"] = too_fast(cfg, vote_s, n_timed_votes, caption_s, n_timed_captions)
     return out, int(total)
+
+
+# Fewer timed answers than this say nothing about a worker's pace.
+FAST_MIN_ANSWERS = 5
+
+
+def too_fast(
+    cfg: StudyConfig,
+    vote_s: float | None,
+    n_votes: int,
+    caption_s: float | None,
+    n_captions: int,
+) -> str | None:
+    """Why a worker's pace is implausible (median below the study's threshold), or None."""
+    reasons = []
+    if n_votes >= FAST_MIN_ANSWERS and vote_s is not None and vote_s < cfg.fast_vote_seconds:
+        reasons.append(f"median {vote_s:.1f} s per vote (< {cfg.fast_vote_seconds:g} s)")
+    slow_enough = caption_s is None or caption_s >= cfg.fast_caption_seconds
+    if n_captions >= FAST_MIN_ANSWERS and not slow_enough:
+        reasons.append(f"median {caption_s:.1f} s per caption (< {cfg.fast_caption_seconds:g} s)")
+    return "; ".join(reasons) or None
 
 
 def median_seconds(
     session: Session, worker_ids: list[int]
-) -> dict[int, tuple[float | None, float | None]]:
-    """Median seconds per vote and per caption for these workers.
+) -> dict[int, tuple[float | None, float | None, int, int]]:
+    """Median seconds per vote and per caption for these workers, and how many timed votes
+    and captions they are taken over.
 
     Medians are not portable SQL (SQLite has no percentile function), so the durations of one
     page of workers are fetched and the medians taken in Python.
@@ -461,7 +551,7 @@ def median_seconds(
     if not worker_ids:
         return {}
     conn = _conn(session)
-    out: dict[int, tuple[float | None, float | None]] = {}
+    out: dict[int, tuple[float | None, float | None, int, int]] = {}
     per: dict[str, dict[int, list[int]]] = {"v": {}, "a": {}}
     for key, model in (("v", VOTE), ("a", ANN)):
         rows = conn.execute(
@@ -478,6 +568,8 @@ def median_seconds(
         out[wid] = (
             statistics.median(v) / 1000 if v else None,
             statistics.median(a) / 1000 if a else None,
+            len(v or ()),
+            len(a or ()),
         )
     return out
 
@@ -492,7 +584,7 @@ def example_filters(
     gold: bool | None = None,
     q: str | None = None,
 ) -> tuple[Subquery, list[Any]]:
-    ea = example_agreement(cfg)
+    ea = example_agreement(cfg, with_revalidation=True)
     conds: list[Any] = []
     if relation:
         conds.append(ea.c.relation == relation)
@@ -507,7 +599,7 @@ def example_filters(
     elif agreement == "kept":
         conds.append(ea.c.kept == 1)
     elif agreement == "rejected":
-        conds.append(and_(ea.c.decided == 1, ea.c.kept == 0))
+        conds.append(and_(ea.c.n > 0, ea.c.kept == 0))
     elif agreement == "undecided":
         conds.append(ea.c.decided == 0)
     elif agreement == "split":

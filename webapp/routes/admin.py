@@ -11,6 +11,7 @@ from webapp.routes import (
     admin_overview,
     admin_pipeline,
     admin_quality,
+    admin_revalidation,
     admin_settings,
     admin_workers,
 )
@@ -26,5 +27,6 @@ for sub in (
     admin_data,
     admin_settings,
     admin_pipeline,
+    admin_revalidation,
 ):
     router.include_router(sub.router)

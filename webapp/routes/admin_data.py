@@ -96,6 +96,16 @@ def example_page(
         .order_by(col(Vote.id))
     ).all()
     author = session.get(Worker, example.author_id) if example.author_id else None
+    # The other half of its caption: the same annotation's Example on the other image.
+    other_half = (
+        session.exec(
+            select(Example).where(
+                Example.annotation_id == example.annotation_id, Example.id != example.id
+            )
+        ).first()
+        if example.annotation_id is not None
+        else None
+    )
     n = len(votes)
     agree = sum(1 for v, _ in votes if v.value == example.label)
     cfg = study_config(session)
@@ -108,6 +118,7 @@ def example_page(
         image=image,
         votes=votes,
         author=author,
+        other_half=other_half,
         n=n,
         agree=agree,
         cfg=cfg,
@@ -149,7 +160,20 @@ def _marks(session: Session, example: Example) -> tuple[Instance, Instance] | No
 @router.get("/examples/{example_id}/image", include_in_schema=False)
 def example_image(example_id: DbId, request: Request, session: SessionDep) -> Response:
     """The photo with the subject (red) and object (blue) marked, when the file is local."""
+    return _image(example_id, request, session, thumb=False)
+
+
+@router.get("/examples/{example_id}/thumb", include_in_schema=False)
+def example_thumb(example_id: int, request: Request, session: SessionDep) -> Response:
+    """The marked photo as a small thumbnail for the data browser (cached; a day's cache)."""
+    response = _image(example_id, request, session, thumb=True)
+    response.headers["Cache-Control"] = "private, max-age=86400"
+    return response
+
+
+def _image(example_id: int, request: Request, session: Session, *, thumb: bool) -> Response:
     from webapp import images
+    from webapp.admin.thumbs import thumbnail
 
     example = _example(session, example_id)
     image = session.get(Image, example.image_id)
@@ -165,6 +189,8 @@ def example_image(example_id: DbId, request: Request, session: SessionDep) -> Re
         else:
             path = images.find_source(settings.image_root, image)
         if path is not None:
+            if thumb:
+                path = thumbnail(path, settings.image_cache_dir)
             return FileResponse(path, media_type="image/jpeg")
     if image.coco_url:
         return RedirectResponse(image.coco_url, status_code=307)

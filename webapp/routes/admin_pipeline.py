@@ -14,6 +14,7 @@ from sqlmodel import Session, col, select
 from core.models import Job, MatchRun
 from webapp.admin import jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import back, render
 from webapp.deps import SessionDep, SettingsDep
 from webapp.inputs import DbId
@@ -28,24 +29,55 @@ def _job(session: Session, job_id: int) -> Job:
     return job
 
 
+# The bundled demo slice (demo/SOURCE.md): the placeholder shows its real path on this server.
+DEMO_COCO = (
+    Path(__file__).resolve().parents[2] / "demo" / "coco" / "annotations" / "instances_demo.json"
+)
+
+
 @router.get("/pipeline", include_in_schema=False)
 def pipeline_page(
     request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
 ) -> Response:
+    return _pipeline(request, admin, session, msg=msg)
+
+
+def _pipeline(
+    request: Request,
+    admin: Any,
+    session: Session,
+    *,
+    msg: str | None = None,
+    kind: str | None = None,
+    errors: dict[str, str] | None = None,
+    typed: dict[str, Any] | None = None,
+    status: int = 200,
+) -> Response:
+    """The page; after a bad form, with that form's errors next to its fields and what the
+    admin typed kept (``kind`` names the form)."""
     jobs.mark_orphans(session)
     recent = session.exec(select(Job).order_by(col(Job.id).desc()).limit(20)).all()
     runs = session.exec(select(MatchRun).order_by(col(MatchRun.id).desc()).limit(5)).all()
-    forms = {kind: model.model_json_schema() for kind, model in jobs.JOB_KINDS.items()}
+    forms = {k: model.model_json_schema() for k, model in jobs.JOB_KINDS.items()}
+    values: dict[str, dict[str, Any]] = {k: {} for k in jobs.JOB_KINDS}
+    values["sample"]["coco_files"] = jobs.last_coco_files(session)
+    if kind is not None and typed is not None:
+        values[kind] = typed
     return render(
         request,
         admin,
         "pipeline.html",
         "pipeline",
+        status_code=status,
         jobs=[jobs.public(j) for j in recent],
         runs=runs,
         forms=forms,
         msg=msg,
         mc=stats.mc_summary(session),
+        values=values,
+        form_kind=kind,
+        errors=errors or {},
+        demo_coco=str(DEMO_COCO),
     )
 
 
@@ -57,19 +89,27 @@ async def start_job(
     if model is None:
         raise HTTPException(status_code=404, detail=f"There is no job kind {kind!r}.")
     form = await request.form()
-    raw: dict[str, Any] = {
-        k: v for k, v in form.items() if k in model.model_fields and isinstance(v, str) and v
-    }
+    typed = {k: v for k, v in form.items() if k in model.model_fields and isinstance(v, str)}
+    raw: dict[str, Any] = {k: v.strip() for k, v in typed.items() if v.strip()}
     try:
         params = model(**raw)
     except ValidationError as exc:
-        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise HTTPException(status_code=422, detail=f"Check the {kind} form: {detail}") from None
+        return _pipeline(
+            request, admin, session, kind=kind, errors=field_errors(exc), typed=typed, status=422
+        )
     jobs.mark_orphans(session)
     try:
         job = jobs.create_job(session, settings, kind, params)
     except jobs.JobBusyError as exc:
-        raise HTTPException(status_code=409, detail=str(exc)) from None
+        return _pipeline(
+            request,
+            admin,
+            session,
+            kind=kind,
+            typed=typed,
+            status=409,
+            errors={FORM_LEVEL: f"{exc}: wait for it to finish or cancel it below"},
+        )
     jobs.launch(session, request.app.state.engine, settings, job)
     return back("/admin/pipeline", f"Started {kind} job #{job.id}.")
 

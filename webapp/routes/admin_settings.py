@@ -12,23 +12,21 @@ from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
 from core.models import InviteToken
-from core.study import StudyConfig, save_study_config
+from core.study import save_study_config
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.forms import FORM_LEVEL
 from webapp.admin.pages import back, figure_cache, render, study_config
+from webapp.admin.settings_form import (
+    display_values,
+    form_fields,
+    parse,
+    relation_groups,
+    validation_errors,
+)
 from webapp.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 KINDS = ("generate", "validate")
-
-
-def _fields() -> list[dict[str, Any]]:
-    """Form fields from StudyConfig itself, so a new setting shows up without template work."""
-    out = []
-    for name, info in StudyConfig.model_fields.items():
-        ann = info.annotation
-        kind = {int: "int", float: "float", bool: "bool", str: "str"}.get(ann, "list")  # type: ignore[arg-type]
-        out.append({"name": name, "kind": kind, "help": info.description or ""})
-    return out
 
 
 def entry_links(base_url: str) -> dict[str, dict[str, str]]:
@@ -48,7 +46,7 @@ def _page(
     admin: Any,
     session: Session,
     values: dict[str, Any],
-    errors: list[str],
+    errors: dict[str, str],
     msg: str | None,
     status: int = 200,
 ) -> Response:
@@ -62,9 +60,11 @@ def _page(
         "settings.html",
         "settings",
         status_code=status,
-        fields=_fields(),
+        fields=form_fields(),
+        relation_groups=relation_groups(),
         values=values,
         errors=errors,
+        form_error=errors.get(FORM_LEVEL),
         msg=msg,
         links=entry_links(settings.base_url),
         invites=invites,
@@ -76,71 +76,23 @@ def _page(
 def settings_page(
     request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
 ) -> Response:
-    values = study_config(session).model_dump()
-    values["keep_threshold"] = _as_text(values["keep_threshold"])
-    return _page(request, admin, session, values, [], msg)
-
-
-def _as_text(threshold: float) -> str:
-    """2/3 rather than 0.6666666666666666 (the paper's way of writing it)."""
-    from core.agreement import as_fraction
-
-    frac = as_fraction(threshold)
-    return f"{frac.numerator}/{frac.denominator}" if frac.denominator <= 12 else str(threshold)
-
-
-def _parse(form: Any) -> tuple[dict[str, Any], list[str]]:
-    changes: dict[str, Any] = {}
-    errors: list[str] = []
-    for f in _fields():
-        name, kind = f["name"], f["kind"]
-        if kind == "bool":
-            changes[name] = form.get(name) in ("on", "true", "1")
-            continue
-        raw = form.get(name)
-        if raw is None:
-            continue
-        raw = str(raw).strip()
-        try:
-            if kind == "int":
-                changes[name] = int(raw)
-            elif kind == "float":
-                # Accept "2/3" for the keep threshold: it is how the paper states it.
-                if "/" in raw:
-                    num, den = raw.split("/", 1)
-                    changes[name] = int(num) / int(den)
-                else:
-                    changes[name] = float(raw)
-            elif kind == "list":
-                items = [x.strip() for x in raw.replace("\n", ",").split(",") if x.strip()]
-                changes[name] = items or None
-            else:
-                changes[name] = raw
-        except (ValueError, ZeroDivisionError):
-            errors.append(f"{name}: {raw!r} is not a number")
-    return changes, errors
+    return _page(request, admin, session, display_values(study_config(session)), {}, msg)
 
 
 @router.post("/settings", include_in_schema=False)
 async def save_settings(request: Request, admin: AdminPostDep, session: SessionDep) -> Response:
     form = await request.form()
-    changes, errors = _parse(form)
-    current = study_config(session).model_dump()
+    changes, typed, errors = parse(form)
     if not errors:
         try:
             save_study_config(session, changes)
-        except ValidationError as exc:
+        except (ValidationError, ValueError) as exc:
             session.rollback()
-            errors = [
-                f"{'.'.join(str(x) for x in e['loc']) or 'settings'}: {e['msg']}"
-                for e in exc.errors()
-            ]
-        except ValueError as exc:
-            session.rollback()
-            errors = [str(exc)]
+            errors = validation_errors(exc)
     if errors:
-        # Nothing was saved: show the form again with what the admin typed.
-        return _page(request, admin, session, current | changes, errors, None, status=422)
+        # Nothing was saved: the form again with everything the admin typed, errors by field.
+        shown = display_values(study_config(session)) | typed
+        return _page(request, admin, session, shown, errors, None, status=422)
     _after_settings_change(session)
     figure_cache(request).clear()
     return back("/admin/settings", "Settings saved.")

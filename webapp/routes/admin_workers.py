@@ -72,7 +72,14 @@ def _table(
     return cached(
         request,
         session,
-        ("workers", page, order, cfg.gold_accuracy_threshold),
+        (
+            "workers",
+            page,
+            order,
+            cfg.gold_accuracy_threshold,
+            cfg.fast_vote_seconds,
+            cfg.fast_caption_seconds,
+        ),
         lambda s: stats.worker_table(s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order),
     )
 

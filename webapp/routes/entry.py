@@ -12,9 +12,10 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
-from core.models import BatchStatus, ImagePair, PairStatus, Worker
+from core.models import Batch, BatchStatus, ImagePair, PairStatus, Worker
 from core.study import load_study_config
 from webapp import batches, rate_limits
+from webapp.consent import render_consent
 from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.errors import PageError, screenout_context
 from webapp.identity import (
@@ -33,6 +34,7 @@ from webapp.identity import (
     same_platform_session,
 )
 from webapp.leases import LeaseStrategy
+from webapp.routes.examples import available as example_photos
 
 router = APIRouter(tags=["entry"])
 
@@ -137,15 +139,22 @@ def _preview(kind: str, request: Request, session: Session, templates: Any) -> R
         from webapp.routes.generate import task_context
 
         task = task_context(request, session, sample)
-    return page(templates, request, "preview.html", kind, task=task)
+    return page(templates, request, "preview.html", kind, task=task, photos=example_photos())
 
 
 @router.get("/consent/{kind}", summary="Consent form")
 def consent_form(
-    kind: str, request: Request, worker: CurrentWorker, templates: TemplatesDep
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    templates: TemplatesDep,
 ) -> Response:
     strategy_for(request, kind)
-    return page(templates, request, "consent.html", kind)
+    config = load_study_config(session)
+    size, minutes, _ = batches.limits(config, kind)
+    html = render_consent(config.consent_text, minutes=minutes, items=size)
+    return page(templates, request, "consent.html", kind, consent_html=html)
 
 
 @router.post("/consent/{kind}", summary="Give or decline consent")
@@ -185,6 +194,7 @@ def instructions(
     return page(
         templates, request, "instructions.html", kind,
         size=size, minutes=minutes, per_day=per_day, open_batch=open_batch,
+        photos=example_photos(),
     )
 
 
@@ -220,6 +230,72 @@ def begin(
     return redirect(task_url(kind))
 
 
+@router.get("/finish/{kind}", summary="Confirm ending the batch early")
+def finish_form(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    templates: TemplatesDep,
+) -> Response:
+    strategy_for(request, kind)
+    assert worker.id is not None
+    batch = batches.current_batch(session, worker.id, kind)
+    if batch is None:
+        return redirect(f"/done/{kind}")
+    from webapp.leases import count_done
+
+    return page(
+        templates, request, "finish.html", kind, batch=batch, done_count=count_done(session, batch)
+    )
+
+
+@router.post("/finish/{kind}", summary="End the batch now (the code covers the work done)")
+def finish(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    csrf: Annotated[str, Form(max_length=128)],
+) -> Response:
+    strategy = strategy_for(request, kind)
+    check_csrf(request, csrf)
+    assert worker.id is not None
+    from sqlmodel import col, select
+
+    from core.models import Batch
+    from webapp.leases import lock_row_wait
+
+    # Locked, so a vote or caption landing at the same moment is counted before it ends.
+    batch = session.exec(
+        lock_row_wait(
+            select(Batch)
+            .where(Batch.worker_id == worker.id, Batch.kind == kind,
+                   Batch.status == BatchStatus.open)
+            .order_by(col(Batch.id).desc())
+            .limit(1),
+            session,
+        )
+    ).first()
+    if batch is not None:
+        config = load_study_config(session)
+        if not batches.expire_if_due(session, batch, config, strategy):
+            batches.finish_early(session, batch, config, strategy)
+        session.commit()
+    return redirect(f"/done/{kind}")
+
+
+def _end_reason(batch: Batch, done_count: int) -> str:
+    """Why a finished batch ended, as the done page explains it."""
+    if (batch.entry or {}).get("finished_early"):
+        return "finished_early"
+    if batch.finished_at is not None and batch.finished_at >= batch.deadline:
+        return "time"
+    if done_count < batch.size:
+        return "no_more"
+    return "full"
+
+
 @router.get("/done/{kind}", summary="Completion page with the completion code")
 def done(
     kind: str,
@@ -241,7 +317,15 @@ def done(
     from webapp.leases import count_done
 
     entry = batch.entry or {}
-    ctx: dict[str, Any] = {"batch": batch, "done_count": count_done(session, batch)}
+    done_count = count_done(session, batch)
+    ctx: dict[str, Any] = {
+        "batch": batch, "done_count": done_count, "reason": _end_reason(batch, done_count),
+        "earlier_code": None,
+    }
+    if batch.status == BatchStatus.returned:
+        # Nothing was left for them: if they did work before, that is what happened.
+        earlier = batches.latest_completed(session, worker.id, kind)
+        ctx["earlier_code"] = earlier.completion_code if earlier is not None else None
     if batch.completion_code:
         ctx["prolific_url"] = (
             settings.prolific_completion_url.format(code=batch.completion_code)

@@ -111,11 +111,15 @@ def task_context(request: Request, session: Session, pair: ImagePair) -> dict[st
             }
         )
     allowed = set(allowed_relations(config))
-    groups = {
-        cat: [r for r in rels if r in allowed]
-        for cat, rels in relations_by_category(only_enabled=False).items()
-    }
-    groups = {cat: rels for cat, rels in groups.items() if rels}
+    # Table 1 lists a few relations ("among") under two categories: offer each once, in the
+    # first category that has it (two chips for one relation look like two choices).
+    groups: dict[str, list[str]] = {}
+    offered: set[str] = set()
+    for cat, rels in relations_by_category(only_enabled=False).items():
+        chosen = [r for r in rels if r in allowed and r not in offered]
+        offered.update(chosen)
+        if chosen:
+            groups[cat] = chosen
     # The exact captions core.captions renders, so the live preview cannot drift from storage.
     captions = {
         rel: {

@@ -6,6 +6,15 @@
     return path.split(".").reduce(function (o, k) { return o == null ? undefined : o[k]; }, obj);
   }
 
+  var localFormat = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit"
+  });
+  // A UTC ISO timestamp as a readable time in the viewer's own time zone.
+  function localTime(iso) {
+    var when = new Date(iso);
+    return isNaN(when.getTime()) ? iso : localFormat.format(when);
+  }
+
   function pollNumbers(el) {
     var url = el.getAttribute("data-poll");
     var every = parseInt(el.getAttribute("data-interval") || "5000", 10);
@@ -16,7 +25,9 @@
           el.classList.remove("stale");
           document.querySelectorAll("[data-key]").forEach(function (node) {
             var v = get(data, node.getAttribute("data-key"));
-            if (v !== undefined) node.textContent = v;
+            if (v === undefined) return;
+            if (node.tagName === "TIME") { node.setAttribute("datetime", v); node.textContent = localTime(v); }
+            else node.textContent = v;
           });
           document.querySelectorAll("[data-width-key]").forEach(function (node) {
             var part = get(data, node.getAttribute("data-width-key"));
@@ -71,6 +82,17 @@
     document.querySelectorAll("[data-poll]").forEach(pollNumbers);
     refreshImages();
     pollJobs();
+  });
+  // Forms that act on people (Block) ask first: data-confirm holds the question.
+  document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      if (!window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
+    });
+  });
+  // Timestamps: the server writes UTC; show them in the viewer's own time zone.
+  document.querySelectorAll("time.local[datetime]").forEach(function (el) {
+    el.title = el.textContent;
+    el.textContent = localTime(el.getAttribute("datetime"));
   });
   // Read-only link fields (settings): one click selects the whole link for copying.
   document.querySelectorAll("input.link[readonly], textarea.link[readonly]").forEach(function (el) {
