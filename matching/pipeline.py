@@ -157,10 +157,12 @@ def match_split(
     until every remaining query is matched: the balance then holds exactly.
     """
     if not (params.balance == "pair" and params.remap):
-        return _match_once(queries, split, relevance, similarity, params, known_true)
+        return _match_once(queries, split, relevance, similarity, params, known_true, geometry)
     todo = list(queries)
     while True:
-        items, missing = _match_once(todo, split, relevance, similarity, params, known_true)
+        items, missing = _match_once(
+            todo, split, relevance, similarity, params, known_true, geometry
+        )
         if missing == 0:
             return items, len(queries) - len(items)
         kept = {it.query.id for it in items}
@@ -174,6 +176,7 @@ def _match_once(
     similarity: SimilarityScorer,
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
+    geometry: Mapping[int, PairShapes] | None = None,
 ) -> tuple[list[Item], int]:
     queries = sorted(queries, key=lambda r: r.id)
     n = len(queries)
