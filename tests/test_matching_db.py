@@ -226,14 +226,17 @@ def test_mc_follows_the_exported_random_split_by_default(
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert "STRONGEST answer-only adversary" in res.output
     out = tmp_path / "export"
+    # Nobody has voted on the negatives yet, so the items are in mc_unvalidated/ (mc/ holds
+    # only items validators cleared); they follow the same split.
     res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
-                              "--only", "mc", "--only", "random"])
+                              "--only", "mc", "--only", "random", "--unvalidated-mc"])
     assert res.exit_code == 0, res.output + repr(res.exception)
     part_of = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
                for line in (out / "random" / f"{p}.jsonl").read_text().splitlines()}
-    mc = {p: [json.loads(line)["example_id"] for line in (out / "mc" / f"{p}.jsonl")
+    mc_dir = out / "mc_unvalidated"
+    mc = {p: [json.loads(line)["example_id"] for line in (mc_dir / f"{p}.jsonl")
               .read_text().splitlines()] for p in ("train", "dev", "test")
-          if (out / "mc" / f"{p}.jsonl").exists()}
+          if (mc_dir / f"{p}.jsonl").exists()}
     assert mc.get("test"), mc
     for p, ids in mc.items():
         assert {part_of[i] for i in ids} == {p}, p

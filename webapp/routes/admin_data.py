@@ -164,7 +164,7 @@ def example_image(example_id: DbId, request: Request, session: SessionDep) -> Re
 
 
 @router.get("/examples/{example_id}/thumb", include_in_schema=False)
-def example_thumb(example_id: int, request: Request, session: SessionDep) -> Response:
+def example_thumb(example_id: DbId, request: Request, session: SessionDep) -> Response:
     """The marked photo as a small thumbnail for the data browser (cached; a day's cache)."""
     response = _image(example_id, request, session, thumb=True)
     response.headers["Cache-Control"] = "private, max-age=86400"
