@@ -59,20 +59,11 @@ def serve(
 
 
 def _check_database(url: str) -> None:
-    """Fail in one line before starting when the database is unreachable or not migrated."""
-    from sqlalchemy import inspect
+    """Fail in one line before starting when the database is missing, unreachable or not
+    migrated (and never create an empty SQLite file)."""
+    from dataset.cli_common import engine_for
 
-    from core.db import make_engine
-
-    engine = make_engine(url)
-    try:
-        tables = set(inspect(engine).get_table_names())
-    except Exception as exc:
-        raise CliError(f"cannot open the database: {str(exc).splitlines()[0]}") from exc
-    finally:
-        engine.dispose()
-    if "imagepair" not in tables:
-        raise CliError("the database has no schema yet: run `vsr db upgrade` first")
+    engine_for(url).dispose()
 
 
 @admin_app.command("create")
