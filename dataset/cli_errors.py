@@ -78,6 +78,8 @@ def error_message(exc: BaseException) -> str:
             return f"database error: {db_reason(exc)}"
         if isinstance(exc, SQLAlchemyError):
             return f"database error: {db_reason(exc)}"
+    if _from_driver(exc):  # raw sqlite3 / psycopg errors from code that uses the cursor
+        return f"database error: {db_reason(exc)}"
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror}{where}"
@@ -85,6 +87,13 @@ def error_message(exc: BaseException) -> str:
     if not msg:
         return "unexpected failure (set VSR_DEBUG=1 to see where)"
     return msg[:500]
+
+
+def _from_driver(exc: BaseException) -> bool:
+    return any(
+        cls.__module__.split(".")[0] in ("sqlite3", "psycopg", "psycopg2")
+        for cls in type(exc).__mro__
+    )
 
 
 def is_usage_error(exc: BaseException) -> bool:

@@ -40,7 +40,7 @@ def serve(
     if reload and workers > 1:
         raise CliError("--reload works with one worker only")
     settings = Settings()
-    _check_database(settings.database_url)
+    _check_database(database_url)
     if settings.secret_key == Settings.model_fields["secret_key"].default:
         # Anyone who knows the default key can forge a session cookie for any worker.
         typer.secho(
@@ -58,12 +58,12 @@ def serve(
     )
 
 
-def _check_database(url: str) -> None:
+def _check_database(database_url: str | None) -> None:
     """Fail in one line before starting when the database is missing, unreachable or not
     migrated (and never create an empty SQLite file)."""
     from dataset.cli_common import engine_for
 
-    engine_for(url).dispose()
+    engine_for(database_url).dispose()
 
 
 @admin_app.command("create")
