@@ -2,7 +2,10 @@
 
 Each command group lives in its own ``cli_*`` module; this file only wires them together and
 turns every failure into one line on stderr and a non-zero exit (set VSR_DEBUG=1 for the
-traceback).
+traceback), worded by ``cli_errors``.
+
+Help is click's plain layout (``rich_markup_mode=None``): Rich's boxed tables cut long option
+names at 80 columns and label flags ``<bool>``, and not importing Rich keeps `--help` fast.
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 import typer
 
 from dataset import cli_build, cli_db, cli_import, cli_invite, cli_match, cli_sample, cli_serve
+from dataset.cli_errors import error_message, is_help_request, is_usage_error, usage_message
+from dataset.cli_help import plain_metavars
 from dataset.errors import CliError
 
 app = typer.Typer(
@@ -22,6 +28,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_serve.admin_app, name="admin")
@@ -37,17 +44,19 @@ build_app = typer.Typer(
     name="build-dataset",
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 build_app.command()(cli_build.build)
 
 
-def _run(entry: Callable[..., object]) -> None:
+def _run(entry: Callable[..., object], args: list[str] | None = None) -> None:
+    args = sys.argv[1:] if args is None else args
     try:
-        entry(standalone_mode=False)
+        entry(args, standalone_mode=False)
     except CliError as exc:
-        typer.secho(f"error: {exc}", err=True, fg="red")
-        sys.exit(1)
+        _fail(str(exc))
     except (typer.Abort, KeyboardInterrupt):
+        _close_bars()
         typer.echo("aborted", err=True)
         sys.exit(130)
     except typer.Exit as exc:
@@ -55,22 +64,40 @@ def _run(entry: Callable[..., object]) -> None:
     except Exception as exc:  # the last line of defence: never a traceback for users
         if os.environ.get("VSR_DEBUG"):
             raise
-        import click
+        if is_help_request(exc):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(2)
+        if is_usage_error(exc):
+            _fail(usage_message(exc, args), code=2)
+        _fail(error_message(exc))
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        msg = " ".join(str(exc).split()) or type(exc).__name__
-        typer.secho(f"error: {type(exc).__name__}: {msg[:500]}", err=True, fg="red")
-        sys.exit(1)
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    _close_bars()
+    typer.secho(f"error: {message}", err=True, fg="red")
+    sys.exit(code)
+
+
+def _close_bars() -> None:
+    """Close any progress bar still open (it clears its line), so the error that follows
+    starts a line of its own."""
+    tqdm_mod = sys.modules.get("tqdm")
+    if tqdm_mod is None:
+        return
+    for bar in list(getattr(tqdm_mod.tqdm, "_instances", ())):
+        bar.close()
+
+
+def _command(typer_app: typer.Typer | None = None) -> Callable[..., object]:
+    return plain_metavars(typer.main.get_command(typer_app or app))
 
 
 def main() -> None:
-    _run(typer.main.get_command(app))
+    _run(_command())
 
 
 def build_dataset_main() -> None:
-    _run(typer.main.get_command(build_app))
+    _run(_command(build_app))
 
 
 if __name__ == "__main__":

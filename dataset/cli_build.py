@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from dataset.cli_common import DB_HELP, engine_for
+from dataset.cli_common import DB_HELP, STAGE_FORMAT, engine_for, progress_bar
 from dataset.errors import CliError
 
 if TYPE_CHECKING:
@@ -123,11 +123,11 @@ def build(
 def _build_with_progress(
     engine: Engine, out: Path, options: BuildOptions, overwrite: bool, quiet: bool
 ) -> BuildSummary:
-    from tqdm import tqdm
-
     from dataset.export import build_dataset
 
-    with tqdm(total=100, desc="build-dataset", disable=quiet, leave=False, unit="%") as bar:
+    with progress_bar(
+        quiet=quiet, total=100, desc="build-dataset", bar_format=STAGE_FORMAT
+    ) as bar:
 
         def progress(stage: str, frac: float) -> None:
             bar.set_postfix_str(stage)

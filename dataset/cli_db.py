@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
 
-from dataset.cli_common import DB_HELP, settings_for
+from dataset.cli_common import DB_HELP, open_failure, safe_url, settings_for
+from dataset.errors import CliError
 
 app = typer.Typer(help="Create or upgrade the database schema (Alembic).", no_args_is_help=True)
 
@@ -18,8 +21,8 @@ def upgrade(
     from migrations.runner import upgrade as run_upgrade
 
     settings = settings_for(database_url)
-    run_upgrade(settings.database_url, revision)
-    typer.echo(f"database at {revision}: {_safe(settings.database_url)}")
+    _migrate(run_upgrade, settings.database_url, revision)
+    typer.echo(f"database at {revision}: {safe_url(settings.database_url)}")
 
 
 @app.command("downgrade")
@@ -31,11 +34,18 @@ def downgrade(
     from migrations.runner import downgrade as run_downgrade
 
     settings = settings_for(database_url)
-    run_downgrade(settings.database_url, revision)
+    _migrate(run_downgrade, settings.database_url, revision)
     typer.echo(f"database at {revision}")
 
 
-def _safe(url: str) -> str:
-    from sqlalchemy.engine import make_url
+def _migrate(step: Callable[[str, str], None], url: str, revision: str) -> None:
+    """Run one Alembic step; an unreachable database or a bad URL is one plain line."""
+    from alembic.util import CommandError
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
-    return make_url(url).render_as_string(hide_password=True)
+    try:
+        step(url, revision)
+    except CommandError as exc:  # e.g. an unknown revision
+        raise CliError(f"{exc} (`vsr db upgrade` with no revision goes to the latest)") from exc
+    except (OperationalError, ArgumentError, NoSuchModuleError) as exc:
+        raise CliError(open_failure(url, exc)) from exc

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from tqdm import tqdm
 
-from dataset.cli_common import DB_HELP, engine_for
+from dataset.cli_common import DB_HELP, engine_for, progress_bar
 from dataset.errors import CliError
 
 
@@ -33,9 +32,7 @@ def import_vsr(
     try:
         for f in files:
             total = _count_lines(f) if not quiet and f.suffix == ".jsonl" else None
-            with tqdm(
-                desc=f.name, total=total, unit=" lines", disable=quiet, leave=False
-            ) as bar:
+            with progress_bar(quiet=quiet, desc=f.name, total=total, unit=" lines") as bar:
                 try:
                     result = import_path(engine, f, bar.update)
                 except VsrFormatError as exc:

@@ -7,10 +7,7 @@ import secrets
 from typing import Annotated
 
 import typer
-from sqlmodel import Session, select
 
-from core.limits import LimitError, check_row
-from core.models import BatchKind, InviteToken
 from dataset.cli_common import DB_HELP, engine_for, settings_for
 from dataset.errors import CliError
 
@@ -33,6 +30,11 @@ def invite_create(
     database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Create an invite link and print the URLs of its tasks."""
+    from sqlmodel import Session, select
+
+    from core.limits import LimitError, check_row
+    from core.models import BatchKind, InviteToken
+
     kinds = [r.strip() for r in roles.split(",") if r.strip()]
     allowed = {k.value for k in BatchKind}
     bad = [k for k in kinds if k not in allowed]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from sqlalchemy.engine import Engine
 
-from dataset.cli_common import DB_HELP, engine_for
+from dataset.cli_common import DB_HELP, STAGE_FORMAT, engine_for, progress_bar
 from dataset.errors import CliError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 
 def _parse_sweep(text: str | None) -> list[float]:
@@ -147,9 +150,7 @@ def match(
         raise CliError(f"cannot load model: {' '.join(str(exc).split())[:300]}") from exc
     relevance = RelevanceModel(encoder, seed=seed)
     mapping = _export_splits(engine, threshold, split_seed) if splits == "export" else None
-    from tqdm import tqdm
-
-    with tqdm(total=4, desc="matching", unit="step", leave=False) as bar:
+    with progress_bar(total=4, desc="matching", bar_format=STAGE_FORMAT) as bar:
 
         def step(name: str) -> None:
             bar.set_postfix_str(name)

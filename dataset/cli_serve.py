@@ -41,7 +41,7 @@ def serve(
         raise CliError("--reload works with one worker only")
     settings = Settings()
     trusted = ",".join(p.strip() for p in settings.trusted_proxies.split(",") if p.strip())
-    _check_database(settings.database_url)
+    _check_database(database_url)
     if settings.secret_key == Settings.model_fields["secret_key"].default:
         # Anyone who knows the default key can forge a session cookie for any worker.
         typer.secho(
@@ -62,21 +62,12 @@ def serve(
     )
 
 
-def _check_database(url: str) -> None:
-    """Fail in one line before starting when the database is unreachable or not migrated."""
-    from sqlalchemy import inspect
+def _check_database(database_url: str | None) -> None:
+    """Fail in one line before starting when the database is missing, unreachable or not
+    migrated (and never create an empty SQLite file)."""
+    from dataset.cli_common import engine_for
 
-    from core.db import make_engine
-
-    engine = make_engine(url)
-    try:
-        tables = set(inspect(engine).get_table_names())
-    except Exception as exc:
-        raise CliError(f"cannot open the database: {str(exc).splitlines()[0]}") from exc
-    finally:
-        engine.dispose()
-    if "imagepair" not in tables:
-        raise CliError("the database has no schema yet: run `vsr db upgrade` first")
+    engine_for(database_url).dispose()
 
 
 @admin_app.command("create")

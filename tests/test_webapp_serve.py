@@ -20,11 +20,22 @@ def _vsr(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_serve_needs_a_migrated_database(tmp_path: Path) -> None:
-    r = _vsr("serve", "--database-url", f"sqlite:///{tmp_path / 'empty.db'}", "--port", "1")
+    empty = tmp_path / "empty.db"
+    empty.touch()  # an SQLite file without tables
+    r = _vsr("serve", "--database-url", f"sqlite:///{empty}", "--port", "1")
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [
-        "error: the database has no schema yet: run `vsr db upgrade` first"
+        f"error: the database sqlite:///{empty} has no schema yet: run `vsr db upgrade` first"
     ]
+
+
+def test_serve_never_creates_a_database(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    r = _vsr("serve", "--database-url", f"sqlite:///{missing}", "--port", "1")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert f"error: no database at {missing}" in r.stderr
+    assert "run `vsr db upgrade` first" in r.stderr
+    assert not missing.exists()
 
 
 def test_serve_checks_the_image_root(tmp_path: Path) -> None:

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The demo's data (scripts/demo.sh runs it after installing, then starts the site): an SQLite
+# database ./vsr_demo.db in the repository's folder (or $DATABASE_URL), 34 image pairs sampled
+# from the bundled real COCO slice (demo/coco, see demo/SOURCE.md), the demo admin, and invite
+# links for one annotator and three validators: an Example is decided by 3 votes from
+# validators other than its author, so one person can walk the whole path alone.
+#
+# The demo samples with --min-area 10000 instead of the VSR paper's 30,000 px: the bundled
+# slice holds too few large single instances otherwise (34 pairs over 23 concept pairs).
+# Re-running it is safe: the schema upgrade, the sampler and the invites are idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DATABASE_URL="${DATABASE_URL:-sqlite:///./vsr_demo.db}"
+SITE="${DEMO_SITE:-http://127.0.0.1:8000}"
+vsr db upgrade
+vsr sample --coco demo/coco/annotations/instances_demo.json --min-area 10000 --pairs 34 --seed 0
+VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-demo-admin}" vsr admin create --username admin --update >/dev/null
+# `vsr invite create` prints each link; the walk-through below prints them once, in order.
+vsr invite create --label "demo annotator" --roles generate --token demo-annotator >/dev/null
+for n in 1 2 3; do
+  vsr invite create --label "demo validator $n" --roles validate --token "demo-validator-$n" >/dev/null
+done
+cat <<EOT
+
+Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
+  1. write captions (one annotator; 4 or more, so matching has enough to work on):
+       $SITE/start/generate?token=demo-annotator
+  2. validate them as three validators (each Example needs 3 votes; open the links one after
+     another, in this browser or in private windows):
+       $SITE/start/validate?token=demo-validator-1
+       $SITE/start/validate?token=demo-validator-2
+       $SITE/start/validate?token=demo-validator-3
+  3. watch it on the admin dashboard: $SITE/admin   (user admin, password ${VSR_ADMIN_PASSWORD:-demo-admin})
+  4. then, in another terminal in $(pwd):
+       . .venv/bin/activate
+       export DATABASE_URL=$DATABASE_URL
+       vsr match --k 3 --report          # multiple-choice distractors from the kept Examples
+       build-dataset --out demo-dataset  # JSONL splits, stats.json, the dataset card
+EOT
