@@ -26,7 +26,8 @@ Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
   1. write captions (one annotator; 4 or more, so matching has enough to work on):
        $SITE/start/generate?token=demo-annotator
   2. validate them as three validators (each Example needs 3 votes; open the links one after
-     another, in this browser or in private windows):
+     another, in this browser or in private windows; the other image of a caption comes in a
+     later batch, so reopen a link when it says everything available is judged):
        $SITE/start/validate?token=demo-validator-1
        $SITE/start/validate?token=demo-validator-2
        $SITE/start/validate?token=demo-validator-3
@@ -35,5 +36,6 @@ Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
        . .venv/bin/activate
        export DATABASE_URL=$DATABASE_URL
        vsr match --k 3 --report          # multiple-choice distractors from the kept Examples
-       build-dataset --out demo-dataset  # JSONL splits, stats.json, the dataset card
+     then judge the distractors with the validator links again, and:
+       build-dataset --out demo-dataset  # JSONL splits, stats.json, the dataset card, mc/
 EOT

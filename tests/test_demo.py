@@ -80,21 +80,35 @@ def test_one_person_walks_the_demo_to_a_dataset(tmp_path: Path) -> None:
                                                   duration_ms="9000"), follow_redirects=False)
         assert r.status_code == 303, r.text
 
-    votes = 0
-    for link in (u for u in full if "/validate?" in u):
-        token = urlsplit(link).query.removeprefix("token=")
-        csrf = enter(browser, urlsplit(link).query, kind="validate")
-        browser.post("/begin/validate", data={"csrf": csrf})
-        while True:
-            page = browser.get("/validate", follow_redirects=False)
-            if page.status_code != 200 or 'name="assignment_id"' not in page.text:
-                break  # judged everything there is
-            fields = {k: form_field(page.text, k) for k in ("csrf", "assignment_id")}
-            value = "true" if _label_of_open_lease(db_url, token) else "false"
-            r = browser.post("/validate", data=fields | {"answer": value, "duration_ms": "3000"},
-                             follow_redirects=False)
-            assert r.status_code == 303, r.text
-            votes += 1
+    def validate_everything() -> int:
+        """Each validator link in turn, batch after batch, until a batch offers nothing: the
+        other image of a caption comes in a later batch than the first (issue 12: both
+        halves of a caption never reach a validator in one batch), so a person reopens the
+        link when told they judged everything available."""
+        cast = 0
+        for link in (u for u in full if "/validate?" in u):
+            token = urlsplit(link).query.removeprefix("token=")
+            while True:
+                csrf = enter(browser, urlsplit(link).query, kind="validate")
+                browser.post("/begin/validate", data={"csrf": csrf})
+                in_batch = 0
+                while True:
+                    page = browser.get("/validate", follow_redirects=False)
+                    if page.status_code != 200 or 'name="assignment_id"' not in page.text:
+                        break  # judged everything there is
+                    fields = {k: form_field(page.text, k) for k in ("csrf", "assignment_id")}
+                    value = "true" if _label_of_open_lease(db_url, token) else "false"
+                    r = browser.post("/validate",
+                                     data=fields | {"answer": value, "duration_ms": "3000"},
+                                     follow_redirects=False)
+                    assert r.status_code == 303, r.text
+                    in_batch += 1
+                cast += in_batch
+                if in_batch == 0:
+                    break
+        return cast
+
+    votes = validate_everything()
     assert votes == 3 * 2 * len(RELATIONS)  # every Example has its three votes
 
     engine = make_engine(db_url)
@@ -106,10 +120,15 @@ def test_one_person_walks_the_demo_to_a_dataset(tmp_path: Path) -> None:
     # Step 4 of the walk-through, as printed, in the demo's folder.
     report = _run([str(BIN / "vsr"), "match", "--k", "3", "--report"], env, tmp_path)
     assert f"{len(RELATIONS)} kept True Examples" in report and "multiple-choice items" in report
+    # The distractors go to the validators (by default), who reject them; only then do the
+    # items reach mc/.
+    assert validate_everything() > 0
     done = _run([str(BIN / "build-dataset"), "--out", "demo-dataset"], env, tmp_path)
-    assert f"{2 * len(RELATIONS)} validated" in done, done
+    assert "validated" in done, done
     export = tmp_path / "demo-dataset"
-    kept = (export / "all_validated.jsonl").read_text().splitlines()
+    # Every caption's two Examples, plus the adversarial negatives validators judged False.
+    kept = [line for line in (export / "all_validated.jsonl").read_text().splitlines()
+            if json.loads(line)["origin"] == "human"]
     assert len(kept) == 2 * len(RELATIONS)
     assert {json.loads(line)["relation"] for line in kept} == set(RELATIONS)
     mc = [line for f in sorted((export / "mc").glob("*.jsonl"))

@@ -112,12 +112,21 @@ def test_finish_now_with_nothing_done_has_no_code(site: Any, engine: Engine) -> 
 def test_a_validator_who_judged_everything_is_told_so(site: Any) -> None:
     client = client_for(site)
     csrf = start_validate(client, "all4")
-    for _ in range(4):
-        assert vote(client).status_code == 303
-    done = client.get("/done/validate")
-    assert "FIRST-USE" in done.text and "You completed 4 items" in done.text
+    # The two halves of a caption never come in one batch (issue 12), so the 4 Examples of 2
+    # captions take two batches; the validator reopens the link when told all is judged.
+    served: list[int] = []
+    while not served or served[-1] and len(served) < 6:
+        in_batch = 0
+        while client.get("/validate", follow_redirects=False).status_code == 200:
+            assert vote(client).status_code == 303
+            in_batch += 1
+        served.append(in_batch)
+        done = client.get("/done/validate")
+        assert "FIRST-USE" in done.text
+        client.post("/begin/validate", data={"csrf": csrf})
+    # Never the other half of the item just judged (back to back), so 2, 1, 1 and then none.
+    assert sum(served) == 4 and served[0] == 2 and served[-1] == 0, served
     # Back for more: nothing is left for them.
-    client.post("/begin/validate", data={"csrf": csrf})
     assert client.get("/validate", follow_redirects=False).headers["location"] == "/done/validate"
     done = client.get("/done/validate")
     assert "You have judged every item available right now" in done.text

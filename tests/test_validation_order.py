@@ -117,10 +117,9 @@ def test_siblings_never_back_to_back_nor_in_one_batch(
         # ... nor back to back across a batch boundary.
         for a, b in zip(flat, flat[1:], strict=False):
             assert sibling_of[a] != sibling_of[b], (a, b)
-        # Everything else is served: what is left waits for a batch that is neither this one
-        # nor the next (other validators take it meanwhile), so it is the other side of a
-        # caption judged in the last batch.
+        # Everything else is served, across batches: a validator whose last batch held one
+        # half of a caption is offered the other half in the next. At most the other half of
+        # the very last item served is left (it would be back to back).
         missed = set(sibling_of) - set(flat)
-        assert len(flat) >= len(sibling_of) - 5
-        last = {sibling_of[e] for e in batches[-1]}
-        assert all(sibling_of[e] in last for e in missed), missed
+        assert len(missed) <= 1, missed
+        assert all(sibling_of[e] == sibling_of[flat[-1]] for e in missed), missed

@@ -292,25 +292,38 @@ def _not_seen_by(worker: Any, floor: Any = None) -> list[Any]:
 
 
 def _no_sibling_nearby(worker: Any) -> Any:
-    """Condition: no Example of the same annotation (the same caption on its other image) was
-    leased to this validator in their current or previous validation batch.
+    """Condition: the other Example of the same annotation (the same caption on its other
+    image) was not leased to this validator in their current validation batch, nor as the
+    last item of their previous one.
 
-    The two Examples of one caption have opposite labels, so seeing both back to back (or in
-    one batch) tells the validator that one is True and the other False (issue 12). Two
-    batches, not one: the last item of a batch and the first of the next are back to back
-    too. Part of the candidate query, so both backends (PostgreSQL's one-statement lease and
-    SQLite's step-by-step path) apply it with no extra statement. Correlated per candidate
-    (its sibling by ix_example_annotation_id, then that sibling's lease to this validator by
-    ix_assignment_worker_example): constant work per candidate however far the batch has
-    got, where reading the batch's leases would grow with it.
+    The two Examples of one caption have opposite labels, so seeing both in one batch or back
+    to back across a batch boundary tells the validator that one is True and the other False
+    (issue 12). Only the previous batch's last lease counts, not the whole batch: a validator
+    whose last batch held one half of every caption must still be offered the other halves in
+    the next (excluding the whole previous batch starved them for good, since no new batch
+    opens while nothing is on offer). Part of the candidate query, so both backends apply it
+    with no extra statement; the batch ids are uncorrelated subqueries (evaluated once), the
+    previous batch's last lease is read by the (batch_id, id) index, and each candidate's
+    sibling by ix_example_annotation_id and ix_assignment_worker_example.
     """
     sibling = Example.__table__.alias("sibling")  # type: ignore[attr-defined]
     lease = _A.alias("sibling_lease")
-    recent_batches = (
-        sa_select(_B.c.id)
-        .where(_B.c.worker_id == worker, _B.c.kind == BatchKind.validate.value)
-        .order_by(_B.c.id.desc())
-        .limit(2)
+    last_of_previous = _A.alias("previous_batch_lease")
+
+    def batch_back(offset: int) -> Any:
+        return (
+            sa_select(_B.c.id)
+            .where(_B.c.worker_id == worker, _B.c.kind == BatchKind.validate.value)
+            .order_by(_B.c.id.desc())
+            .limit(1)
+            .offset(offset)
+            .scalar_subquery()
+        )
+
+    previous_last_lease = (
+        sa_select(func.max(last_of_previous.c.id))
+        .where(last_of_previous.c.batch_id == batch_back(1))
+        .scalar_subquery()
     )
     seen_sibling = (
         sa_select(literal(1))
@@ -319,7 +332,7 @@ def _no_sibling_nearby(worker: Any) -> Any:
             sibling.c.annotation_id == col(Example.annotation_id),
             sibling.c.id != col(Example.id),
             lease.c.worker_id == worker,
-            lease.c.batch_id.in_(recent_batches),
+            or_(lease.c.batch_id == batch_back(0), lease.c.id == previous_last_lease),
         )
         .exists()
     )

@@ -177,7 +177,7 @@ def parse(form: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
         raw = form.get(name)
         if raw is None:
             continue
-        text = str(raw).strip()
+        text = str(raw).replace("\r\n", "\n").strip()  # browsers send CRLF in textareas
         typed[name] = text
         if f.kind in ("int", "float", "fraction"):
             try:
