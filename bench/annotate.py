@@ -9,7 +9,7 @@ Three figures, each a ratio against a baseline measured in the same run:
    PostgreSQL, BEGIN IMMEDIATE on SQLite) against the same with one thread.
 
 Pairs come from the real COCO val2017 subset in ../shared/coco (the relaxed test rule of
-tests/webapp_coco.py), replicated to get enough pairs for the lease figure.
+tests/support/webapp_coco.py), replicated to get enough pairs for the lease figure.
 
     python bench/annotate.py                                   # SQLite in a temp dir
     python bench/annotate.py --pg-admin-url postgresql+psycopg://postgres@127.0.0.1:5432/test
@@ -47,8 +47,8 @@ def _fresh_db(pg_admin_url: str | None, tmp: Path) -> tuple[str, str | None]:
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
 
-    from core.db import make_engine
     from migrations.runner import upgrade
+    from vsr_core.db import make_engine
 
     if pg_admin_url is None:
         url, name = f"sqlite:///{tmp / 'bench.db'}", None
@@ -66,7 +66,7 @@ def _fresh_db(pg_admin_url: str | None, tmp: Path) -> tuple[str, str | None]:
 def _drop(pg_admin_url: str, name: str) -> None:
     from sqlalchemy import text
 
-    from core.db import make_engine
+    from vsr_core.db import make_engine
 
     admin = make_engine(pg_admin_url).execution_options(isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
@@ -78,7 +78,7 @@ def _copies(session, n: int) -> int:  # type: ignore[no-untyped-def]
     """Replicate the real pairs (same images/instances, new run labels) to n pairs."""
     from sqlmodel import select
 
-    from core.models import ImagePair
+    from vsr_core.models import ImagePair
 
     base = list(session.exec(select(ImagePair)))
     made = len(base)
@@ -115,10 +115,7 @@ def main() -> None:
 
     from sqlmodel import Session
 
-    from core.db import make_engine, session_scope
-    from core.models import Batch, Worker
-    from core.study import StudyConfig
-    from tests.webapp_coco import (
+    from tests.support.webapp_coco import (
         answer,
         client_for,
         make_app,
@@ -127,8 +124,12 @@ def main() -> None:
         start_prolific,
         task,
     )
-    from webapp import batches, images
-    from webapp.leases import PairStrategy, take_next
+    from vsr_core.db import make_engine, session_scope
+    from vsr_core.models import Batch, Worker
+    from vsr_core.study import StudyConfig
+    from webapp.crowd import batches
+    from webapp.crowd.leases import PairStrategy, take_next
+    from webapp.images import render as images
 
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -155,7 +156,7 @@ def main() -> None:
               f" ratio {trip / health:.1f}x")
 
         # 2. marked image: cached vs first render
-        from core.models import Image, ImagePair, Instance
+        from vsr_core.models import Image, ImagePair, Instance
 
         with Session(engine) as s:
             pair = s.get(ImagePair, 1)
@@ -207,7 +208,7 @@ def main() -> None:
                         lease = take_next(s, batch, strategy, 10)
                         assert lease is not None and lease.pair_id is not None
                         # finish at once so the next call leases a new pair
-                        from webapp.leases import finish
+                        from webapp.crowd.leases import finish
 
                         finish(s, lease)
                         s.commit()

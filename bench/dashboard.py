@@ -1,7 +1,7 @@
 """How fast the admin dashboard answers with the full VSR release imported.
 
 Imports the real raw VSR file (12,809 Examples, ~39,000 votes) into a fresh database (the
-project's importer, ``dataset.import_vsr``), logs in as an admin, and times every
+project's importer, ``vsr_dataset.import_vsr``), logs in as an admin, and times every
 dashboard page and JSON/chart endpoint in-process (FastAPI TestClient, so no network in
 the figures). Each figure is the median of N requests after one warm-up request, printed
 in milliseconds and as a ratio against ``/healthz`` (a trivial request) measured in the
@@ -54,8 +54,8 @@ PAGES = [
 def _fresh_db(url: str | None, tmp: Path) -> str:
     from sqlalchemy import text
 
-    from core.db import make_engine
     from migrations.runner import upgrade
+    from vsr_core.db import make_engine
 
     if url is None:
         url = f"sqlite:///{tmp / 'bench.db'}"
@@ -75,16 +75,16 @@ def _fresh_db(url: str | None, tmp: Path) -> str:
 def _import(engine: object, path: Path) -> str:
     t0 = time.perf_counter()
     try:
-        from dataset.import_vsr import import_vsr_file
+        from vsr_dataset.import_vsr import import_vsr_file
 
         result = import_vsr_file(engine, path)  # type: ignore[arg-type]
-        how = f"dataset.import_vsr: {result.line()}"
+        how = f"vsr_dataset.import_vsr: {result.line()}"
     except ImportError:
-        from tests.admin_seed import read_raw, seed
+        from tests.support.admin_seed import read_raw, seed
 
         records = read_raw(path.parents[2])
         seed(engine, records)  # type: ignore[arg-type]
-        how = f"tests.admin_seed (importer not available): {len(records)} records"
+        how = f"tests.support.admin_seed (importer not available): {len(records)} records"
     return f"{how} in {time.perf_counter() - t0:.1f} s"
 
 
@@ -101,9 +101,9 @@ def main() -> None:
     from sqlalchemy import func
     from sqlmodel import Session, col, select
 
-    from core.db import make_engine
-    from core.models import Example, Vote
-    from core.settings import Settings
+    from vsr_core.db import make_engine
+    from vsr_core.models import Example, Vote
+    from vsr_core.settings import Settings
     from webapp.admin.auth import create_admin
     from webapp.app import create_app
 
@@ -123,8 +123,8 @@ def main() -> None:
             ).first()
             create_admin(s, "bench", "bench-password")
         # A re-validation round of 1,000 imported Examples, so its report has work to do.
-        from core.revalidation import open_round
-        from core.study import StudyConfig
+        from vsr_core.revalidation import open_round
+        from vsr_core.study import StudyConfig
 
         with Session(engine) as s:
             print(open_round(s, sample=1000, seed=0, config=StudyConfig()).line())

@@ -41,11 +41,11 @@ CONCEPTS = ["person", "cat", "dog", "teddy bear", "dining table", "bed", "laptop
 def fill(url: str, n_examples: int, seed: int = 0) -> None:
     from sqlalchemy import insert
 
-    from core.captions import render_caption
-    from core.db import make_engine
-    from core.models import Example, Image, Vote, Worker
-    from core.relations import enabled_relations
-    from core.types import utcnow
+    from vsr_core.captions import render_caption
+    from vsr_core.db import make_engine
+    from vsr_core.models import Example, Image, Vote, Worker
+    from vsr_core.relations import enabled_relations
+    from vsr_core.types import utcnow
 
     rng = random.Random(seed)
     rels = [r.name for r in enabled_relations()]
@@ -96,9 +96,9 @@ def main() -> None:
     ap.add_argument("--database-url", help="an empty migrated database (default: SQLite temp)")
     args = ap.parse_args()
 
-    from core.db import make_engine
-    from dataset.export import BuildOptions, build_dataset
     from migrations.runner import upgrade
+    from vsr_core.db import make_engine
+    from vsr_dataset.export import BuildOptions, build_dataset
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-export-"))
     try:

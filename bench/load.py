@@ -9,7 +9,7 @@ and then checks the database:
 
 - no duplicate vote (Example, validator); every acknowledged (2xx) vote is stored as sent;
 - no Example over-served: at most ``max_votes_per_example`` votes, and more than
-  ``votes_per_example`` only when the first ones left it undecided (core.agreement);
+  ``votes_per_example`` only when the first ones left it undecided (vsr_core.agreement);
 - no validator voted on their own Example; the queue counters match the Vote/Assignment rows.
 
 It prints round trips per second, p50 and p99 latency, and the ratio against a baseline
@@ -89,7 +89,7 @@ def create_database() -> str:
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
 
-    from core.db import make_engine
+    from vsr_core.db import make_engine
 
     name = f"vsr_load_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     admin = make_engine(PG_ADMIN).execution_options(isolation_level="AUTOCOMMIT")
@@ -103,7 +103,7 @@ def drop_database(url: str) -> None:
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
 
-    from core.db import make_engine
+    from vsr_core.db import make_engine
 
     admin = make_engine(PG_ADMIN).execution_options(isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
@@ -121,9 +121,9 @@ def seed(url: str, n_examples: int, n_gold: int, n_author_validators: int) -> Se
     """Real VSR records (caption, relation, label, image, author) as unvoted human Examples."""
     from sqlmodel import Session
 
-    from core.captions import parse_caption
-    from core.db import make_engine
-    from core.models import Example, Image, InviteToken, Worker
+    from vsr_core.captions import parse_caption
+    from vsr_core.db import make_engine
+    from vsr_core.models import Example, Image, InviteToken, Worker
 
     if not VSR_RAW.is_file():
         sys.exit(f"real VSR data not found at {VSR_RAW}")
@@ -618,7 +618,7 @@ class Stats:
     cpu: list[tuple[float, dict[str, float]]] = field(default_factory=list)  # CpuMeter.history
     round_trips: list[float] = field(default_factory=list)  # fetch + vote, seconds
     # (vote id, lease id, value); the lease id is the first part of the opaque token the API
-    # gives out (webapp.lease_tokens), read here only to check the database afterwards.
+    # gives out (webapp.crowd.lease_tokens), read here only to check the database afterwards.
     acked: list[tuple[int, int, bool]] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     retries: int = 0
@@ -662,7 +662,7 @@ async def enter(client: httpx.AsyncClient, query: str) -> None:
     assert r.status_code == 303, r.text[:300]
     r = await client.post("/begin/validate", data={"csrf": csrf})
     assert r.status_code == 303 and r.headers["location"] == "/validate", r.text[:300]
-    client.headers["X-CSRF-Token"] = csrf  # what the vote API requires (webapp.api_guard)
+    client.headers["X-CSRF-Token"] = csrf  # what the vote API requires (webapp.http.api_guard)
 
 
 async def validator(
@@ -869,11 +869,11 @@ def print_timeline(stats: Stats, step: float = 2.0) -> None:
 def check(url: str, stats: Stats) -> list[str]:
     from sqlmodel import Session, select
 
-    from core.agreement import is_decided
-    from core.db import make_engine
-    from core.models import Example, Vote
-    from core.study import load_study_config
-    from webapp.validation_queue import audit_counters
+    from vsr_core.agreement import is_decided
+    from vsr_core.db import make_engine
+    from vsr_core.models import Example, Vote
+    from vsr_core.study import load_study_config
+    from webapp.validate.queue import audit_counters
 
     problems: list[str] = []
     engine = make_engine(url)

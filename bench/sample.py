@@ -136,8 +136,8 @@ def child(mode: str, files: list[str], n_pairs: int, db_url: str | None) -> None
         )
         if db_url:
             from collection.store import store_pairs
-            from core.db import make_engine
             from migrations.runner import upgrade
+            from vsr_core.db import make_engine
 
             upgrade(db_url)
             engine = make_engine(db_url)

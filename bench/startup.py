@@ -84,8 +84,8 @@ def main() -> None:
         _prepare_database(tmp, env)
         base = _median_time([sys.executable, "-c", "pass"], args.repeat, env)
         rows: list[tuple[str, float]] = [("python -c pass (baseline)", base)]
-        rows.append(("python -c 'import dataset.cli'", _median_time(
-            [sys.executable, "-c", "import dataset.cli"], args.repeat, env)))
+        rows.append(("python -c 'import vsr_cli.main'", _median_time(
+            [sys.executable, "-c", "import vsr_cli.main"], args.repeat, env)))
         for argv in HELP:
             rows.append((" ".join(argv), _median_time(_script(argv), args.repeat, env)))
         real = [

@@ -29,7 +29,7 @@ from collection.validate import (
     check_segmentation,
     check_text,
 )
-from core.models import Image, Instance
+from vsr_core.models import Image, Instance
 
 # (stage, done, total or None): how the CLI (tqdm) and the dashboard (Job.progress) follow us.
 ProgressFn = Callable[[str, int, int | None], None]

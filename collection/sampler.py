@@ -17,7 +17,7 @@ from sqlalchemy.engine import Engine
 from collection.coco import ProgressFn, load_coco
 from collection.pairs import sample_pairs
 from collection.store import existing_pair_keys, store_pairs
-from core.types import utcnow
+from vsr_core.types import utcnow
 
 DEFAULT_MIN_AREA = 30_000
 

@@ -19,10 +19,10 @@ from sqlmodel import Session
 from collection.coco import CocoIndex, ProgressFn
 from collection.errors import SamplerError
 from collection.pairs import PairKey, SampledPair
-from core.db import is_postgres, session_scope
-from core.limits import LimitError, check_row
-from core.models import Image, ImagePair, Instance, PairStatus
-from core.types import utcnow
+from vsr_core.db import is_postgres, session_scope
+from vsr_core.limits import LimitError, check_row
+from vsr_core.models import Image, ImagePair, Instance, PairStatus
+from vsr_core.types import utcnow
 
 _CHUNK = 500  # rows per statement: well under SQLite's variable limit, few round trips
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from collection.errors import CocoFileError
-from core.limits import INT32_MAX, LimitError, check_value
+from vsr_core.limits import INT32_MAX, LimitError, check_value
 
 # A relative path of plain names (COCO's are "000000000139.jpg"): letters, digits, "._-",
 # no segment starting with "." (so no ".."), no absolute path, no backslash, no NUL.

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from core.relation_semantics import is_equivalent, is_implied, sim_probability
 from matching.pipeline import Item, MatchResult
 from matching.relevance import RelevanceModel
+from vsr_core.relation_semantics import is_equivalent, is_implied, sim_probability
 
 
 def _expected_hit(scores: Sequence[float], answer: int) -> float:

@@ -100,7 +100,7 @@ def _on(s: PairShapes) -> bool:
     )
 
 
-# Each relation (VSR Table 1 names, synonyms by core.relation_semantics) -> (check, why).
+# Each relation (VSR Table 1 names, synonyms by vsr_core.relation_semantics) -> (check, why).
 CHECKS: dict[str, tuple[Callable[[PairShapes], bool], str]] = {}
 for _names, _check, _why in (
     (("left of", "at the left side of"), _left, "the subject's centre is left of the object"),

@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from core.captions import render_caption
 from matching.assign import Method, solve
 from matching.geometry_filter import PairShapes, rejected_mask
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
 from matching.similarity import SimilarityScorer, table_lookup, table_matrices
+from vsr_core.captions import render_caption
 
 
 @dataclass(frozen=True)

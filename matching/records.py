@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept
-from core.captions import parse_caption
+from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept
+from vsr_core.captions import parse_caption
 
 Triple = tuple[str, str, str]
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
@@ -40,7 +40,7 @@ class Record:
         return (self.subj, self.relation, self.obj)
 
     def kept(self, threshold: Threshold = DEFAULT_THRESHOLD) -> bool:
-        """VSR's keep rule (core.agreement): enough validators agree with the label."""
+        """VSR's keep rule (vsr_core.agreement): enough validators agree with the label."""
         return is_kept(self.label, list(self.votes), threshold)
 
 

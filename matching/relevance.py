@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from core.relations import all_relations
+from vsr_core.relations import all_relations
 
 if TYPE_CHECKING:
     from matching.records import Record

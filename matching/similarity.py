@@ -2,7 +2,7 @@
 
 Two implementations behind one interface:
 - ``TableSimilarity`` (offline default): the hand-written relation-semantics table in
-  ``core.relation_semantics``, vectorised over relation indices so a whole weight matrix is a
+  ``vsr_core.relation_semantics``, vectorised over relation indices so a whole weight matrix is a
   few numpy gathers.
 - ``CrossEncoderSimilarity``: a sentence-transformers CrossEncoder NLI model (by name or
   path); P_sim is its entailment probability for (truth caption, candidate caption).
@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from core.captions import render_caption
-from core.relation_semantics import OTHER_OBJECTS_P, link
 from matching.relevance import relation_names
+from vsr_core.captions import render_caption
+from vsr_core.relation_semantics import OTHER_OBJECTS_P, link
 
 Triple = tuple[str, str, str]
 
@@ -71,7 +71,7 @@ def table_lookup(
 
 
 class TableSimilarity:
-    """The offline default: ``core.relation_semantics`` (see its entries for the reasoning)."""
+    """The offline default: ``vsr_core.relation_semantics`` (see its entries for the reasoning)."""
 
     name = "table"
     vectorised = True

@@ -13,11 +13,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlmodel import Session
 
-from core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept
-from core.agreement_db import load_item_votes
-from core.models import Example, ExampleOrigin, Image, MatchRun, McItem
 from matching.pipeline import MatchResult
 from matching.records import Record
+from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept
+from vsr_core.agreement_db import load_item_votes
+from vsr_core.models import Example, ExampleOrigin, Image, MatchRun, McItem
 
 
 def load_records(session: Session) -> list[Record]:

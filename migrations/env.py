@@ -1,12 +1,12 @@
-"""Alembic environment: target metadata is every SQLModel table in core.models."""
+"""Alembic environment: target metadata is every SQLModel table in vsr_core.models."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlmodel import SQLModel
 
-import core.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-from core.db import make_engine
+import vsr_core.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from vsr_core.db import make_engine
 
 config = context.config
 target_metadata = SQLModel.metadata

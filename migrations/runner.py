@@ -7,7 +7,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
-from core.db import normalise_url
+from vsr_core.db import normalise_url
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent
 

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
 
-import core.types
+import vsr_core.types
 ${imports if imports else ""}
 
 revision: str = ${repr(up_revision)}

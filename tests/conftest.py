@@ -18,15 +18,16 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, SQLModel
 
-import core.models  # noqa: F401
-from core.db import make_engine
+import vsr_core.models  # noqa: F401
+from vsr_core.db import make_engine
 
 # Most tests use short readable worker ids ("PROLIFIC_PID=v1"); production checks each
-# platform's exact format (tests/test_hardening_ids.py tests that setting explicitly).
+# platform's exact format (tests/webapp/crowd/test_ids.py tests that setting explicitly).
 os.environ.setdefault("PLATFORM_ID_FORMATS", "safe")
 # The fuzz tests read the routes from /openapi.json (off by default on a live site).
 os.environ.setdefault("API_DOCS", "1")
-# Likewise many test workers come from one address; tests/test_hardening_rates.py sets limits.
+# Likewise many test workers come from one address; tests/webapp/http/test_rate_limits.py
+# sets limits.
 for _name in ("NEW_WORKERS_PER_ADDRESS", "NEW_WORKERS_PER_STUDY", "NEW_BATCHES_PER_ADDRESS"):
     os.environ.setdefault(_name, "0")
 
@@ -181,7 +182,7 @@ def vsr_dir() -> Path:
 def site(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> Any:
     """The annotation site on the current backend with 6 pairs from the real COCO subset
     (test modules that need other seed data define their own ``site``)."""
-    from tests.webapp_coco import make_app, make_pairs
+    from tests.support.webapp_coco import make_app, make_pairs
 
     with Session(engine) as s:
         make_pairs(s, coco_dir, 6)

@@ -12,23 +12,27 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
 from starlette.middleware.sessions import SessionMiddleware
 
-from core.db import make_engine
-from core.settings import Settings, get_settings
-from webapp.body_limit import BodySizeLimit
-from webapp.db_retry import RetryDroppedConnection
-from webapp.errors import install_error_handlers
-from webapp.inputs import InputGuard
-from webapp.leases import LeaseStrategy, PairStrategy
-from webapp.security import SecurityHeaders
+from vsr_core.db import make_engine
+from vsr_core.settings import Settings, get_settings
+from webapp.crowd.leases import LeaseStrategy, PairStrategy
+from webapp.http.body_limit import BodySizeLimit
+from webapp.http.db_retry import RetryDroppedConnection
+from webapp.http.errors import install_error_handlers
+from webapp.http.inputs import InputGuard
+from webapp.http.security import SecurityHeaders
 
 WEBAPP_DIR = Path(__file__).resolve().parent
+TEMPLATE_ROOMS = (".", "crowd", "generate", "validate", "admin")
 SESSION_COOKIE = "vsr_session"
 SESSION_MAX_AGE = 14 * 24 * 3600
 
 
 def make_templates() -> Jinja2Templates:
     # Jinja2Templates autoescapes .html templates: anything a worker typed is rendered inert.
-    templates = Jinja2Templates(directory=str(WEBAPP_DIR / "templates"))
+    # Each room keeps its own templates beside its routes; names stay unique across rooms
+    # (admin pages live under "admin/"), and the shared layout is in webapp/templates.
+    rooms = [str(WEBAPP_DIR / room / "templates") for room in TEMPLATE_ROOMS]
+    templates = Jinja2Templates(directory=rooms)
     from webapp.admin.formatting import install as install_admin_filters
 
     install_admin_filters(templates.env)
@@ -46,7 +50,7 @@ def create_server_app() -> FastAPI:
     Not in :func:`create_app`, which tests call many times in one process.
     """
     app = create_app()
-    from webapp.parent_watch import watch_parent
+    from webapp.http.parent_watch import watch_parent
 
     watch_parent()  # a worker of `vsr serve --workers N` ends with its supervisor
     gc.collect()
@@ -67,13 +71,16 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.state.settings = settings
     app.state.engine = engine or make_engine(settings)
     app.state.templates = make_templates()
-    # Item selection per kind of crowd work (webapp.leases.LeaseStrategy); the validation
+    # Item selection per kind of crowd work (webapp.crowd.leases.LeaseStrategy); the validation
     # task adds its own under "validate".
     strategies: dict[str, LeaseStrategy] = {"generate": PairStrategy()}
-    from webapp.validation_queue import ExampleStrategy
+    from webapp.validate.queue import ExampleStrategy
 
     strategies["validate"] = ExampleStrategy(sweep_seconds=1.0, floor_seconds=1.0)
     app.state.strategies = strategies
+    from webapp.generate.view import task_context as generate_preview
+
+    app.state.task_previews = {"generate": generate_preview}
     # MTurk shows the site in an iframe on mturk.com: a cross-site cookie needs
     # SameSite=None, which browsers accept only with Secure (so only behind https).
     https = settings.base_url.startswith("https://")
@@ -93,21 +100,24 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.add_middleware(SecurityHeaders, hsts=https)
     # Outermost: an oversized body is refused before the session cookie is even read.
     app.add_middleware(BodySizeLimit)
-    install_error_handlers(app)
+    from webapp.admin.pages import render_error as render_admin_error
+
+    install_error_handlers(app, {"/admin": render_admin_error})
     app.mount("/static", StaticFiles(directory=str(WEBAPP_DIR / "static")), name="static")
 
-    from webapp.routes import entry, examples, generate, health, home
+    from webapp.admin import routes as admin_routes
+    from webapp.crowd import examples, home
+    from webapp.crowd import routes as crowd_routes
+    from webapp.generate import routes as generate_routes
+    from webapp.http import health
+    from webapp.validate import routes as validate_routes
 
     app.include_router(health.router)
     app.include_router(home.router)
     app.include_router(examples.router)
-    app.include_router(entry.router)
-    app.include_router(generate.router)
+    app.include_router(crowd_routes.router)
+    app.include_router(generate_routes.router)
     # Before admin: routes are matched in order and the validation API is the hottest path.
-    from webapp.routes import validation
-
-    app.include_router(validation.router)
-    from webapp.routes import admin
-
-    app.include_router(admin.router)
+    app.include_router(validate_routes.router)
+    app.include_router(admin_routes.router)
     return app

@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 from sqlmodel import Session
 
-from core.settings import Settings
+from vsr_core.settings import Settings
 
 
 def get_session(request: Request) -> Iterator[Session]:

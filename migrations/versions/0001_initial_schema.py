@@ -10,7 +10,7 @@ import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
 
-import core.types
+import vsr_core.types
 
 
 revision: str = '0001'
@@ -25,8 +25,8 @@ def upgrade() -> None:
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('username', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
     sa.Column('password_hash', sqlmodel.sql.sqltypes.AutoString(length=255), nullable=False),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('last_login_at', core.types.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('last_login_at', vsr_core.types.UTCDateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('adminuser', schema=None) as batch_op:
@@ -57,9 +57,9 @@ def upgrade() -> None:
     sa.Column('message', sqlmodel.sql.sqltypes.AutoString(length=2000), nullable=False),
     sa.Column('params', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=False),
     sa.Column('result', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=True),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('started_at', core.types.UTCDateTime(timezone=True), nullable=True),
-    sa.Column('finished_at', core.types.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('started_at', vsr_core.types.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('finished_at', vsr_core.types.UTCDateTime(timezone=True), nullable=True),
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('job', schema=None) as batch_op:
@@ -69,13 +69,13 @@ def upgrade() -> None:
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('params', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=False),
     sa.Column('diagnostics', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=False),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id')
     )
     op.create_table('studysetting',
     sa.Column('key', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
     sa.Column('value', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=True),
-    sa.Column('updated_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('updated_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('key')
     )
     op.create_table('worker',
@@ -87,7 +87,7 @@ def upgrade() -> None:
     sa.Column('flag_reason', sqlmodel.sql.sqltypes.AutoString(length=500), nullable=True),
     sa.Column('demographics', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=True),
     sa.Column('id', sa.Integer(), nullable=False),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('source', 'external_id', name='uq_worker_source_ext')
     )
@@ -97,9 +97,9 @@ def upgrade() -> None:
     sa.Column('kind', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
     sa.Column('status', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
     sa.Column('size', sa.Integer(), nullable=False),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('deadline', core.types.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('finished_at', core.types.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('deadline', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('finished_at', vsr_core.types.UTCDateTime(timezone=True), nullable=True),
     sa.Column('completion_code', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True),
     sa.Column('entry', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=False),
     sa.ForeignKeyConstraint(['worker_id'], ['worker.id'], ),
@@ -126,7 +126,7 @@ def upgrade() -> None:
     sa.Column('target_votes', sa.Integer(), nullable=True),
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('source_key', sqlmodel.sql.sqltypes.AutoString(length=128), nullable=True),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['author_id'], ['worker.id'], ),
     sa.ForeignKeyConstraint(['image_id'], ['image.id'], ),
     sa.ForeignKeyConstraint(['parent_example_id'], ['example.id'], ),
@@ -167,7 +167,7 @@ def upgrade() -> None:
     sa.Column('label', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
     sa.Column('roles', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=False),
     sa.Column('worker_id', sa.Integer(), nullable=True),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['worker_id'], ['worker.id'], ),
     sa.PrimaryKeyConstraint('id')
     )
@@ -188,7 +188,7 @@ def upgrade() -> None:
     sa.Column('status', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
     sa.Column('sample_run', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True),
     sa.Column('id', sa.Integer(), nullable=False),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['image1_a_id'], ['instance.id'], ),
     sa.ForeignKeyConstraint(['image1_b_id'], ['instance.id'], ),
     sa.ForeignKeyConstraint(['image1_id'], ['image.id'], ),
@@ -215,7 +215,7 @@ def upgrade() -> None:
     sa.Column('answer_index', sa.Integer(), nullable=False),
     sa.Column('distractor_example_ids', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=False),
     sa.Column('params', sa.JSON().with_variant(sa.JSON(), 'sqlite'), nullable=False),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['query_example_id'], ['example.id'], ),
     sa.ForeignKeyConstraint(['run_id'], ['matchrun.id'], ),
     sa.PrimaryKeyConstraint('id'),
@@ -233,9 +233,9 @@ def upgrade() -> None:
     sa.Column('pair_id', sa.Integer(), nullable=True),
     sa.Column('example_id', sa.Integer(), nullable=True),
     sa.Column('status', sqlmodel.sql.sqltypes.AutoString(length=16), nullable=False),
-    sa.Column('leased_at', core.types.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('lease_expires_at', core.types.UTCDateTime(timezone=True), nullable=False),
-    sa.Column('finished_at', core.types.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('leased_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('lease_expires_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('finished_at', vsr_core.types.UTCDateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['batch_id'], ['batch.id'], ),
     sa.ForeignKeyConstraint(['example_id'], ['example.id'], ),
     sa.ForeignKeyConstraint(['pair_id'], ['imagepair.id'], ),
@@ -262,7 +262,7 @@ def upgrade() -> None:
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('assignment_id', sa.Integer(), nullable=True),
     sa.Column('client_token', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['assignment_id'], ['assignment.id'], ),
     sa.ForeignKeyConstraint(['pair_id'], ['imagepair.id'], ),
     sa.ForeignKeyConstraint(['true_image_id'], ['image.id'], ),
@@ -283,7 +283,7 @@ def upgrade() -> None:
     sa.Column('duration_ms', sa.Integer(), nullable=True),
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('assignment_id', sa.Integer(), nullable=True),
-    sa.Column('created_at', core.types.UTCDateTime(timezone=True), nullable=False),
+    sa.Column('created_at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
     sa.ForeignKeyConstraint(['assignment_id'], ['assignment.id'], ),
     sa.ForeignKeyConstraint(['example_id'], ['example.id'], ),
     sa.ForeignKeyConstraint(['worker_id'], ['worker.id'], ),

@@ -1,7 +1,7 @@
 """rate limits shared by all server processes, revocable admin sessions
 
 - rateevent: failed admin logins, new worker identities and new batches, counted per key
-  (client address, username, study) by webapp.rate_limits; in the database so every
+  (client address, username, study) by webapp.http.rate_limits; in the database so every
   server process sees the same counts (before: per process, in memory);
 - adminuser.session_version: part of each admin session cookie; logout and password change
   raise it, which ends every cookie issued before.
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 import sqlmodel.sql.sqltypes
 from alembic import op
 
-import core.types
+import vsr_core.types
 
 revision: str = '0005'
 down_revision: str | None = '0004'
@@ -31,7 +31,7 @@ def upgrade() -> None:
         sa.Column('kind', sqlmodel.sql.sqltypes.AutoString(length=32), nullable=False),
         sa.Column('key', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
         sa.Column('worker_id', sa.Integer(), nullable=True),
-        sa.Column('at', core.types.UTCDateTime(timezone=True), nullable=False),
+        sa.Column('at', vsr_core.types.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(['worker_id'], ['worker.id'], ),
         sa.PrimaryKeyConstraint('id'),
     )

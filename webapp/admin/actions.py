@@ -6,74 +6,19 @@ failure leaves nothing half-written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from core.models import (
+from vsr_core.models import (
     Assignment,
     Batch,
-    BatchStatus,
     Example,
-    ImagePair,
     LeaseStatus,
-    PairStatus,
     Vote,
     Worker,
 )
-from core.types import utcnow
-
-
-def block_worker(
-    session: Session, worker: Worker, strategies: Mapping[str, Any], reason: str | None = None
-) -> int:
-    """Block a worker and hand their leased items back to the pool; returns leases released.
-
-    Leases go back through the site's lease strategies (``app.state.strategies``) so each kind
-    of work restores its own item state; open batches end as "returned".
-    """
-    from webapp import leases as lease_mod
-
-    worker.blocked = True
-    if reason:
-        worker.flagged = True
-        worker.flag_reason = reason[:500]
-    session.add(worker)
-    # FOR UPDATE on PostgreSQL (waiting): a submit in flight on one of these leases either
-    # finishes first (and the lease is no longer active when re-read) or sees it released.
-    stmt = (
-        select(Assignment)
-        .where(Assignment.worker_id == worker.id, Assignment.status == LeaseStatus.active)
-        .order_by(col(Assignment.id))
-        .execution_options(populate_existing=True)  # re-read rows this session already holds
-    )
-    active = session.exec(lease_mod.lock_row_wait(stmt, session)).all()
-    for lease in active:
-        strategy = strategies.get(lease.kind)
-        if strategy is not None:
-            lease_mod.release(session, lease, strategy)
-        else:
-            # No strategy registered for this kind (should not happen): end the lease and
-            # put a leased pair back so nothing stays locked to a blocked worker.
-            lease.status = LeaseStatus.released
-            lease.finished_at = utcnow()
-            session.add(lease)
-            if lease.pair_id is not None:
-                pair = session.get(ImagePair, lease.pair_id)
-                if pair is not None and pair.status == PairStatus.leased:
-                    pair.status = PairStatus.available
-                    session.add(pair)
-    now = utcnow()
-    for batch in session.exec(
-        select(Batch).where(Batch.worker_id == worker.id, Batch.status == BatchStatus.open)
-    ):
-        batch.status = BatchStatus.returned
-        batch.finished_at = now
-        session.add(batch)
-    session.commit()
-    return len(active)
 
 
 def unblock_worker(session: Session, worker: Worker) -> None:
@@ -97,8 +42,7 @@ def set_gold(session: Session, example: Example, gold: bool, gold_label: bool | 
     leases still out when unmarked (they are counted down as they end). The row is locked
     first, as the queue changes these counters in concurrent transactions.
     """
-    from webapp import leases as lease_mod
-
+    from webapp.crowd import leases as lease_mod
     stmt = (
         select(Example).where(Example.id == example.id)
         .execution_options(populate_existing=True)
@@ -131,8 +75,7 @@ def requeue(session: Session, example: Example, extra_votes: int, config: Any) -
     The target is the Example's own ``target_votes`` override; its queue state is then
     re-derived by the validation queue's own rule, so it is served again.
     """
-    from webapp import validation_queue
-
+    from webapp.validate import queue as validation_queue
     if example.origin not in validation_queue.VOTABLE_ORIGINS:
         raise NotVotableError(
             f"{example.origin} Examples are not served to validators in this study, "

@@ -18,8 +18,8 @@ from fastapi import Depends, HTTPException, Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
-from core.models import AdminUser
-from core.types import utcnow
+from vsr_core.models import AdminUser
+from vsr_core.types import utcnow
 from webapp.deps import SessionDep
 
 COOKIE_NAME = "vsr_admin"

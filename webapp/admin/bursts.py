@@ -1,7 +1,7 @@
 """Bursts of new worker identities from one client address, and cutting them off.
 
 Anyone with a public study link can invent worker ids (a Prolific PID is just a URL
-parameter); the rate limits (webapp.rate_limits) slow that down, and this shows the admin
+parameter); the rate limits (webapp.http.rate_limits) slow that down, and this shows the admin
 where new identities came from in bursts, so they can block the lot and hand their leased
 items back to the pool in one step.
 """
@@ -16,10 +16,10 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from core.models import Assignment, LeaseStatus, RateEvent, Worker
-from core.types import utcnow
-from webapp.admin import actions
-from webapp.rate_limits import NEW_WORKER, STUDY_KEY
+from vsr_core.models import Assignment, LeaseStatus, RateEvent, Worker
+from vsr_core.types import utcnow
+from webapp.crowd import workers
+from webapp.http.rate_limits import NEW_WORKER, STUDY_KEY
 
 MIN_BURST = 3  # fewer new identities from one address is not worth showing
 
@@ -82,7 +82,7 @@ def cut_burst(
         worker = session.get(Worker, worker_id)
         if worker is None or worker.blocked:
             continue
-        released += actions.block_worker(
+        released += workers.block_worker(
             session, worker, strategies, f"burst of new identities from {address}"
         )
         blocked += 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.models import Job
+from vsr_core.models import Job
 
 
 def _n(value: Any) -> str:

@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from core.models import Job
-from core.settings import Settings
-from core.types import utcnow
+from vsr_core.models import Job
+from vsr_core.settings import Settings
+from vsr_core.types import utcnow
 from webapp.admin.job_results import describe
 
 ACTIVE = ("queued", "running")
@@ -36,7 +36,7 @@ class SampleParams(BaseModel):
 
     n_pairs: int = Field(100, ge=1, le=100_000)
     seed: int = Field(0, ge=0, le=2**31 - 1)
-    # The options of `vsr sample` (dataset/cli_sample.py), same names and defaults.
+    # The options of `vsr sample` (vsr_cli/sample.py), same names and defaults.
     min_area: float = Field(30_000, ge=0, le=10_000_000)
     prefer_contrast: bool = False
     max_per_concept_pair: int | None = Field(None, ge=1, le=100_000)
@@ -143,7 +143,7 @@ def launch(session: Session, engine: Engine, settings: Settings, job: Job) -> in
     log_path = log_dir / f"job{job.id}.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dataset.cli", "admin", "run-job", str(job.id)],
+            [sys.executable, "-m", "vsr_cli.main", "admin", "run-job", str(job.id)],
             env=child_env(settings),
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -11,11 +11,12 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
-from core.study import StudyConfig, load_study_config
+from vsr_core.study import StudyConfig, load_study_config
 from webapp.admin import csrf
 from webapp.admin.auth import AdminSession
 from webapp.admin.cache import FigureCache
 from webapp.admin.stats import data_version
+from webapp.http.errors import TITLES
 
 T = TypeVar("T")
 
@@ -88,12 +89,12 @@ def render(
     return response  # type: ignore[no-any-return]
 
 
-def render_error(request: Request, status: int, message: str) -> Response:
-    """An error on an admin page, inside the admin layout (webapp.errors calls this for a
-    logged-in admin)."""
-    from webapp.errors import TITLES
-
-    admin: AdminSession = request.state.admin
+def render_error(request: Request, status: int, message: str) -> Response | None:
+    """An error on an admin page, inside the admin layout, for a logged-in admin (None for
+    anyone else: they get the plain error page). Registered with webapp.http.errors."""
+    admin: AdminSession | None = getattr(request.state, "admin", None)
+    if admin is None:
+        return None
     return render(
         request,
         admin,

@@ -14,9 +14,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
-from core.agreement import as_fraction
-from core.kept import KeptCounts, kept_counts
-from core.models import (
+from vsr_core.agreement import as_fraction
+from vsr_core.kept import KeptCounts, kept_counts
+from vsr_core.models import (
     Annotation,
     Assignment,
     Batch,
@@ -29,8 +29,8 @@ from core.models import (
     Vote,
     Worker,
 )
-from core.study import StudyConfig
-from core.types import utcnow
+from vsr_core.study import StudyConfig
+from vsr_core.types import utcnow
 
 # Table objects (not the ORM classes): typed columns for SQL expressions.
 ANN: Table = Annotation.__table__  # type: ignore[attr-defined]
@@ -69,12 +69,12 @@ def example_agreement(cfg: StudyConfig, *, with_revalidation: bool = False) -> S
     """Per Example: votes, votes agreeing with its label, and decided / kept / unanimous flags.
 
     An Example is decided once the validation queue is done with it (``queue_open`` false:
-    the study's adaptive rule, webapp.validation_queue) and it has at least its target number
+    the study's adaptive rule, webapp.validate.queue) and it has at least its target number
     of votes (its own override or the study default). Kept / rejected follow
-    ``core.kept``: kept when a share >= keep_threshold of the votes so far agree with its
+    ``vsr_core.kept``: kept when a share >= keep_threshold of the votes so far agree with its
     label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie fails), rejected when it has votes and fails,
     whether or not the queue still wants more (then the decision is provisional).
-    Re-validation copies (core.revalidation) are left out unless ``with_revalidation``: they
+    Re-validation copies (vsr_core.revalidation) are left out unless ``with_revalidation``: they
     are a study of the imported data, not more data.
     """
     vc = vote_counts()
@@ -85,7 +85,7 @@ def example_agreement(cfg: StudyConfig, *, with_revalidation: bool = False) -> S
     # Decided = the validation queue wants no more votes for it (its adaptive rule, kept on
     # the row; imported Examples arrive settled), and it has its target number of votes.
     decided = and_(EX.c.queue_open.is_(False), n >= target, n > 0)
-    # Exact integer comparison agree/n >= num/den, the same rule as core.agreement.is_kept.
+    # Exact integer comparison agree/n >= num/den, the same rule as vsr_core.agreement.is_kept.
     frac = as_fraction(cfg.keep_threshold)
     kept = and_(n > 0, agree * frac.denominator >= n * frac.numerator)
     return (
@@ -129,7 +129,7 @@ def data_version(session: Session) -> tuple[Any, ...]:
 
 
 def example_kept_counts(session: Session, cfg: StudyConfig) -> KeptCounts:
-    """``core.kept.kept_counts`` over every Example: one GROUP BY (agreeing votes, votes)."""
+    """``vsr_core.kept.kept_counts`` over every Example: one GROUP BY (agreeing votes, votes)."""
     return _kept_histogram(session, cfg)[0]
 
 
@@ -240,11 +240,11 @@ def agreement_coefficients(session: Session) -> dict[str, float | None]:
     over Examples with at least two votes, from SQL sums alone.
 
     Both have closed forms in per-Example counts (t True, f False, n = t + f):
-    Fleiss (unequal rater counts, as core.agreement.fleiss_kappa): P_i = (t(t-1) + f(f-1)) /
+    Fleiss (unequal rater counts, as vsr_core.agreement.fleiss_kappa): P_i = (t(t-1) + f(f-1)) /
     (n(n-1)), chance from the pooled True share. Krippendorff: alpha = 1 - (N-1) *
     sum(t f / (n-1)) / (N_T N_F). Summing in SQL avoids loading every Example into Python
     (the krippendorff package alone took ~110 ms on the VSR release); tests check both
-    against core.agreement and the krippendorff package.
+    against vsr_core.agreement and the krippendorff package.
     """
     vc = vote_counts()
     n, t = vc.c.n, vc.c.t
@@ -283,7 +283,7 @@ def quality(
 ) -> dict[str, Any]:
     """Dataset-level agreement figures. The counts are sums over the per-relation table
     (one GROUP BY pass over the Examples instead of one per figure), whose kept counts come
-    from ``core.kept.kept_counts``."""
+    from ``vsr_core.kept.kept_counts``."""
     rows = relation_table(session, cfg) if relations is None else relations
 
     def total(key: str) -> int:
@@ -325,7 +325,7 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
     chosen judges (the author's label and the validators) disagree (VSR paper, Figure 7).
 
     One GROUP BY (relation, label, agreeing votes, votes) in SQL -- a few hundred rows --
-    and the kept counts from ``core.kept.kept_counts`` over each relation's histogram.
+    and the kept counts from ``vsr_core.kept.kept_counts`` over each relation's histogram.
     """
     ea = example_agreement(cfg)
     rows = _conn(session).execute(
@@ -344,7 +344,7 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
         if n > 0:
             r["dis"] += c * _disagreement(bool(label), a, n)
             r["dis_n"] += c
-    from core.relations import CATEGORIES, category_of, is_known
+    from vsr_core.relations import CATEGORIES, category_of, is_known
 
     out = []
     for rel, r in per.items():

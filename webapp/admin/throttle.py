@@ -5,7 +5,7 @@ again until the oldest failure leaves the window: a password guesser gets a hand
 tries per quarter hour instead of as many as argon2 can check. Keyed by address *and*
 username so nobody can lock the real admin out by failing on purpose from elsewhere.
 
-The failures are rows of ``RateEvent`` (webapp.rate_limits), so every server process sees
+The failures are rows of ``RateEvent`` (webapp.http.rate_limits), so every server process sees
 the same count (in memory, N uvicorn workers gave a guesser N times the limit). The address
 is the peer's, or the one a configured proxy forwarded (TRUSTED_PROXIES): a client cannot
 rotate X-Forwarded-For to get fresh keys.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
-from webapp import rate_limits
+from webapp.http import rate_limits
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@
     return el ? el.value : null;
   }
 
-  // The captions table comes from core.captions.render_caption on the server, so what the
+  // The captions table comes from vsr_core.captions.render_caption on the server, so what the
   // annotator reads here is exactly what is stored.
   function update() {
     const rel = checked("relation"), ent1 = checked("ent1") || "a", img = checked("true_image");

@@ -1,0 +1,81 @@
+"""Held-out answer-only adversaries on the real VSR release (full validated file, packaged
+MiniLM, offline): matching must leave them near chance on test."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from matching.adversaries import run_suite, wilson
+from matching.pipeline import MatchParams, MatchResult, run_matching
+from matching.relevance import RelevanceModel, load_encoder
+from matching.similarity import TableSimilarity
+from tests.matching.support import VSR_VALIDATED, vsr_validated
+from vsr_dataset.splits import SplitItem, random_split
+
+pytestmark = pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found")
+
+# "A few points above chance" (0.25 at k = 3): the issue's target, 0.30.
+FEW_POINTS = 0.05
+
+
+@pytest.fixture(scope="module")
+def relevance() -> RelevanceModel:
+    return RelevanceModel(load_encoder(None))
+
+
+def _run(
+    relevance: RelevanceModel, params: MatchParams, fit: bool, split_seed: int = 0
+) -> MatchResult:
+    """As `vsr match` by default: the export's random split (annotation groups: the two
+    halves of a caption share one part)."""
+    records = list(vsr_validated())
+    items = [SplitItem(r.id, r.caption, r.subj, r.obj) for r in records if r.kept()]
+    mapping = {k: p for p, ks in random_split(items, split_seed).items() for k in ks}
+    return run_matching(records, relevance, TableSimilarity(), params, splits=mapping, fit=fit)
+
+
+@pytest.fixture(scope="module")
+def suites(relevance: RelevanceModel) -> dict[str, dict]:
+    out = {}
+    for i, (balance, split_seed) in enumerate((("off", 0), ("soft", 0), ("soft", 1))):
+        res = _run(relevance, replace(MatchParams(), balance=balance), fit=i == 0,
+                   split_seed=split_seed)
+        out[f"{balance}{split_seed}"] = run_suite(
+            res.items_in("train"), res.items_in("test"), relevance, relevance.encoder)
+    return out
+
+
+def test_wilson_interval_is_the_textbook_one() -> None:
+    lo, hi = wilson(50, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
+    assert wilson(0, 10)[0] == 0.0
+
+
+def test_suite_sees_what_vcr_weights_leave(suites: dict[str, dict]) -> None:
+    """The audit's finding, reproduced: plain VCR weights are far above chance."""
+    off = suites["off0"]
+    assert set(off["adversaries"]) == {
+        "tfidf_pair_rel_lr", "pair_counts", "embedding_mlp", "p_rel_least", "p_rel_most"}
+    assert off["strongest"]["accuracy"] > 0.40
+    assert off["strongest"]["accuracy"] == max(a["accuracy"] for a in off["adversaries"].values())
+
+
+def test_default_matching_defeats_most_of_what_vcr_weights_leave(
+    suites: dict[str, dict]
+) -> None:
+    off = suites["off0"]
+    for key in ("soft0", "soft1"):
+        soft = suites[key]
+        assert soft["n_test"] > 1000  # no item dropped (the balance keeps every query)
+        assert soft["strongest"]["accuracy"] <= 0.40, soft
+        assert soft["strongest"]["accuracy"] < off["strongest"]["accuracy"] - 0.10, (soft, off)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12 target not met on every split: the strongest "
+                   "adversary measures 0.27-0.36 over split seeds (docs/matching.md)")
+def test_default_matching_leaves_every_adversary_near_chance(suites: dict[str, dict]) -> None:
+    for key in ("soft0", "soft1"):
+        soft = suites[key]
+        assert soft["strongest"]["accuracy"] <= soft["chance"] + FEW_POINTS, soft

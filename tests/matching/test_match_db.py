@@ -1,0 +1,242 @@
+"""`vsr match` end to end on a database: real VSR records imported with `vsr import-vsr`,
+matched, stored, negatives sent to validation and filtered by votes (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from sqlmodel import Session
+from typer.testing import CliRunner
+
+from matching.store import surviving_items
+from tests.matching.support import VSR_VALIDATED, build_tiny_encoder, concepts_of, vsr_sample
+from vsr_cli.failure import CliError
+from vsr_cli.main import app
+from vsr_core.db import make_engine
+from vsr_core.models import Example, MatchRun, McItem, Vote, Worker
+
+pytestmark = pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found")
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def sample_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Real lines of the validated release: a stratified sample by relation."""
+    keep = {r.id for r in vsr_sample(10)}
+    lines = VSR_VALIDATED.read_text().splitlines(keepends=True)
+    path = tmp_path_factory.mktemp("vsr") / "sample.jsonl"
+    path.write_text("".join(line for i, line in enumerate(lines, start=1) if i in keep))
+    return path
+
+
+@pytest.fixture(scope="module")
+def encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_encoder(tmp_path_factory.mktemp("enc"), concepts_of(vsr_sample(10)))
+
+
+def _match(db_url: str, encoder: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(
+        app, ["match", "--database-url", db_url, "--model", str(encoder), *extra],
+        catch_exceptions=True,
+    )
+
+
+def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: Path,
+                                  tmp_path: Path) -> None:
+    res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
+    assert res.exit_code == 0, res.output
+
+    out_json = tmp_path / "diag.json"
+    res = _match(db_url, encoder_path, "--h", "1.0", "--k", "3", "--report", "--sweep",
+                 "0,1", "--send-negatives-to-validation", "--json", str(out_json))
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert "answer-only accuracy (test)" in res.output
+    assert "distractors implied by truth (table) 0.0" in res.output
+    assert "text_only" in res.output  # the sweep table
+    diag = json.loads(out_json.read_text())
+    assert [row["h"] for row in diag["sweep"]] == [0.0, 1.0]
+
+    engine = make_engine(db_url)
+    with Session(engine) as s:
+        runs = s.exec(select(MatchRun)).scalars().all()  # type: ignore[call-overload]
+        assert len(runs) == 1
+        run = runs[0]
+        assert run.params["h"] == 1.0 and run.params["k"] == 3 and run.params["negatives_sent"]
+        assert run.diagnostics["duplicate_choice_items"] == 0
+        items = s.exec(select(McItem).order_by(McItem.id)).scalars().all()  # type: ignore[call-overload,arg-type]
+        assert len(items) == sum(run.diagnostics["items"].values()) > 50
+        n_adv = s.exec(
+            select(func.count()).select_from(Example).where(Example.origin == "adversarial")  # type: ignore[arg-type]
+        ).scalar_one()  # type: ignore[call-overload]
+        assert 0 < n_adv <= 3 * len(items)
+        for it in items:
+            query = s.get(Example, it.query_example_id)
+            assert query is not None and query.label
+            assert it.choices[it.answer_index] == query.caption
+            assert len(set(it.choices)) == 4 and len(it.relations) == 4
+            assert it.params["k"] == 3 and it.split in ("train", "dev", "test")
+            negs = it.params["negative_example_ids"]
+            assert negs[it.answer_index] is None
+            for i, neg_id in enumerate(negs):
+                if i == it.answer_index:
+                    continue
+                neg = s.get(Example, neg_id)
+                assert neg is not None and neg.origin == "adversarial" and not neg.label
+                assert neg.caption == it.choices[i] and neg.image_id == query.image_id
+                assert neg.parent_example_id is not None and neg.queue_open
+        # Nothing validated yet: no item may be exported.
+        assert surviving_items(s, run.id) == []  # type: ignore[arg-type]
+
+        # Validators reject every distractor of the first item: it survives, the rest do not.
+        first = items[0]
+        workers = [Worker(source="invite", external_id=f"val-{i}", roles=["validate"])
+                   for i in range(3)]
+        s.add_all(workers)
+        s.flush()
+        for neg_id in (n for n in first.params["negative_example_ids"] if n):
+            for w in workers:
+                assert w.id is not None
+                s.add(Vote(example_id=neg_id, worker_id=w.id, value=False))
+        s.commit()
+        assert [it.id for it in surviving_items(s, run.id)] == [first.id]  # type: ignore[arg-type]
+
+    # build-dataset publishes only that surviving item: the others still wait for votes.
+    out = tmp_path / "export"
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
+                              "--only", "mc"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    exported = [json.loads(line) for part in sorted((out / "mc").glob("*.jsonl"))
+                for line in part.read_text().splitlines()]
+    assert [rec["example_id"] for rec in exported] == [first.query_example_id]
+    assert not (out / "mc_unvalidated").exists()
+    # Asked for, the items validators have not cleared are written apart and say so.
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
+                              "--only", "mc", "--unvalidated-mc"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    pending = [json.loads(line) for part in sorted((out / "mc_unvalidated").glob("*.jsonl"))
+               for line in part.read_text().splitlines()]
+    assert len(pending) == len(items) - 1 and all(r["validated"] is False for r in pending)
+    assert first.query_example_id not in {r["example_id"] for r in pending}
+
+    # A second identical run reuses the negatives instead of duplicating them.
+    res = _match(db_url, encoder_path, "--send-negatives-to-validation")
+    assert res.exit_code == 0, res.output
+    with Session(engine) as s:
+        again = s.exec(
+            select(func.count()).select_from(Example).where(Example.origin == "adversarial")  # type: ignore[arg-type]
+        ).scalar_one()  # type: ignore[call-overload]
+        assert again == n_adv
+        assert s.exec(select(func.count()).select_from(MatchRun)).scalar_one() == 2  # type: ignore[call-overload]
+
+    # Validators find a distractor of the second item TRUE: the next run never uses that
+    # caption on that image again (it is now known true).
+    second = items[1]
+    bad_i = next(i for i in range(4) if i != second.answer_index)
+    bad_caption, bad_neg = second.choices[bad_i], second.params["negative_example_ids"][bad_i]
+    with Session(engine) as s:
+        for w in s.exec(select(Worker).where(Worker.source == "invite")).scalars():  # type: ignore[call-overload,arg-type]
+            s.add(Vote(example_id=bad_neg, worker_id=w.id, value=True))
+        s.commit()
+    res = _match(db_url, encoder_path)
+    assert res.exit_code == 0, res.output
+    with Session(engine) as s:
+        run3 = s.exec(select(func.max(MatchRun.id))).scalar_one()  # type: ignore[call-overload,arg-type]
+        # Sending the negatives to validators is the default (issue 12).
+        assert s.get(MatchRun, run3).params["negatives_sent"]  # type: ignore[union-attr]
+        redo = s.exec(select(McItem).where(McItem.run_id == run3)).scalars().all()  # type: ignore[call-overload,arg-type]
+        assert second.query_example_id in {it.query_example_id for it in redo}
+        query = s.get(Example, second.query_example_id)
+        assert query is not None
+        for it in redo:
+            q = s.get(Example, it.query_example_id)
+            if q is not None and q.image_id == query.image_id:
+                assert bad_caption not in it.choices
+
+    # Matching on build-dataset's own random split, as a dry run, writes nothing.
+    res = _match(db_url, encoder_path, "--splits", "export", "--dry-run", "--no-remap")
+    assert res.exit_code == 0, res.output
+    assert "dry run" in res.output
+    with Session(engine) as s:
+        assert s.exec(select(func.count()).select_from(MatchRun)).scalar_one() == 3  # type: ignore[call-overload]
+
+    # A run that did not send its negatives has no validated item: mc/ stays empty, and the
+    # items appear only on request, in mc_unvalidated/, which the card says are unchecked.
+    res = _match(db_url, encoder_path, "--no-send-negatives-to-validation")
+    assert res.exit_code == 0, res.output
+    out2 = tmp_path / "export2"
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out2),
+                              "--unvalidated-mc"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert not list((out2 / "mc").glob("*.jsonl"))
+    assert list((out2 / "mc_unvalidated").glob("*.jsonl"))
+    assert "`mc_unvalidated/` holds" in (out2 / "README.md").read_text()
+    engine.dispose()
+
+
+def test_bad_options_are_clear_errors(sqlite_url: str, encoder_path: Path) -> None:
+    for args, msg in [
+        (["--sweep", "0,abc"], "--sweep"),
+        (["--k", "0"], "k (distractors"),
+        (["--h", "-1"], "h must be"),
+        (["--method", "magic"], "--method"),
+        (["--splits", "zeroshot"], "--splits"),
+        ([], "kept True Examples"),  # an empty database
+    ]:
+        res = _match(sqlite_url, encoder_path, *args)
+        assert res.exit_code != 0
+        assert isinstance(res.exception, CliError) and msg in str(res.exception), args
+
+
+def test_models_that_cannot_be_loaded_are_clear_errors(
+    sqlite_url: str, sample_file: Path, encoder_path: Path, tmp_path: Path
+) -> None:
+    res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", sqlite_url, "-q"])
+    assert res.exit_code == 0, res.output
+    for args in (["--model", str(tmp_path / "no-such-model")],
+                 ["--model", str(encoder_path), "--similarity", str(tmp_path / "no-nli")]):
+        res = runner.invoke(app, ["match", "--database-url", sqlite_url, *args])
+        assert res.exit_code != 0
+        assert isinstance(res.exception, CliError), repr(res.exception)
+        assert "cannot load model" in str(res.exception)
+
+
+def test_cli_error_is_one_line(sqlite_url: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vsr_cli.main", "match", "--database-url", sqlite_url],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "kept True" in lines[0]
+
+
+def test_mc_follows_the_exported_random_split_by_default(
+    db_url: str, sample_file: Path, encoder_path: Path, tmp_path: Path
+) -> None:
+    """`vsr match` (defaults) then `build-dataset`: no mc/test truth is in random/train, and
+    every mc item sits in the random part of its query Example."""
+    res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
+    assert res.exit_code == 0, res.output
+    res = _match(db_url, encoder_path, "--report")
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert "STRONGEST answer-only adversary" in res.output
+    out = tmp_path / "export"
+    # Nobody has voted on the negatives yet, so the items are in mc_unvalidated/ (mc/ holds
+    # only items validators cleared); they follow the same split.
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
+                              "--only", "mc", "--only", "random", "--unvalidated-mc"])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    part_of = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
+               for line in (out / "random" / f"{p}.jsonl").read_text().splitlines()}
+    mc_dir = out / "mc_unvalidated"
+    mc = {p: [json.loads(line)["example_id"] for line in (mc_dir / f"{p}.jsonl")
+              .read_text().splitlines()] for p in ("train", "dev", "test")
+          if (mc_dir / f"{p}.jsonl").exists()}
+    assert mc.get("test"), mc
+    for p, ids in mc.items():
+        assert {part_of[i] for i in ids} == {p}, p

@@ -1,0 +1,122 @@
+"""Project-level checks: deployment files, CLI entry points, import rules."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.conftest import SHARED
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def test_docker_compose_is_valid_against_the_compose_spec() -> None:
+    schema_path = SHARED / "compose" / "compose-spec.json"
+    if not schema_path.exists():
+        pytest.skip("compose spec not available")
+    schema = json.loads(schema_path.read_text())
+    doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    jsonschema.validate(doc, schema)
+    services = doc["services"]
+    assert {"db", "migrate", "web"} <= set(services)
+    assert "healthcheck" in services["db"] and "healthcheck" in services["web"]
+    assert services["migrate"]["command"] == ["vsr", "db", "upgrade"]
+    deps = services["web"]["depends_on"]
+    assert deps["migrate"]["condition"] == "service_completed_successfully"
+    assert deps["db"]["condition"] == "service_healthy"
+    # Every path the Dockerfile copies exists, so `docker compose build` can work.
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            for src in line.split()[1:-1]:
+                assert (ROOT / src).exists(), f"Dockerfile copies missing {src}"
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("VSR_DEBUG", None)
+    return subprocess.run(
+        [str(VENV_BIN / args[0]), *args[1:]], capture_output=True, text=True, env=full_env,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["vsr", "--help"],
+        ["build-dataset", "--help"],
+        ["vsr", "db", "--help"],
+        ["vsr", "db", "upgrade", "--help"],
+        ["vsr", "sample", "--help"],
+        ["vsr", "import-vsr", "--help"],
+        ["vsr", "serve", "--help"],
+        ["vsr", "match", "--help"],
+        ["vsr", "build", "--help"],
+        ["vsr", "admin", "create", "--help"],
+    ],
+)
+def test_every_command_answers_help(cmd: list[str]) -> None:
+    res = _run(*cmd)
+    assert res.returncode == 0, res.stderr
+    assert "Usage" in res.stdout
+
+
+def test_db_upgrade_cli_creates_schema(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    res = _run("vsr", "db", "upgrade", env={"DATABASE_URL": url})
+    assert res.returncode == 0, res.stderr
+    from sqlalchemy import create_engine, inspect
+
+    assert "imagepair" in inspect(create_engine(url)).get_table_names()
+
+
+def test_cli_error_is_one_line_without_traceback(tmp_path: Path) -> None:
+    # A database URL nobody can open: a readable one-line error, non-zero exit.
+    res = _run("vsr", "db", "upgrade", "--database-url", "nosuchdriver://x/y")
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), res.stderr
+
+
+def test_package_import_rules() -> None:
+    """DESIGN.md: core imports nothing of ours; collection/webapp/matching only core;
+    nothing imports webapp or dataset except the CLI and tests; torch and
+    sentence-transformers never at module top level."""
+    allowed = {
+        "core": {"core"},
+        "collection": {"core", "collection"},
+        "webapp": {"core", "webapp"},
+        "matching": {"core", "matching"},
+        "migrations": {"core", "migrations"},
+        "dataset": {"core", "collection", "webapp", "matching", "dataset", "migrations"},
+    }
+    ours = set(allowed)
+    heavy = {"torch", "sentence_transformers", "transformers"}
+    for pkg, ok in allowed.items():
+        for path in (ROOT / pkg).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in ours:
+                        assert top in ok, f"{path.relative_to(ROOT)} imports {name}"
+            for node in tree.body:  # module top level only
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    mod = node.module if isinstance(node, ast.ImportFrom) else None
+                    tops = {(mod or a.name).split(".")[0] for a in node.names}
+                    assert not tops & heavy, f"{path.relative_to(ROOT)} imports {tops & heavy}"

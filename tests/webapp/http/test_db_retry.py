@@ -1,0 +1,116 @@
+"""HTML routes survive a database connection PostgreSQL terminates in the middle of the
+request (issue 11 item 6), under the same rule as the JSON API: run once more on a fresh
+connection when that cannot store anything twice (webapp.http.db_retry)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from tests.support.webapp_coco import client_for, form_field, lease_id_of, make_app, set_study
+from tests.webapp.validate.test_routes import seed_examples, start
+from vsr_core.db import make_engine
+from vsr_core.models import Assignment, LeaseStatus, Vote
+
+
+class Terminator:
+    """Terminates the backend of the connection running the next matching statement (or
+    COMMIT), once, and waits until it is gone: that statement then fails as on a restart."""
+
+    def __init__(self, pg_url: str) -> None:
+        self.dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
+        self.armed: str | None = None
+        self.fired = 0
+
+    def arm(self, on: str) -> None:
+        self.armed, self.fired = on, 0
+
+    def _kill(self, conn: Any) -> None:
+        pid = conn.connection.dbapi_connection.info.backend_pid
+        with psycopg.connect(self.dsn, autocommit=True) as killer:
+            killer.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        self.armed = None
+        self.fired += 1
+
+    def before_execute(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if self.armed is not None and self.armed != "commit" and self.armed in statement:
+            self._kill(conn)
+
+    def before_commit(self, conn: Any) -> None:
+        if self.armed == "commit":
+            self._kill(conn)
+
+    def attach(self, engine: Engine) -> None:
+        event.listen(engine, "before_cursor_execute", self.before_execute)
+        event.listen(engine, "commit", self.before_commit)
+
+
+@pytest.fixture
+def dropping_site(pg_url: str, coco_dir: Path, tmp_path: Path) -> Any:
+    engine = make_engine(pg_url)
+    with Session(engine) as s:
+        seed_examples(s, coco_dir)
+    engine.dispose()
+    set_study(pg_url, gold_rate=0.0)
+    app = make_app(pg_url, tmp_path, image_root=coco_dir / "images")
+    terminator = Terminator(pg_url)
+    terminator.attach(app.state.engine)
+    return app, terminator, pg_url
+
+
+def _rows(pg_url: str) -> tuple[list[tuple[int, bool]], int]:
+    engine = make_engine(pg_url)
+    with Session(engine) as s:
+        votes = [(v.assignment_id, v.value) for v in s.exec(select(Vote).order_by(col(Vote.id)))]
+        active = len(s.exec(select(Assignment).where(
+            Assignment.status == LeaseStatus.active)).all())
+    engine.dispose()
+    return votes, active  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("kill_on", ["SELECT", "INSERT INTO assignment", "commit"])
+def test_task_page_survives_a_terminated_backend(dropping_site: Any, kill_on: str) -> None:
+    app, terminator, pg_url = dropping_site
+    client = client_for(app)
+    start(client, "droppage")
+    terminator.arm(kill_on)
+    page = client.get("/validate")
+    assert terminator.fired == 1
+    assert page.status_code == 200, page.text
+    lease = form_field(page.text, "assignment_id")
+    assert _rows(pg_url) == ([], 1)
+    assert form_field(client.get("/validate").text, "assignment_id") == lease
+
+
+@pytest.mark.parametrize("kill_on", ["SELECT", "INSERT INTO vote", "commit"])
+def test_vote_form_survives_a_terminated_backend(dropping_site: Any, kill_on: str) -> None:
+    """Also when the connection dies during COMMIT (the vote may or may not be stored):
+    the second attempt finds it, or stores it, once."""
+    app, terminator, pg_url = dropping_site
+    client = client_for(app)
+    csrf = start(client, "dropvote")
+    lease = form_field(client.get("/validate").text, "assignment_id")
+    terminator.arm(kill_on)
+    r = client.post("/validate", data={"csrf": csrf, "assignment_id": lease,
+                                       "answer": "true"}, follow_redirects=False)
+    assert terminator.fired == 1
+    assert (r.status_code, r.headers.get("location")) == (303, "/validate"), r.text
+    votes, _ = _rows(pg_url)
+    assert votes == [(lease_id_of(lease), True)]
+    assert client.get("/validate").status_code == 200
+
+
+def test_a_committed_non_idempotent_post_is_not_repeated() -> None:
+    """A POST that may already be stored is not run twice: the admin sees the 500 page."""
+    from webapp.http.db_retry import may_retry
+
+    post = {"method": "POST", "path": "/admin/settings/invites"}
+    assert may_retry(post, committed=False) and not may_retry(post, committed=True)
+    assert may_retry({"method": "POST", "path": "/validate"}, committed=True)
+    assert may_retry({"method": "GET", "path": "/admin/data"}, committed=True)

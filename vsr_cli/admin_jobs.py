@@ -1,0 +1,261 @@
+"""The work behind the dashboard's background jobs (``vsr admin run-job ID``).
+
+The web app (which may import only ``core``) inserts a Job row and starts this in a child
+process; here, in ``dataset`` (which may import everything), each kind of job calls the
+library of its part -- collection (sample pairs), matching (adversarial matching), dataset
+(build + zip) -- and reports progress into the Job row.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+from vsr_core.models import Job
+from vsr_core.types import utcnow
+
+Progress = Callable[[float, str], None]
+
+
+class JobCancelled(Exception):
+    """An admin cancelled the job while it ran."""
+
+
+class JobReporter:
+    """Writes progress to the Job row in its own short transactions (at most ~2 per second).
+
+    Progress is best effort: on SQLite a library may call back from inside its own read
+    transaction (vsr_core.db begins every transaction IMMEDIATE, i.e. holding the write lock),
+    so updates go through a separate connection that gives up after a fraction of a second
+    instead of waiting for a lock this very process holds; the final status is written after
+    the work, when no lock is held.
+    """
+
+    def __init__(self, engine: Engine, job_id: int) -> None:
+        self.job_id = job_id
+        self._last = 0.0
+        if engine.dialect.name == "sqlite":
+            from sqlalchemy import create_engine
+
+            self.engine = create_engine(
+                engine.url, connect_args={"timeout": 0.25, "check_same_thread": False}
+            )
+        else:
+            self.engine = engine
+
+    def __call__(self, fraction: float, message: str, force: bool = False) -> None:
+        from sqlalchemy import select, update
+        from sqlalchemy.exc import OperationalError
+
+        now = time.monotonic()
+        if not force and now - self._last < 0.5:
+            return
+        self._last = now
+        table = Job.__table__  # type: ignore[attr-defined]
+        try:
+            with self.engine.begin() as conn:
+                status = conn.execute(
+                    select(table.c.status).where(table.c.id == self.job_id)
+                ).scalar_one_or_none()
+                if status is None:
+                    raise JobCancelled("the job row is gone")
+                if status == "cancelled":
+                    raise JobCancelled("cancelled by an admin")
+                conn.execute(
+                    update(table)
+                    .where(table.c.id == self.job_id)
+                    .values(progress=max(0.0, min(1.0, fraction)), message=message[:2000])
+                )
+        except OperationalError:
+            return  # the database is busy (e.g. our own long read): skip this update
+
+
+def _stage_progress(report: Progress, stages: dict[str, tuple[float, float, str]]) -> Any:
+    """Adapt a library's ``progress(stage, done, total)`` callback to one 0..1 bar."""
+
+    def progress(stage: str, done: int, total: int | None) -> None:
+        lo, hi, label = stages.get(stage, (0.0, 1.0, stage))
+        frac = lo + (hi - lo) * (done / total if total else 0.0)
+        report(frac, f"{label}: {done}" + (f" / {total}" if total else ""))
+
+    return progress
+
+
+def run_sample(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
+    from collection.sampler import sample_into_db
+
+    files = [str(f) for f in params.get("coco_files", [])]
+    concepts = params.get("concepts")
+    cap = params.get("max_per_concept_pair")
+    summary = sample_into_db(
+        engine,
+        files,
+        int(params["n_pairs"]),
+        seed=int(params.get("seed", 0)),
+        min_area=float(params.get("min_area", 30_000)),
+        prefer_contrast=bool(params.get("prefer_contrast", False)),
+        max_per_concept_pair=int(cap) if cap else None,
+        concepts=[c.strip() for c in str(concepts).split(",") if c.strip()] if concepts else None,
+        progress=_stage_progress(
+            report,
+            {
+                "load": (0.0, 0.3, "loading COCO"),
+                "sample": (0.3, 0.7, "sampling pairs"),
+                "store": (0.7, 1.0, "storing"),
+            },
+        ),
+    )
+    return {"summary": summary.line(), **summary.as_dict()}
+
+
+def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
+    """Adversarial matching with the dashboard's h and k, as ``vsr match`` does it."""
+    from sqlmodel import Session
+
+    from matching.diagnostics import diagnose
+    from matching.pipeline import MatchParams, run_matching
+    from matching.records import kept_true
+    from matching.relevance import RelevanceModel, load_encoder
+    from matching.similarity import load_similarity
+    from matching.store import load_records, save_run
+    from vsr_core.db import session_scope
+    from vsr_core.study import load_study_config
+
+    h, k, seed = float(params["h"]), int(params["k"]), int(params.get("seed", 0))
+    match_params = MatchParams(h=h, k=k, seed=seed)
+    report(0.02, "loading kept Examples")
+    with Session(engine) as session:
+        threshold = load_study_config(session).keep_threshold
+        records = load_records(session)
+    queries = kept_true(records, threshold)
+    if len(queries) < k + 1:
+        raise RuntimeError(
+            f"only {len(queries)} kept True Examples: need at least {k + 1} to match"
+        )
+    report(0.1, f"{len(queries)} queries; loading the text models")
+    encoder = load_encoder(None)
+    scorer = load_similarity("table")
+    relevance = RelevanceModel(encoder, seed=seed)
+    report(0.3, "fitting P_rel and matching (train, dev, test)")
+    from vsr_cli.match import _export_splits
+
+    # The random split build-dataset writes, so no mc/test truth is in random/train.
+    mapping = _export_splits(engine, threshold, 0)
+    result = run_matching(
+        records, relevance, scorer, match_params, splits=mapping, threshold=threshold
+    )
+    report(0.85, "diagnostics")
+    diag = diagnose(result, relevance)
+    diag["similarity"] = getattr(scorer, "name", "table")
+    diag["model"] = "all-MiniLM-L6-v2 (packaged)"
+    extra = {
+        "keep_threshold": float(threshold),
+        "similarity": diag["similarity"],
+        "model": diag["model"],
+        "from": "dashboard",
+        "splits": "export",
+        "split_seed": 0,
+    }
+    report(0.95, "saving the run")
+    with session_scope(engine) as session:
+        # Like `vsr match` (issue 12): distractors go to validators before items reach mc/.
+        run = save_run(session, result, diag, send_negatives=True, extra_params=extra)
+        run_id = run.id
+    return {"match_run": run_id, "items": len(result.items), "diagnostics": _jsonable(diag)}
+
+
+def run_build(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
+    """``build-dataset`` into a temporary folder, then a zip for the download link."""
+    import tempfile
+
+    from vsr_dataset.export import BuildOptions, build_dataset, zip_export
+
+    target = Path(str(params["zip"]))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="vsr-build-") as tmp:
+        out = Path(tmp) / "vsr-dataset"
+        summary = build_dataset(
+            engine,
+            out,
+            BuildOptions(seed=int(params.get("seed", 0))),
+            progress=lambda stage, frac: report(0.9 * frac, f"building: {stage}"),
+        )
+        report(0.92, f"zipping {len(summary.files)} files")
+        zip_export(out, target)  # writes a temporary name, then renames: never a partial zip
+    return {
+        "zip": target.name,
+        "bytes": target.stat().st_size,
+        "files": summary.files,
+        "raw": summary.n_raw,
+        "validated": summary.n_validated,
+        "splits": _jsonable(summary.splits),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    import json
+
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        return str(value)
+
+
+HANDLERS: dict[str, Callable[[Engine, dict[str, Any], Progress], dict[str, Any]]] = {
+    "sample": run_sample,
+    "match": run_match,
+    "build": run_build,
+}
+
+
+def run_job(engine: Engine, job_id: int) -> Job:
+    """Run one queued job to the end; its row ends succeeded, failed or cancelled."""
+    with Session(engine) as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise LookupError(f"there is no job #{job_id}")
+        if job.status != "queued":
+            raise RuntimeError(f"job #{job_id} is {job.status}, not queued")
+        handler = HANDLERS.get(job.kind)
+        job.status = "running" if handler else "failed"
+        job.started_at = utcnow()
+        job.message = "started" if handler else f"unknown job kind {job.kind!r}"
+        session.add(job)
+        session.commit()
+        params = dict(job.params)
+        if handler is None:
+            session.refresh(job)
+            return job
+    report = JobReporter(engine, job_id)
+    status, message, result = "succeeded", "done", None
+    try:
+        result = handler(engine, params, report)
+    except JobCancelled:
+        status, message = "cancelled", "cancelled by an admin"
+    except Exception as exc:  # the job fails, with the reason for the admin, never silently
+        status = "failed"
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        traceback.print_exc()
+    with Session(engine) as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise LookupError(f"job #{job_id} disappeared")
+        if job.status == "cancelled":
+            status, message = "cancelled", job.message
+        job.status = status
+        job.message = message[:2000]
+        job.result = result
+        if status == "succeeded":
+            job.progress = 1.0
+        job.finished_at = utcnow()
+        session.add(job)
+        session.commit()
+        session.refresh(job)
+        return job

@@ -1,0 +1,136 @@
+"""`build-dataset` / `vsr build`: export JSONL splits, stats and a dataset card."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from vsr_cli.common import DB_HELP, STAGE_FORMAT, engine_for, progress_bar
+from vsr_cli.failure import CliError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from vsr_dataset.export import BuildOptions, BuildSummary
+
+
+def build(
+    out: str = typer.Option(
+        ..., "--out", "-o", help="Output directory, or '-' to stream one JSONL part to stdout."
+    ),
+    only: list[str] = typer.Option(  # noqa: B008
+        [],
+        "--only",
+        help="Write only these parts (repeatable): raw, validated, random, zeroshot, stats, "
+        "card, meta, mc. With --out -: one of raw, validated, random/train, zeroshot/test, ...",
+    ),
+    threshold: str = typer.Option(
+        "2/3", "--threshold", help="Keep rule: share of votes that must agree (2/3, 0.75, ...)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random and zero-shot splits."),
+    split_unit: str = typer.Option(
+        "annotation",
+        "--split-unit",
+        help="annotation: keep the True/False halves of one annotation in one part; "
+        "example: split per Example (as the VSR release).",
+    ),
+    random_ratios: str = typer.Option("70/10/20", "--random-ratios"),
+    zeroshot_ratios: str = typer.Option("50/20/30", "--zeroshot-ratios"),
+    origin: list[str] = typer.Option(  # noqa: B008
+        [], "--origin", help="Only Examples of these origins (human, adversarial, imported)."
+    ),
+    label_model: str | None = typer.Option(
+        None,
+        "--label-model",
+        help="Add a model-based label from the votes: majority, dawid-skene or mace.",
+    ),
+    title: str = typer.Option("VSR-style visual spatial reasoning dataset", "--title"),
+    unvalidated_mc: bool = typer.Option(
+        False, "--unvalidated-mc",
+        help="Also write the matching items validators have not cleared, apart in "
+        "mc_unvalidated/ (marked in each line and in the card); mc/ always holds only items "
+        "whose every distractor validators rejected.",
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
+    zip_to: Path | None = typer.Option(None, "--zip", help="Also write the export as a zip."),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Export the dataset: JSONL splits, stats.json and a dataset card with figures."""
+    from fractions import Fraction
+
+    from vsr_core.agreement import as_fraction
+    from vsr_dataset.export import BuildOptions, ExportError, stream_part, zip_export
+    from vsr_dataset.splits import SplitError, parse_ratios
+
+    try:
+        frac = as_fraction(Fraction(threshold) if "/" in threshold else float(threshold))
+    except (ValueError, ZeroDivisionError) as exc:
+        raise CliError(f"--threshold: {exc}") from None
+    if split_unit not in ("annotation", "example"):
+        raise CliError("--split-unit must be annotation or example")
+    if label_model not in (None, "majority", "dawid-skene", "mace"):
+        raise CliError("--label-model must be majority, dawid-skene or mace")
+    try:
+        rr, zr = parse_ratios(random_ratios), parse_ratios(zeroshot_ratios)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    options = BuildOptions(
+        threshold=frac,
+        seed=seed,
+        split_unit=split_unit,  # type: ignore[arg-type]
+        random_ratios=rr,
+        zeroshot_ratios=zr,
+        only=frozenset(only) if only and out != "-" else None,
+        origins=tuple(origin) or None,
+        label_model=label_model,  # type: ignore[arg-type]
+        title=title,
+        unvalidated_mc=unvalidated_mc,
+    )
+    engine = engine_for(database_url)
+    try:
+        if out == "-":
+            if len(only) > 1:
+                raise CliError("--out - streams one JSONL part: give at most one --only")
+            try:
+                stream_part(engine, only[0] if only else "raw", sys.stdout.buffer, options)
+            except BrokenPipeError:
+                # `build-dataset --out - | head`: the reader left; that is not an error.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return
+        summary = _build_with_progress(engine, Path(out), options, overwrite, quiet)
+        if zip_to is not None:
+            zip_export(Path(out), zip_to)
+    except (ExportError, SplitError) as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        engine.dispose()
+    sp = summary.splits
+    msg = f"wrote {out}: {summary.n_raw:,} raw, {summary.n_validated:,} validated"
+    if "random" in sp:
+        msg += ", random " + "/".join(f"{sp['random'][p]:,}" for p in ("train", "dev", "test"))
+    if "zeroshot" in sp:
+        msg += ", zero-shot " + "/".join(
+            f"{sp['zeroshot'][p]:,}" for p in ("train", "dev", "test")
+        )
+    typer.echo(msg)
+
+
+def _build_with_progress(
+    engine: Engine, out: Path, options: BuildOptions, overwrite: bool, quiet: bool
+) -> BuildSummary:
+    from vsr_dataset.export import build_dataset
+
+    with progress_bar(
+        quiet=quiet, total=100, desc="build-dataset", bar_format=STAGE_FORMAT
+    ) as bar:
+
+        def progress(stage: str, frac: float) -> None:
+            bar.set_postfix_str(stage)
+            bar.update(max(0, round(frac * 100) - bar.n))
+
+        return build_dataset(engine, out, options, progress=progress, overwrite=overwrite)

@@ -1,0 +1,50 @@
+"""`vsr import-vsr`: import an existing VSR-format release."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from vsr_cli.common import DB_HELP, engine_for, progress_bar
+from vsr_cli.failure import CliError
+
+
+def import_vsr(
+    paths: list[Path] = typer.Argument(  # noqa: B008
+        ...,
+        help="VSR JSONL files (raw, validated or split files), meta_data.csv, or a release "
+        "directory (all of them: raw first).",
+    ),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Import a VSR-format release into the database (each file all-or-nothing; re-running
+    an import changes nothing)."""
+    from vsr_dataset.import_vsr import import_path, release_files
+    from vsr_dataset.vsr_format import VsrFormatError
+
+    try:
+        files = [f for p in paths for f in release_files(p)]
+    except VsrFormatError as exc:
+        raise CliError(str(exc)) from None
+    engine = engine_for(database_url)
+    try:
+        for f in files:
+            total = _count_lines(f) if not quiet and f.suffix == ".jsonl" else None
+            with progress_bar(quiet=quiet, desc=f.name, total=total, unit=" lines") as bar:
+                try:
+                    result = import_path(engine, f, bar.update)
+                except VsrFormatError as exc:
+                    raise CliError(f"{exc} (nothing from this file was imported)") from None
+            typer.echo(result.line())
+    finally:
+        engine.dispose()
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with path.open("rb") as fh:
+            return sum(buf.count(b"\n") for buf in iter(lambda: fh.read(1 << 20), b""))
+    except OSError:
+        return None  # the import itself reports the problem

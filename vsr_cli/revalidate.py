@@ -1,0 +1,68 @@
+"""`vsr revalidate`: re-open a sample of an imported release for fresh votes, or report how
+the fresh judgements compare with the original ones (vsr_core.revalidation)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from vsr_cli.common import DB_HELP, engine_for
+from vsr_cli.failure import CliError
+
+
+def revalidate(
+    sample: int | None = typer.Option(
+        None, "--sample", min=1, help="Open this many imported Examples for fresh votes"
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, help="Random seed of the sample"),
+    relation: list[str] = typer.Option(  # noqa: B008
+        [], "--relation", help="Only Examples of this relation (repeat for several)"
+    ),
+    votes: int | None = typer.Option(
+        None, "--votes", min=1, max=50, help="Fresh votes per Example (default: the study's)"
+    ),
+    round_name: str = typer.Option(
+        "r1", "--round", help="Name of this re-validation round (letters, digits, - or _)"
+    ),
+    show_report: bool = typer.Option(
+        False, "--report", help="Print the fresh-vs-original report of the round"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="The report as JSON"),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Re-validate an imported release: --sample N opens N imported Examples (copies, so the
+    imported votes stay apart) for fresh votes; --report compares fresh and original votes."""
+    from sqlmodel import Session
+
+    from vsr_core.revalidation import RevalidationError, open_round, report, report_lines
+    from vsr_core.study import load_study_config
+
+    if sample is None and not show_report:
+        raise CliError("give --sample N to open a sample, or --report to see a round's report")
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            config = load_study_config(session)
+            if sample is not None:
+                opened = open_round(
+                    session,
+                    sample=sample,
+                    seed=seed,
+                    config=config,
+                    relations=relation,
+                    votes=votes,
+                    round_name=round_name,
+                )
+                typer.echo(opened.line())
+            if show_report:
+                result = report(session, config, round_name)
+                if as_json:
+                    typer.echo(json.dumps(result, indent=2))
+                else:
+                    for line in report_lines(result):
+                        typer.echo(line)
+    except RevalidationError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        engine.dispose()

@@ -1,0 +1,111 @@
+"""`vsr sample`: sample COCO image pairs that share two concepts (see collection/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from vsr_cli.common import DB_HELP, engine_for
+from vsr_cli.failure import CliError
+
+_STAGES = {"load": "loading COCO", "sample": "sampling pairs", "store": "storing"}
+
+
+class _Bars:
+    """One tqdm bar per stage, fed by the sampler's progress callback."""
+
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self._tqdm = tqdm
+        self.stage: str | None = None
+        self.bar: object | None = None
+
+    def __call__(self, stage: str, done: int, total: int | None) -> None:
+        if stage != self.stage:
+            self.close()
+            self.stage = stage
+            unit = "ann" if stage == "load" else "row" if stage == "store" else "pair"
+            self.bar = self._tqdm(
+                desc=_STAGES.get(stage, stage),
+                total=total,
+                unit=unit,
+                leave=False,
+                mininterval=0.5,
+                delay=1.0,  # only long work gets a bar
+                disable=None,  # no bar when stderr is not a terminal (logs, CI)
+                dynamic_ncols=True,
+            )
+        bar: Any = self.bar
+        if bar is not None:
+            bar.total = total
+            bar.update(max(0, done - bar.n))  # update() keeps tqdm's rate estimate right
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()  # type: ignore[attr-defined]
+            self.bar = None
+
+
+def sample(
+    coco: list[Path] = typer.Option(
+        ...,
+        "--coco",
+        help="COCO instances JSON (repeat for train2017 and val2017 together)",
+    ),
+    pairs: int = typer.Option(100, "--pairs", min=1, help="How many new image pairs to store"),
+    seed: int = typer.Option(0, "--seed", help="Random seed: same files, seed, DB -> same pairs"),
+    min_area: float = typer.Option(
+        30_000, "--min-area", min=0, help="Minimum instance area in pixels (VSR: 30,000)"
+    ),
+    prefer_contrast: bool = typer.Option(
+        False,
+        "--prefer-contrast",
+        help="Prefer image pairs whose two-object layout differs most (good contrastive tasks)",
+    ),
+    max_per_concept_pair: int | None = typer.Option(
+        None, "--max-per-concept-pair", min=1, help="Cap on stored pairs per concept pair"
+    ),
+    concepts: str | None = typer.Option(
+        None,
+        "--concepts",
+        help='Only these COCO category names, comma-separated (e.g. "cat,laptop")',
+    ),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Sample COCO 2017 image pairs that share two concepts, by the VSR rule, into the DB.
+
+    An image is eligible for concepts A and B when it holds exactly one instance of each (a crowd region counts as several) and both have area >= --min-area.
+    """  # noqa: E501 - one line, or the help text wraps badly
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    from collection.errors import SamplerError
+    from collection.sampler import sample_into_db
+
+    names = [c.strip() for c in concepts.split(",")] if concepts else None
+    bars = _Bars()
+    engine = engine_for(database_url)
+    try:
+        summary = sample_into_db(
+            engine,
+            coco,
+            pairs,
+            seed=seed,
+            min_area=min_area,
+            prefer_contrast=prefer_contrast,
+            max_per_concept_pair=max_per_concept_pair,
+            concepts=names,
+            progress=bars,
+        )
+    except (SamplerError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    except (OperationalError, ProgrammingError) as exc:
+        if "no such table" in str(exc) or "does not exist" in str(exc):
+            raise CliError("the database has no tables yet: run `vsr db upgrade` first") from None
+        raise
+    finally:
+        bars.close()
+        engine.dispose()
+    typer.echo(summary.line())

@@ -1,0 +1,131 @@
+"""`vsr serve` (the annotation site, implemented in webapp/) and `vsr admin ...`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vsr_cli.common import DB_HELP
+from vsr_cli.failure import CliError
+
+admin_app = typer.Typer(help="Manage admin accounts.", no_args_is_help=True)
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = 8000,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes")] = 1,
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+    image_root: Annotated[
+        Path | None,
+        typer.Option(help="Folder of COCO images (<split>/<file> or <file>) to mark server-side"),
+    ] = None,
+    reload: Annotated[bool, typer.Option(help="Restart on code changes (development)")] = False,
+) -> None:
+    """Start the annotation site (FastAPI app factory under uvicorn)."""
+    import uvicorn
+
+    from vsr_core.settings import Settings
+
+    # Every uvicorn worker builds its own app from the environment, so options travel as env.
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url
+    if image_root is not None:
+        if not image_root.is_dir():
+            raise CliError(f"--image-root {image_root} is not a directory")
+        os.environ["IMAGE_ROOT"] = str(image_root.resolve())
+    if reload and workers > 1:
+        raise CliError("--reload works with one worker only")
+    settings = Settings()
+    trusted = ",".join(p.strip() for p in settings.trusted_proxies.split(",") if p.strip())
+    _check_database(database_url)
+    if settings.secret_key == Settings.model_fields["secret_key"].default:
+        # Anyone who knows the default key can forge a session cookie for any worker.
+        typer.secho(
+            "warning: SECRET_KEY is the development default; set a long random value",
+            err=True, fg="yellow",
+        )
+    uvicorn.run(
+        "webapp.app:create_server_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        reload=reload,
+        # X-Forwarded-For/-Proto are believed only from TRUSTED_PROXIES (default none): a
+        # client could otherwise pick its own address (and dodge per-address limits).
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
+    )
+
+
+def _check_database(database_url: str | None) -> None:
+    """Fail in one line before starting when the database is missing, unreachable or not
+    migrated (and never create an empty SQLite file)."""
+    from vsr_cli.common import engine_for
+
+    engine_for(database_url).dispose()
+
+
+@admin_app.command("create")
+def admin_create(
+    username: Annotated[str, typer.Option(help="Login name (letters, digits, . _ -)")],
+    password: Annotated[
+        str | None,
+        typer.Option(
+            envvar="VSR_ADMIN_PASSWORD",
+            help="Password (at least 8 characters); prompted for when not given "
+            "(scripts: set VSR_ADMIN_PASSWORD)",
+        ),
+    ] = None,
+    update: Annotated[
+        bool, typer.Option("--update", help="Reset the password of an existing admin")
+    ] = False,
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Create an admin account for the dashboard at /admin (password hashed with argon2)."""
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+    from sqlmodel import Session
+
+    from vsr_cli.common import engine_for
+    from webapp.admin.auth import AdminAccountError, create_admin
+
+    if password is None:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            user = create_admin(session, username, password, update=update)
+    except AdminAccountError as exc:
+        raise CliError(str(exc)) from None
+    except (OperationalError, ProgrammingError) as exc:
+        if "no such table" in str(exc) or "does not exist" in str(exc):
+            raise CliError("the database has no tables yet: run `vsr db upgrade` first") from None
+        raise
+    finally:
+        engine.dispose()
+    typer.echo(f"admin {user.username!r} {'updated' if update else 'created'} (id {user.id})")
+
+
+@admin_app.command("run-job", hidden=True)
+def admin_run_job(
+    job_id: Annotated[int, typer.Argument(help="Job id (the dashboard starts these itself)")],
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Run one background job queued from the dashboard (used by the web server)."""
+    from vsr_cli.admin_jobs import run_job
+    from vsr_cli.common import engine_for
+
+    engine = engine_for(database_url)
+    try:
+        job = run_job(engine, job_id)
+    except (LookupError, RuntimeError) as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        engine.dispose()
+    typer.echo(f"job {job_id} {job.status}: {job.message}")
+    if job.status != "succeeded":
+        raise typer.Exit(1)

@@ -1,0 +1,93 @@
+"""Engine and session factories. Nothing is created at import time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlmodel import Session, create_engine
+
+from vsr_core.settings import Settings
+
+
+def normalise_url(url: str) -> str:
+    """Accept the URLs people paste (postgres://, postgresql://) and pick the psycopg 3 driver."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def make_engine(settings: Settings | str) -> Engine:
+    """Create an engine for a Settings object or a bare URL."""
+    url = normalise_url(settings if isinstance(settings, str) else settings.database_url)
+    echo = False if isinstance(settings, str) else settings.sql_echo
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
+        )
+        _configure_sqlite(engine)
+        return engine
+    # Up to 40 connections: FastAPI runs sync endpoints and dependencies in a 40-thread pool,
+    # and a smaller pool lets threads that hold a connection starve the others under load.
+    # Two such processes stay within PostgreSQL's default max_connections (100).
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=30)
+
+
+def make_lean_engine(engine: Engine, pool_size: int) -> Engine:
+    """A second, small pool on the same PostgreSQL database without pre-ping, for a hot path
+    that runs in at most ``pool_size`` threads and retries once on a dropped connection
+    (``is_dropped_connection``). The ping is a network round trip on every checkout (about
+    a tenth of a validation round trip's CPU); the retry makes it unnecessary where the work
+    is idempotent. SQLite has no connection to lose: the same engine is returned.
+    """
+    if engine.dialect.name != "postgresql":
+        return engine
+    return create_engine(
+        engine.url, echo=engine.echo, pool_pre_ping=False, pool_size=pool_size, max_overflow=0
+    )
+
+
+def is_dropped_connection(exc: BaseException) -> bool:
+    """True for a database error raised because the connection was lost (SQLAlchemy has
+    already invalidated the pool's older connections); retrying on a new one is safe for
+    idempotent work."""
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    # WAL lets readers work while a writer commits; foreign keys are off by default in SQLite.
+    # BEGIN IMMEDIATE takes the write lock up front so two concurrent lease transactions
+    # serialise instead of both reading the same free row (SQLite has no SELECT FOR UPDATE).
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        dbapi_conn.isolation_level = None  # let SQLAlchemy's "begin" event issue BEGIN
+        cur = dbapi_conn.cursor()
+        if engine.url.database not in (None, "", ":memory:"):
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def is_postgres(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """A session that commits on success and rolls back on any error."""
+    with Session(engine) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

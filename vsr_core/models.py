@@ -1,0 +1,424 @@
+"""All tables of the data model (DESIGN.md), as SQLModel classes.
+
+Schema changes only through Alembic revisions in ``migrations/versions``; a test checks that
+the migrated schema and these models agree. Conventions: ``XBase`` holds the shared fields,
+``X`` is the table, ``XPublic`` what the API returns.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    UniqueConstraint,
+    false,
+    text,
+    true,
+)
+from sqlmodel import Field, SQLModel
+
+from vsr_core.types import JSONType, UTCDateTime, utcnow
+
+
+def _ts(index: bool = False) -> Any:
+    return Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False, index=index)
+    )
+
+
+def _opt_ts(index: bool = False) -> Any:
+    return Field(default=None, sa_column=Column(UTCDateTime(), nullable=True, index=index))
+
+
+def _json(default: Any = None, nullable: bool = True) -> Any:
+    if callable(default):
+        return Field(default_factory=default, sa_column=Column(JSONType, nullable=nullable))
+    return Field(default=default, sa_column=Column(JSONType, nullable=nullable))
+
+
+class WorkerSource(StrEnum):
+    prolific = "prolific"
+    mturk = "mturk"
+    invite = "invite"
+    imported = "imported"
+
+
+class PairStatus(StrEnum):
+    available = "available"
+    leased = "leased"
+    annotated = "annotated"
+    skipped = "skipped"
+    retired = "retired"
+
+
+class ExampleOrigin(StrEnum):
+    human = "human"
+    adversarial = "adversarial"
+    imported = "imported"
+    # A fresh copy of an imported Example, opened for new votes (vsr_core.revalidation); its
+    # votes never mix with the original's, and it is left out of exports and kept counts.
+    revalidation = "revalidation"
+
+
+class BatchKind(StrEnum):
+    generate = "generate"
+    validate = "validate"
+
+
+class BatchStatus(StrEnum):
+    open = "open"
+    completed = "completed"
+    expired = "expired"
+    returned = "returned"
+
+
+class LeaseStatus(StrEnum):
+    active = "active"
+    done = "done"
+    released = "released"
+    expired = "expired"
+
+
+# --- people -----------------------------------------------------------------------------
+
+
+class WorkerBase(SQLModel):
+    source: str = Field(max_length=16, description="prolific | mturk | invite | imported")
+    external_id: str = Field(max_length=128, description="Prolific PID, MTurk workerId, ...")
+    roles: list[str] = _json(default=list, nullable=False)
+    blocked: bool = False
+    flagged: bool = False
+    flag_reason: str | None = Field(default=None, max_length=500)
+    demographics: dict[str, Any] | None = _json()
+
+
+class Worker(WorkerBase, table=True):
+    __table_args__ = (UniqueConstraint("source", "external_id", name="uq_worker_source_ext"),)
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime = _ts()
+
+
+class WorkerPublic(WorkerBase):
+    id: int
+    created_at: datetime
+
+
+class InviteToken(SQLModel, table=True):
+    """A link for in-house annotators: the token is the secret, the worker is made on use."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    token: str = Field(max_length=64, unique=True, index=True)
+    label: str = Field(default="", max_length=200)
+    roles: list[str] = _json(default=list, nullable=False)
+    worker_id: int | None = Field(default=None, foreign_key="worker.id")
+    created_at: datetime = _ts()
+
+
+class AdminUser(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    username: str = Field(max_length=64, unique=True, index=True)
+    password_hash: str = Field(max_length=255)
+    created_at: datetime = _ts()
+    last_login_at: datetime | None = _opt_ts()
+    # Part of every admin session cookie: raising it (logout, password change) ends all of
+    # this admin's sessions at once, in every server process.
+    session_version: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, server_default="0")
+    )
+
+
+# --- COCO -------------------------------------------------------------------------------
+
+
+class ImageBase(SQLModel):
+    coco_id: int = Field(unique=True, index=True)
+    file_name: str = Field(max_length=64, index=True)
+    coco_split: str = Field(max_length=16, description="train2017 | val2017")
+    width: int
+    height: int
+    coco_url: str | None = Field(default=None, max_length=255)
+    flickr_url: str | None = Field(default=None, max_length=255)
+    license_id: int | None = None
+    license_name: str | None = Field(default=None, max_length=128)
+
+
+class Image(ImageBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+
+
+class ImagePublic(ImageBase):
+    id: int
+
+
+class InstanceBase(SQLModel):
+    coco_ann_id: int = Field(unique=True, index=True)
+    image_id: int = Field(foreign_key="image.id", index=True)
+    category_id: int
+    category: str = Field(max_length=64, index=True)
+    bbox: list[float] = _json(default=list, nullable=False)
+    area: float
+    iscrowd: bool = False
+    segmentation: Any = _json()
+
+
+class Instance(InstanceBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+
+
+class ImagePairBase(SQLModel):
+    concept_a: str = Field(max_length=64, index=True, description="alphabetically first")
+    concept_b: str = Field(max_length=64, index=True)
+    image1_id: int = Field(foreign_key="image.id", index=True)
+    image1_a_id: int = Field(foreign_key="instance.id")
+    image1_b_id: int = Field(foreign_key="instance.id")
+    image2_id: int = Field(foreign_key="image.id", index=True)
+    image2_a_id: int = Field(foreign_key="instance.id")
+    image2_b_id: int = Field(foreign_key="instance.id")
+    geometry: dict[str, Any] = _json(default=dict, nullable=False)
+    contrast: float = Field(default=0.0, description="how much the geometry differs, 0..1")
+    status: str = Field(default=PairStatus.available, max_length=16, index=True)
+    sample_run: str | None = Field(default=None, max_length=64)
+
+
+class ImagePair(ImagePairBase, table=True):
+    __table_args__ = (
+        UniqueConstraint("image1_id", "image2_id", "concept_a", "concept_b", name="uq_pair"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime = _ts()
+
+
+class ImagePairPublic(ImagePairBase):
+    id: int
+
+
+# --- crowd work -------------------------------------------------------------------------
+
+
+class Batch(SQLModel, table=True):
+    """One worker's timed session of generation or validation work."""
+
+    __table_args__ = (Index("ix_batch_worker_kind", "worker_id", "kind"),)
+    id: int | None = Field(default=None, primary_key=True)
+    worker_id: int = Field(foreign_key="worker.id")
+    kind: str = Field(max_length=16)
+    status: str = Field(default=BatchStatus.open, max_length=16, index=True)
+    size: int
+    created_at: datetime = _ts()
+    deadline: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    finished_at: datetime | None = _opt_ts()
+    completion_code: str | None = Field(default=None, max_length=64)
+    entry: dict[str, Any] = _json(default=dict, nullable=False)
+    # Leases done in this batch, kept by webapp.crowd.leases.finish and the validation queue so a
+    # round trip need not count them (a cost that grew with every item of a 500-item batch).
+    done_count: int = Field(
+        default=0, sa_column=Column(Integer, nullable=False, server_default="0")
+    )
+
+
+class Assignment(SQLModel, table=True):
+    """A lease of one pair (generation) or one Example (validation) to one worker."""
+
+    # No index includes ``status``: finishing a lease changes only unindexed columns, so
+    # PostgreSQL updates the row in place (HOT; fillfactor 50, migration 0004).
+    # (batch_id, id): a batch's newest lease is one index step away.
+    # (worker_id, example_id): the Examples a validator has had, from the open ones up.
+    __table_args__ = (
+        Index("ix_assignment_batch_lease", "batch_id", "id"),
+        Index("ix_assignment_worker_example", "worker_id", "example_id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: int = Field(foreign_key="batch.id")
+    worker_id: int = Field(foreign_key="worker.id")
+    kind: str = Field(max_length=16)
+    pair_id: int | None = Field(default=None, foreign_key="imagepair.id", index=True)
+    example_id: int | None = Field(default=None, foreign_key="example.id", index=True)
+    status: str = Field(default=LeaseStatus.active, max_length=16)
+    leased_at: datetime = _ts()
+    lease_expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False, index=True))
+    finished_at: datetime | None = _opt_ts()
+
+
+class AnnotationBase(SQLModel):
+    pair_id: int = Field(foreign_key="imagepair.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    relation: str | None = Field(default=None, max_length=64)
+    subj: str | None = Field(default=None, max_length=64, description="ENT1")
+    obj: str | None = Field(default=None, max_length=64, description="ENT2")
+    true_image_id: int | None = Field(default=None, foreign_key="image.id")
+    skip_reason: str | None = Field(default=None, max_length=64)
+    skip_comment: str | None = Field(default=None, max_length=1000)
+    duration_ms: int | None = None
+
+
+class Annotation(AnnotationBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    assignment_id: int | None = Field(default=None, foreign_key="assignment.id", unique=True)
+    # Idempotency key from the form: a resubmitted form never creates a second Annotation.
+    client_token: str | None = Field(default=None, max_length=64, unique=True)
+    created_at: datetime = _ts()
+
+
+class AnnotationPublic(AnnotationBase):
+    id: int
+    created_at: datetime
+
+
+class ExampleBase(SQLModel):
+    image_id: int = Field(foreign_key="image.id", index=True)
+    caption: str = Field(max_length=300)
+    relation: str = Field(max_length=64, index=True)
+    subj: str = Field(max_length=64, index=True)
+    obj: str = Field(max_length=64, index=True)
+    label: bool
+    origin: str = Field(default=ExampleOrigin.human, max_length=16, index=True)
+    # use_alter breaks the annotation -> assignment -> example -> annotation FK cycle.
+    annotation_id: int | None = Field(
+        default=None,
+        sa_column=Column(
+            Integer,
+            ForeignKey("annotation.id", use_alter=True, name="fk_example_annotation"),
+            nullable=True,
+            index=True,
+        ),
+    )
+    author_id: int | None = Field(default=None, foreign_key="worker.id", index=True)
+    parent_example_id: int | None = Field(
+        default=None, foreign_key="example.id", description="for adversarial negatives"
+    )
+    reference_frame: str | None = Field(default=None, max_length=16)
+    is_gold: bool = Field(default=False, index=True)
+    gold_label: bool | None = None
+    target_votes: int | None = Field(default=None, description="override of the study default")
+
+
+def _counter() -> Any:
+    return Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+
+
+class Example(ExampleBase, table=True):
+    # The validation queue walks open, non-gold Examples in id order (webapp.validate.queue);
+    # the partial index holds only those, so decided Examples are never walked again.
+    __table_args__ = (
+        Index("ix_example_queue", "queue_open", "is_gold", "id"),
+        Index(
+            "ix_example_open",
+            "id",
+            postgresql_where=text("queue_open AND NOT is_gold"),
+            sqlite_where=text("queue_open AND NOT is_gold"),
+        ),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    # Stable key of an imported record so importing the same file twice changes nothing.
+    source_key: str | None = Field(default=None, max_length=128, unique=True)
+    created_at: datetime = _ts()
+    # Validation queue state, kept on the row itself so one row lock serialises leasing it
+    # (PostgreSQL re-checks a locked row's own columns, not subqueries). Maintained only by
+    # webapp.validate.queue; the Vote table stays the source of truth for statistics.
+    queue_votes: int = _counter()
+    queue_agree: int = _counter()
+    queue_leases: int = _counter()
+    queue_settled: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+    queue_open: bool = Field(
+        default=True, sa_column=Column(Boolean, nullable=False, server_default=true())
+    )
+
+
+class ExamplePublic(ExampleBase):
+    id: int
+    created_at: datetime
+
+
+class VoteBase(SQLModel):
+    example_id: int = Field(foreign_key="example.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id")
+    value: bool
+    reference_frame: str | None = Field(default=None, max_length=16)
+    duration_ms: int | None = None
+
+
+class Vote(VoteBase, table=True):
+    __table_args__ = (
+        UniqueConstraint("example_id", "worker_id", name="uq_vote_example_worker"),
+        Index("ix_vote_worker_example", "worker_id", "example_id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    assignment_id: int | None = Field(default=None, foreign_key="assignment.id", unique=True)
+    created_at: datetime = _ts()
+
+
+class VotePublic(VoteBase):
+    id: int
+    created_at: datetime
+
+
+# --- adversarial matching ---------------------------------------------------------------
+
+
+class MatchRun(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    params: dict[str, Any] = _json(default=dict, nullable=False)
+    diagnostics: dict[str, Any] = _json(default=dict, nullable=False)
+    created_at: datetime = _ts()
+
+
+class McItem(SQLModel, table=True):
+    __table_args__ = (UniqueConstraint("run_id", "query_example_id", name="uq_mc_run_query"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="matchrun.id", index=True)
+    query_example_id: int = Field(foreign_key="example.id", index=True)
+    split: str = Field(max_length=16)
+    choices: list[str] = _json(default=list, nullable=False)
+    relations: list[str] = _json(default=list, nullable=False)
+    answer_index: int
+    distractor_example_ids: list[int | None] = _json(default=list, nullable=False)
+    params: dict[str, Any] = _json(default=dict, nullable=False)
+    created_at: datetime = _ts()
+
+
+# --- operations -------------------------------------------------------------------------
+
+
+class RateEvent(SQLModel, table=True):
+    """One counted event (a failed admin login, a new worker identity, a new batch) under a
+    key such as a client address: rate limits shared by every server process
+    (webapp.http.rate_limits). Rows older than the longest window are deleted as new ones come."""
+
+    __table_args__ = (Index("ix_rateevent_kind_key_at", "kind", "key", "at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=32)
+    key: str = Field(max_length=200)
+    worker_id: int | None = Field(default=None, foreign_key="worker.id", index=True)
+    at: datetime = _ts(index=True)
+
+
+class StudySetting(SQLModel, table=True):
+    """Admin-editable study settings (batch sizes, votes per Example, codes, ...)."""
+
+    key: str = Field(primary_key=True, max_length=64)
+    value: Any = _json()
+    updated_at: datetime = _ts()
+
+
+class Job(SQLModel, table=True):
+    """A background job started from the dashboard; survives a page reload."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str = Field(max_length=32)
+    status: str = Field(default="queued", max_length=16, index=True)
+    progress: float = 0.0
+    message: str = Field(default="", max_length=2000)
+    params: dict[str, Any] = _json(default=dict, nullable=False)
+    result: dict[str, Any] | None = _json()
+    created_at: datetime = _ts()
+    started_at: datetime | None = _opt_ts()
+    finished_at: datetime | None = _opt_ts()

@@ -1,0 +1,432 @@
+"""Import a VSR-format release into the database: Workers, Images, Examples and Votes.
+
+One file is one transaction: a malformed line (reported with its number) or a conflicting
+vote rolls the whole file back. Importing the same file again changes nothing: Examples are
+found by ``Example.source_key`` (a hash of image, caption, label and annotator), Workers by
+(source "imported", external id = the VSR number), Images by COCO id, Votes by
+(Example, Worker). The release's files overlap (validated and split files repeat raw
+records), so importing all of them adds each Example once and only fills in what a later
+file adds (``reference_frame`` from the validated file).
+
+Decisions (docs/dataset.md):
+- Images that are not in the database yet get width = height = 0 ("unknown"): the release
+  has no sizes, and ``vsr sample`` fills real ones from COCO annotations. An Image already
+  in the database is kept as it is.
+- Imported Examples are settled for the validation queue (``queue_open`` false): their
+  validation happened in the release.
+
+Core ``insert`` executemany rather than the ORM unit of work, because a 12,809-record file
+with 39,057 votes must import in seconds on both backends.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection, Engine
+
+from vsr_core.limits import LimitError, check_row
+from vsr_core.models import Example, ExampleOrigin, Image, Vote, Worker, WorkerSource
+from vsr_core.types import utcnow
+from vsr_dataset.vsr_format import VsrFormatError, VsrRecord, read_vsr_file
+
+SOURCE = WorkerSource.imported.value
+CHUNK = 500  # ids per IN (...) list: far below SQLite's and PostgreSQL's parameter limits
+
+Progress = Callable[[int], None]
+
+WORKER = Worker.__table__  # type: ignore[attr-defined]
+IMAGE = Image.__table__  # type: ignore[attr-defined]
+EXAMPLE = Example.__table__  # type: ignore[attr-defined]
+VOTE = Vote.__table__  # type: ignore[attr-defined]
+
+
+@dataclass
+class ImportResult:
+    path: str
+    records: int = 0
+    examples_added: int = 0
+    examples_updated: int = 0
+    votes_added: int = 0
+    workers_added: int = 0
+    workers_updated: int = 0
+    images_added: int = 0
+    repeated_votes: int = 0
+    subj_obj_mismatches: int = 0
+
+    def line(self) -> str:
+        parts = [
+            f"{self.records:,} records",
+            f"+{self.examples_added:,} examples",
+            f"+{self.votes_added:,} votes",
+            f"+{self.workers_added:,} workers",
+            f"+{self.images_added:,} images",
+        ]
+        if self.examples_updated:
+            parts.append(f"{self.examples_updated:,} examples updated")
+        if self.workers_updated:
+            parts.append(f"{self.workers_updated:,} workers updated")
+        if self.repeated_votes:
+            parts.append(f"{self.repeated_votes:,} repeated validator ids kept as '#n' workers")
+        if self.subj_obj_mismatches:
+            parts.append(
+                f"{self.subj_obj_mismatches:,} subj/obj fields disagree with the caption "
+                "(caption used)"
+            )
+        return f"{self.path}: " + ", ".join(parts)
+
+
+# --- JSONL records ----------------------------------------------------------------------
+
+
+def import_vsr_file(engine: Engine, path: Path, progress: Progress | None = None) -> ImportResult:
+    """Parse the whole file first (so a bad line writes nothing), then import it atomically."""
+    records, summary = read_vsr_file(path, progress)
+    with engine.begin() as conn:
+        result = import_vsr_records(conn, records, path=str(path))
+    result.subj_obj_mismatches = summary.subj_obj_mismatches
+    return result
+
+
+def import_vsr_records(
+    conn: Connection,
+    records: Sequence[VsrRecord],
+    *,
+    path: str = "<records>",
+) -> ImportResult:
+    """Write parsed records inside the caller's transaction (idempotent)."""
+    result = ImportResult(path, records=len(records))
+    worker_ids = _ensure_workers(conn, _roles_needed(records), result)
+    image_ids = _ensure_images(conn, records, result)
+    example_ids = _ensure_examples(conn, records, worker_ids, image_ids, result)
+    _ensure_votes(conn, records, worker_ids, example_ids, result)
+    return result
+
+
+def _roles_needed(records: Iterable[VsrRecord]) -> dict[str, set[str]]:
+    roles: dict[str, set[str]] = {}
+    for rec in records:
+        if rec.annotator_id is not None:
+            roles.setdefault(str(rec.annotator_id), set()).add("annotator")
+        for ext, _ in rec.votes():
+            roles.setdefault(ext, set()).add("validator")
+    return roles
+
+
+def _ensure_workers(
+    conn: Connection, needed: dict[str, set[str]], result: ImportResult
+) -> dict[str, int]:
+    existing = {
+        ext: (wid, list(roles or []))
+        for wid, ext, roles in conn.execute(
+            select(WORKER.c.id, WORKER.c.external_id, WORKER.c.roles).where(
+                WORKER.c.source == SOURCE
+            )
+        )
+    }
+    now = utcnow()
+    new = [
+        {
+            "source": SOURCE,
+            "external_id": ext,
+            "roles": sorted(roles),
+            "blocked": False,
+            "flagged": False,
+            "flag_reason": None,
+            "demographics": None,
+            "created_at": now,
+        }
+        for ext, roles in sorted(needed.items())
+        if ext not in existing
+    ]
+    _check_rows(WORKER, new, lambda row: f"{result.path}: worker {row['external_id'][:40]!r}")
+    if new:
+        conn.execute(insert(WORKER), new)
+        result.workers_added = len(new)
+    for ext, roles in needed.items():
+        if ext in existing and not roles <= set(existing[ext][1]):
+            merged = sorted(set(existing[ext][1]) | roles)
+            conn.execute(update(WORKER).where(WORKER.c.id == existing[ext][0]).values(roles=merged))
+            result.workers_updated += 1
+    return {
+        ext: wid
+        for wid, ext in conn.execute(
+            select(WORKER.c.id, WORKER.c.external_id).where(WORKER.c.source == SOURCE)
+        )
+    }
+
+
+def _check_rows(table: Any, rows: list[dict[str, Any]], what: Any) -> None:
+    """Values the database cannot hold (NUL, too long, out of range) as one plain line
+    naming the record, before the INSERT (instead of a driver error quoting the SQL)."""
+    for row in rows:
+        try:
+            check_row(table, row, "")
+        except LimitError as exc:
+            raise VsrFormatError(f"{what(row)}{exc}") from None
+
+
+def _ensure_images(
+    conn: Connection, records: Sequence[VsrRecord], result: ImportResult
+) -> dict[int, int]:
+    wanted: dict[int, VsrRecord] = {}
+    for rec in records:
+        wanted.setdefault(rec.coco_id, rec)
+    found = _lookup(conn, IMAGE.c.coco_id, IMAGE.c.id, wanted)
+    new = [
+        {
+            "coco_id": cid,
+            "file_name": rec.image,
+            "coco_split": rec.coco_split,
+            "width": 0,  # unknown: the release has no sizes (see module docstring)
+            "height": 0,
+            "coco_url": rec.image_link,
+            "flickr_url": None,
+            "license_id": None,
+            "license_name": None,
+        }
+        for cid, rec in sorted(wanted.items())
+        if cid not in found
+    ]
+    _check_rows(IMAGE, new, lambda row: f"{result.path}: image {row['coco_id']}")
+    if new:
+        conn.execute(insert(IMAGE), new)
+        result.images_added = len(new)
+        found.update(_lookup(conn, IMAGE.c.coco_id, IMAGE.c.id, [r["coco_id"] for r in new]))
+    return found
+
+
+def _ensure_examples(
+    conn: Connection,
+    records: Sequence[VsrRecord],
+    worker_ids: dict[str, int],
+    image_ids: dict[int, int],
+    result: ImportResult,
+) -> dict[str, int]:
+    first: dict[str, VsrRecord] = {}
+    for rec in records:
+        first.setdefault(rec.source_key, rec)
+    found: dict[str, tuple[int, str | None]] = {}
+    keys = list(first)
+    for i in range(0, len(keys), CHUNK):
+        chunk = keys[i : i + CHUNK]
+        for eid, key, frame in conn.execute(
+            select(EXAMPLE.c.id, EXAMPLE.c.source_key, EXAMPLE.c.reference_frame).where(
+                EXAMPLE.c.source_key.in_(chunk)
+            )
+        ):
+            found[key] = (eid, frame)
+    now = utcnow()
+    has_queue = "queue_open" in EXAMPLE.c
+    new = []
+    for key, rec in first.items():
+        if key in found:
+            eid, frame = found[key]
+            if frame is None and rec.reference_frame is not None:
+                conn.execute(
+                    update(EXAMPLE).where(EXAMPLE.c.id == eid).values(
+                        reference_frame=rec.reference_frame
+                    )
+                )
+                result.examples_updated += 1
+            continue
+        row: dict[str, Any] = {
+            "image_id": image_ids[rec.coco_id],
+            "caption": rec.caption,
+            "relation": rec.relation,
+            "subj": rec.subj,
+            "obj": rec.obj,
+            "label": rec.label,
+            "origin": ExampleOrigin.imported.value,
+            "annotation_id": None,
+            "author_id": (
+                None if rec.annotator_id is None else worker_ids[str(rec.annotator_id)]
+            ),
+            "parent_example_id": None,
+            "reference_frame": rec.reference_frame,
+            "is_gold": False,
+            "gold_label": None,
+            "target_votes": None,
+            "source_key": key,
+            "created_at": now,
+        }
+        if has_queue:
+            # Validation happened in the release: never serve these to our validators.
+            n = len(rec.true_ids) + len(rec.false_ids)
+            agree = len(rec.true_ids) if rec.label else len(rec.false_ids)
+            row.update(
+                queue_votes=n, queue_agree=agree, queue_leases=0, queue_settled=True,
+                queue_open=False,
+            )
+        new.append(row)
+    lines = {key: rec.line for key, rec in first.items()}
+    _check_rows(EXAMPLE, new, lambda row: f"{result.path}:{lines[row['source_key']]}")
+    if new:
+        conn.execute(insert(EXAMPLE), new)  # in file order, so ids follow the file
+        result.examples_added = len(new)
+    ids = {key: v[0] for key, v in found.items()}
+    ids.update(_lookup(conn, EXAMPLE.c.source_key, EXAMPLE.c.id, [r["source_key"] for r in new]))
+    return ids
+
+
+def _ensure_votes(
+    conn: Connection,
+    records: Sequence[VsrRecord],
+    worker_ids: dict[str, int],
+    example_ids: dict[str, int],
+    result: ImportResult,
+) -> None:
+    have: dict[tuple[int, int], bool] = {}
+    eids = sorted(set(example_ids.values()))
+    for i in range(0, len(eids), CHUNK):
+        for eid, wid, value in conn.execute(
+            select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value).where(
+                VOTE.c.example_id.in_(eids[i : i + CHUNK])
+            )
+        ):
+            have[(eid, wid)] = bool(value)
+    now = utcnow()
+    new: list[dict[str, Any]] = []
+    for rec in records:
+        eid = example_ids[rec.source_key]
+        for ext, value in rec.votes():
+            key = (eid, worker_ids[ext])
+            if key in have:
+                if have[key] != value:
+                    raise VsrFormatError(
+                        f"{result.path}:{rec.line}: validator {ext} voted "
+                        f"{'True' if have[key] else 'False'} on this example before, "
+                        f"{'True' if value else 'False'} here"
+                    )
+                continue
+            have[key] = value
+            result.repeated_votes += "#" in ext
+            new.append(
+                {
+                    "example_id": eid,
+                    "worker_id": key[1],
+                    "value": value,
+                    "reference_frame": None,
+                    "duration_ms": None,
+                    "assignment_id": None,
+                    "created_at": now,
+                }
+            )
+    for i in range(0, len(new), 5000):
+        conn.execute(insert(VOTE), new[i : i + 5000])
+    result.votes_added = len(new)
+
+
+def _lookup(conn: Connection, key_col: Any, id_col: Any, keys: Iterable[Any]) -> dict[Any, int]:
+    keys = list(keys)
+    out: dict[Any, int] = {}
+    for i in range(0, len(keys), CHUNK):
+        for k, v in conn.execute(select(key_col, id_col).where(key_col.in_(keys[i : i + CHUNK]))):
+            out[k] = v
+    return out
+
+
+# --- annotator metadata CSV -------------------------------------------------------------
+
+
+def import_meta_csv(engine: Engine, path: Path) -> ImportResult:
+    """Attach the release's annotator demographics (meta_data.csv) to imported Workers.
+
+    Keyed by the VSR id; a Worker that does not exist yet is created without roles (the
+    release lists a few people who never appear in the JSONL files).
+    """
+    rows = read_meta_csv(path)
+    result = ImportResult(str(path), records=len(rows))
+    with engine.begin() as conn:
+        existing = {
+            ext: (wid, demo)
+            for wid, ext, demo in conn.execute(
+                select(WORKER.c.id, WORKER.c.external_id, WORKER.c.demographics).where(
+                    WORKER.c.source == SOURCE
+                )
+            )
+        }
+        now = utcnow()
+        new = []
+        for vsr_id, demo in rows:
+            ext = str(vsr_id)
+            if ext not in existing:
+                new.append(
+                    {"source": SOURCE, "external_id": ext, "roles": [], "blocked": False,
+                     "flagged": False, "flag_reason": None, "demographics": demo,
+                     "created_at": now}
+                )
+            elif existing[ext][1] != demo:
+                conn.execute(
+                    update(WORKER).where(WORKER.c.id == existing[ext][0]).values(demographics=demo)
+                )
+                result.workers_updated += 1
+        if new:
+            conn.execute(insert(WORKER), new)
+            result.workers_added = len(new)
+    return result
+
+
+def read_meta_csv(path: Path) -> list[tuple[int, dict[str, str]]]:
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise VsrFormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    rows: list[tuple[int, dict[str, str]]] = []
+    seen: set[int] = set()
+    with handle:
+        reader = csv.DictReader(handle)
+        if not reader.fieldnames or "id" not in reader.fieldnames:
+            raise VsrFormatError(f"{path}:1: the header has no 'id' column")
+        for row in reader:
+            line = reader.line_num
+            if None in row or any(v is None for v in row.values()):
+                raise VsrFormatError(f"{path}:{line}: wrong number of columns")
+            raw_id = (row.get("id") or "").strip()
+            if not raw_id.isdigit():
+                raise VsrFormatError(f"{path}:{line}: id must be an integer, got {raw_id!r}")
+            vsr_id = int(raw_id)
+            if vsr_id in seen:
+                raise VsrFormatError(f"{path}:{line}: id {vsr_id} appears twice")
+            seen.add(vsr_id)
+            rows.append((vsr_id, {k: v for k, v in row.items() if k != "id"}))
+    if not rows:
+        raise VsrFormatError(f"{path}: no rows")
+    return rows
+
+
+# --- a release directory ----------------------------------------------------------------
+
+
+def release_files(path: Path) -> list[Path]:
+    """The files of a VSR release directory in import order: raw first (it holds every
+    record and vote), then the validated file, the split files and the annotator CSV."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise VsrFormatError(f"{path}: no such file or directory")
+    files = [p for p in path.rglob("*") if p.is_file() and p.suffix in (".jsonl", ".csv")]
+
+    def order(p: Path) -> tuple[int, str]:
+        if p.suffix == ".csv":
+            return 3, str(p)
+        if "raw" in p.name:
+            return 0, str(p)
+        return (1 if "validated" in p.name else 2), str(p)
+
+    files.sort(key=order)
+    if not files:
+        raise VsrFormatError(f"{path}: no .jsonl or .csv files found")
+    return files
+
+
+def import_path(engine: Engine, path: Path, progress: Progress | None = None) -> ImportResult:
+    """Import one JSONL or CSV file."""
+    if path.suffix == ".csv":
+        return import_meta_csv(engine, path)
+    return import_vsr_file(engine, path, progress)

@@ -1,0 +1,105 @@
+"""Multiple-choice items of the latest adversarial matching run, as ``mc/{split}.jsonl``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy import func, select
+from sqlalchemy.engine import Connection
+
+from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold
+from vsr_core.models import Example, Image, MatchRun, McItem
+
+EXAMPLE = Example.__table__  # type: ignore[attr-defined]
+IMAGE = Image.__table__  # type: ignore[attr-defined]
+MCITEM = McItem.__table__  # type: ignore[attr-defined]
+MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
+COCO_BASE = "http://images.cocodataset.org"
+
+
+def latest_run_id(conn: Connection) -> int | None:
+    return conn.execute(select(func.max(MATCHRUN.c.id))).scalar()
+
+
+def surviving_query_ids(
+    conn: Connection, run_id: int, threshold: Threshold = DEFAULT_THRESHOLD
+) -> set[int]:
+    """Query ids whose items may be published in ``mc/``.
+
+    An item survives only once validators have rejected every one of its distractors
+    (matching.store decides that, with the same keep rule as the export); items still waiting
+    for votes are held back. A run that did not send its negatives to validators
+    (``vsr match --no-send-negatives-to-validation``) has no validated item at all (issue 12:
+    a distractor may be true for the image); its items are exported only on request, apart,
+    in ``mc_unvalidated/``.
+    """
+    params = conn.execute(select(MATCHRUN.c.params).where(MATCHRUN.c.id == run_id)).scalar()
+    if not (params or {}).get("negatives_sent"):
+        return set()
+    from sqlmodel import Session
+
+    from matching.store import surviving_items
+
+    with Session(bind=conn) as session:
+        return {it.query_example_id for it in surviving_items(session, run_id, threshold)}
+
+
+def mc_lines(
+    conn: Connection,
+    run_id: int | None = None,
+    threshold: Threshold = DEFAULT_THRESHOLD,
+    *,
+    unvalidated: bool = False,
+) -> dict[str, list[bytes]]:
+    """Split name -> JSONL lines (ordered by query Example id); empty if matching never ran.
+
+    By default only the items whose every distractor validators rejected (``mc/``); with
+    ``unvalidated`` exactly the other items of the run (``mc_unvalidated/``), each marked
+    ``"validated": false``.
+
+    One line per item: the query image and concepts, the candidate captions (``choices``),
+    the index of the true one (``answer``), each choice's relation, and the ids of the
+    Examples the distractors came from.
+    """
+    run_id = latest_run_id(conn) if run_id is None else run_id
+    if run_id is None:
+        return {}
+    allowed = surviving_query_ids(conn, run_id, threshold)
+    stmt = (
+        select(
+            MCITEM.c.split, MCITEM.c.query_example_id, MCITEM.c.choices, MCITEM.c.relations,
+            MCITEM.c.answer_index, MCITEM.c.distractor_example_ids, EXAMPLE.c.subj,
+            EXAMPLE.c.obj, EXAMPLE.c.caption, IMAGE.c.file_name, IMAGE.c.coco_split,
+        )
+        .select_from(
+            MCITEM.join(EXAMPLE, EXAMPLE.c.id == MCITEM.c.query_example_id).join(
+                IMAGE, IMAGE.c.id == EXAMPLE.c.image_id
+            )
+        )
+        .where(MCITEM.c.run_id == run_id)
+        .order_by(MCITEM.c.split, MCITEM.c.query_example_id)
+    )
+    out: dict[str, list[bytes]] = {}
+    for (split, qid, choices, relations, answer, distractors, subj, obj, caption, file_name,
+         coco_split) in conn.execute(stmt):
+        if (qid in allowed) == unvalidated:
+            continue
+        record: dict[str, Any] = {
+            "image": file_name,
+            "image_link": f"{COCO_BASE}/{coco_split}/{file_name}",
+            "subj": subj,
+            "obj": obj,
+            "caption": caption,
+            "choices": list(choices),
+            "answer": answer,
+            "relations": list(relations),
+            "split": split,
+            "example_id": qid,
+            "distractor_example_ids": list(distractors),
+            "run_id": run_id,
+        }
+        if unvalidated:
+            record["validated"] = False
+        out.setdefault(split, []).append(orjson.dumps(record) + b"\n")
+    return out

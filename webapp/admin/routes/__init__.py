@@ -1,0 +1,32 @@
+"""All admin dashboard routes under /admin (one module per page), as one router for the app."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from webapp.admin.routes import (
+    auth,
+    bursts,
+    data,
+    overview,
+    pipeline,
+    quality,
+    revalidation,
+    settings,
+    workers,
+)
+
+router = APIRouter()
+# Order matters once: /admin/charts/throughput.svg before /admin/charts/{name}.svg.
+for sub in (
+    auth,
+    overview,
+    quality,
+    workers,
+    bursts,
+    data,
+    settings,
+    pipeline,
+    revalidation,
+):
+    router.include_router(sub.router)

@@ -1,0 +1,233 @@
+"""Data: browse and search Examples; one Example with its marked image and its votes; mark
+gold; re-queue for more votes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
+from fastapi.responses import FileResponse, RedirectResponse, Response
+from sqlmodel import Session, col, select
+
+from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
+from webapp.admin import actions, stats
+from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.pages import back, cached, figure_cache, render, study_config
+from webapp.deps import SessionDep
+from webapp.http.inputs import DbId
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+PAGE = 50
+AGREEMENTS = ("", "kept", "rejected", "unanimous", "split", "undecided")
+
+
+def _example(session: Session, example_id: int) -> Example:
+    example = session.get(Example, example_id)
+    if example is None:
+        raise HTTPException(status_code=404, detail=f"There is no Example #{example_id}.")
+    return example
+
+
+def _filters(
+    relation: str, concept: str, agreement: str, origin: str, gold: str, q: str
+) -> dict[str, Any]:
+    return {
+        "relation": relation or None,
+        "concept": concept or None,
+        "agreement": agreement or None,
+        "origin": origin or None,
+        "gold": {"yes": True, "no": False}.get(gold),
+        "q": q.strip() or None,
+    }
+
+
+@router.get("/data", include_in_schema=False)
+def data_page(
+    request: Request,
+    admin: AdminDep,
+    session: SessionDep,
+    relation: Annotated[str, Query(max_length=64)] = "",
+    concept: Annotated[str, Query(max_length=64)] = "",
+    agreement: Annotated[str, Query(pattern="^(kept|rejected|unanimous|split|undecided)?$")] = "",
+    origin: Annotated[str, Query(max_length=16)] = "",
+    gold: Annotated[str, Query(pattern="^(yes|no)?$")] = "",
+    q: Annotated[str, Query(max_length=100)] = "",
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+) -> Response:
+    cfg = study_config(session)
+    filters = _filters(relation, concept, agreement, origin, gold, q)
+    rows, total = stats.browse_examples(
+        session, cfg, offset=(page - 1) * PAGE, limit=PAGE, **filters
+    )
+    choices = cached(request, session, "choices", stats.distinct_values)
+    params = {
+        "relation": relation,
+        "concept": concept,
+        "agreement": agreement,
+        "origin": origin,
+        "gold": gold,
+        "q": q,
+    }
+    return render(
+        request,
+        admin,
+        "data.html",
+        "data",
+        rows=rows,
+        total=total,
+        page=page,
+        pages=max(1, -(-total // PAGE)),
+        params=params,
+        choices=choices,
+        agreements=AGREEMENTS,
+    )
+
+
+@router.get("/examples/{example_id}", include_in_schema=False)
+def example_page(
+    example_id: DbId, request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
+) -> Response:
+    example = _example(session, example_id)
+    image = session.get(Image, example.image_id)
+    votes = session.exec(
+        select(Vote, Worker)
+        .join(Worker, col(Worker.id) == Vote.worker_id)
+        .where(Vote.example_id == example_id)
+        .order_by(col(Vote.id))
+    ).all()
+    author = session.get(Worker, example.author_id) if example.author_id else None
+    # The other half of its caption: the same annotation's Example on the other image.
+    other_half = (
+        session.exec(
+            select(Example).where(
+                Example.annotation_id == example.annotation_id, Example.id != example.id
+            )
+        ).first()
+        if example.annotation_id is not None
+        else None
+    )
+    n = len(votes)
+    agree = sum(1 for v, _ in votes if v.value == example.label)
+    cfg = study_config(session)
+    return render(
+        request,
+        admin,
+        "example.html",
+        "data",
+        ex=example,
+        image=image,
+        votes=votes,
+        author=author,
+        other_half=other_half,
+        n=n,
+        agree=agree,
+        cfg=cfg,
+        msg=msg,
+        marks=_marks(session, example) is not None,
+    )
+
+
+def _marks(session: Session, example: Example) -> tuple[Instance, Instance] | None:
+    """The subject and object instances on the Example's image, when they are known: from the
+    annotated pair, else the image's only instance of each concept."""
+    if example.annotation_id is not None:
+        ann = session.get(Annotation, example.annotation_id)
+        pair = session.get(ImagePair, ann.pair_id) if ann else None
+        if pair is not None:
+            if pair.image1_id == example.image_id:
+                ids = {pair.concept_a: pair.image1_a_id, pair.concept_b: pair.image1_b_id}
+            else:
+                ids = {pair.concept_a: pair.image2_a_id, pair.concept_b: pair.image2_b_id}
+            s, o = ids.get(example.subj), ids.get(example.obj)
+            if s is not None and o is not None:
+                a, b = session.get(Instance, s), session.get(Instance, o)
+                if a is not None and b is not None:
+                    return a, b
+    found: dict[str, list[Instance]] = {}
+    for inst in session.exec(
+        select(Instance).where(
+            Instance.image_id == example.image_id,
+            col(Instance.category).in_((example.subj, example.obj)),
+        )
+    ):
+        found.setdefault(inst.category, []).append(inst)
+    s_list, o_list = found.get(example.subj, []), found.get(example.obj, [])
+    if len(s_list) == 1 and len(o_list) == 1 and example.subj != example.obj:
+        return s_list[0], o_list[0]
+    return None
+
+
+@router.get("/examples/{example_id}/image", include_in_schema=False)
+def example_image(example_id: DbId, request: Request, session: SessionDep) -> Response:
+    """The photo with the subject (red) and object (blue) marked, when the file is local."""
+    return _image(example_id, request, session, thumb=False)
+
+
+@router.get("/examples/{example_id}/thumb", include_in_schema=False)
+def example_thumb(example_id: DbId, request: Request, session: SessionDep) -> Response:
+    """The marked photo as a small thumbnail for the data browser (cached; a day's cache)."""
+    response = _image(example_id, request, session, thumb=True)
+    response.headers["Cache-Control"] = "private, max-age=86400"
+    return response
+
+
+def _image(example_id: int, request: Request, session: Session, *, thumb: bool) -> Response:
+    from webapp.admin.thumbs import thumbnail
+    from webapp.images import render as images
+
+    example = _example(session, example_id)
+    image = session.get(Image, example.image_id)
+    if image is None:
+        raise HTTPException(status_code=404, detail="This Example has no image row.")
+    settings = request.app.state.settings
+    if settings.image_root is not None:
+        marks = _marks(session, example)
+        if marks is not None:
+            path = images.render_marked(
+                settings.image_root, settings.image_cache_dir, image, marks[0], marks[1]
+            )
+        else:
+            path = images.find_source(settings.image_root, image)
+        if path is not None:
+            if thumb:
+                path = thumbnail(path, settings.image_cache_dir)
+            return FileResponse(path, media_type="image/jpeg")
+    if image.coco_url:
+        return RedirectResponse(image.coco_url, status_code=307)
+    raise HTTPException(status_code=404, detail="The image file is not on this server.")
+
+
+@router.post("/examples/{example_id}/gold", include_in_schema=False)
+def mark_gold(
+    example_id: DbId,
+    request: Request,
+    admin: AdminPostDep,
+    session: SessionDep,
+    gold: Annotated[str, Form(pattern="^(true|false|off)$")],
+) -> Response:
+    example = _example(session, example_id)
+    if gold == "off":
+        actions.set_gold(session, example, False, None)
+        message = "No longer gold."
+    else:
+        actions.set_gold(session, example, True, gold == "true")
+        message = f"Marked as gold with the answer {gold.capitalize()}."
+    figure_cache(request).clear()
+    return back(f"/admin/examples/{example_id}", message)
+
+
+@router.post("/examples/{example_id}/requeue", include_in_schema=False)
+def requeue(
+    example_id: DbId,
+    request: Request,
+    admin: AdminPostDep,
+    session: SessionDep,
+    extra_votes: Annotated[int, Form(ge=1, le=20)] = 2,
+) -> Response:
+    example = _example(session, example_id)
+    try:
+        target = actions.requeue(session, example, extra_votes, study_config(session))
+    except actions.NotVotableError as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from None
+    figure_cache(request).clear()
+    return back(f"/admin/examples/{example_id}", f"Re-queued: now wants {target} votes.")

@@ -1,0 +1,147 @@
+"""Pipeline: sample more pairs, run adversarial matching, build and download the dataset.
+Long work runs as a background job whose progress the page polls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import FileResponse, Response
+from pydantic import ValidationError
+from sqlmodel import Session, col, select
+
+from vsr_core.models import Job, MatchRun
+from webapp.admin import jobs, stats
+from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.forms import FORM_LEVEL, field_errors
+from webapp.admin.pages import back, render
+from webapp.deps import SessionDep, SettingsDep
+from webapp.http.inputs import DbId
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+
+
+def _job(session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"There is no job #{job_id}.")
+    return job
+
+
+# The bundled demo slice (demo/SOURCE.md): the placeholder shows its real path on this server.
+DEMO_COCO = (
+    Path(__file__).resolve().parents[3] / "demo" / "coco" / "annotations" / "instances_demo.json"
+)
+
+
+@router.get("/pipeline", include_in_schema=False)
+def pipeline_page(
+    request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
+) -> Response:
+    return _pipeline(request, admin, session, msg=msg)
+
+
+def _pipeline(
+    request: Request,
+    admin: Any,
+    session: Session,
+    *,
+    msg: str | None = None,
+    kind: str | None = None,
+    errors: dict[str, str] | None = None,
+    typed: dict[str, Any] | None = None,
+    status: int = 200,
+) -> Response:
+    """The page; after a bad form, with that form's errors next to its fields and what the
+    admin typed kept (``kind`` names the form)."""
+    jobs.mark_orphans(session)
+    recent = session.exec(select(Job).order_by(col(Job.id).desc()).limit(20)).all()
+    runs = session.exec(select(MatchRun).order_by(col(MatchRun.id).desc()).limit(5)).all()
+    forms = {k: model.model_json_schema() for k, model in jobs.JOB_KINDS.items()}
+    values: dict[str, dict[str, Any]] = {k: {} for k in jobs.JOB_KINDS}
+    values["sample"]["coco_files"] = jobs.last_coco_files(session)
+    if kind is not None and typed is not None:
+        values[kind] = typed
+    return render(
+        request,
+        admin,
+        "pipeline.html",
+        "pipeline",
+        status_code=status,
+        jobs=[jobs.public(j) for j in recent],
+        runs=runs,
+        forms=forms,
+        msg=msg,
+        mc=stats.mc_summary(session),
+        values=values,
+        form_kind=kind,
+        errors=errors or {},
+        demo_coco=str(DEMO_COCO),
+    )
+
+
+@router.post("/jobs/{kind}", include_in_schema=False)
+async def start_job(
+    kind: str, request: Request, admin: AdminPostDep, session: SessionDep, settings: SettingsDep
+) -> Response:
+    model = jobs.JOB_KINDS.get(kind)
+    if model is None:
+        raise HTTPException(status_code=404, detail=f"There is no job kind {kind!r}.")
+    form = await request.form()
+    typed = {k: v for k, v in form.items() if k in model.model_fields and isinstance(v, str)}
+    raw: dict[str, Any] = {k: v.strip() for k, v in typed.items() if v.strip()}
+    try:
+        params = model(**raw)
+    except ValidationError as exc:
+        return _pipeline(
+            request, admin, session, kind=kind, errors=field_errors(exc), typed=typed, status=422
+        )
+    jobs.mark_orphans(session)
+    try:
+        job = jobs.create_job(session, settings, kind, params)
+    except jobs.JobBusyError as exc:
+        return _pipeline(
+            request,
+            admin,
+            session,
+            kind=kind,
+            typed=typed,
+            status=409,
+            errors={FORM_LEVEL: f"{exc}: wait for it to finish or cancel it below"},
+        )
+    jobs.launch(session, request.app.state.engine, settings, job)
+    return back("/admin/pipeline", f"Started {kind} job #{job.id}.")
+
+
+@router.get("/api/jobs/{job_id}")
+def job_status(job_id: DbId, session: SessionDep) -> dict[str, Any]:
+    return jobs.public(_job(session, job_id))
+
+
+@router.get("/api/jobs")
+def job_list(session: SessionDep) -> list[dict[str, Any]]:
+    jobs.mark_orphans(session)
+    recent = session.exec(select(Job).order_by(col(Job.id).desc()).limit(20)).all()
+    return [jobs.public(j) for j in recent]
+
+
+@router.post("/jobs/{job_id}/cancel", include_in_schema=False)
+def cancel_job(job_id: DbId, admin: AdminPostDep, session: SessionDep) -> Response:
+    job = _job(session, job_id)
+    if job.status not in jobs.ACTIVE:
+        raise HTTPException(status_code=409, detail=f"Job #{job_id} is already {job.status}.")
+    jobs.cancel(session, job)
+    return back("/admin/pipeline", f"Job #{job_id} cancelled.")
+
+
+@router.get("/jobs/{job_id}/download", include_in_schema=False)
+def download(job_id: DbId, session: SessionDep, settings: SettingsDep) -> Response:
+    job = _job(session, job_id)
+    if job.kind != "build" or job.status != "succeeded":
+        raise HTTPException(status_code=409, detail=f"Job #{job_id} has no finished download.")
+    path = Path(str(job.params.get("zip", ""))).resolve()
+    # Only files inside the export folder, whatever the Job row says.
+    if jobs.export_dir(settings) not in path.parents or not path.is_file():
+        raise HTTPException(status_code=410, detail="The zip file of this job is gone.")
+    return FileResponse(path, media_type="application/zip", filename=path.name)

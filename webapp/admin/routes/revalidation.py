@@ -1,0 +1,110 @@
+"""Re-validation of an imported release: open a sample for fresh votes, and the report that
+compares the fresh judgements with the original ones (vsr_core.revalidation)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, Field, ValidationError
+from sqlmodel import Session
+
+from vsr_core.revalidation import MAX_SAMPLE, RevalidationError, open_round, report, rounds
+from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.forms import FORM_LEVEL, field_errors
+from webapp.admin.pages import back, figure_cache, render, study_config
+from webapp.admin.stats import distinct_values
+from webapp.deps import SessionDep
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+ROUND_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
+
+
+class OpenForm(BaseModel):
+    sample: int = Field(100, ge=1, le=MAX_SAMPLE)
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    votes: int = Field(3, ge=1, le=50)
+    round_name: str = Field("r1", pattern=ROUND_PATTERN)
+    relations: list[str] = Field(default_factory=list, max_length=100)
+
+
+@router.get("/revalidation", include_in_schema=False)
+def revalidation_page(
+    request: Request,
+    admin: AdminDep,
+    session: SessionDep,
+    round: Annotated[str | None, Query(pattern=ROUND_PATTERN)] = None,  # noqa: A002
+    msg: str | None = None,
+) -> Response:
+    return _page(request, admin, session, round, msg=msg)
+
+
+@router.get("/api/revalidation.json")
+def revalidation_json(
+    session: SessionDep,
+    round: Annotated[str | None, Query(pattern=ROUND_PATTERN)] = None,  # noqa: A002
+) -> dict[str, Any]:
+    return report(session, study_config(session), round)
+
+
+def _page(
+    request: Request,
+    admin: Any,
+    session: Session,
+    round_name: str | None,
+    *,
+    msg: str | None = None,
+    errors: dict[str, str] | None = None,
+    typed: dict[str, Any] | None = None,
+    status: int = 200,
+) -> Response:
+    cfg = study_config(session)
+    return render(
+        request,
+        admin,
+        "revalidation.html",
+        "revalidation",
+        status_code=status,
+        r=report(session, cfg, round_name),
+        rounds=rounds(session),
+        relations=distinct_values(session)["relations"],
+        values={"votes": cfg.votes_per_example, **(typed or {})},
+        errors=errors or {},
+        msg=msg,
+    )
+
+
+@router.post("/revalidation", include_in_schema=False)
+async def open_revalidation(request: Request, admin: AdminPostDep, session: SessionDep) -> Response:
+    form = await request.form()
+    typed: dict[str, Any] = {
+        k: str(form.get(k, "")).strip() for k in ("sample", "seed", "votes", "round_name")
+    }
+    typed["relations"] = [str(v) for v in form.getlist("relations")]
+    try:
+        params = OpenForm(**{k: v for k, v in typed.items() if v not in ("", [])})
+    except ValidationError as exc:
+        return _page(
+            request, admin, session, None, errors=field_errors(exc), typed=typed, status=422
+        )
+    try:
+        opened = open_round(
+            session,
+            sample=params.sample,
+            seed=params.seed,
+            config=study_config(session),
+            relations=params.relations,
+            votes=params.votes,
+            round_name=params.round_name,
+        )
+    except RevalidationError as exc:
+        session.rollback()
+        return _page(
+            request, admin, session, None, errors={FORM_LEVEL: str(exc)}, typed=typed, status=422
+        )
+    figure_cache(request).clear()
+    return back(
+        f"/admin/revalidation?round={opened.round}",
+        opened.line()[:1].upper() + opened.line()[1:] + ".",
+    )

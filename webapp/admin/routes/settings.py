@@ -1,0 +1,119 @@
+"""Study settings (batch sizes, time limits, votes, gold, keep threshold, codes) and the crowd
+entry links to paste into Prolific or MTurk; invite links for in-house annotators."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+from sqlmodel import Session, col, select
+
+from vsr_core.models import InviteToken
+from vsr_core.study import save_study_config
+from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.forms import FORM_LEVEL
+from webapp.admin.pages import back, figure_cache, render, study_config
+from webapp.admin.settings_form import (
+    display_values,
+    form_fields,
+    parse,
+    relation_groups,
+    validation_errors,
+)
+from webapp.deps import SessionDep
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+KINDS = ("generate", "validate")
+
+
+def entry_links(base_url: str) -> dict[str, dict[str, str]]:
+    base = base_url.rstrip("/")
+    prolific = "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+    return {
+        kind: {
+            "prolific": f"{base}/start/{kind}?{prolific}",
+            "mturk": f"{base}/start/{kind}",
+        }
+        for kind in KINDS
+    }
+
+
+def _page(
+    request: Request,
+    admin: Any,
+    session: Session,
+    values: dict[str, Any],
+    errors: dict[str, str],
+    msg: str | None,
+    status: int = 200,
+) -> Response:
+    settings = request.app.state.settings
+    invites = session.exec(
+        select(InviteToken).order_by(col(InviteToken.created_at).desc()).limit(50)
+    ).all()
+    return render(
+        request,
+        admin,
+        "settings.html",
+        "settings",
+        status_code=status,
+        fields=form_fields(),
+        relation_groups=relation_groups(),
+        values=values,
+        errors=errors,
+        form_error=errors.get(FORM_LEVEL),
+        msg=msg,
+        links=entry_links(settings.base_url),
+        invites=invites,
+        base=settings.base_url.rstrip("/"),
+    )
+
+
+@router.get("/settings", include_in_schema=False)
+def settings_page(
+    request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
+) -> Response:
+    return _page(request, admin, session, display_values(study_config(session)), {}, msg)
+
+
+@router.post("/settings", include_in_schema=False)
+async def save_settings(request: Request, admin: AdminPostDep, session: SessionDep) -> Response:
+    form = await request.form()
+    changes, typed, errors = parse(form)
+    if not errors:
+        try:
+            save_study_config(session, changes)
+        except (ValidationError, ValueError) as exc:
+            session.rollback()
+            errors = validation_errors(exc)
+    if errors:
+        # Nothing was saved: the form again with everything the admin typed, errors by field.
+        shown = display_values(study_config(session)) | typed
+        return _page(request, admin, session, shown, errors, None, status=422)
+    _after_settings_change(session)
+    figure_cache(request).clear()
+    return back("/admin/settings", "Settings saved.")
+
+
+def _after_settings_change(session: Session) -> None:
+    """The validation queue re-derives which Examples still need votes."""
+    from webapp.validate import queue as validation_queue
+    validation_queue.refresh_queue(session, study_config(session))
+
+
+@router.post("/settings/invites", include_in_schema=False)
+def create_invite(
+    request: Request,
+    admin: AdminPostDep,
+    session: SessionDep,
+    label: Annotated[str, Form(max_length=200)] = "",
+    roles: Annotated[list[str] | None, Form()] = None,
+) -> Response:
+    chosen = [r for r in (roles or []) if r in KINDS] or list(KINDS)
+    token = InviteToken(token=secrets.token_urlsafe(18), label=label.strip(), roles=chosen)
+    session.add(token)
+    session.commit()
+    return back("/admin/settings", f"Invite link created for {label.strip() or 'an annotator'}.")

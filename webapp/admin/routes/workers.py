@@ -1,0 +1,177 @@
+"""Workers: who does careful work; block / unblock / flag; one worker's history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
+from fastapi.responses import Response
+from sqlmodel import Session, col, select
+
+from vsr_core.models import Annotation, Example, Vote, Worker
+from webapp.admin import actions, stats
+from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.pages import back, cached, figure_cache, render, study_config
+from webapp.crowd import workers
+from webapp.deps import SessionDep
+from webapp.http.inputs import DbId
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+PAGE = 50
+ORDERS = ("votes", "captions", "agreement", "gold", "id")
+
+
+def _worker(session: Session, worker_id: int) -> Worker:
+    worker = session.get(Worker, worker_id)
+    if worker is None:
+        raise HTTPException(status_code=404, detail=f"There is no worker #{worker_id}.")
+    return worker
+
+
+@router.get("/workers", include_in_schema=False)
+def workers_page(
+    request: Request,
+    admin: AdminDep,
+    session: SessionDep,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    order: Annotated[str, Query(pattern="^(" + "|".join(ORDERS) + ")$")] = "votes",
+    msg: str | None = None,
+) -> Response:
+    cfg = study_config(session)
+    rows, total = _table(request, session, cfg, page, order)
+    return render(
+        request,
+        admin,
+        "workers.html",
+        "workers",
+        rows=rows,
+        total=total,
+        page=page,
+        pages=max(1, -(-total // PAGE)),
+        order=order,
+        orders=ORDERS,
+        msg=msg,
+        cfg=cfg,
+    )
+
+
+@router.get("/api/workers.json")
+def workers_json(
+    request: Request,
+    session: SessionDep,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    order: Annotated[str, Query(pattern="^(" + "|".join(ORDERS) + ")$")] = "votes",
+) -> dict[str, Any]:
+    rows, total = _table(request, session, study_config(session), page, order)
+    return {"total": total, "page": page, "workers": rows}
+
+
+def _table(
+    request: Request, session: Session, cfg: Any, page: int, order: str
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the worker table; cached briefly (it aggregates every vote)."""
+    return cached(
+        request,
+        session,
+        (
+            "workers",
+            page,
+            order,
+            cfg.gold_accuracy_threshold,
+            cfg.fast_vote_seconds,
+            cfg.fast_caption_seconds,
+        ),
+        lambda s: stats.worker_table(s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order),
+    )
+
+
+@router.get("/workers/{worker_id}", include_in_schema=False)
+def worker_page(
+    worker_id: DbId,
+    request: Request,
+    admin: AdminDep,
+    session: SessionDep,
+    msg: str | None = None,
+) -> Response:
+    worker = _worker(session, worker_id)
+    cfg = study_config(session)
+    summary, _ = stats.worker_table(session, cfg, offset=0, limit=1, order="id", only=worker_id)
+    votes = session.exec(
+        select(Vote, Example)
+        .join(Example, col(Example.id) == Vote.example_id)
+        .where(Vote.worker_id == worker_id)
+        .order_by(col(Vote.created_at).desc(), col(Vote.id).desc())
+        .limit(100)
+    ).all()
+    captions = session.exec(
+        select(Annotation)
+        .where(Annotation.worker_id == worker_id)
+        .order_by(col(Annotation.created_at).desc(), col(Annotation.id).desc())
+        .limit(100)
+    ).all()
+    return render(
+        request,
+        admin,
+        "worker.html",
+        "workers",
+        worker=worker,
+        summary=summary[0] if summary else None,
+        votes=votes,
+        captions=captions,
+        batches=actions.open_batches(session, worker_id),
+        msg=msg,
+    )
+
+
+@router.post("/workers/{worker_id}/block", include_in_schema=False)
+def block(
+    worker_id: DbId,
+    request: Request,
+    admin: AdminPostDep,
+    session: SessionDep,
+    reason: Annotated[str, Form(max_length=500)] = "",
+    next: Annotated[str, Form(max_length=300)] = "",
+) -> Response:
+    worker = _worker(session, worker_id)
+    released = workers.block_worker(
+        session, worker, getattr(request.app.state, "strategies", {}), reason or None
+    )
+    figure_cache(request).clear()
+    return back(
+        _next(next, worker_id),
+        f"Worker #{worker_id} blocked; {released} leased item(s) returned to the pool.",
+    )
+
+
+@router.post("/workers/{worker_id}/unblock", include_in_schema=False)
+def unblock(
+    worker_id: DbId,
+    request: Request,
+    admin: AdminPostDep,
+    session: SessionDep,
+    next: Annotated[str, Form(max_length=300)] = "",
+) -> Response:
+    actions.unblock_worker(session, _worker(session, worker_id))
+    figure_cache(request).clear()
+    return back(_next(next, worker_id), f"Worker #{worker_id} unblocked.")
+
+
+@router.post("/workers/{worker_id}/flag", include_in_schema=False)
+def flag(
+    worker_id: DbId,
+    request: Request,
+    admin: AdminPostDep,
+    session: SessionDep,
+    flagged: Annotated[bool, Form()] = True,
+    reason: Annotated[str, Form(max_length=500)] = "",
+    next: Annotated[str, Form(max_length=300)] = "",
+) -> Response:
+    actions.set_flag(session, _worker(session, worker_id), flagged, reason)
+    state = "flagged" if flagged else "unflagged"
+    return back(_next(next, worker_id), f"Worker #{worker_id} {state}.")
+
+
+def _next(url: str, worker_id: int) -> str:
+    if url.startswith("/admin/workers") and "//" not in url:
+        return url
+    return f"/admin/workers/{worker_id}"

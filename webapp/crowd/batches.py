@@ -1,0 +1,240 @@
+"""Batches: one worker's timed session of one kind of work (generate | validate).
+
+Sizes, time limits and the per-day limit come from ``vsr_core.study.StudyConfig`` using the
+kind as prefix (``generate_batch_size``, ``validate_minutes``, ...), so a new kind needs no
+code here. A batch ends when its size is reached, its deadline passes, or the pool runs dry.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func
+from sqlmodel import Session, col, select
+
+from vsr_core.models import Batch, BatchKind, BatchStatus, Worker
+from vsr_core.study import StudyConfig
+from vsr_core.types import utcnow
+from webapp.crowd.leases import LeaseStrategy, count_done, lock_row_wait, lock_rows, release_batch
+
+KINDS: tuple[str, ...] = tuple(k.value for k in BatchKind)
+DAY = timedelta(hours=24)
+
+
+class BatchError(Exception):
+    """A batch cannot be opened; ``reason`` picks the page the worker sees."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def limits(config: StudyConfig, kind: str) -> tuple[int, int, int]:
+    """(size, minutes, batches per rolling 24 h; 0 = unlimited) for a kind."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    return (
+        int(getattr(config, f"{kind}_batch_size")),
+        int(getattr(config, f"{kind}_minutes")),
+        int(getattr(config, f"{kind}_batches_per_day")),
+    )
+
+
+def current_batch(session: Session, worker_id: int, kind: str) -> Batch | None:
+    """The worker's newest batch of this kind that is still open."""
+    stmt = (
+        select(Batch)
+        .where(Batch.worker_id == worker_id, Batch.kind == kind, Batch.status == BatchStatus.open)
+        .order_by(col(Batch.id).desc())
+        .limit(1)
+    )
+    return session.exec(stmt).first()
+
+
+def latest_batch(session: Session, worker_id: int, kind: str) -> Batch | None:
+    stmt = (
+        select(Batch)
+        .where(Batch.worker_id == worker_id, Batch.kind == kind)
+        .order_by(col(Batch.id).desc())
+        .limit(1)
+    )
+    return session.exec(stmt).first()
+
+
+def latest_completed(session: Session, worker_id: int, kind: str) -> Batch | None:
+    """The worker's newest batch of this kind that earned a completion code."""
+    stmt = (
+        select(Batch)
+        .where(Batch.worker_id == worker_id, Batch.kind == kind,
+               col(Batch.completion_code).is_not(None))
+        .order_by(col(Batch.id).desc())
+        .limit(1)
+    )
+    return session.exec(stmt).first()
+
+
+def open_or_resume(
+    session: Session,
+    worker: Worker,
+    kind: str,
+    config: StudyConfig,
+    strategy: LeaseStrategy,
+    entry: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> Batch:
+    """Return the worker's open batch of this kind, or open a new one.
+
+    Raises BatchError("daily_limit") when the per-day limit is used up. The worker row is
+    locked first so two tabs opening at once cannot both create a batch.
+    """
+    now = now or utcnow()
+    assert worker.id is not None
+    session.exec(lock_row_wait(select(Worker).where(Worker.id == worker.id), session)).one()
+    batch = current_batch(session, worker.id, kind)
+    if batch is not None:
+        if expire_if_due(session, batch, config, strategy, now):
+            session.flush()
+        else:
+            return batch
+    size, minutes, per_day = limits(config, kind)
+    size = _sized_to_pool(session, strategy, worker.id, size)
+    if per_day:
+        since = now - DAY
+        used = session.exec(
+            select(func.count()).where(
+                Batch.worker_id == worker.id,
+                Batch.kind == kind,
+                col(Batch.created_at) >= since,
+                Batch.status != BatchStatus.returned,
+            )
+        ).one()
+        if int(used) >= per_day:
+            raise BatchError(
+                "daily_limit",
+                f"You have already done {per_day} {kind} batch(es) in the last 24 hours. "
+                "Thank you! Please come back tomorrow.",
+            )
+    batch = Batch(
+        worker_id=worker.id,
+        kind=kind,
+        status=BatchStatus.open,
+        size=size,
+        created_at=now,
+        deadline=now + timedelta(minutes=minutes),
+        entry=dict(entry or {}),
+    )
+    session.add(batch)
+    session.flush()
+    return batch
+
+
+def _sized_to_pool(session: Session, strategy: LeaseStrategy, worker_id: int, size: int) -> int:
+    """The batch's size: the study's, but no more than the items this worker can have now,
+    so the header reads "Pair 1 of 34" when 34 exist, not 200. Nothing available keeps the
+    study's size (the batch then ends at once, see ``give_up``). Strategies without an
+    ``available`` count (tests' own) keep the study's size."""
+    available = getattr(strategy, "available", None)
+    if available is None:
+        return size
+    count = int(available(session, worker_id, size))
+    return min(size, count) if count > 0 else size
+
+
+def expire_if_due(
+    session: Session,
+    batch: Batch,
+    config: StudyConfig,
+    strategy: LeaseStrategy,
+    now: datetime | None = None,
+) -> bool:
+    """Close an open batch whose deadline passed; True if it was closed.
+
+    Work done before the deadline is kept and earns the completion code (the time limit is
+    the study's, not the worker's fault); a batch with nothing done just expires.
+    """
+    now = now or utcnow()
+    if batch.status != BatchStatus.open or batch.deadline > now:
+        return False
+    if count_done(session, batch) > 0:
+        complete(session, batch, config, strategy, now)
+    else:
+        release_batch(session, batch, strategy)
+        batch.status = BatchStatus.expired
+        batch.finished_at = now
+        session.add(batch)
+    return True
+
+
+def expire_overdue(
+    session: Session,
+    kind: str,
+    config: StudyConfig,
+    strategy: LeaseStrategy,
+    now: datetime | None = None,
+) -> int:
+    """Close every open batch of this kind whose deadline passed (workers who never came
+    back), so the dashboard's open-batch figures stay true; returns how many.
+
+    Called lazily on lease requests (like ``leases.expire_stale``); rows another
+    transaction is closing right now are skipped, not waited for.
+    """
+    now = now or utcnow()
+    stmt = select(Batch).where(
+        Batch.kind == kind, Batch.status == BatchStatus.open, col(Batch.deadline) <= now
+    )
+    overdue = session.exec(lock_rows(stmt, session)).all()
+    for batch in overdue:
+        expire_if_due(session, batch, config, strategy, now)
+    return len(overdue)
+
+
+def complete(
+    session: Session,
+    batch: Batch,
+    config: StudyConfig,
+    strategy: LeaseStrategy,
+    now: datetime | None = None,
+) -> Batch:
+    """Finish a batch with the study's completion code and hand back any unfinished lease."""
+    release_batch(session, batch, strategy)
+    batch.status = BatchStatus.completed
+    batch.finished_at = now or utcnow()
+    batch.completion_code = config.completion_code
+    session.add(batch)
+    return batch
+
+
+def finish_early(
+    session: Session,
+    batch: Batch,
+    config: StudyConfig,
+    strategy: LeaseStrategy,
+    now: datetime | None = None,
+) -> Batch:
+    """The worker ends an open batch before it is used up ("Finish now").
+
+    The work done counts: with at least one item done the batch completes with the study's
+    completion code, as when the time runs out (the platform approves the submission; pay
+    for a part-batch is the researcher's call, e.g. a pro-rata reward or bonus). With none
+    done it is returned, with no code. ``entry["finished_early"]`` marks it either way; the
+    dashboard's worker page shows it.
+    """
+    batch.entry = {**(batch.entry or {}), "finished_early": True}
+    if count_done(session, batch) > 0:
+        return complete(session, batch, config, strategy, now)
+    return give_up(session, batch, strategy)
+
+
+def give_up(session: Session, batch: Batch, strategy: LeaseStrategy) -> Batch:
+    """The pool ran dry before anything was done: the worker should return the study."""
+    release_batch(session, batch, strategy)
+    batch.status = BatchStatus.returned
+    batch.finished_at = utcnow()
+    session.add(batch)
+    return batch
+
+
+def seconds_left(batch: Batch, now: datetime | None = None) -> int:
+    return max(0, int((batch.deadline - (now or utcnow())).total_seconds()))

@@ -1,0 +1,318 @@
+"""Crowd entry, consent, instructions, batch start and the completion / screen-out pages.
+
+Shared by every kind of work: ``/start/{kind}`` where kind is ``generate`` or ``validate``;
+the task itself lives at ``/{kind}``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import Response
+from sqlmodel import Session
+
+from vsr_core.models import Batch, BatchStatus, ImagePair, PairStatus, Worker
+from vsr_core.study import load_study_config
+from webapp.crowd import batches
+from webapp.crowd.consent import render_consent
+from webapp.crowd.examples import available as example_photos
+from webapp.crowd.identity import (
+    CurrentWorker,
+    check_csrf,
+    check_resume,
+    consent_time,
+    entry_for,
+    has_consented,
+    is_new_identity,
+    login,
+    parse_entry,
+    record_consent,
+    resolve_worker,
+    same_platform_session,
+)
+from webapp.crowd.tasks import page, redirect, strategy_for, task_previews, task_url
+from webapp.deps import SessionDep, SettingsDep, TemplatesDep
+from webapp.http import rate_limits
+from webapp.http.errors import PageError, screenout_context
+
+router = APIRouter(tags=["entry"])
+
+def _check_roles(worker: Worker, kind: str) -> None:
+    if worker.roles and kind not in worker.roles:
+        raise PageError(403, "Your invitation is not for this task.")
+
+
+@router.get("/start/{kind}", summary="Entry from a Prolific, MTurk or invite link")
+def start(
+    kind: str,
+    request: Request,
+    session: SessionDep,
+    templates: TemplatesDep,
+    # Declared for the OpenAPI spec (and so for fuzzing); parse_entry reads and checks them.
+    prolific_pid: Annotated[str | None, Query(alias="PROLIFIC_PID")] = None,
+    study_id: Annotated[str | None, Query(alias="STUDY_ID")] = None,
+    session_id: Annotated[str | None, Query(alias="SESSION_ID")] = None,
+    worker_id: Annotated[str | None, Query(alias="workerId")] = None,
+    assignment_id: Annotated[str | None, Query(alias="assignmentId")] = None,
+    hit_id: Annotated[str | None, Query(alias="hitId")] = None,
+    turk_submit_to: Annotated[str | None, Query(alias="turkSubmitTo")] = None,
+    token: Annotated[str | None, Query(description="invite token")] = None,
+) -> Response:
+    strategy = strategy_for(request, kind)
+    settings = request.app.state.settings
+    entry = parse_entry(request.query_params, exact=settings.platform_id_formats == "exact")
+    if entry is not None and entry.preview:
+        return _preview(kind, request, session, templates)
+    if entry is None:
+        if not isinstance(request.session.get("worker_id"), int):
+            raise PageError(
+                400, "This link has no participant id. Please open the study from Prolific, "
+                "MTurk or your invitation link.",
+            )
+        return redirect(task_url(kind))  # a returning worker with a cookie: resume
+    # Invented ids are free to make: each new identity counts against per-address and
+    # site-wide limits kept in the database (webapp.http.rate_limits).
+    address = rate_limits.client_address(request)
+    new = is_new_identity(session, entry)
+    if new:
+        rate_limits.check_new_worker(session, settings, address)
+    worker = resolve_worker(session, entry)
+    if new:
+        rate_limits.record_new_worker(session, address, worker.id)
+    if worker.blocked:
+        session.commit()
+        raise PageError(403, "This account cannot take part in the study.", page="screenout")
+    _check_roles(worker, kind)
+    assert worker.id is not None
+    open_batch = batches.current_batch(session, worker.id, kind)
+    if open_batch is not None:
+        config = load_study_config(session)
+        if batches.expire_if_due(session, open_batch, config, strategy):
+            open_batch = None
+        elif request.session.get("worker_id") != worker.id:
+            check_resume(entry, open_batch.entry)
+    session.commit()
+    login(request, worker, kind, entry)
+    if open_batch is not None:
+        return redirect(task_url(kind))
+    if same_platform_session(entry, batches.latest_batch(session, worker.id, kind)):
+        # The link of a submission that already finished (e.g. the worker lost the code).
+        return redirect(f"/done/{kind}")
+    return redirect(f"/instructions/{kind}" if has_consented(request, kind) else f"/consent/{kind}")
+
+
+def _preview(kind: str, request: Request, session: Session, templates: Any) -> Response:
+    """MTurk preview: what the task looks like, read-only, with no identity and no lease."""
+    from sqlmodel import col, select
+
+    sample = session.exec(
+        select(ImagePair).where(ImagePair.status != PairStatus.retired).order_by(col(ImagePair.id))
+    ).first()
+    task = None
+    show = task_previews(request).get(kind)
+    if show is not None and sample is not None:
+        task = show(request, session, sample)
+    return page(templates, request, "preview.html", kind, task=task, photos=example_photos())
+
+
+@router.get("/consent/{kind}", summary="Consent form")
+def consent_form(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    templates: TemplatesDep,
+) -> Response:
+    strategy_for(request, kind)
+    config = load_study_config(session)
+    size, minutes, _ = batches.limits(config, kind)
+    html = render_consent(config.consent_text, minutes=minutes, items=size)
+    return page(templates, request, "consent.html", kind, consent_html=html)
+
+
+@router.post("/consent/{kind}", summary="Give or decline consent")
+def consent_submit(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    templates: TemplatesDep,
+    decision: Annotated[str, Form(max_length=16)],
+    csrf: Annotated[str, Form(max_length=128)],
+) -> Response:
+    strategy_for(request, kind)
+    check_csrf(request, csrf)
+    if decision == "agree":
+        record_consent(request, kind)
+        return redirect(f"/instructions/{kind}")
+    if decision == "decline":
+        return page(templates, request, "declined.html", kind)
+    raise PageError(400, "Please choose whether you agree to take part.")
+
+
+@router.get("/instructions/{kind}", summary="Instructions with worked examples")
+def instructions(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    templates: TemplatesDep,
+) -> Response:
+    strategy_for(request, kind)
+    if not has_consented(request, kind):
+        return redirect(f"/consent/{kind}")
+    config = load_study_config(session)
+    size, minutes, per_day = batches.limits(config, kind)
+    assert worker.id is not None
+    open_batch = batches.current_batch(session, worker.id, kind)
+    return page(
+        templates, request, "instructions.html", kind,
+        size=size, minutes=minutes, per_day=per_day, open_batch=open_batch,
+        photos=example_photos(),
+    )
+
+
+@router.post("/begin/{kind}", summary="Open (or resume) a batch and go to the task")
+def begin(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    csrf: Annotated[str, Form(max_length=128)],
+) -> Response:
+    strategy = strategy_for(request, kind)
+    check_csrf(request, csrf)
+    _check_roles(worker, kind)
+    if not has_consented(request, kind):
+        return redirect(f"/consent/{kind}")
+    config = load_study_config(session)
+    assert worker.id is not None
+    address = rate_limits.client_address(request)
+    new_batch = batches.current_batch(session, worker.id, kind) is None
+    if new_batch:
+        rate_limits.check_new_batch(session, request.app.state.settings, address)
+    try:
+        # The batch keeps the platform ids and the consent time: the study's audit trail.
+        entry = entry_for(request, kind) | {"consented_at": consent_time(request, kind)}
+        batches.open_or_resume(session, worker, kind, config, strategy, entry)
+    except batches.BatchError as exc:
+        session.rollback()
+        raise PageError(409, exc.message) from exc
+    if new_batch:
+        rate_limits.record(session, rate_limits.NEW_BATCH, address, worker.id)
+    session.commit()
+    return redirect(task_url(kind))
+
+
+@router.get("/finish/{kind}", summary="Confirm ending the batch early")
+def finish_form(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    templates: TemplatesDep,
+) -> Response:
+    strategy_for(request, kind)
+    assert worker.id is not None
+    batch = batches.current_batch(session, worker.id, kind)
+    if batch is None:
+        return redirect(f"/done/{kind}")
+    from webapp.crowd.leases import count_done
+
+    return page(
+        templates, request, "finish.html", kind, batch=batch, done_count=count_done(session, batch)
+    )
+
+
+@router.post("/finish/{kind}", summary="End the batch now (the code covers the work done)")
+def finish(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    csrf: Annotated[str, Form(max_length=128)],
+) -> Response:
+    strategy = strategy_for(request, kind)
+    check_csrf(request, csrf)
+    assert worker.id is not None
+    from sqlmodel import col, select
+
+    from vsr_core.models import Batch
+    from webapp.crowd.leases import lock_row_wait
+
+    # Locked, so a vote or caption landing at the same moment is counted before it ends.
+    batch = session.exec(
+        lock_row_wait(
+            select(Batch)
+            .where(Batch.worker_id == worker.id, Batch.kind == kind,
+                   Batch.status == BatchStatus.open)
+            .order_by(col(Batch.id).desc())
+            .limit(1),
+            session,
+        )
+    ).first()
+    if batch is not None:
+        config = load_study_config(session)
+        if not batches.expire_if_due(session, batch, config, strategy):
+            batches.finish_early(session, batch, config, strategy)
+        session.commit()
+    return redirect(f"/done/{kind}")
+
+
+def _end_reason(batch: Batch, done_count: int) -> str:
+    """Why a finished batch ended, as the done page explains it."""
+    if (batch.entry or {}).get("finished_early"):
+        return "finished_early"
+    if batch.finished_at is not None and batch.finished_at >= batch.deadline:
+        return "time"
+    if done_count < batch.size:
+        return "no_more"
+    return "full"
+
+
+@router.get("/done/{kind}", summary="Completion page with the completion code")
+def done(
+    kind: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
+    settings: SettingsDep,
+    templates: TemplatesDep,
+) -> Response:
+    strategy = strategy_for(request, kind)
+    assert worker.id is not None
+    batch = batches.latest_batch(session, worker.id, kind)
+    if batch is None:
+        return redirect(f"/instructions/{kind}")
+    if batch.status == BatchStatus.open:
+        if not batches.expire_if_due(session, batch, load_study_config(session), strategy):
+            return redirect(task_url(kind))
+        session.commit()
+    from webapp.crowd.leases import count_done
+
+    entry = batch.entry or {}
+    done_count = count_done(session, batch)
+    ctx: dict[str, Any] = {
+        "batch": batch, "done_count": done_count, "reason": _end_reason(batch, done_count),
+        "earlier_code": None,
+    }
+    if batch.status == BatchStatus.returned:
+        # Nothing was left for them: if they did work before, that is what happened.
+        earlier = batches.latest_completed(session, worker.id, kind)
+        ctx["earlier_code"] = earlier.completion_code if earlier is not None else None
+    if batch.completion_code:
+        ctx["prolific_url"] = (
+            settings.prolific_completion_url.format(code=batch.completion_code)
+            if entry.get("source") == "prolific"
+            else None
+        )
+        if entry.get("source") == "mturk" and entry.get("turk_submit_to"):
+            ctx["mturk_action"] = entry["turk_submit_to"] + "/mturk/externalSubmit"
+            ctx["mturk_assignment"] = entry.get("assignment_id", "")
+    return page(templates, request, "done.html", kind, **ctx)
+
+
+@router.get("/screenout", summary="Screen-out page")
+def screenout(request: Request, templates: TemplatesDep) -> Response:
+    ctx = screenout_context(request)
+    return page(templates, request, "screenout.html", "", message=None, **ctx)

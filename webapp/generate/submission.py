@@ -1,0 +1,241 @@
+"""The contrastive caption task: validate a submission and store it in one transaction.
+
+One submission = one Annotation and, unless skipped, two Examples (True with the chosen
+image, False with the other). Idempotent: the form's ``client_token`` and the lease
+(``assignment_id``) are both unique on Annotation, so a double submit, a resubmitted form or
+a retry after a network error returns the first answer and stores nothing new.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+
+from vsr_core.captions import render_caption
+from vsr_core.models import (
+    Annotation,
+    Assignment,
+    BatchKind,
+    Example,
+    ExampleOrigin,
+    ImagePair,
+    LeaseStatus,
+    PairStatus,
+)
+from vsr_core.relations import enabled_relations, get_relation, is_known
+from vsr_core.study import StudyConfig
+from vsr_core.types import utcnow
+from webapp.crowd.lease_tokens import MAX_LENGTH
+from webapp.crowd.leases import finish, lock_row_wait
+
+SKIP_REASONS: dict[str, str] = {
+    "unidentifiable": "I cannot identify one of the objects in an image",
+    "no_contrast": "No relation is true for one image and false for the other",
+}
+TOKEN_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
+
+
+class _AnswerFields(BaseModel):
+    """One answer to the contrastive task, less the lease it answers."""
+
+    client_token: str = Field(pattern=TOKEN_PATTERN, description="idempotency key")
+    action: Literal["submit", "skip"] = "submit"
+    relation: str | None = Field(default=None, max_length=64)
+    ent1: Literal["a", "b"] | None = Field(default=None, description="which concept is ENT1")
+    true_image: int | None = Field(
+        default=None, ge=1, le=2, description="image (1 or 2) the caption is true for"
+    )
+    skip_reason: Literal["unidentifiable", "no_contrast"] | None = None
+    skip_comment: str | None = Field(default=None, max_length=1000)
+    duration_ms: int | None = Field(default=None, ge=0, le=24 * 3600 * 1000)
+
+    @field_validator("relation", "ent1", "true_image", "skip_reason", "skip_comment", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        # An unticked radio group or empty textarea arrives as "" from a plain HTML form.
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _complete(self) -> _AnswerFields:
+        if self.action == "submit":
+            missing = [
+                name
+                for name, value in (
+                    ("relation", self.relation),
+                    ("ent1", self.ent1),
+                    ("true_image", self.true_image),
+                )
+                if value is None
+            ]
+            if missing:
+                raise ValueError(
+                    "to submit a caption choose a relation, which object is first, and the "
+                    f"image it is true for (missing: {', '.join(missing)})"
+                )
+        elif self.skip_reason is None:
+            raise ValueError("to skip, say why (choose a reason)")
+        return self
+
+
+class GenerationSubmission(_AnswerFields):
+    """An answer as :func:`submit` stores it: the lease by its database id."""
+
+    assignment_id: int = Field(ge=1, le=2**31 - 1, description="the lease being answered")
+
+
+class GenerationAnswer(_AnswerFields):
+    """An answer as the crowd sends it (JSON body and form alike): the lease by the opaque
+    token the task gave out (webapp.crowd.lease_tokens), never by its database id."""
+
+    assignment_id: str = Field(max_length=MAX_LENGTH, description="the task's assignment_id")
+
+
+class GenerationForm(GenerationAnswer):
+    csrf: str = Field(max_length=128)
+
+
+class SubmissionError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def allowed_relations(config: StudyConfig) -> list[str]:
+    """Relations offered to annotators: the study's list, else Table 1 less the unused five."""
+    if config.relations_enabled is not None:
+        return [r for r in config.relations_enabled if is_known(r)]
+    return [r.name for r in enabled_relations()]
+
+
+def _existing(session: Session, sub: GenerationSubmission) -> Annotation | None:
+    by_token = session.exec(
+        select(Annotation).where(Annotation.client_token == sub.client_token)
+    ).first()
+    if by_token is not None:
+        return by_token
+    return session.exec(
+        select(Annotation).where(Annotation.assignment_id == sub.assignment_id)
+    ).first()
+
+
+def _replay(existing: Annotation, worker_id: int) -> Annotation:
+    if existing.worker_id != worker_id:
+        raise SubmissionError(409, "This form was already used by someone else.")
+    return existing
+
+
+def submit(
+    session: Session,
+    worker_id: int,
+    sub: GenerationSubmission,
+    config: StudyConfig,
+    now: datetime | None = None,
+) -> tuple[Annotation, bool]:
+    """Store a submission and commit; returns (annotation, created). Raises SubmissionError.
+
+    Everything (annotation, examples, lease, pair status) is committed together or not at all.
+    """
+    try:
+        result = _submit(session, worker_id, sub, config, now or utcnow())
+        session.commit()
+        return result
+    except IntegrityError:
+        # A concurrent duplicate (same token or same lease) won the race: answer with it.
+        session.rollback()
+        existing = _existing(session, sub)
+        if existing is None:
+            raise
+        return _replay(existing, worker_id), False
+    except BaseException:
+        session.rollback()
+        raise
+
+
+def _submit(
+    session: Session, worker_id: int, sub: GenerationSubmission, config: StudyConfig, now: datetime
+) -> tuple[Annotation, bool]:
+    existing = _existing(session, sub)
+    if existing is not None:
+        return _replay(existing, worker_id), False
+    lease = session.exec(
+        lock_row_wait(select(Assignment).where(Assignment.id == sub.assignment_id), session)
+    ).first()
+    if lease is None or lease.worker_id != worker_id or lease.kind != BatchKind.generate:
+        raise SubmissionError(403, "This pair is not assigned to you.")
+    # Re-read after taking the lock: a concurrent submit of this lease may just have finished.
+    existing = _existing(session, sub)
+    if existing is not None:
+        return _replay(existing, worker_id), False
+    if lease.status != LeaseStatus.active:
+        raise SubmissionError(
+            409, "Your time for this pair ran out and it went back to the pool. "
+            "Please go on with the next one."
+        )
+    pair = session.get(ImagePair, lease.pair_id)
+    assert pair is not None and pair.id is not None
+
+    annotation = Annotation(
+        pair_id=pair.id,
+        worker_id=worker_id,
+        assignment_id=lease.id,
+        client_token=sub.client_token,
+        duration_ms=sub.duration_ms,
+        created_at=now,
+    )
+    examples: list[Example] = []
+    if sub.action == "skip":
+        annotation.skip_reason = sub.skip_reason
+        annotation.skip_comment = (sub.skip_comment or "").strip() or None
+        pair.status = PairStatus.skipped
+    else:
+        assert sub.relation is not None and sub.true_image is not None
+        name = sub.relation.strip().lower()
+        if name not in allowed_relations(config):
+            raise SubmissionError(
+                422, f"{sub.relation!r} is not one of the relations offered in this study."
+            )
+        relation = get_relation(name).name
+        subj, obj = pair.concept_a, pair.concept_b
+        if sub.ent1 == "b":
+            subj, obj = obj, subj
+        caption = render_caption(subj, relation, obj)
+        true_id, false_id = pair.image1_id, pair.image2_id
+        if sub.true_image == 2:
+            true_id, false_id = false_id, true_id
+        annotation.relation, annotation.subj, annotation.obj = relation, subj, obj
+        annotation.true_image_id = true_id
+        sides = [(true_id, True), (false_id, False)]
+        # A random order of the two Examples, so their ids (the validation queue's order)
+        # never tell the True one from the False one (issue 12).
+        if secrets.randbelow(2):
+            sides.reverse()
+        for image_id, label in sides:
+            examples.append(
+                Example(
+                    image_id=image_id,
+                    caption=caption,
+                    relation=relation,
+                    subj=subj,
+                    obj=obj,
+                    label=label,
+                    origin=ExampleOrigin.human,
+                    author_id=worker_id,
+                    created_at=now,
+                )
+            )
+        pair.status = PairStatus.annotated
+    session.add(annotation)
+    session.flush()
+    for example in examples:
+        example.annotation_id = annotation.id
+        session.add(example)
+    finish(session, lease, now)
+    session.add(pair)
+    session.flush()
+    return annotation, True

@@ -1,1 +1,0 @@
-"""Routers, one module per area."""

@@ -1,0 +1,137 @@
+"""What a validator is shown for one leased Example: the image with both instances marked, the
+caption, and whether the reference-frame question applies. Never the label, origin or gold flag,
+so gold items look exactly like the others."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from sqlalchemy import Integer, bindparam
+from sqlalchemy import select as sa_select
+from sqlmodel import Session, col
+
+from vsr_core.models import Example, Image, ImagePair, Instance
+from webapp.images import render as images
+
+# Relations whose truth depends on the frame of reference (VSR 3.2): left/right, front/behind.
+FRAME_WORDS = ("left", "right", "front", "behind", "back of")
+
+
+def needs_frame_question(relation: str) -> bool:
+    return any(word in relation for word in FRAME_WORDS)
+
+
+def example_instances(session: Session, example: Example) -> tuple[Instance, Instance] | None:
+    """The (subj, obj) instances an Example is about, or None when they cannot be told.
+
+    Human Examples come from an annotation of an ImagePair; adversarial ones inherit their
+    parent's; otherwise (imported) the image's only instance of each concept is taken, which
+    is how VSR sampled its images.
+    """
+    return _instances(session, example.annotation_id, example.parent_example_id,
+                      example.image_id, example.subj, example.obj)
+
+
+def _instances(
+    session: Session,
+    annotation_id: int | None,
+    parent_example_id: int | None,
+    image_id: int,
+    subj: str,
+    obj: str,
+) -> tuple[Instance, Instance] | None:
+    if annotation_id is None and parent_example_id is not None:
+        parent = session.get(Example, parent_example_id)
+        if parent is not None:
+            annotation_id = parent.annotation_id
+    if annotation_id is not None:
+        from vsr_core.models import Annotation
+
+        annotation = session.get(Annotation, annotation_id)
+        pair = session.get(ImagePair, annotation.pair_id) if annotation else None
+        if pair is not None and image_id in (pair.image1_id, pair.image2_id):
+            slot = 1 if pair.image1_id == image_id else 2
+            a = session.get(Instance, getattr(pair, f"image{slot}_a_id"))
+            b = session.get(Instance, getattr(pair, f"image{slot}_b_id"))
+            if a is not None and b is not None:
+                return (a, b) if pair.concept_a == subj else (b, a)
+    # Ids and categories first (plain rows); the two instances, when they can be told, are
+    # then loaded whole. Most images have more instances than the two an Example is about.
+    found = session.connection().execute(_IMAGE_INSTANCES, {"q_image": image_id}).all()
+    subj_ids = [i for i, category in found if category == subj]
+    obj_ids = [i for i, category in found if category == obj]
+    if len(subj_ids) == 1 and len(obj_ids) == 1:
+        a, b = session.get(Instance, subj_ids[0]), session.get(Instance, obj_ids[0])
+        if a is not None and b is not None:
+            return a, b
+    return None
+
+
+_IMAGE_INSTANCES = sa_select(col(Instance.id), col(Instance.category)).where(
+    col(Instance.image_id) == bindparam("q_image", type_=Integer)
+)
+
+
+DISPLAY_CACHE_SIZE = 20_000
+_DISPLAY_ROW = (
+    sa_select(
+        col(Example.caption), col(Example.subj), col(Example.obj), col(Example.relation),
+        col(Example.annotation_id), col(Example.parent_example_id), col(Example.image_id),
+        col(Image.coco_url), col(Image.width), col(Image.height), col(Image.coco_id),
+        col(Image.license_name),
+    )
+    .join(Image, col(Image.id) == col(Example.image_id))
+    .where(col(Example.id) == bindparam("q_id", type_=Integer))
+)
+DisplayCache = OrderedDict[int, dict[str, Any]]
+
+
+def example_display(
+    session: Session, example_id: int, local_images: bool, cache: DisplayCache | None = None
+) -> dict[str, Any]:
+    """The lease-independent part of an item, as JSON-ready values.
+
+    What a validator sees of an Example never changes once it exists (caption, image,
+    outlines), so the app keeps it in ``cache`` (one per app instance, i.e. per server
+    process): on the hot path that saves five queries per item.
+    """
+    hit = cache.get(example_id) if cache is not None else None
+    if hit is not None:
+        return hit
+    # Plain columns, not ORM objects: this runs inside the vote transaction on a cache miss.
+    row = session.connection().execute(_DISPLAY_ROW, {"q_id": example_id}).one()
+    insts = _instances(session, row.annotation_id, row.parent_example_id, row.image_id,
+                       row.subj, row.obj)
+    marked = local_images and insts is not None
+    shown = {
+        "caption": row.caption,
+        "subj": row.subj,
+        "obj": row.obj,
+        "relation": row.relation,
+        "frame_question": needs_frame_question(row.relation),
+        "image": {
+            "src": None if marked else row.coco_url,
+            "marked": marked,
+            "width": row.width,
+            "height": row.height,
+            "coco_id": row.coco_id,
+            "license_name": row.license_name,
+            "shapes_subj": [] if marked or insts is None else images.svg_shapes(insts[0]),
+            "shapes_obj": [] if marked or insts is None else images.svg_shapes(insts[1]),
+        },
+    }
+    if cache is not None:
+        cache[example_id] = shown
+        while len(cache) > DISPLAY_CACHE_SIZE:
+            cache.popitem(last=False)
+    return shown
+
+
+def leased_item(shown: dict[str, Any], lease_token: str) -> dict[str, Any]:
+    """An :func:`example_display` for one lease: the marked image is addressed by the
+    lease's opaque token (webapp.crowd.lease_tokens), so its URL says nothing about the Example."""
+    image = dict(shown["image"])
+    if image["marked"]:
+        image["src"] = f"/images/validate/{lease_token}.jpg"
+    return {**shown, "assignment_id": lease_token, "image": image}
