@@ -13,11 +13,12 @@ RUN if [ -n "$TORCH_INDEX_URL" ]; then \
 
 WORKDIR /app
 COPY pyproject.toml README.md ./
-COPY core ./core
+COPY vsr_core ./vsr_core
 COPY collection ./collection
 COPY webapp ./webapp
 COPY matching ./matching
-COPY dataset ./dataset
+COPY vsr_dataset ./vsr_dataset
+COPY vsr_cli ./vsr_cli
 COPY migrations ./migrations
 COPY demo ./demo
 RUN pip install .

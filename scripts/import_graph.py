@@ -32,6 +32,18 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("vsr_dataset",),
     ("vsr_cli",),
 )
+# Floors inside a package, bottom first, by module prefix: the web app's rooms. Plumbing every
+# route shares, then the crowd machinery and the images beneath the tasks, then the tasks, then
+# the dashboard that watches them, then the factory that wires it all.
+ROOMS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "webapp": (
+        ("webapp.http",),
+        ("webapp.crowd", "webapp.images"),
+        ("webapp.generate", "webapp.validate"),
+        ("webapp.admin",),
+        ("webapp.app",),
+    ),
+}
 # Packages outside the floors: they may import anything of ours and nothing imports them.
 TOP: tuple[str, ...] = ("bench", "demo")
 SKIP_DIRS = {".venv", ".git", "tests", "node_modules", "build", "dist", "__pycache__", "scripts"}
@@ -184,6 +196,37 @@ def floor_breaches(graph: Graph) -> list[tuple[str, str]]:
     return sorted(breaches)
 
 
+def room_of(module: str) -> tuple[str, int] | None:
+    """The room a module lives in and its floor inside its package (None: not in a room)."""
+    for level, rooms in enumerate(ROOMS.get(package_of(module), ())):
+        for room in rooms:
+            if module == room or module.startswith(room + "."):
+                return room, level
+    return None
+
+
+def room_breaches(graph: Graph) -> list[tuple[str, str]]:
+    """Imports inside a package that go up its floors or across to a sibling room."""
+    breaches = []
+    for source, targets in graph.edges.items():
+        src = room_of(source)
+        for target in targets:
+            dst = room_of(target)
+            if package_of(source) != package_of(target) or src is None or dst is None:
+                continue
+            if src[0] != dst[0] and dst[1] >= src[1]:
+                breaches.append((source, target))
+    return sorted(breaches)
+
+
+def unplaced(graph: Graph) -> list[str]:
+    """Modules of a package with rooms that belong to none (every module must have a floor)."""
+    return sorted(
+        m for m in graph.modules
+        if package_of(m) in ROOMS and m != package_of(m) and room_of(m) is None
+    )
+
+
 def package_edges(graph: Graph) -> dict[tuple[str, str], int]:
     counts: dict[tuple[str, str], int] = defaultdict(int)
     for source, targets in graph.edges.items():
@@ -211,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         packages[package_of(module)] += 1
     print(f"{len(graph.modules)} modules in {len(packages)} packages, "
           f"{sum(len(t) for t in graph.edges.values())} import edges")
-    print("\npackage -> package (modules edges)")
+    print("\npackage -> package (module edges)")
     for (src, dst), count in package_edges(graph).items():
         print(f"  {src:12} -> {dst:12} {count}")
     if args.modules:
@@ -223,11 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nimport circles: {len(found)}")
     for component in found:
         print("  " + " <-> ".join(component))
-    breaches = floor_breaches(graph)
+    breaches = floor_breaches(graph) + room_breaches(graph)
     print(f"floor breaches: {len(breaches)}")
     for source, target in breaches:
         print(f"  {source} -> {target}")
-    return 1 if found or breaches else 0
+    homeless = unplaced(graph)
+    if homeless:
+        print(f"modules in no room: {', '.join(homeless)}")
+    return 1 if found or breaches or homeless else 0
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from sqlmodel import Session, select
 
 from vsr_core.models import AdminUser
 from vsr_core.types import utcnow
-from webapp.deps import SessionDep
+from webapp.http.deps import SessionDep
 
 COOKIE_NAME = "vsr_admin"
 SESSION_MAX_AGE = 12 * 3600

@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
-from webapp.deps import TemplatesDep
+from webapp.http.deps import TemplatesDep
 
 FAVICON = Path(__file__).resolve().parent.parent / "static" / "favicon.svg"
 

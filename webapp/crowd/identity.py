@@ -21,7 +21,7 @@ from sqlmodel import Session, select
 
 from vsr_core.models import InviteToken, Worker, WorkerSource
 from vsr_core.types import utcnow
-from webapp.deps import SessionDep
+from webapp.http.deps import SessionDep
 from webapp.http.errors import PageError
 
 # Checked with fullmatch (``$`` would also match before a final newline, so ``id\n`` would

@@ -32,8 +32,8 @@ from webapp.crowd.identity import (
     same_platform_session,
 )
 from webapp.crowd.tasks import page, redirect, strategy_for, task_previews, task_url
-from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.http import rate_limits
+from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.http.errors import PageError, screenout_context
 
 router = APIRouter(tags=["entry"])

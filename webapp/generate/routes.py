@@ -18,7 +18,6 @@ from webapp.crowd.identity import CurrentWorker, check_csrf, csrf_token
 from webapp.crowd.lease_tokens import lease_from_token, lease_token
 from webapp.crowd.leases import LeaseStrategy, count_done, take_next
 from webapp.crowd.tasks import redirect, strategy_for
-from webapp.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.generate.submission import (
     GenerationAnswer,
     GenerationForm,
@@ -29,6 +28,7 @@ from webapp.generate.submission import (
 )
 from webapp.generate.view import task_context
 from webapp.http.api_guard import CSRF_HEADER, check_json_post
+from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.http.errors import PageError
 from webapp.images import render as images
 from webapp.images.signed_urls import pair_image_allowed, pair_image_url

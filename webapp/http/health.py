@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from sqlalchemy import text
 
-from webapp.deps import SessionDep
+from webapp.http.deps import SessionDep
 
 router = APIRouter()
 

@@ -29,8 +29,8 @@ from webapp.crowd import batches
 from webapp.crowd.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
 from webapp.crowd.lease_tokens import MAX_LENGTH, lease_from_token, lease_token
 from webapp.crowd.tasks import redirect, strategy_for
-from webapp.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 from webapp.http.api_guard import CSRF_HEADER, check_json_post
+from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 from webapp.http.errors import PageError
 from webapp.http.inputs import ascii_int
 from webapp.images import render as images

@@ -12,7 +12,7 @@ from webapp.admin.auth import COOKIE_NAME, SESSION_MAX_AGE, AdminPostDep, authen
 from webapp.admin.auth import make_session_cookie as make_cookie
 from webapp.admin.pages import safe_next
 from webapp.admin.throttle import LoginThrottle
-from webapp.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
+from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 
 router = APIRouter(prefix="/admin", tags=["admin"])
 

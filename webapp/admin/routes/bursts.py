@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.bursts import cut_burst, recent_bursts
 from webapp.admin.pages import back, figure_cache, render
-from webapp.deps import SessionDep
+from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 

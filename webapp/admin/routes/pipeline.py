@@ -16,7 +16,7 @@ from webapp.admin import jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import back, render
-from webapp.deps import SessionDep, SettingsDep
+from webapp.http.deps import SessionDep, SettingsDep
 from webapp.http.inputs import DbId
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])

@@ -12,7 +12,7 @@ from sqlmodel import Session
 from webapp.admin import charts, stats
 from webapp.admin.auth import AdminDep, current_admin_session
 from webapp.admin.pages import cached, render, study_config
-from webapp.deps import SessionDep
+from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 

@@ -15,7 +15,7 @@ from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import back, figure_cache, render, study_config
 from webapp.admin.stats import distinct_values
-from webapp.deps import SessionDep
+from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 ROUND_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"

@@ -23,7 +23,7 @@ from webapp.admin.settings_form import (
     relation_groups,
     validation_errors,
 )
-from webapp.deps import SessionDep
+from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 KINDS = ("generate", "validate")

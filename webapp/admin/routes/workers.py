@@ -13,7 +13,7 @@ from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import back, cached, figure_cache, render, study_config
 from webapp.crowd import workers
-from webapp.deps import SessionDep
+from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
