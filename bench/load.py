@@ -873,7 +873,7 @@ def check(url: str, stats: Stats) -> list[str]:
     from vsr_core.db import make_engine
     from vsr_core.models import Example, Vote
     from vsr_core.study import load_study_config
-    from webapp.validate.queue import audit_counters
+    from webapp.validate.audit import audit_counters
 
     problems: list[str] = []
     engine = make_engine(url)

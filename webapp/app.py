@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     # Item selection per kind of crowd work (webapp.crowd.leases.LeaseStrategy); the validation
     # task adds its own under "validate".
     strategies: dict[str, LeaseStrategy] = {"generate": PairStrategy()}
-    from webapp.validate.queue import ExampleStrategy
+    from webapp.validate.strategy import ExampleStrategy
 
     strategies["validate"] = ExampleStrategy(sweep_seconds=1.0, floor_seconds=1.0)
     app.state.strategies = strategies

@@ -75,8 +75,8 @@ def requeue(session: Session, example: Example, extra_votes: int, config: Any) -
     The target is the Example's own ``target_votes`` override; its queue state is then
     re-derived by the validation queue's own rule, so it is served again.
     """
-    from webapp.validate import queue as validation_queue
-    if example.origin not in validation_queue.VOTABLE_ORIGINS:
+    from webapp.validate import rules as validation_rules
+    if example.origin not in validation_rules.VOTABLE_ORIGINS:
         raise NotVotableError(
             f"{example.origin} Examples are not served to validators in this study, "
             "so they cannot be re-queued"
@@ -85,7 +85,7 @@ def requeue(session: Session, example: Example, extra_votes: int, config: Any) -
     have = vote_count(session, example.id)
     target = max(have, example.target_votes or config.votes_per_example) + extra_votes
     example.target_votes = target
-    example.queue_settled, example.queue_open = validation_queue.decision_state(
+    example.queue_settled, example.queue_open = validation_rules.decision_state(
         example.queue_agree, example.queue_votes, target, config
     )
     session.add(example)

@@ -34,15 +34,9 @@ from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 from webapp.http.errors import PageError
 from webapp.http.inputs import ascii_int
 from webapp.images import render as images
-from webapp.validate.queue import (
-    REFERENCE_FRAMES,
-    Display,
-    ExampleStrategy,
-    NextItem,
-    VoteError,
-    next_item,
-    record_vote,
-)
+from webapp.validate.queue import Display, NextItem, VoteError, next_item, record_vote
+from webapp.validate.rules import REFERENCE_FRAMES
+from webapp.validate.strategy import ExampleStrategy
 from webapp.validate.view import DisplayCache, example_display, example_instances, leased_item
 
 router = APIRouter(tags=["validate"])

@@ -131,7 +131,7 @@ def test_double_submit_and_retries_never_duplicate(site, engine) -> None:  # typ
     anns, examples = _rows(engine)
     assert len(anns) == 1 and len(examples) == 2 and anns[0].relation == "on top of"
     with Session(engine) as s:  # the batch counted its one finished lease once
-        from webapp.validate.queue import audit_counters
+        from webapp.validate.audit import audit_counters
 
         assert audit_counters(s) == []
         assert s.exec(select(Batch)).one().done_count == 1

@@ -12,9 +12,9 @@ from vsr_core.models import Assignment, Example, Worker
 from vsr_core.study import StudyConfig
 from vsr_core.types import utcnow
 from webapp.admin.actions import set_gold
-from webapp.validate import gold
+from webapp.validate import audit, gold
 from webapp.validate import queue as vq
-from webapp.validate.queue import ExampleStrategy
+from webapp.validate.strategy import ExampleStrategy
 
 
 def strat(**changes: object) -> ExampleStrategy:
@@ -120,7 +120,7 @@ def test_block_on_failure_releases_open_leases(session: Session) -> None:
         select(Assignment).where(Assignment.worker_id == w.id, Assignment.status == "active")
     ).all()
     assert active == []
-    assert vq.audit_counters(session) == []
+    assert audit.audit_counters(session) == []
 
 
 def test_gold_report_worst_first(session: Session) -> None:
@@ -147,15 +147,15 @@ def test_marking_gold_with_leases_out_keeps_the_queue_counters_exact(session: Se
     held = take(session, a, s)
     assert held is not None and held.example_id == ex.id and held.id is not None
     set_gold(session, ex, True, True)
-    assert vq.audit_counters(session) == []
+    assert audit.audit_counters(session) == []
     vq.record_vote(session, a, held.id, True, s)  # the held item is answered as gold
-    assert vq.audit_counters(session) == []
+    assert audit.audit_counters(session) == []
     second = take(session, b, s)  # gold is not served as a regular item
     assert second is None
     session.refresh(ex)
     set_gold(session, ex, False, None)
-    assert vq.audit_counters(session) == []
+    assert audit.audit_counters(session) == []
     for w in (c, d):  # a regular item again: it takes its votes from new validators
         lease = take(session, w, s)
         assert lease is not None and lease.example_id == ex.id
-    assert vq.audit_counters(session) == []
+    assert audit.audit_counters(session) == []

@@ -17,7 +17,7 @@ from vsr_core.captions import parse_caption
 from vsr_core.models import Annotation, Assignment, Batch, Example
 from vsr_core.study import StudyConfig
 from webapp.validate import queue as vq
-from webapp.validate.queue import ExampleStrategy
+from webapp.validate.strategy import ExampleStrategy
 
 
 def real_caption_pairs(vsr_dir: Path, n: int) -> list[tuple[dict, dict]]:

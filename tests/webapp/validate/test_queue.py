@@ -17,8 +17,11 @@ from vsr_core.agreement import is_decided
 from vsr_core.models import Assignment, Batch, Example, Vote, Worker
 from vsr_core.study import StudyConfig
 from vsr_core.types import utcnow
+from webapp.validate import audit
 from webapp.validate import queue as vq
-from webapp.validate.queue import ExampleStrategy, VoteError
+from webapp.validate import strategy as strategy_mod
+from webapp.validate.queue import VoteError
+from webapp.validate.strategy import ExampleStrategy
 
 
 def strategy(**changes: object) -> ExampleStrategy:
@@ -144,7 +147,7 @@ def test_pending_leases_count_towards_target_and_expire(session: Session) -> Non
     session.refresh(first)
     session.refresh(ex)
     assert first.status == "expired" and ex.queue_leases == 3
-    assert vq.audit_counters(session) == []
+    assert audit.audit_counters(session) == []
 
 
 def test_late_vote_accepted_only_with_room(session: Session) -> None:
@@ -157,7 +160,7 @@ def test_late_vote_accepted_only_with_room(session: Session) -> None:
     late.lease_expires_at = utcnow() - timedelta(seconds=1)
     session.add(late)
     session.commit()
-    vq.expire_stale(session, strat)
+    strategy_mod.expire_stale(session, strat)
     session.commit()
     # Room left (0 votes, 0 leases): the late vote still counts.
     assert vq.record_vote(session, ws[0], late.id, True, strat).created
@@ -172,7 +175,7 @@ def test_late_vote_accepted_only_with_room(session: Session) -> None:
     with pytest.raises(VoteError) as err:
         vq.record_vote(session, ws[1], late2.id, True, strat)
     assert err.value.status == 409 and "ran out" in err.value.message
-    assert vq.audit_counters(session) == []
+    assert audit.audit_counters(session) == []
 
 
 def test_submit_is_idempotent_and_owned(session: Session) -> None:
@@ -234,7 +237,7 @@ def test_refresh_queue_reopens_after_raising_target(session: Session) -> None:
     session.refresh(ex)
     assert ex.queue_open is False
     raised = StudyConfig(gold_rate=0.0, votes_per_example=4, max_votes_per_example=5)
-    assert vq.refresh_queue(session, raised) == 1
+    assert audit.refresh_queue(session, raised) == 1
     assert judge(session, ws[3], ExampleStrategy(config=raised), False) == ex.id
 
 
@@ -307,5 +310,5 @@ def test_concurrent_validators_never_overserve(engine: Engine, session: Session)
             agree = sum(v.value == row.label for v in first[:3])
             assert not is_decided(agree, 3, max_votes=5, min_votes=3), (ex_id, agree)
     assert all(author_of[v.example_id] != v.worker_id for v in votes)
-    assert vq.audit_counters(session) == []
+    assert audit.audit_counters(session) == []
     assert session.exec(select(Assignment).where(col(Assignment.status) == "active")).all() == []

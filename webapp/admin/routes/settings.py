@@ -100,8 +100,8 @@ async def save_settings(request: Request, admin: AdminPostDep, session: SessionD
 
 def _after_settings_change(session: Session) -> None:
     """The validation queue re-derives which Examples still need votes."""
-    from webapp.validate import queue as validation_queue
-    validation_queue.refresh_queue(session, study_config(session))
+    from webapp.validate.audit import refresh_queue
+    refresh_queue(session, study_config(session))
 
 
 @router.post("/settings/invites", include_in_schema=False)

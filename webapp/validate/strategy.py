@@ -1,0 +1,180 @@
+"""The validation task's lease strategy (``webapp.crowd.leases.LeaseStrategy``): which Example a
+validator gets next, gold mixed in at ``gold_rate``, and expiry in Example id order."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from vsr_core.models import (
+    Assignment,
+    BatchKind,
+    LeaseStatus,
+)
+from vsr_core.study import StudyConfig, load_study_config
+from vsr_core.types import utcnow
+from webapp.crowd import leases
+from webapp.validate.rules import (
+    room_params,
+)
+from webapp.validate.statements import (
+    dialect_of,
+    gold_candidates,
+    regular_candidates,
+    run_prebuilt,
+    statements_for,
+)
+
+# --- the lease strategy ---------------------------------------------------------------------
+
+
+@dataclass
+class ExampleStrategy:
+    """Validation: open Examples oldest first, with gold Examples mixed in at ``gold_rate``.
+
+    ``config`` pins the study settings (tests, the benchmark); None reads them per request.
+    """
+
+    kind: str = BatchKind.validate
+    item_field: str = "example_id"
+    config: StudyConfig | None = None
+    rng: random.Random = field(default_factory=random.Random)
+    # Settings read from the database are reused this long: one query less per request on
+    # the hot path, and an admin's change still applies within seconds.
+    cache_seconds: float = 2.0
+    _cached: tuple[float, StudyConfig] | None = field(default=None, repr=False)
+    # Leases run for minutes, so sweeping for stale ones once a second per process is
+    # plenty (0 = on every request, as the tests do).
+    sweep_seconds: float = 0.0
+    _last_sweep: float = field(default=-1e9, repr=False)
+    # The lowest open Example id, reused this long (0 = looked up on every request). The
+    # candidate query starts its index walk there: below it lie only closed Examples, whose
+    # stale index entries (until VACUUM removes them) it would otherwise step over one by
+    # one on every request, a cost that grows with every Example decided (bench/load.py:
+    # the server saturated after ~40 s at 300 round trips/s on PostgreSQL without
+    # autovacuum). An Example re-opened below the floor waits at most this long.
+    floor_seconds: float = 0.0
+    _floor: tuple[float, int] | None = field(default=None, repr=False)
+
+    def sweep_due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_sweep < self.sweep_seconds:
+            return False
+        self._last_sweep = now
+        return True
+
+    def open_floor(self, session: Session) -> int:
+        now = time.monotonic()
+        if self._floor is None or now - self._floor[0] >= self.floor_seconds:
+            prebuilt = statements_for(dialect_of(session))
+            floor = run_prebuilt(session, prebuilt.open_floor, {}).scalar()
+            self._floor = (now, int(floor or 0))
+        return self._floor[1]
+
+    def study(self, session: Session) -> StudyConfig:
+        if self.config is not None:
+            return self.config
+        now = time.monotonic()
+        if self._cached is None or now - self._cached[0] > self.cache_seconds:
+            self._cached = (now, load_study_config(session))
+        return self._cached[1]
+
+    def candidates(self, session: Session, worker_id: int, limit: int) -> Sequence[int]:
+        gold = self._gold_turn(session, worker_id, limit)
+        if gold:
+            return gold
+        config = self.study(session)
+        return regular_candidates(session, worker_id, config, limit, self.open_floor(session))
+
+    def available(self, session: Session, worker_id: int, limit: int) -> int:
+        """How many items (up to ``limit``) this worker could be served now: the open
+        Examples they have not seen (read without locking), plus the gold share that comes
+        with them at ``gold_rate``, no more than the gold items they have not seen."""
+        config = self.study(session)
+        regular = len(regular_candidates(session, worker_id, config, limit, 0))
+        gold = 0
+        if config.gold_rate > 0 and regular:
+            share = config.gold_rate / max(1e-9, 1 - config.gold_rate)
+            gold = min(round(regular * share), len(gold_candidates(session, worker_id, limit)))
+        return min(limit, regular + gold)
+
+    def _gold_turn(self, session: Session, worker_id: int, limit: int) -> list[int]:
+        """Gold items for this turn: drawn at the study's ``gold_rate``; [] on a regular turn
+        or when the worker has seen every gold item."""
+        config = self.study(session)
+        if config.gold_rate > 0 and self.rng.random() < config.gold_rate:
+            return gold_candidates(session, worker_id, limit)
+        return []
+
+    def lease_next(
+        self,
+        session: Session,
+        batch_id: int,
+        worker_id: int,
+        batch_deadline: datetime,
+        lease_minutes: int,
+        now: datetime,
+    ) -> tuple[int, int] | None:
+        """Lease the worker's next item: (lease id, Example id), or None when none is left.
+
+        The shared ``leases.lease_item`` (``candidates``, then the lease) except for a
+        regular item on PostgreSQL, which one statement finds, locks, counts and leases
+        (``lease_regular``): the per-statement cost is most of a round trip's CPU.
+        """
+        if dialect_of(session) != "postgresql":
+            return leases.lease_item(
+                session, batch_id, worker_id, batch_deadline, self, lease_minutes, now
+            )
+        gold = self._gold_turn(session, worker_id, 1)
+        if gold:
+            lease_id = leases.insert_lease(
+                session, batch_id, worker_id, batch_deadline, self, lease_minutes, now, gold[0]
+            )
+            return lease_id, gold[0]
+        row = run_prebuilt(session, statements_for("postgresql").lease_regular, {
+            "q_worker": worker_id, "q_limit": 1, "q_floor": self.open_floor(session),
+            **room_params(self.study(session)), "q_batch": batch_id, "q_now": now,
+            "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
+        }).first()
+        return (row.id, row.example_id) if row is not None else None
+
+    def on_leased(self, session: Session, item_id: int) -> None:
+        run_prebuilt(session, statements_for(dialect_of(session)).lease_taken, {"q_id": item_id})
+
+    def on_returned(self, session: Session, item_id: int) -> None:
+        run_prebuilt(session, statements_for(dialect_of(session)).lease_returned, {"q_id": item_id})
+
+
+# --- expiry, release -----------------------------------------------------------------------
+
+
+def expire_stale(session: Session, strategy: ExampleStrategy, now: datetime | None = None) -> int:
+    """Expire validation leases whose time ran out, in Example id order (see module doc).
+
+    ``leases.take_next`` also expires stale leases, in no particular order; running this
+    first in the same transaction leaves it nothing to do, so Example rows are always locked
+    in ascending order and two sweeps never deadlock.
+    """
+    now = now or utcnow()
+    stmt = (
+        select(Assignment)
+        .where(
+            Assignment.kind == strategy.kind,
+            Assignment.status == LeaseStatus.active,
+            col(Assignment.lease_expires_at) < now,
+        )
+        .order_by(col(Assignment.example_id), col(Assignment.id))
+    )
+    stale = session.exec(leases.lock_rows(stmt, session)).all()
+    for lease in stale:
+        lease.status = LeaseStatus.expired
+        lease.finished_at = now
+        session.add(lease)
+        if lease.example_id is not None:
+            strategy.on_returned(session, lease.example_id)
+    return len(stale)
