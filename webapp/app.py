@@ -46,7 +46,7 @@ def create_server_app() -> FastAPI:
     Everything alive now (imported modules, the app, SQLAlchemy's caches) lives as long as
     the process, so ``gc.freeze`` takes it out of every future full collection; without it
     those scanned half a million objects and stalled every request in flight for 50-150 ms
-    under load (bench/load.py). The larger first threshold makes young collections rarer.
+    under load (bench/load/). The larger first threshold makes young collections rarer.
     Not in :func:`create_app`, which tests call many times in one process.
     """
     app = create_app()

@@ -14,7 +14,7 @@ version pruned without VACUUM) only when no indexed column changes and the page 
   changes), and pages are filled to half, so the single update of each lease fits beside it;
 - example: pages filled to 80 %, as its counters change several times per Example.
 
-Measured on bench/load.py (60 s at 300 round trips/s, PostgreSQL without autovacuum): without
+Measured on bench/load/ (60 s at 300 round trips/s, PostgreSQL without autovacuum): without
 this every finished lease left a dead row and index entries behind, and the queries that walk
 a worker's or a batch's leases grew slower until the server saturated. Storage parameters
 apply to pages written from now on; SQLite has none of this.

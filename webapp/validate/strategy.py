@@ -55,7 +55,7 @@ class ExampleStrategy:
     # The lowest open Example id, reused this long (0 = looked up on every request). The
     # candidate query starts its index walk there: below it lie only closed Examples, whose
     # stale index entries (until VACUUM removes them) it would otherwise step over one by
-    # one on every request, a cost that grows with every Example decided (bench/load.py:
+    # one on every request, a cost that grows with every Example decided (bench/load/:
     # the server saturated after ~40 s at 300 round trips/s on PostgreSQL without
     # autovacuum). An Example re-opened below the floor waits at most this long.
     floor_seconds: float = 0.0
