@@ -143,10 +143,10 @@ def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[
     scorer = load_similarity("table")
     relevance = RelevanceModel(encoder, seed=seed)
     report(0.3, "fitting P_rel and matching (train, dev, test)")
-    from vsr_cli.match import _export_splits
+    from vsr_dataset.match_splits import export_split_mapping
 
     # The random split build-dataset writes, so no mc/test truth is in random/train.
-    mapping = _export_splits(engine, threshold, 0)
+    mapping = export_split_mapping(engine, threshold, 0)
     result = run_matching(
         records, relevance, scorer, match_params, splits=mapping, threshold=threshold
     )

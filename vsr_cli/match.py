@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from vsr_cli.common import DB_HELP, STAGE_FORMAT, engine_for, progress_bar
 from vsr_cli.failure import CliError
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
 
 
 def _parse_sweep(text: str | None) -> list[float]:
@@ -107,6 +103,7 @@ def match(
     from vsr_core.db import session_scope
     from vsr_core.study import load_study_config
     from vsr_dataset.match_geometry import load_pair_shapes
+    from vsr_dataset.match_splits import export_split_mapping
 
     hs = _parse_sweep(sweep)
     if splits not in ("image", "export"):
@@ -149,7 +146,7 @@ def match(
     except (OSError, ValueError) as exc:
         raise CliError(f"cannot load model: {' '.join(str(exc).split())[:300]}") from exc
     relevance = RelevanceModel(encoder, seed=seed)
-    mapping = _export_splits(engine, threshold, split_seed) if splits == "export" else None
+    mapping = export_split_mapping(engine, threshold, split_seed) if splits == "export" else None
     with progress_bar(total=4, desc="matching", bar_format=STAGE_FORMAT) as bar:
 
         def step(name: str) -> None:
@@ -188,16 +185,3 @@ def match(
         run_id = run.id
     sent = " and sent their distractors to validation" if send_negatives else ""
     typer.echo(f"match run {run_id}: {len(result.items)} multiple-choice items written{sent}")
-
-
-def _export_splits(engine: Engine, threshold: float, seed: int) -> dict[int, str]:
-    """Example id -> part of build-dataset's random split of the human and imported
-    validated Examples (its defaults: annotation groups, 70/10/20)."""
-    from vsr_core.agreement import as_fraction
-    from vsr_dataset.export_rows import read_rows
-    from vsr_dataset.splits import SplitItem, random_split
-
-    with engine.connect() as conn:
-        rows = read_rows(conn, threshold=as_fraction(threshold), origins=["human", "imported"])
-    items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in rows if r.kept]
-    return {k: part for part, keys in random_split(items, seed).items() for k in keys}
