@@ -21,6 +21,7 @@ COPY vsr_dataset ./vsr_dataset
 COPY vsr_cli ./vsr_cli
 COPY migrations ./migrations
 COPY demo ./demo
+COPY studies ./studies
 RUN pip install .
 
 RUN useradd --create-home --uid 1000 vsr && mkdir -p /data && chown vsr /data
