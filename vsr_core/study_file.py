@@ -234,7 +234,8 @@ def _cross_check(study: StudyDefinition) -> list[tuple[Loc, str]]:
     sem = study.semantics
     groups: list[tuple[str, list[Any]]] = [
         ("equivalents", sem.equivalents), ("converses", sem.converses),
-        ("entailments", sem.entailments), ("contradictions", [list(t[:2]) for t in sem.contradictions]),
+        ("entailments", sem.entailments),
+        ("contradictions", [list(t[:2]) for t in sem.contradictions]),
         ("overlaps", [list(t[:2]) for t in sem.overlaps]),
     ]
     for key, rows in groups:
