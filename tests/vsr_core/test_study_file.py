@@ -4,6 +4,7 @@ by field and line."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,49 @@ def test_line_index_handles_quoted_keys_and_multiline_strings() -> None:
     idx = line_index(text)
     assert idx[("a", "x")] == 2 and ("a", "y") not in idx and idx[("a", "q.k")] == 5
     assert idx[("b", "c", 1, "z")] == 9 and idx[("b", "c", 0)] == 6
+
+
+# --- every shipped language -----------------------------------------------------------
+
+ZH = ROOT / "studies" / "vsr-zh.toml"
+
+
+@pytest.mark.parametrize("path", [VSR, ZH], ids=["en", "zh"])
+def test_every_concept_and_relation_round_trips(path: Path) -> None:
+    lang = load_study(path).default_language
+    grammar = compile_language(lang)
+    names = list(lang.concepts.values())
+    seen = 0
+    for i, subj in enumerate(names):
+        for j, rel in enumerate(lang.relations):
+            # each concept is subject and (over the loop) object with every relation
+            obj = names[(i + j) % len(names)]
+            text = render(grammar, subj, rel.id, obj)
+            for given in (None, rel.id, rel.name):
+                got = parse(grammar, text, given)
+                assert (got.subj, got.relation, got.obj) == (subj, rel.id, obj), text
+            seen += 1
+    assert seen == 80 * 71
+
+
+def test_chinese_study_mirrors_the_default() -> None:
+    en, zh = load_study(VSR), load_study(ZH)
+    assert zh.slug == "vsr-zh" and zh.default_language.code == "zh-Hans"
+    assert zh.semantics == en.semantics and zh.sources == en.sources
+    e, z = en.default_language, zh.default_language
+    assert [(r.id, r.verb, r.enabled, r.import_only) for r in z.relations] == [
+        (r.id, False, r.enabled, r.import_only) for r in e.relations
+    ]
+    assert sorted(z.concepts) == sorted(e.concepts) and len(set(z.concepts.values())) == 80
+    grammar = compile_language(z)
+    assert render(grammar, "猫", "on", "床") == "猫在床上。"
+    assert render(grammar, "烤箱", "contains", "蛋糕") == "烤箱包含蛋糕。"
+    # Every worker-facing text is Chinese: no English words beyond names and placeholders.
+    texts = [z.texts.instructions, z.texts.consent, *(x.caption + x.why for x in z.texts.examples),
+             *(r.name for r in z.relations), *z.concepts.values()]
+    allowed = {"MS", "COCO", "ID", "ENT", "items", "minutes"}
+    for text in texts:
+        words = set(re.findall(r"[A-Za-z]+", text)) - allowed
+        assert not words, (words, text[:40])
+    for ex in z.texts.examples:
+        parse(grammar, ex.caption)
