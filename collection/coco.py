@@ -80,6 +80,10 @@ class CocoIndex:
     eligible: dict[int, dict[int, CocoInstance]] = field(default_factory=dict)
     n_images: int = 0
     n_annotations: int = 0
+    # LVIS is federated: an image that holds exactly one annotated instance of a category
+    # whose annotation is marked not exhaustive for it may hold more; such images are set
+    # aside for that category (counted once per image).
+    lvis_set_aside: int = 0
     # every image id seen so far, to refuse files whose images overlap (double counting)
     seen_image_ids: set[int] = field(default_factory=set, repr=False)
 
@@ -208,10 +212,14 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
 
     from collection.geometry import area_from_segmentation
 
+    set_aside: set[int] = set()
     for key, ann in state.candidates.items():
         if state.counts[key] != 1:
             continue
         image_id, category_id = key
+        if category_id in _not_exhaustive(raw_images.get(image_id), path):
+            set_aside.add(image_id)
+            continue
         ann_id = check_id(_int(ann.get("id"), "an annotation id", path), "annotation id", path)
         img = raw_images.get(image_id)
         if img is None:
@@ -262,6 +270,25 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
             bbox=bbox,
             segmentation=seg,
         )
+    index.lvis_set_aside += len(set_aside)
+
+
+def _not_exhaustive(img: dict[str, Any] | None, path: Path) -> frozenset[int]:
+    """LVIS's ``not_exhaustive_category_ids`` of an image (empty for plain COCO files).
+
+    Having an annotation puts a category in the image's positive set; only where it is
+    also exhaustively annotated does one annotation mean exactly one instance.
+    """
+    ids = (img or {}).get("not_exhaustive_category_ids")
+    if ids is None:
+        return frozenset()
+    if not isinstance(ids, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in ids
+    ):
+        raise CocoFileError(
+            f"{path}: image {(img or {}).get('id')} has a bad not_exhaustive_category_ids"
+        )
+    return frozenset(ids)
 
 
 def load_coco(

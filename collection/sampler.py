@@ -38,6 +38,7 @@ class SampleSummary:
     eligible_concept_pairs: int
     coco_images: int
     coco_annotations: int
+    lvis_set_aside: int = 0  # images set aside where LVIS marks a category not exhaustive
     files: list[str] = field(default_factory=list)
 
     @property
@@ -55,6 +56,11 @@ class SampleSummary:
             text += (
                 f"; only {self.available} new pairs exist under these rules "
                 f"({self.requested} asked, {self.already_stored} already stored)"
+            )
+        if self.lvis_set_aside:
+            text += (
+                f"; {self.lvis_set_aside} images set aside where a category is not "
+                "exhaustively annotated (LVIS)"
             )
         if self.skipped:
             text += f"; {self.skipped} were stored meanwhile by another run"
@@ -115,5 +121,6 @@ def sample_into_db(
         eligible_concept_pairs=result.eligible_concept_pairs,
         coco_images=index.n_images,
         coco_annotations=index.n_annotations,
+        lvis_set_aside=index.lvis_set_aside,
         files=[str(f) for f in coco_files],
     )
