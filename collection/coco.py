@@ -75,6 +75,8 @@ class CocoIndex:
     min_area: float
     files: list[Path] = field(default_factory=list)
     categories: dict[int, str] = field(default_factory=dict)
+    supercategories: dict[int, str] = field(default_factory=dict)
+    min_area_share: float = 0.0  # of the image's width x height, on top of min_area
     licenses: dict[int, str] = field(default_factory=dict)
     images: dict[int, CocoImage] = field(default_factory=dict)
     eligible: dict[int, dict[int, CocoInstance]] = field(default_factory=dict)
@@ -191,6 +193,8 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
                 f"{path}: category {cid} is '{cat['name']}' here but '{known}' in another file"
             )
         index.categories[cid] = cat["name"]
+        if isinstance(cat.get("supercategory"), str):
+            index.supercategories[cid] = cat["supercategory"]
     for lic in data.get("licenses") or []:
         if isinstance(lic, dict) and isinstance(lic.get("id"), int):
             index.licenses[lic["id"]] = str(lic.get("name") or "")
@@ -241,7 +245,7 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
             area = area_from_segmentation(seg, bbox, width, height)
         else:
             area = check_area(area_raw, ann_id, path)
-        if area < index.min_area:
+        if area < index.min_area or area < index.min_area_share * width * height:
             continue
         if image_id not in index.images:
             check_id(image_id, "image id", path)
@@ -295,6 +299,7 @@ def load_coco(
     paths: Sequence[str | Path] | Iterable[str | Path],
     min_area: float = 30_000,
     progress: ProgressFn | None = None,
+    min_area_share: float = 0.0,
 ) -> CocoIndex:
     """Load and index one or more COCO instance files (their image ids must not overlap)."""
     files = [Path(p) for p in paths]
@@ -303,7 +308,7 @@ def load_coco(
     resolved = [f.resolve() for f in files]
     if len(set(resolved)) != len(resolved):
         raise CocoFileError("the same COCO file is given twice")
-    index = CocoIndex(min_area=float(min_area), files=files)
+    index = CocoIndex(min_area=float(min_area), files=files, min_area_share=float(min_area_share))
     for path in files:
         _load_one(path, index, progress)
         if progress is not None:

@@ -14,7 +14,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from collection.coco import ProgressFn, load_coco
+from collection.coco import CocoIndex, ProgressFn, load_coco
+from collection.errors import UnknownCategoryError
 from collection.pairs import sample_pairs
 from collection.store import existing_pair_keys, store_pairs
 from vsr_core.types import utcnow
@@ -70,6 +71,32 @@ class SampleSummary:
         return asdict(self)
 
 
+def _filtered(
+    index: CocoIndex,
+    allow: Collection[str] | None,
+    deny: Collection[str],
+    supercategories: Collection[str],
+) -> list[str]:
+    """A study's concept filter as category names: allow (all if empty), within the
+    supercategories (all if empty), less deny. Unknown names are errors, as with allow."""
+    from collection.pairs import resolve_concepts
+
+    resolve_concepts(index, deny)  # an unknown denied name is a typo worth reporting
+    supers = set(supercategories)
+    unknown = supers - set(index.supercategories.values())
+    if unknown:
+        raise UnknownCategoryError(f"unknown supercategory {sorted(unknown)[0]!r}")
+    ids = resolve_concepts(index, allow) or set(index.categories)
+    names = [
+        index.categories[c] for c in sorted(ids)
+        if (not supers or index.supercategories.get(c) in supers)
+        and index.categories[c] not in set(deny)
+    ]
+    if not names:
+        raise UnknownCategoryError("the concept filter leaves no category")
+    return names
+
+
 def sample_into_db(
     engine: Engine,
     coco_files: Sequence[str | Path],
@@ -80,6 +107,9 @@ def sample_into_db(
     max_per_concept_pair: int | None = None,
     concepts: Collection[str] | None = None,
     progress: ProgressFn | None = None,
+    deny: Collection[str] = (),
+    supercategories: Collection[str] = (),
+    min_area_share: float = 0.0,
 ) -> SampleSummary:
     """Load the COCO files, draw up to ``n_pairs`` new pairs and store them.
 
@@ -90,7 +120,12 @@ def sample_into_db(
         raise ValueError("the number of pairs must be at least 1")
     if min_area < 0:
         raise ValueError("the minimum area must not be negative")
-    index = load_coco(coco_files, min_area=min_area, progress=progress)
+    if not 0 <= min_area_share < 1:
+        raise ValueError("the minimum area share must be in [0, 1)")
+    index = load_coco(coco_files, min_area=min_area, progress=progress,
+                      min_area_share=min_area_share)
+    if deny or supercategories:
+        concepts = _filtered(index, concepts, deny, supercategories)
     existing = existing_pair_keys(engine)
     result = sample_pairs(
         index,

@@ -25,6 +25,7 @@ from vsr_cli import match as cli_match
 from vsr_cli import revalidate as cli_revalidate
 from vsr_cli import sample as cli_sample
 from vsr_cli import serve as cli_serve
+from vsr_cli import study as cli_study
 from vsr_cli.errors import error_message, is_help_request, is_usage_error, usage_message
 from vsr_cli.failure import CliError
 from vsr_cli.help import plain_metavars
@@ -40,6 +41,7 @@ app = typer.Typer(
 app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_serve.admin_app, name="admin")
 app.add_typer(cli_invite.invite_app, name="invite")
+app.add_typer(cli_study.study_app, name="study")
 app.command("sample")(cli_sample.sample)
 app.command("import-vsr")(cli_import.import_vsr)
 app.command("serve")(cli_serve.serve)

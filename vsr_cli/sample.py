@@ -51,9 +51,15 @@ class _Bars:
 
 def sample(
     coco: list[Path] = typer.Option(
-        ...,
+        [],
         "--coco",
         help="COCO instances JSON (repeat for train2017 and val2017 together)",
+    ),
+    study_file: Path | None = typer.Option(
+        None,
+        "--study-file",
+        help="A study definition (TOML): its sources, concept filter and sampling rule "
+        "(instead of --coco, --min-area, --prefer-contrast and --concepts)",
     ),
     pairs: int = typer.Option(100, "--pairs", min=1, help="How many new image pairs to store"),
     seed: int = typer.Option(0, "--seed", help="Random seed: same files, seed, DB -> same pairs"),
@@ -85,6 +91,24 @@ def sample(
     from collection.sampler import sample_into_db
 
     names = [c.strip() for c in concepts.split(",")] if concepts else None
+    deny: list[str] = []
+    supers: list[str] = []
+    share = 0.0
+    if study_file is not None:
+        if coco or concepts:
+            raise CliError("--study-file gives the COCO files and concepts: drop --coco and "
+                           "--concepts")
+        from vsr_cli.study import load_or_fail
+
+        study = load_or_fail(study_file)
+        coco = [Path(s.annotations) for s in study.sources]
+        names = list(study.concepts.allow) or None
+        deny, supers = list(study.concepts.deny), list(study.concepts.supercategories)
+        min_area = study.sampling.min_area_px
+        share = study.sampling.min_area_share
+        prefer_contrast = study.sampling.prefer_contrast
+    elif not coco:
+        raise CliError("give --coco FILE (one or more) or --study-file FILE")
     bars = _Bars()
     engine = engine_for(database_url)
     try:
@@ -98,6 +122,9 @@ def sample(
             max_per_concept_pair=max_per_concept_pair,
             concepts=names,
             progress=bars,
+            deny=deny,
+            supercategories=supers,
+            min_area_share=share,
         )
     except (SamplerError, ValueError) as exc:
         raise CliError(str(exc)) from None

@@ -1,0 +1,80 @@
+"""`vsr study check|show` and `vsr sample --study-file`, through the real console script."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from vsr_core.models import Image, ImagePair, Instance
+
+ROOT = Path(__file__).resolve().parents[2]
+VSR = ROOT / "studies" / "vsr.toml"
+BIN = Path(sys.executable).parent / "vsr"
+
+
+def vsr(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_check_and_show_the_shipped_studies() -> None:
+    for name, slug in (("vsr.toml", "vsr"), ("vsr-zh.toml", "vsr-zh")):
+        r = vsr("study", "check", "--file", str(ROOT / "studies" / name))
+        assert r.returncode == 0 and r.stdout.startswith(f"ok: {slug}: "), r.stderr
+    r = vsr("study", "show", "--file", str(ROOT / "studies" / "vsr-zh.toml"))
+    assert r.returncode == 0
+    assert "71 relations (65 on)" in r.stdout and "    on = 在…上 [拓扑]" in r.stdout
+
+
+def test_check_names_field_and_line_one_line_each(tmp_path: Path) -> None:
+    text = VSR.read_text().replace('slug = "vsr"', 'slug = "VSR!"')
+    text = text.replace("gold_rate = 0.05", "gold_rate = 0.05\ngold_rat = 1")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    r = vsr("study", "check", "--file", str(bad))
+    lines = r.stderr.splitlines()
+    assert r.returncode == 1 and r.stdout == ""
+    assert lines[0].startswith(f"error: {bad}:3: slug: ")
+    gold = 1 + text.splitlines().index("gold_rat = 1")
+    assert lines[1] == f"error: {bad}:{gold}: collection.gold_rat: unknown key"
+    assert len(lines) == 2 and "Traceback" not in r.stderr
+    r = vsr("study", "check", "--file", str(tmp_path / "missing.toml"))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot read" in r.stderr
+
+
+def test_sample_with_a_study_file(
+    engine: Engine, db_url: str, coco_dir: Path, tmp_path: Path
+) -> None:
+    val = coco_dir / "annotations" / "instances_val2017_subset.json"
+    text = VSR.read_text()
+    head, _, rest = text.partition("[concepts]")
+    head = head.split("[[sources]]")[0] + (
+        f'[[sources]]\nannotations = "{val}"\nimage_root = "{coco_dir / "images"}"\n\n'
+    )
+    rest = rest.replace('deny = []', 'deny = ["dining table"]')
+    rest = rest.replace('supercategories = []', 'supercategories = ["animal", "furniture"]')
+    rest = rest.replace("min_area_px = 30000", "min_area_px = 2000")
+    rest = rest.replace("min_area_share = 0.0", "min_area_share = 0.02")
+    study = tmp_path / "lab.toml"
+    study.write_text(head + "[concepts]" + rest)
+    r = vsr("sample", "--study-file", str(study), "--pairs", "30", "--database-url", db_url)
+    assert r.returncode == 0, r.stderr
+    cats = {c["name"]: c["supercategory"] for c in json.loads(val.read_text())["categories"]}
+    with Session(engine) as s:
+        pairs = s.exec(select(ImagePair)).all()
+        assert pairs
+        for p in pairs:
+            assert {cats[p.concept_a], cats[p.concept_b]} <= {"animal", "furniture"}
+            assert "dining table" not in (p.concept_a, p.concept_b)
+        for inst in s.exec(select(Instance)):
+            img = s.get(Image, inst.image_id)
+            assert img is not None
+            assert inst.area >= max(2000, 0.02 * img.width * img.height)
+    r = vsr("sample", "--study-file", str(study), "--coco", str(val), "--database-url", db_url)
+    assert r.returncode == 1 and "drop --coco" in r.stderr
+    r = vsr("sample", "--database-url", db_url)
+    assert r.returncode == 1 and "--study-file" in r.stderr
