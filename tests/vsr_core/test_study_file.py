@@ -98,7 +98,7 @@ def test_wrong_type_names_field_and_line() -> None:
 
 
 def test_unknown_key_names_field_and_line() -> None:
-    text = broken("prefer_contrast = true", "prefer_contrast = true\nprefer_constrast = false")
+    text = broken("prefer_contrast = false", "prefer_contrast = false\nprefer_constrast = true")
     [p] = problems(text)
     line = line_of(text, "prefer_constrast")
     assert p == f"s.toml:{line}: sampling.prefer_constrast: unknown key"
