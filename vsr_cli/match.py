@@ -73,7 +73,7 @@ def match(
         "pair (strict: exact balance, drops queries of rare pairs) or off (VCR's weights).",
     ),
     aim: float = typer.Option(
-        0.6, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
+        0.4, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
         "(VCR), 1 = exactly as plausible as the truth (docs/matching.md).",
     ),
     backoff: float = typer.Option(
