@@ -60,7 +60,7 @@ class MatchParams:
     # plausible as possible" (a weakly modelled truth becomes the least plausible option);
     # 1 is "exactly as plausible as the truth" (the truth becomes the median one); 0.5
     # makes every relation at least as plausible as the truth equally good.
-    # 0.4: the lowest worst case over split seeds measured on VSR (docs/matching.md).
+    # 0.4: lower worst case over split seeds than 0.6 on VSR (docs/matching.md).
     aim: float = 0.4
 
     def __post_init__(self) -> None:

@@ -75,7 +75,7 @@ def test_default_matching_defeats_most_of_what_vcr_weights_leave(
 
 
 @pytest.mark.xfail(strict=True, reason="issue 12 target not met on every split: the strongest "
-                   "adversary measures 0.27-0.31 over split seeds 0-3 (docs/matching.md)")
+                   "adversary measures 0.27-0.32 over split seeds 0-3 (docs/matching.md)")
 def test_default_matching_leaves_every_adversary_near_chance(suites: dict[str, dict]) -> None:
     # Seeds 2 and 3 were not used to choose MatchParams.aim: they keep the figure honest.
     for key in ("soft0", "soft1", "soft2", "soft3"):
