@@ -115,59 +115,20 @@ def run_sample(engine: Engine, params: dict[str, Any], report: Progress) -> dict
 
 
 def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
-    """Adversarial matching with the dashboard's h and k, as ``vsr match`` does it."""
-    from sqlmodel import Session
-
-    from matching.diagnostics import diagnose
-    from matching.pipeline import MatchParams, run_matching
-    from matching.records import kept_true
-    from matching.relevance import RelevanceModel, load_encoder
-    from matching.similarity import load_similarity
-    from matching.store import load_records, save_run
-    from vsr_core.db import session_scope
-    from vsr_core.study import load_study_config
+    """Adversarial matching with the dashboard's h and k: the very run `vsr match` makes with
+    its defaults (vsr_dataset.match_run), distractors sent to validators before items reach mc/."""
+    from matching.pipeline import MatchParams
+    from vsr_dataset.match_run import MatchRequest, run_matching_over, save_match_run
 
     h, k, seed = float(params["h"]), int(params["k"]), int(params.get("seed", 0))
-    match_params = MatchParams(h=h, k=k, seed=seed)
-    report(0.02, "loading kept Examples")
-    with Session(engine) as session:
-        threshold = load_study_config(session).keep_threshold
-        records = load_records(session)
-    queries = kept_true(records, threshold)
-    if len(queries) < k + 1:
-        raise RuntimeError(
-            f"only {len(queries)} kept True Examples: need at least {k + 1} to match"
-        )
-    report(0.1, f"{len(queries)} queries; loading the text models")
-    encoder = load_encoder(None)
-    scorer = load_similarity("table")
-    relevance = RelevanceModel(encoder, seed=seed)
-    report(0.3, "fitting P_rel and matching (train, dev, test)")
-    from vsr_dataset.match_splits import export_split_mapping
-
-    # The random split build-dataset writes, so no mc/test truth is in random/train.
-    mapping = export_split_mapping(engine, threshold, 0)
-    result = run_matching(
-        records, relevance, scorer, match_params, splits=mapping, threshold=threshold
-    )
-    report(0.85, "diagnostics")
-    diag = diagnose(result, relevance)
-    diag["similarity"] = getattr(scorer, "name", "table")
-    diag["model"] = "all-MiniLM-L6-v2 (packaged)"
-    extra = {
-        "keep_threshold": float(threshold),
-        "similarity": diag["similarity"],
-        "model": diag["model"],
-        "from": "dashboard",
-        "splits": "export",
-        "split_seed": 0,
-    }
+    request = MatchRequest(params=MatchParams(h=h, k=k, seed=seed))
+    outcome = run_matching_over(engine, request, report=report)
     report(0.95, "saving the run")
-    with session_scope(engine) as session:
-        # Like `vsr match` (issue 12): distractors go to validators before items reach mc/.
-        run = save_run(session, result, diag, send_negatives=True, extra_params=extra)
-        run_id = run.id
-    return {"match_run": run_id, "items": len(result.items), "diagnostics": _jsonable(diag)}
+    run_id = save_match_run(engine, outcome, request, send_negatives=True, **{"from": "dashboard"})
+    return {
+        "match_run": run_id, "items": len(outcome.result.items),
+        "diagnostics": _jsonable(outcome.diagnostics),
+    }
 
 
 def run_build(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:

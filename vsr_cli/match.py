@@ -73,7 +73,7 @@ def match(
         "pair (strict: exact balance, drops queries of rare pairs) or off (VCR's weights).",
     ),
     aim: float = typer.Option(
-        0.6, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
+        0.4, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
         "(VCR), 1 = exactly as plausible as the truth (docs/matching.md).",
     ),
     backoff: float = typer.Option(
@@ -91,19 +91,9 @@ def match(
     Queries are kept True Examples; each gets K distractors from other queries' captions by
     maximum-weight bipartite matching within its split (train/dev/test keyed by image).
     """
-    from sqlmodel import Session
-
-    from matching.diagnostics import diagnose, format_report, format_sweep
-    from matching.diagnostics import sweep as run_sweep
-    from matching.pipeline import MatchParams, run_matching
-    from matching.records import kept_true
-    from matching.relevance import RelevanceModel, load_encoder
-    from matching.similarity import load_similarity
-    from matching.store import load_records, save_run
-    from vsr_core.db import session_scope
-    from vsr_core.study import load_study_config
-    from vsr_dataset.match_geometry import load_pair_shapes
-    from vsr_dataset.match_splits import export_split_mapping
+    from matching.diagnostics import format_report, format_sweep
+    from matching.pipeline import MatchParams
+    from vsr_dataset.match_run import MatchRequest, MatchRunError, run_matching_over, save_match_run
 
     hs = _parse_sweep(sweep)
     if splits not in ("image", "export"):
@@ -123,52 +113,26 @@ def match(
         )
     except ValueError as exc:
         raise CliError(str(exc)) from exc
-
+    request = MatchRequest(
+        params=params, model=model, similarity=similarity, splits=splits,
+        split_seed=split_seed, keep_threshold=keep_threshold, sweep=hs,
+    )
     engine = engine_for(database_url)
-    with Session(engine) as session:
-        threshold = (
-            keep_threshold if keep_threshold is not None
-            else load_study_config(session).keep_threshold
-        )
-        records = load_records(session)
-        geometry = load_pair_shapes(session)
-    queries = kept_true(records, threshold)
-    if len(queries) < k + 1:
-        raise CliError(
-            f"only {len(queries)} kept True Examples: need at least {k + 1} to match "
-            "(import or validate data first)"
-        )
-
-    typer.echo(f"{len(queries)} kept True Examples (of {len(records)}); loading models ...")
-    try:
-        encoder = load_encoder(model)
-        scorer = load_similarity(similarity)
-    except (OSError, ValueError) as exc:
-        raise CliError(f"cannot load model: {' '.join(str(exc).split())[:300]}") from exc
-    relevance = RelevanceModel(encoder, seed=seed)
-    mapping = export_split_mapping(engine, threshold, split_seed) if splits == "export" else None
     with progress_bar(total=4, desc="matching", bar_format=STAGE_FORMAT) as bar:
+
+        def say(fraction: float, message: str) -> None:
+            if fraction in (0.1, 0.9):  # the counts and the sweep, as lines of their own
+                bar.write(message)
 
         def step(name: str) -> None:
             bar.set_postfix_str(name)
             bar.update(1)
 
         try:
-            result = run_matching(
-                records, relevance, scorer, params, splits=mapping, split_seed=split_seed,
-                threshold=threshold, on_step=step, geometry=geometry,
-            )
-        except ValueError as exc:
+            outcome = run_matching_over(engine, request, report=say, on_step=step)
+        except MatchRunError as exc:
             raise CliError(str(exc)) from exc
-    diag = diagnose(result, relevance)
-    diag["similarity"] = getattr(scorer, "name", similarity)
-    diag["model"] = model or "all-MiniLM-L6-v2 (packaged)"
-    if hs:
-        typer.echo(f"sweeping h over {hs} ...")
-        diag["sweep"] = run_sweep(
-            records, relevance, scorer, params, hs, splits=mapping, split_seed=split_seed,
-            threshold=threshold,
-        )
+    diag = outcome.diagnostics
     if report:
         typer.echo(format_report(diag))
     if hs:
@@ -176,12 +140,9 @@ def match(
     if json_out is not None:
         json_out.write_text(json.dumps(diag, indent=2, sort_keys=True))
     if dry_run:
-        typer.echo(f"dry run: {len(result.items)} items not written")
+        typer.echo(f"dry run: {len(outcome.result.items)} items not written")
         return
-    extra = {"split_seed": split_seed, "splits": splits, "keep_threshold": float(threshold),
-             "similarity": diag["similarity"], "model": diag["model"]}
-    with session_scope(engine) as session:
-        run = save_run(session, result, diag, send_negatives=send_negatives, extra_params=extra)
-        run_id = run.id
+    run_id = save_match_run(engine, outcome, request, send_negatives)
     sent = " and sent their distractors to validation" if send_negatives else ""
-    typer.echo(f"match run {run_id}: {len(result.items)} multiple-choice items written{sent}")
+    items = len(outcome.result.items)
+    typer.echo(f"match run {run_id}: {items} multiple-choice items written{sent}")

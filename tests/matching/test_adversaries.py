@@ -39,7 +39,8 @@ def _run(
 @pytest.fixture(scope="module")
 def suites(relevance: RelevanceModel) -> dict[str, dict]:
     out = {}
-    for i, (balance, split_seed) in enumerate((("off", 0), ("soft", 0), ("soft", 1))):
+    for i, (balance, split_seed) in enumerate((("off", 0), ("soft", 0), ("soft", 1),
+                                                    ("soft", 2), ("soft", 3))):
         res = _run(relevance, replace(MatchParams(), balance=balance), fit=i == 0,
                    split_seed=split_seed)
         out[f"{balance}{split_seed}"] = run_suite(
@@ -74,8 +75,9 @@ def test_default_matching_defeats_most_of_what_vcr_weights_leave(
 
 
 @pytest.mark.xfail(strict=True, reason="issue 12 target not met on every split: the strongest "
-                   "adversary measures 0.27-0.36 over split seeds (docs/matching.md)")
+                   "adversary measures 0.27-0.32 over split seeds 0-3 (docs/matching.md)")
 def test_default_matching_leaves_every_adversary_near_chance(suites: dict[str, dict]) -> None:
-    for key in ("soft0", "soft1"):
+    # Seeds 2 and 3 were not used to choose MatchParams.aim: they keep the figure honest.
+    for key in ("soft0", "soft1", "soft2", "soft3"):
         soft = suites[key]
         assert soft["strongest"]["accuracy"] <= soft["chance"] + FEW_POINTS, soft

@@ -1,0 +1,142 @@
+"""One adversarial matching run over the collected data, end to end: load the kept Examples
+and their instance outlines, load the text models, match within build-dataset's split,
+diagnose with the held-out answer-only adversaries, and save. `vsr match` and the dashboard's
+matching job are both this function with different options, so the two can never drift (the
+job once skipped the COCO-outline filter that keeps true distractors out)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # numpy and scipy load only when a run starts
+    from sqlalchemy.engine import Engine
+
+    from matching.pipeline import MatchParams, MatchResult
+
+# (fraction done 0..1, what is happening) — a progress bar or a job row.
+Report = Callable[[float, str], None]
+
+
+class MatchRunError(ValueError):
+    """A run that cannot start or finish; the message is one line a user can act on."""
+
+
+@dataclass
+class MatchRequest:
+    params: MatchParams
+    model: str | None = None  # sentence-transformers name or path; None: the packaged MiniLM
+    similarity: str = "table"  # 'table' or a CrossEncoder NLI model name/path
+    splits: str = "export"  # 'export': build-dataset's random split; 'image': by image
+    split_seed: int = 0
+    keep_threshold: float | None = None  # None: the study setting
+    sweep: list[float] = field(default_factory=list)
+
+
+@dataclass
+class MatchOutcome:
+    result: MatchResult
+    diagnostics: dict[str, Any]
+    threshold: float
+    queries: int
+    records: int
+
+
+def _quiet(fraction: float, message: str) -> None:
+    return None
+
+
+def run_matching_over(
+    engine: Engine,
+    request: MatchRequest,
+    report: Report = _quiet,
+    on_step: Callable[[str], None] | None = None,
+) -> MatchOutcome:
+    """Match the database's kept True Examples; raises MatchRunError when it cannot."""
+    from sqlmodel import Session
+
+    from matching.diagnostics import diagnose
+    from matching.diagnostics import sweep as run_sweep
+    from matching.pipeline import run_matching
+    from matching.records import kept_true
+    from matching.relevance import RelevanceModel, load_encoder
+    from matching.similarity import load_similarity
+    from matching.store import load_records
+    from vsr_core.study import load_study_config
+    from vsr_dataset.match_geometry import load_pair_shapes
+    from vsr_dataset.match_splits import export_split_mapping
+
+    if request.splits not in ("image", "export"):
+        raise MatchRunError(f"splits must be image or export; got {request.splits!r}")
+    report(0.02, "loading kept Examples")
+    with Session(engine) as session:
+        threshold = (
+            request.keep_threshold if request.keep_threshold is not None
+            else load_study_config(session).keep_threshold
+        )
+        records = load_records(session)
+        geometry = load_pair_shapes(session)
+    k = request.params.k
+    queries = kept_true(records, threshold)
+    if len(queries) < k + 1:
+        raise MatchRunError(
+            f"only {len(queries)} kept True Examples: need at least {k + 1} to match "
+            "(import or validate data first)"
+        )
+    report(0.1, f"{len(queries)} kept True Examples (of {len(records)}); loading models ...")
+    try:
+        encoder = load_encoder(request.model)
+        scorer = load_similarity(request.similarity)
+    except (OSError, ValueError) as exc:
+        raise MatchRunError(f"cannot load model: {' '.join(str(exc).split())[:300]}") from exc
+    relevance = RelevanceModel(encoder, seed=request.params.seed)
+    report(0.3, "fitting P_rel and matching (train, dev, test)")
+    # The random split build-dataset writes, so no mc/test truth is in random/train.
+    mapping = (
+        export_split_mapping(engine, threshold, request.split_seed)
+        if request.splits == "export" else None
+    )
+    try:
+        result = run_matching(
+            records, relevance, scorer, request.params, splits=mapping,
+            split_seed=request.split_seed, threshold=threshold, on_step=on_step,
+            geometry=geometry,
+        )
+    except ValueError as exc:
+        raise MatchRunError(str(exc)) from exc
+    report(0.85, "diagnostics")
+    diag = diagnose(result, relevance)
+    diag["similarity"] = getattr(scorer, "name", request.similarity)
+    diag["model"] = request.model or "all-MiniLM-L6-v2 (packaged)"
+    if request.sweep:
+        report(0.9, f"sweeping h over {request.sweep}")
+        diag["sweep"] = run_sweep(
+            records, relevance, scorer, request.params, request.sweep, splits=mapping,
+            split_seed=request.split_seed, threshold=threshold,
+        )
+    return MatchOutcome(result, diag, float(threshold), len(queries), len(records))
+
+
+def save_match_run(
+    engine: Engine, outcome: MatchOutcome, request: MatchRequest, send_negatives: bool,
+    **extra: Any,
+) -> int:
+    """Write the run and its items (and, with ``send_negatives``, the distractors as False
+    Examples for validation); returns the run's id."""
+    from matching.store import save_run
+    from vsr_core.db import session_scope
+
+    params = {
+        "split_seed": request.split_seed, "splits": request.splits,
+        "keep_threshold": outcome.threshold,
+        "similarity": outcome.diagnostics["similarity"], "model": outcome.diagnostics["model"],
+        **extra,
+    }
+    with session_scope(engine) as session:
+        run = save_run(
+            session, outcome.result, outcome.diagnostics, send_negatives=send_negatives,
+            extra_params=params,
+        )
+        assert run.id is not None
+        return run.id
