@@ -48,16 +48,25 @@ class Rules:
     reject_flagged: bool = True
 
 
-def call_logger(session_factory: Any, platform: str) -> Any:
-    """A log callback for the clients that writes PlatformCall rows in its own session."""
+class CallLog:
+    """Collects every request and answer from a client (its ``log`` callback); ``save`` writes
+    them as PlatformCall rows. Buffered because a second connection writing mid-call would wait
+    on the engine's own open transaction (SQLite locks the whole file)."""
 
-    def log(method: str, path: str, body: Any, status: int | None, answer: Any, err: str) -> None:
-        with session_factory() as s:
-            s.add(PlatformCall(platform=platform, method=method, path=path[:500], request=body,
-                               status=status, response=_small(answer), error=err[:500]))
-            s.commit()
+    def __init__(self, platform: str) -> None:
+        self.platform = platform
+        self.rows: list[PlatformCall] = []
 
-    return log
+    def __call__(self, method: str, path: str, body: Any, status: int | None, answer: Any,
+                 err: str) -> None:
+        self.rows.append(PlatformCall(platform=self.platform, method=method, path=path[:500],
+                                      request=body, status=status, response=_small(answer),
+                                      error=err[:500]))
+
+    def save(self, session: Session) -> None:
+        session.add_all(self.rows)
+        session.commit()
+        self.rows = []
 
 
 def _small(answer: Any) -> Any:
