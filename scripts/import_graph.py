@@ -40,6 +40,9 @@ ROOMS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("webapp.http",),
         ("webapp.crowd", "webapp.images"),
         ("webapp.generate", "webapp.validate"),
+        # crowd platforms judge work by the tasks' figures (gold) and release crowd leases;
+        # the dashboard and the CLI drive them
+        ("webapp.platforms",),
         ("webapp.admin",),
         ("webapp.app",),
     ),

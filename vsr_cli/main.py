@@ -22,6 +22,7 @@ from vsr_cli import db as cli_db
 from vsr_cli import import_release as cli_import
 from vsr_cli import invite as cli_invite
 from vsr_cli import match as cli_match
+from vsr_cli import platform as cli_platform
 from vsr_cli import revalidate as cli_revalidate
 from vsr_cli import sample as cli_sample
 from vsr_cli import serve as cli_serve
@@ -42,6 +43,7 @@ app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_serve.admin_app, name="admin")
 app.add_typer(cli_invite.invite_app, name="invite")
 app.add_typer(cli_study.study_app, name="study")
+app.add_typer(cli_platform.platform_app, name="platform")
 app.command("sample")(cli_sample.sample)
 app.command("import-vsr")(cli_import.import_vsr)
 app.command("serve")(cli_serve.serve)

@@ -422,3 +422,68 @@ class Job(SQLModel, table=True):
     created_at: datetime = _ts()
     started_at: datetime | None = _opt_ts()
     finished_at: datetime | None = _opt_ts()
+
+
+# --- crowd platforms (Prolific, MTurk) ----------------------------------------------------
+
+
+class PlatformStudy(SQLModel, table=True):
+    """Our study as published on one crowd platform (a Prolific study, an MTurk HIT)."""
+
+    __table_args__ = (UniqueConstraint("platform", "external_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    platform: str = Field(max_length=16)
+    external_id: str = Field(max_length=128)
+    state: str = Field(default="draft", max_length=32)
+    settings: dict[str, Any] = _json(default=dict, nullable=False)
+    created_at: datetime = _ts()
+    synced_at: datetime | None = _opt_ts()
+
+
+class PlatformSubmission(SQLModel, table=True):
+    """One participant's submission (Prolific) or assignment (MTurk), as last synced,
+    with the quality figures the plan judged it by."""
+
+    __table_args__ = (UniqueConstraint("platform", "external_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="platformstudy.id", index=True)
+    platform: str = Field(max_length=16)
+    external_id: str = Field(max_length=128)
+    worker_external_id: str = Field(max_length=128, index=True)
+    status: str = Field(max_length=32)
+    worker_id: int | None = Field(default=None, foreign_key="worker.id", index=True)
+    quality: dict[str, Any] = _json(default=dict, nullable=False)
+    synced_at: datetime = _ts()
+
+
+class PlatformAction(SQLModel, table=True):
+    """One approve/reject/return/bonus to send. The idempotency key is unique, so a plan
+    computed twice never yields two payments; state goes planned -> sending (committed
+    before the call) -> done | failed, and 'sending' rows are reconciled on restart."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="platformstudy.id", index=True)
+    platform: str = Field(max_length=16)
+    kind: str = Field(max_length=16)
+    target: str = Field(max_length=128)
+    amount_cents: int | None = None
+    reason: str = Field(default="", max_length=500)
+    idempotency_key: str = Field(max_length=128, unique=True, index=True)
+    state: str = Field(default="planned", max_length=16, index=True)
+    response: dict[str, Any] | None = _json()
+    created_at: datetime = _ts()
+    sent_at: datetime | None = _opt_ts()
+
+
+class PlatformCall(SQLModel, table=True):
+    """Every request sent to a platform and its answer (tokens redacted), for the log page."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    platform: str = Field(max_length=16, index=True)
+    method: str = Field(max_length=64)
+    path: str = Field(max_length=500)
+    request: dict[str, Any] | None = _json()
+    status: int | None = None
+    response: dict[str, Any] | None = _json()
+    error: str = Field(default="", max_length=500)
+    at: datetime = _ts(index=True)

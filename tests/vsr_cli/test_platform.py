@@ -1,0 +1,63 @@
+"""`vsr platform sync|plan|apply` end to end on the fake Prolific (a subprocess, like a script)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session, select
+
+from tests.support.fake_prolific import TOKEN, State, running
+from vsr_core.models import PlatformCall, PlatformStudy, Worker
+
+VSR = str(Path(sys.executable).parent / "vsr")
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[str, State]]:
+    with running() as served:
+        yield served
+
+
+def _vsr(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([VSR, "platform", *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+
+
+def test_sync_plan_apply(db_url: str, engine: Engine, fake: tuple[str, State]) -> None:
+    url, state = fake
+    state.studies["st1"] = {"id": "st1", "status": "ACTIVE"}
+    state.add_submission("st1", "s1", "p1", "AWAITING REVIEW")
+    with Session(engine) as session:
+        session.add(Worker(source="prolific", external_id="p1"))
+        study = PlatformStudy(platform="prolific", external_id="st1",
+                              settings={"rules": {"min_items": 1}})
+        session.add(study)
+        session.commit()
+        sid = str(study.id)
+    common = ["--platform", "prolific", "--study", sid, "--database-url", db_url]
+    env = {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url}
+    r = _vsr("sync", *common, **env)
+    assert r.returncode == 0, r.stderr
+    r = _vsr("plan", *common)
+    assert "reject s1" in r.stdout and "1 new actions planned" in r.stdout, r.stderr
+    r = _vsr("apply", *common, **env)
+    assert r.stdout.strip() == "1 done, 0 failed", r.stderr
+    assert state.transitions == [("s1", "REJECTED")]
+    with Session(engine) as session:
+        logged = session.exec(select(PlatformCall)).all()
+    assert logged and all(TOKEN not in repr(c.model_dump()) for c in logged)
+
+
+def test_errors_are_one_line(db_url: str, fake: tuple[str, State]) -> None:
+    url, _ = fake
+    r = _vsr("sync", "--platform", "prolific", "--study", "99", "--database-url", db_url)
+    assert r.returncode != 0 and r.stderr.strip() == "error: no prolific study with id 99"
+    r = _vsr("sync", "--platform", "prolific", "--study", "1", "--database-url", db_url,
+             PROLIFIC_API_TOKEN="")
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,88 @@
+"""ProlificPlatform against the local fake Prolific server (no network)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.fake_prolific import TOKEN, State, running
+from webapp.platforms.base import PlatformError
+from webapp.platforms.prolific import ProlificPlatform
+
+SETTINGS = {
+    "name": "Spatial captions", "external_study_url":
+    "https://vsr.example/start/generate?PROLIFIC_PID={{%PROLIFIC_PID%}}",
+    "total_available_places": 5, "reward": 150, "estimated_completion_time": 10,
+    "completion_codes": [{"code": "C0DE", "code_type": "COMPLETED", "actions": []}],
+}
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[str, State]]:
+    with running() as served:
+        yield served
+
+
+def client(url: str, **kw: Any) -> ProlificPlatform:
+    return ProlificPlatform(base_url=url, token=TOKEN, sleep=lambda s: None, **kw)
+
+
+def test_draft_publish_pause_sync_approve_reject_bonus(fake: tuple[str, State]) -> None:
+    url, state = fake
+    calls: list[tuple[Any, ...]] = []
+    p = client(url, log=lambda *a: calls.append(a))
+    sid = p.create_draft(SETTINGS)
+    p.publish(sid)
+    assert state.studies[sid]["status"] == "ACTIVE"
+    p.pause(sid)
+    assert state.studies[sid]["status"] == "PAUSED"
+    state.add_submission(sid, "s1", "p1", "AWAITING REVIEW")
+    state.add_submission(sid, "s2", "p2", "AWAITING REVIEW")
+    state.add_submission(sid, "s3", "p3", "RETURNED")
+    subs = p.sync_submissions(sid)
+    assert {(s.external_id, s.status) for s in subs} == {
+        ("s1", "AWAITING REVIEW"), ("s2", "AWAITING REVIEW"), ("s3", "RETURNED")}
+    p.approve("s1", "k1")
+    p.reject("s2", "failed gold items", "k2")
+    assert p.submission_status("s1") == "APPROVED"
+    assert p.submission_status("s2") == "REJECTED"
+    p.bonus(sid, "s1", "p1", 125, "kept captions", "k3")
+    assert state.paid == [("p1", 1.25)]
+    assert all(TOKEN not in repr(c) for c in calls)  # the log never holds the token
+
+
+def test_error_answer_is_one_line(fake: tuple[str, State]) -> None:
+    url, state = fake
+    p = client(url)
+    with pytest.raises(PlatformError) as err:
+        p.create_draft({"name": "x"})
+    assert "HTTP 400" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(PlatformError, match="HTTP 401"):
+        ProlificPlatform(base_url=url, token="wrong").publish("study1")
+
+
+def test_429_honours_retry_after_then_succeeds(fake: tuple[str, State]) -> None:
+    url, state = fake
+    waits: list[float] = []
+    p = ProlificPlatform(base_url=url, token=TOKEN, sleep=waits.append)
+    state.rate_limit = 2
+    assert p.create_draft(SETTINGS)
+    assert waits == [0.0, 0.0]  # the fake's Retry-After: 0
+
+
+def test_timeouts_retry_then_give_up(fake: tuple[str, State]) -> None:
+    url, state = fake
+    state.slow = 0.5
+    p = ProlificPlatform(base_url=url, token=TOKEN, timeout=0.1, retries=1,
+                         sleep=lambda s: None)
+    with pytest.raises(PlatformError, match="timed out"):
+        p.create_draft(SETTINGS)
+    state.slow = 0.0
+
+
+def test_missing_token_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROLIFIC_API_TOKEN", raising=False)
+    with pytest.raises(PlatformError, match="PROLIFIC_API_TOKEN"):
+        ProlificPlatform(base_url="http://127.0.0.1:9")

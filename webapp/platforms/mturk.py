@@ -1,0 +1,106 @@
+"""Amazon Mechanical Turk through boto3: the sandbox endpoint unless production is asked for.
+
+Credentials come from boto3's usual chain (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or a
+profile); nothing is stored. One of our platform studies is one HIT.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from webapp.platforms.base import PlatformError, RemoteSubmission
+
+SANDBOX = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
+PRODUCTION = "https://mturk-requester.us-east-1.amazonaws.com"
+_XMLNS = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
+          "2006-07-14/ExternalQuestion.xsd")
+
+
+def external_question(url: str, frame_height: int = 0) -> str:
+    """The ExternalQuestion XML that shows our site in the worker's frame."""
+    return (f'<ExternalQuestion xmlns="{_XMLNS}"><ExternalURL>{escape(url)}</ExternalURL>'
+            f"<FrameHeight>{frame_height}</FrameHeight></ExternalQuestion>")
+
+
+class MTurkPlatform:
+    name = "mturk"
+
+    def __init__(self, production: bool = False, client: Any | None = None) -> None:
+        self.client = client or boto3.client(
+            "mturk", region_name="us-east-1", endpoint_url=PRODUCTION if production else SANDBOX
+        )
+
+    def _call(self, op: str, **params: Any) -> dict[str, Any]:
+        try:
+            return dict(getattr(self.client, op)(**params))
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            message = " ".join(str(err.get("Message", "")).split())
+            raise PlatformError(f"MTurk {op}: {err.get('Code', '?')} {message}") from None
+        except BotoCoreError as exc:
+            raise PlatformError(f"MTurk {op}: {' '.join(str(exc).split())}") from None
+
+    def create_draft(self, settings: dict[str, Any]) -> str:
+        """MTurk has no drafts: creating the HIT publishes it (see docs/platforms.md)."""
+        hit = self._call(
+            "create_hit",
+            Title=settings["title"],
+            Description=settings.get("description", settings["title"]),
+            Keywords=settings.get("keywords", "images, captions"),
+            Reward=f"{settings['reward_cents'] / 100:.2f}",
+            MaxAssignments=int(settings.get("assignments", 1)),
+            LifetimeInSeconds=int(settings.get("lifetime_seconds", 3 * 86400)),
+            AssignmentDurationInSeconds=int(settings.get("duration_seconds", 3600)),
+            AutoApprovalDelayInSeconds=int(settings.get("auto_approve_seconds", 7 * 86400)),
+            Question=external_question(settings["url"]),
+            QualificationRequirements=settings.get("qualifications", []),
+        )
+        return str(hit["HIT"]["HITId"])
+
+    def publish(self, external_id: str) -> None:
+        return None  # the HIT is live from creation
+
+    def pause(self, external_id: str) -> None:
+        # Expire the HIT now: no new workers can accept it; accepted ones can still submit.
+        self._call("update_expiration_for_hit", HITId=external_id, ExpireAt=0)
+
+    def sync_submissions(self, external_id: str) -> list[RemoteSubmission]:
+        out: list[RemoteSubmission] = []
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"HITId": external_id, "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            page = self._call("list_assignments_for_hit", **params)
+            out += [RemoteSubmission(a["AssignmentId"], a["WorkerId"], a["AssignmentStatus"])
+                    for a in page.get("Assignments", [])]
+            token = page.get("NextToken")
+            if not token or not page.get("Assignments"):
+                return out
+
+    def submission_status(self, submission_id: str) -> str:
+        got = self._call("get_assignment", AssignmentId=submission_id)
+        return str(got["Assignment"]["AssignmentStatus"])
+
+    def approve(self, submission_id: str, key: str) -> dict[str, Any]:
+        return self._call("approve_assignment", AssignmentId=submission_id)
+
+    def reject(self, submission_id: str, reason: str, key: str) -> dict[str, Any]:
+        return self._call("reject_assignment", AssignmentId=submission_id,
+                          RequesterFeedback=reason[:1024])
+
+    def request_return(self, submission_id: str, reason: str, key: str) -> dict[str, Any]:
+        raise PlatformError("MTurk has no return request: reject with a reason instead")
+
+    def bonus(
+        self, study_external_id: str, submission_id: str, worker_external_id: str,
+        cents: int, reason: str, key: str,
+    ) -> dict[str, Any]:
+        # UniqueRequestToken = our idempotency key: MTurk refuses a second bonus with it.
+        return self._call("send_bonus", WorkerId=worker_external_id,
+                          BonusAmount=f"{cents / 100:.2f}", AssignmentId=submission_id,
+                          Reason=reason[:1024], UniqueRequestToken=key[:64])
