@@ -48,7 +48,8 @@ class Proxy:
 
     def __init__(self, prefix: Path, upstream_ports: list[int], https_port: int,
                  http_port: int, host: str = "localhost", fail_timeout: int = 5) -> None:
-        self.prefix, self.https_port, self.host = prefix, https_port, host
+        self.prefix, self.https_port, self.http_port = prefix, https_port, http_port
+        self.host = host
         self.proc: subprocess.Popen[bytes] | None = None
         for sub in ("tmp", "cache"):
             (prefix / sub).mkdir(parents=True, exist_ok=True)
