@@ -212,8 +212,10 @@ def test_chromium_through_the_proxy_sees_no_mixed_content(stack: Stack) -> None:
             sheets = page.evaluate("[...document.styleSheets].map(s => s.href || '')")
             assert all(h.startswith(base) or not h for h in sheets), sheets
         browser.close()
-    bad = [m for m in messages if "Mixed Content" in m or m.startswith("failed:")
-           or "insecure" in m.lower()]
+    # ERR_ABORTED: the page itself dropped a load (the next item replacing an image); a
+    # blocked http:// resource is reported as "Mixed Content" and fails otherwise.
+    bad = [m for m in messages if "Mixed Content" in m or "insecure" in m.lower()
+           or (m.startswith("failed:") and not m.endswith("net::ERR_ABORTED"))]
     assert not bad, bad
 
 
@@ -249,12 +251,14 @@ def test_requests_spread_and_a_killed_replica_loses_no_vote(stack: Stack) -> Non
     worker = threading.Thread(target=validate)
     worker.start()
     try:
-        time.sleep(4)
+        # Counted, not timed: the shared machine may be slow, the test must not be flaky.
+        _until(lambda: len(stats.acked) >= 10 or not worker.is_alive())
         before = len(stats.acked)
         os.killpg(stack.replicas[0].pid, signal.SIGKILL)
         killed_at = time.monotonic()
         stack.replicas[0].wait()
-        time.sleep(5)
+        _until(lambda: sum(t > killed_at for t in stats.rt_stamps) >= 20
+               or not worker.is_alive())
     finally:
         stop.set()
         worker.join(timeout=30)
@@ -265,6 +269,12 @@ def test_requests_spread_and_a_killed_replica_loses_no_vote(stack: Stack) -> Non
     assert all(seen[str(p)] > 0 for p in stack.ports), seen  # both replicas served
     problems = check(stack.db_url, stats)
     assert not problems, problems
+
+
+def _until(done: Any, limit: float = 40.0) -> None:
+    deadline = time.monotonic() + limit
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _send(c: httpx.Client, method: str, path: str, body: Any, stats: Stats) -> httpx.Response:
