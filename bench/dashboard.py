@@ -95,6 +95,8 @@ def main() -> None:
     ap.add_argument(
         "--cold", action="store_true", help="clear the figure cache before each request"
     )
+    ap.add_argument("--raw", type=Path, default=VSR_RAW,
+                    help="VSR raw JSONL to import (bench/gen10x.py writes a 10x one)")
     args = ap.parse_args()
 
     from fastapi.testclient import TestClient
@@ -111,7 +113,7 @@ def main() -> None:
         tmp = Path(tmpdir)
         url = _fresh_db(args.database_url, tmp)
         engine = make_engine(url)
-        print(_import(engine, VSR_RAW))
+        print(_import(engine, args.raw))
         with Session(engine) as s:
             n_ex = s.exec(select(func.count()).select_from(Example)).one()
             n_votes = s.exec(select(func.count()).select_from(Vote)).one()

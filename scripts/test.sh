@@ -11,6 +11,12 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core) >/dev/null 2>&1 \
     || echo "warning: could not install chromium; browser tests will be skipped" >&2
 fi
+# The proxy tests (tests/deploy) run Debian's nginx, unprivileged, over the shipped config.
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light \
+    || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx; }) >/dev/null 2>&1 \
+    || echo "warning: could not install nginx; proxy tests will be skipped" >&2
+fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 if [ -n "${CI:-}" ]; then
   python - <<'PY'

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,27 @@ def test_docker_compose_is_valid_against_the_compose_spec() -> None:
     deps = services["web"]["depends_on"]
     assert deps["migrate"]["condition"] == "service_completed_successfully"
     assert deps["db"]["condition"] == "service_healthy"
+    # The proxy in front: the shipped template, TLS certificates from a volume, 443 and 80.
+    proxy, web = services["proxy"], services["web"]
+    assert str(proxy["image"]).startswith("nginx")
+    # source:target[:ro], where the source may be ${VAR:-default}
+    mounts = {}
+    for v in proxy["volumes"]:
+        source, target = re.fullmatch(r"(\$\{[^}]*\}|[^:]+):([^:]+)(?::ro)?", v).groups()  # type: ignore[union-attr]
+        mounts[target] = source.split(":-")[-1].rstrip("}")
+    template = mounts["/etc/nginx/templates/default.conf.template"]
+    assert (ROOT / template).is_file() and (ROOT / mounts["/srv/vsr/static"]).is_dir()
+    assert (ROOT / mounts["/etc/nginx/tls"]).is_dir()
+    assert {p.split(":")[-1] for p in proxy["ports"]} == {"443", "80"}
+    env = proxy["environment"]
+    placeholders = set(re.findall(r"\$\{(VSR_[A-Z_]+)\}", (ROOT / template).read_text()))
+    assert placeholders <= set(env), placeholders - set(env)
+    assert "web:8000" in env["VSR_UPSTREAM_SERVERS"]
+    assert proxy["depends_on"]["web"]["condition"] == "service_healthy"
+    # web scales (`--scale web=3`): no fixed name, no host port; it trusts the proxy's address.
+    assert "container_name" not in web and "ports" not in web
+    assert web["environment"]["TRUSTED_PROXIES"] == proxy["networks"]["default"]["ipv4_address"]
+    assert doc["x-app-env"]["BASE_URL"].split(":-")[-1].startswith("https://")
     # Every path the Dockerfile copies exists, so `docker compose build` can work.
     for line in (ROOT / "Dockerfile").read_text().splitlines():
         if line.startswith("COPY "):

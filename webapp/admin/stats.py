@@ -65,7 +65,9 @@ def vote_counts(example_ids: Any = None) -> Subquery:
     return stmt.group_by(VOTE.c.example_id).subquery("vc")
 
 
-def example_agreement(cfg: StudyConfig, *, with_revalidation: bool = False) -> Subquery:
+def example_agreement(
+    cfg: StudyConfig, *, with_revalidation: bool = False, where: list[Any] | None = None
+) -> Subquery:
     """Per Example: votes, votes agreeing with its label, and decided / kept / unanimous flags.
 
     An Example is decided once the validation queue is done with it (``queue_open`` false:
@@ -75,9 +77,11 @@ def example_agreement(cfg: StudyConfig, *, with_revalidation: bool = False) -> S
     label (2 of 3, 3 of 4, 4 of 6; a 1-1 tie fails), rejected when it has votes and fails,
     whether or not the queue still wants more (then the decision is provisional).
     Re-validation copies (vsr_core.revalidation) are left out unless ``with_revalidation``: they
-    are a study of the imported data, not more data.
+    are a study of the imported data, not more data. ``where``: conditions on Example columns;
+    only those Examples' votes are counted (at 10x VSR, grouping all 390,000 votes to show one
+    relation's 14,000 Examples cost most of the data page's time).
     """
-    vc = vote_counts()
+    vc = vote_counts(select(EX.c.id).where(*where) if where else None)
     n = func.coalesce(vc.c.n, 0)
     t = func.coalesce(vc.c.t, 0)
     agree = case((EX.c.label.is_(True), t), else_=n - t)
@@ -106,7 +110,7 @@ def example_agreement(cfg: StudyConfig, *, with_revalidation: bool = False) -> S
         )
         .select_from(EX)
         .outerjoin(vc, vc.c.example_id == EX.c.id)
-        .where(true() if with_revalidation else EX.c.origin != REVALIDATION)
+        .where(true() if with_revalidation else EX.c.origin != REVALIDATION, *(where or ()))
         .subquery("ea")
     )
 
@@ -584,16 +588,21 @@ def example_filters(
     gold: bool | None = None,
     q: str | None = None,
 ) -> tuple[Subquery, list[Any]]:
-    ea = example_agreement(cfg, with_revalidation=True)
-    conds: list[Any] = []
+    # Conditions on the Example itself go inside the agreement subquery, so only the matching
+    # Examples' votes are grouped; conditions on the agreement apply to its rows.
+    rows: list[Any] = []
     if relation:
-        conds.append(ea.c.relation == relation)
+        rows.append(EX.c.relation == relation)
     if concept:
-        conds.append(or_(ea.c.subj == concept, ea.c.obj == concept))
+        rows.append(or_(EX.c.subj == concept, EX.c.obj == concept))
     if origin:
-        conds.append(ea.c.origin == origin)
+        rows.append(EX.c.origin == origin)
     if gold is not None:
-        conds.append(ea.c.is_gold.is_(gold))
+        rows.append(EX.c.is_gold.is_(gold))
+    if q:
+        rows.append(EX.c.caption.ilike(f"%{q}%"))
+    ea = example_agreement(cfg, with_revalidation=True, where=rows)
+    conds: list[Any] = []
     if agreement == "unanimous":
         conds.append(ea.c.unanimous == 1)
     elif agreement == "kept":
@@ -604,8 +613,6 @@ def example_filters(
         conds.append(ea.c.decided == 0)
     elif agreement == "split":
         conds.append(and_(ea.c.t > 0, ea.c.t < ea.c.n))
-    if q:
-        conds.append(EX.c.caption.ilike(f"%{q}%"))
     return ea, conds
 
 

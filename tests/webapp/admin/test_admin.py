@@ -501,6 +501,11 @@ def test_data_browse_filters_and_example_page(
     assert n_cat > 0, concept
     kept = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)]) for r in recs)
     assert f"{kept} matching Examples" in client.get("/admin/data?agreement=kept").text
+    # A row filter and an agreement filter together (only that relation's votes are grouped).
+    kept_rel = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)])
+                   for r in recs if r["relation"] == rel)
+    both = client.get("/admin/data", params={"relation": rel, "agreement": "kept"}).text
+    assert kept_rel > 0 and f"{kept_rel} matching Examples" in both
     word = recs[3]["caption"].split()[1]
     n_word = sum(word.lower() in r["caption"].lower() for r in recs)
     assert f"{n_word} matching Examples" in client.get("/admin/data", params={"q": word}).text
