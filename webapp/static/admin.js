@@ -78,7 +78,24 @@
     });
   }
 
+  // A thumbnail whose photo cannot be loaded (the COCO server unreachable from here, or an
+  // https page refusing an http photo) becomes a "no photo" tile instead of a broken image.
+  function noPhoto(img) {
+    var tile = document.createElement("span");
+    tile.className = "thumb no-photo";
+    tile.textContent = "no photo";
+    tile.title = img.getAttribute("alt") || "";
+    img.replaceWith(tile);
+  }
+  document.addEventListener("error", function (event) {
+    var img = event.target;
+    if (img instanceof HTMLImageElement && img.classList.contains("thumb")) noPhoto(img);
+  }, true);
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("img.thumb").forEach(function (img) {
+      if (img.complete && img.naturalWidth === 0) noPhoto(img);
+    });
     document.querySelectorAll("[data-poll]").forEach(pollNumbers);
     refreshImages();
     pollJobs();

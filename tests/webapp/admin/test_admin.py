@@ -27,6 +27,7 @@ from vsr_core.models import (
     Assignment,
     Batch,
     Example,
+    Image,
     ImagePair,
     InviteToken,
     Job,
@@ -487,7 +488,7 @@ def test_workers_table_and_history(
 
 
 def test_data_browse_filters_and_example_page(
-    admin: tuple[TestClient, str], seeded: Seeded
+    admin: tuple[TestClient, str], seeded: Seeded, engine: Engine
 ) -> None:
     client, token = admin
     recs = seeded.records
@@ -520,6 +521,23 @@ def test_data_browse_filters_and_example_page(
     for ext, _ in vote_list(rec):
         assert f">{ext}</a>" in ex.text
     assert client.get("/admin/examples/999999").status_code == 404
+    # The app has no IMAGE_ROOT: an imported Example's thumbnail sends the browser to COCO's
+    # server; one with no COCO address either gets the "no photo" tile, its full image a 404.
+    thumb = client.get(f"/admin/examples/{ex_id}/thumb", follow_redirects=False)
+    assert thumb.status_code == 307 and thumb.headers["location"].endswith(".jpg")
+    with Session(engine) as s:
+        ex_row = s.get(Example, ex_id)
+        assert ex_row is not None
+        image = s.get(Image, ex_row.image_id)
+        assert image is not None
+        image.coco_url = None
+        s.add(image)
+        s.commit()
+    tile = client.get(f"/admin/examples/{ex_id}/thumb")
+    assert tile.status_code == 200 and tile.headers["content-type"].startswith("image/svg+xml")
+    assert "no photo" in tile.text
+    full = client.get(f"/admin/examples/{ex_id}/image")
+    assert full.status_code == 404 and "not on this server" in full.text
 
 
 def test_mark_gold_and_requeue(

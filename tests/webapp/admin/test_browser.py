@@ -125,6 +125,28 @@ def test_admin_runs_the_study_in_chromium(
             name = path.strip("/").replace("/", "_") or "admin"
             page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
 
+        # The data browser: imported Examples whose photo is not on this server (and COCO's
+        # server is unreachable from here) show a "no photo" tile, never a broken image; the
+        # Example on a local COCO image shows its real thumbnail.
+        page.goto(f"{base}/admin/data?origin=human")
+        local = page.locator(f'a[href="/admin/examples/{ids["example"]}"] img.thumb')
+        expect(local).to_have_js_property("complete", True)
+        assert local.evaluate("i => i.naturalWidth") > 0
+        page.goto(base + "/admin/data")
+        page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        for _ in range(300):  # (wait_for_function evaluates a string, which the CSP forbids)
+            if page.locator("img.thumb").evaluate_all("imgs => imgs.every(i => i.complete)"):
+                break
+            page.wait_for_timeout(100)
+        page.wait_for_timeout(300)  # error events of the last images
+        broken = page.locator("img.thumb").evaluate_all(
+            "imgs => imgs.filter(i => i.naturalWidth === 0).map(i => i.src)"
+        )
+        assert broken == [], broken
+        tiles = page.locator(".thumb.no-photo")
+        assert tiles.count() > 0
+        expect(tiles.first).to_have_text("no photo")
+
         # The overview's numbers refresh by themselves (fetch polling, no reload).
         page.goto(base + "/admin")
         before = page.locator('[data-key="generated_at"]').inner_text()

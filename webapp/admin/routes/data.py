@@ -18,6 +18,14 @@ from webapp.http.inputs import DbId
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 PAGE = 50
+# The thumbnail of an Example whose photo is neither on this server nor online (an imported
+# release without IMAGE_ROOT): same size as a thumbnail, says why there is no picture.
+NO_PHOTO_SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="64" height="48" viewBox="0 0 64 48">'
+    '<rect width="64" height="48" rx="3" fill="#e5e7eb"/>'
+    '<text x="32" y="28" font-family="sans-serif" font-size="9" fill="#4b5563" '
+    'text-anchor="middle">no photo</text></svg>'
+)
 AGREEMENTS = ("", "kept", "rejected", "unanimous", "split", "undecided")
 
 
@@ -194,6 +202,8 @@ def _image(example_id: int, request: Request, session: Session, *, thumb: bool) 
             return FileResponse(path, media_type="image/jpeg")
     if image.coco_url:
         return RedirectResponse(image.coco_url, status_code=307)
+    if thumb:  # a grey "no photo" tile, not a broken-image icon, in the data browser's table
+        return Response(NO_PHOTO_SVG, media_type="image/svg+xml")
     raise HTTPException(status_code=404, detail="The image file is not on this server.")
 
 
