@@ -96,10 +96,12 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.add_middleware(RetryDroppedConnection)
     # A NUL in the URL or a body field is refused before any route or database sees it.
     app.add_middleware(InputGuard)
-    # Outside the session middleware; error pages (rendered inside) get the headers too.
-    app.add_middleware(SecurityHeaders, hsts=https)
-    # Outermost: an oversized body is refused before the session cookie is even read.
+    # Outside the session middleware: an oversized body is refused before the session cookie
+    # is even read.
     app.add_middleware(BodySizeLimit)
+    # Outermost, so every answer gets the headers: error pages rendered inside, and the 413
+    # that BodySizeLimit sends without calling the app.
+    app.add_middleware(SecurityHeaders, hsts=https)
     from webapp.admin.pages import render_error as render_admin_error
 
     install_error_handlers(app, {"/admin": render_admin_error})

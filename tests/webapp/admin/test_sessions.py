@@ -100,6 +100,7 @@ def test_bodies_are_capped_per_route(db_url: str, engine: Engine, tmp_path: Path
     r = client.post("/api/validate/votes", content=big,
                     headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.text == "Request body too large."
+    assert r.headers["x-content-type-options"] == "nosniff"  # refused, still with the headers
     # Over DRAIN_LIMIT the body is left unread, so the server has to drop the connection.
     assert r.headers["connection"] == "close"
 
