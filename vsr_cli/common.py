@@ -15,9 +15,8 @@ from vsr_cli.failure import CliError, CliUsageError
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from vsr_core.study_context import StudyContext
-
     from vsr_core.settings import Settings
+    from vsr_core.study_context import StudyContext
 
 # A table every migrated database has (the first revision creates it).
 _SCHEMA_TABLE = "imagepair"
