@@ -42,6 +42,7 @@ class StudyCache:
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self._found: dict[str | None, tuple[float, StudyContext | None]] = {}
+        self._listing: tuple[float, list[tuple[str, str]]] | None = None
         self._lock = threading.Lock()
 
     def cached(self, slug: str | None) -> tuple[bool, StudyContext | None]:
@@ -63,9 +64,24 @@ class StudyCache:
             self._found[slug] = (time.monotonic(), found)
         return found
 
+    def listing(self) -> list[tuple[str, str]]:
+        """(slug, name) of every study, for the dashboard's switcher (cached as above)."""
+        with self._lock:
+            hit = self._listing
+        if hit is not None and time.monotonic() - hit[0] < CACHE_SECONDS:
+            return hit[1]
+        from vsr_core.studies import list_studies
+
+        with Session(self.engine) as session:
+            found = [(s.slug, s.name) for s in list_studies(session)]
+        with self._lock:
+            self._listing = (time.monotonic(), found)
+        return found
+
     def forget(self) -> None:
         with self._lock:
             self._found.clear()
+            self._listing = None
 
 
 def study_cache(app: Any) -> StudyCache:
@@ -138,6 +154,9 @@ class StudyScope:
                 asked = False
                 state["study_unknown"] = chosen
             state["study"] = study
+            # Read before the route opens its session (on SQLite a second connection would
+            # wait for that request's own write lock).
+            state["studies"] = await to_thread.run_sync(study_cache(app).listing)
             if asked and study is not None:
                 await self.app(scope, receive, _remember(send, study.slug))
                 return
