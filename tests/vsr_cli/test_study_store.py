@@ -66,6 +66,12 @@ def test_create_list_show_and_sample_a_second_study(
         pairs = s.exec(select(ImagePair)).all()
         assert len(pairs) == 5 and {p.study_id for p in pairs} == {stored.id}
 
+    invite = vsr("invite", "create", "--study", "vsr-zh", "--roles", "validate",
+                 "--database-url", db_url)
+    assert invite.returncode == 0, invite.stderr
+    assert invite.stdout.startswith("validate: http")
+    assert "/s/vsr-zh/start/validate?token=" in invite.stdout
+
     # The same pairs may be drawn for the default study: its own rows, the zh ones untouched.
     val = coco_dir / "annotations" / "instances_val2017_subset.json"
     default = vsr("sample", "--coco", str(val), "--min-area", "5000", "--pairs", "5",

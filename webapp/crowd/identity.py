@@ -19,7 +19,7 @@ from fastapi import Depends, Request
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from vsr_core.models import InviteToken, Worker, WorkerSource
+from vsr_core.models import DEFAULT_STUDY_ID, InviteToken, Worker, WorkerSource
 from vsr_core.types import utcnow
 from webapp.http.deps import SessionDep
 from webapp.http.errors import PageError
@@ -144,14 +144,17 @@ def _get_or_create(session: Session, source: str, external_id: str, roles: list[
     return worker
 
 
-def resolve_worker(session: Session, entry: Entry) -> Worker:
-    """Find or create the worker an entry link names (flushes, caller commits)."""
+def resolve_worker(
+    session: Session, entry: Entry, study_id: int = DEFAULT_STUDY_ID
+) -> Worker:
+    """Find or create the worker an entry link names (flushes, caller commits). An invite
+    is for one study: its token opens no other."""
     if entry.source == "invite":
         assert entry.invite_token is not None
         invite = session.exec(
             select(InviteToken).where(InviteToken.token == entry.invite_token)
         ).first()
-        if invite is None:
+        if invite is None or invite.study_id != study_id:
             raise PageError(403, "This invite link is not valid.")
         if invite.worker_id is not None:
             worker = session.get(Worker, invite.worker_id)

@@ -79,7 +79,7 @@ def start(
     new = is_new_identity(session, entry)
     if new:
         rate_limits.check_new_worker(session, settings, address)
-    worker = resolve_worker(session, entry)
+    worker = resolve_worker(session, entry, study.id)
     if new:
         rate_limits.record_new_worker(session, address, worker.id)
     if worker.blocked:

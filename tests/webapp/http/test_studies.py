@@ -180,3 +180,17 @@ def test_study_home_and_static_files_under_the_prefix(two: tuple[Any, int]) -> N
     page = client.get("/s/vsr-zh/start/generate", follow_redirects=False)
     assert page.status_code == 400  # no participant id: the study's own error page
     assert "/s/vsr-zh/static/site.css" in page.text
+
+
+def test_an_invite_opens_only_its_own_study(two: tuple[Any, int], engine: Engine) -> None:
+    from vsr_core.models import InviteToken
+
+    app, zh_id = two
+    with Session(engine) as s:
+        s.add(InviteToken(token="zh-lab-1", roles=["validate"], study_id=zh_id))
+        s.commit()
+    client = client_for(app)
+    wrong = client.get("/start/validate?token=zh-lab-1", follow_redirects=False)
+    assert wrong.status_code == 403 and "not valid" in wrong.text
+    enter(client, "/s/vsr-zh", "token=zh-lab-1", "validate")
+    assert validate_all(client, "/s/vsr-zh") == 4

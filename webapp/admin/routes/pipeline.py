@@ -105,7 +105,7 @@ async def start_job(
         )
     jobs.mark_orphans(session)
     try:
-        job = jobs.create_job(session, settings, kind, params)
+        job = jobs.create_job(session, settings, kind, params, admin_study(request).id)
     except jobs.JobBusyError as exc:
         return _pipeline(
             request,

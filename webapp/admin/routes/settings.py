@@ -51,9 +51,15 @@ def _page(
     status: int = 200,
 ) -> Response:
     settings = request.app.state.settings
+    study = admin_study(request)
     invites = session.exec(
-        select(InviteToken).order_by(col(InviteToken.created_at).desc()).limit(50)
+        select(InviteToken)
+        .where(InviteToken.study_id == study.id)
+        .order_by(col(InviteToken.created_at).desc())
+        .limit(50)
     ).all()
+    # The study's own links (/s/<slug>/...); the default study keeps its old, shorter ones.
+    base = settings.base_url.rstrip("/") + ("" if study.is_default else study.path_prefix)
     return render(
         request,
         admin,
@@ -66,9 +72,9 @@ def _page(
         errors=errors,
         form_error=errors.get(FORM_LEVEL),
         msg=msg,
-        links=entry_links(settings.base_url),
+        links=entry_links(base),
         invites=invites,
-        base=settings.base_url.rstrip("/"),
+        base=base,
     )
 
 
