@@ -87,3 +87,36 @@ def test_settings_are_per_study(dashboard: tuple[TestClient, str, int], engine: 
     with Session(engine) as s:
         assert load_study_config(s, zh_id).completion_code == "ZHDONE"
         assert load_study_config(s, 1).completion_code == "VSRDONE"
+
+
+def test_a_dashboard_job_runs_in_the_chosen_study(
+    db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
+) -> None:
+    from tests.webapp.admin.test_admin import wait_job
+    from tests.webapp.http.test_studies import ZH_FILE
+    from vsr_core.models import ImagePair, Job
+    from vsr_core.studies import create_study
+
+    with Session(engine) as s:
+        create_admin(s, "alice", PASSWORD)
+        zh = create_study(s, ZH_FILE.read_text(encoding="utf-8"), str(ZH_FILE))
+        s.commit()
+        zh_id = zh.id
+    client = TestClient(make_admin_app(db_url, engine, tmp_path))
+    token = login(client)
+    client.get("/admin/pipeline?study=vsr-zh")
+    files = str(coco_dir / "annotations" / "instances_val2017_subset.json")
+    r = client.post("/admin/jobs/sample", data={
+        "csrf_token": token, "n_pairs": "4", "seed": "1", "coco_files": files,
+    }, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    with Session(engine) as s:
+        (job,) = s.exec(select(Job)).all()
+        assert job.study_id == zh_id
+    done = wait_job(client, job.id)  # type: ignore[arg-type]
+    assert done["status"] == "succeeded", done
+    with Session(engine) as s:
+        pairs = s.exec(select(ImagePair)).all()
+        assert pairs and {p.study_id for p in pairs} == {zh_id}
+    assert f'data-job="{job.id}"' in client.get("/admin/pipeline").text
+    assert f'data-job="{job.id}"' not in client.get("/admin/pipeline?study=vsr").text
