@@ -128,7 +128,10 @@ class StudyScope:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        root: str = scope.get("root_path", "")
         path: str = scope["path"]
+        if root and path.startswith(root):  # behind a proxy's --root-path
+            path = path[len(root):]
         app = scope["app"]
         state = scope.setdefault("state", {})
         if path.startswith(PREFIX):
@@ -137,7 +140,7 @@ class StudyScope:
             if study is None:
                 await self._unknown(scope, receive, send, slug)
                 return
-            prefix = scope.get("root_path", "") + PREFIX + slug
+            prefix = root + PREFIX + slug
             scope = dict(scope, root_path=prefix)
             if not rest:  # /s/<slug> alone: the study's home is the site's home
                 scope["path"] = prefix + "/"
