@@ -18,6 +18,7 @@ from collection.coco import CocoIndex, ProgressFn, load_coco
 from collection.errors import UnknownCategoryError
 from collection.pairs import sample_pairs
 from collection.store import existing_pair_keys, store_pairs
+from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.types import utcnow
 
 DEFAULT_MIN_AREA = 30_000
@@ -110,8 +111,10 @@ def sample_into_db(
     deny: Collection[str] = (),
     supercategories: Collection[str] = (),
     min_area_share: float = 0.0,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> SampleSummary:
-    """Load the COCO files, draw up to ``n_pairs`` new pairs and store them.
+    """Load the COCO files, draw up to ``n_pairs`` new pairs and store them in the study
+    (pairs the study has already are not drawn again; other studies' do not count).
 
     Raises ``collection.errors.SamplerError`` subclasses (one-line messages) for missing or
     malformed files and unknown category names, ``ValueError`` for bad numbers.
@@ -126,7 +129,7 @@ def sample_into_db(
                       min_area_share=min_area_share)
     if deny or supercategories:
         concepts = _filtered(index, concepts, deny, supercategories)
-    existing = existing_pair_keys(engine)
+    existing = existing_pair_keys(engine, study_id)
     result = sample_pairs(
         index,
         n_pairs,
@@ -138,7 +141,8 @@ def sample_into_db(
         progress=progress,
     )
     run_id = f"{utcnow():%Y%m%dT%H%M%SZ}-s{seed}-{secrets.token_hex(3)}"
-    stored = store_pairs(engine, index, result.pairs, run_id, progress=progress)
+    stored = store_pairs(engine, index, result.pairs, run_id, progress=progress,
+                         study_id=study_id)
     kept = result.pairs
     already = sum(1 for (a, b, i1, i2) in existing if i1 in index.eligible and i2 in index.eligible)
     return SampleSummary(

@@ -21,7 +21,7 @@ from collection.errors import SamplerError
 from collection.pairs import PairKey, SampledPair
 from vsr_core.db import is_postgres, session_scope
 from vsr_core.limits import LimitError, check_row
-from vsr_core.models import Image, ImagePair, Instance, PairStatus
+from vsr_core.models import DEFAULT_STUDY_ID, Image, ImagePair, Instance, PairStatus
 from vsr_core.types import utcnow
 
 _CHUNK = 500  # rows per statement: well under SQLite's variable limit, few round trips
@@ -35,13 +35,15 @@ class StoreResult:
     instances: int
 
 
-def existing_pair_keys(engine: Engine) -> set[PairKey]:
-    """Pairs already in the database, by concepts and COCO image ids."""
+def existing_pair_keys(engine: Engine, study_id: int = DEFAULT_STUDY_ID) -> set[PairKey]:
+    """The study's pairs already in the database, by concepts and COCO image ids (images are
+    shared by all studies; each study samples its own pairs)."""
     img1, img2 = aliased(Image), aliased(Image)
     stmt = (
         select(ImagePair.concept_a, ImagePair.concept_b, img1.coco_id, img2.coco_id)  # type: ignore[call-overload]
         .join(img1, img1.id == ImagePair.image1_id)
         .join(img2, img2.id == ImagePair.image2_id)
+        .where(ImagePair.study_id == study_id)
     )
     with Session(engine) as s:
         return {(a, b, min(i1, i2), max(i1, i2)) for a, b, i1, i2 in s.execute(stmt).all()}
@@ -89,8 +91,10 @@ def store_pairs(
     pairs: Sequence[SampledPair],
     run_id: str,
     progress: ProgressFn | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> StoreResult:
-    """Store the pairs with their images and instances; returns what was actually added."""
+    """Store the pairs in the study, with their images and instances; returns what was
+    actually added."""
     image_ids = sorted({p.image1 for p in pairs} | {p.image2 for p in pairs})
     inst = {}
     for p in pairs:
@@ -153,6 +157,7 @@ def store_pairs(
             e1, e2 = index.eligible[p.image1], index.eligible[p.image2]
             pair_rows.append(
                 {
+                    "study_id": study_id,
                     "concept_a": p.concept_a,
                     "concept_b": p.concept_b,
                     "image1_id": img_pk[p.image1],
@@ -168,14 +173,17 @@ def store_pairs(
                     "created_at": now,  # Core inserts skip the model's default_factory
                 }
             )
-        keys = ["image1_id", "image2_id", "concept_a", "concept_b"]
+        keys = ["study_id", "image1_id", "image2_id", "concept_a", "concept_b"]
         for k, chunk in enumerate(_chunks(pair_rows)):
             _insert_ignore(session, ImagePair, list(chunk), keys)
             if progress is not None:
                 done = len(image_rows) + len(inst_rows) + min((k + 1) * _CHUNK, len(pair_rows))
                 progress("store", done, total_steps)
         stored = session.execute(
-            select(func.count()).select_from(ImagePair).where(ImagePair.sample_run == run_id)  # type: ignore[arg-type]
+            select(func.count()).select_from(ImagePair).where(
+                ImagePair.sample_run == run_id,  # type: ignore[arg-type]
+                ImagePair.study_id == study_id,  # type: ignore[arg-type]
+            )
         ).scalar_one()
     return StoreResult(
         stored=int(stored),

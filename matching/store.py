@@ -17,19 +17,24 @@ from matching.pipeline import MatchResult
 from matching.records import Record
 from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept
 from vsr_core.agreement_db import load_item_votes
-from vsr_core.models import Example, ExampleOrigin, Image, MatchRun, McItem
+from vsr_core.models import DEFAULT_STUDY_ID, Example, ExampleOrigin, Image, MatchRun, McItem
 
 
-def load_records(session: Session) -> list[Record]:
-    """Every Example with its votes (kept or not: matching filters). Adversarial negatives
-    come along only so that those validators judged True count as known true."""
+def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Record]:
+    """Every Example of the study with its votes (kept or not: matching filters).
+    Adversarial negatives come along only so that those validators judged True count as
+    known true."""
     ex, im = Example.__table__, Image.__table__  # type: ignore[attr-defined]
-    votes = {iv.item: tuple(v for _, v in iv.votes) for iv in load_item_votes(session)}
+    mine = ex.c.study_id == study_id
+    votes = {
+        iv.item: tuple(v for _, v in iv.votes) for iv in load_item_votes(session, where=[mine])
+    }
     stmt = (
         select(ex.c.id, ex.c.image_id, im.c.file_name, ex.c.subj, ex.c.relation, ex.c.obj,
                ex.c.caption, ex.c.label, ex.c.origin)
         .select_from(ex.join(im, im.c.id == ex.c.image_id))
-        .where(ex.c.origin != "revalidation")  # copies for re-validation are not more data
+        # copies for re-validation are not more data
+        .where(ex.c.origin != "revalidation", mine)
         .order_by(ex.c.id)
     )
     return [
@@ -49,13 +54,14 @@ def save_run(
     *,
     send_negatives: bool = False,
     extra_params: dict[str, Any] | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> MatchRun:
     """Write the run, one McItem per complete item and, with ``send_negatives``, each
     distractor as a False Example (origin adversarial) on the query's image, which the
     validation queue then serves like any new Example. An identical negative from an
     earlier run is reused rather than duplicated."""
     params = result.params.as_dict() | (extra_params or {}) | {"negatives_sent": send_negatives}
-    run = MatchRun(params=params, diagnostics=diagnostics)
+    run = MatchRun(study_id=study_id, params=params, diagnostics=diagnostics)
     session.add(run)
     session.flush()
     assert run.id is not None
@@ -67,7 +73,8 @@ def save_run(
         for chunk in _chunks(image_ids, 500):
             found = session.execute(
                 select(ex.c.id, ex.c.image_id, ex.c.caption).where(
-                    ex.c.origin == ExampleOrigin.adversarial.value, ex.c.image_id.in_(chunk)
+                    ex.c.origin == ExampleOrigin.adversarial.value, ex.c.image_id.in_(chunk),
+                    ex.c.study_id == study_id,
                 )
             )
             negatives.update({(r.image_id, r.caption): r.id for r in found})
@@ -80,6 +87,7 @@ def save_run(
                 if i == it.answer_index or key in negatives or key in fresh:
                     continue
                 fresh[key] = Example(
+                    study_id=study_id,  # the query's study
                     image_id=it.query.image_id, caption=caption, relation=rel, subj=s, obj=o,
                     label=False, origin=ExampleOrigin.adversarial.value,
                     parent_example_id=it.query.id,

@@ -37,14 +37,31 @@ def run_migrations_online() -> None:
 
 
 def _run(connection) -> None:  # type: ignore[no-untyped-def]
+    sqlite = connection.dialect.name == "sqlite"
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
-        render_as_batch=connection.dialect.name == "sqlite",  # SQLite cannot ALTER much
+        render_as_batch=sqlite,  # SQLite cannot ALTER much
         compare_type=True,
     )
-    with context.begin_transaction():
-        context.run_migrations()
+    if not sqlite:
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    # Batch mode copies a table and drops the old one; with foreign keys on, dropping a
+    # referenced table (example, under vote) fails or deletes. The pragma is a no-op inside
+    # a transaction, so it is set on the raw connection before Alembic begins one, and every
+    # reference is checked before the migration's transaction commits.
+    raw = connection.connection.driver_connection
+    raw.execute("PRAGMA foreign_keys=OFF")
+    try:
+        with context.begin_transaction():
+            context.run_migrations()
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise RuntimeError(f"migration left broken references: {broken[:5]}")
+    finally:
+        raw.execute("PRAGMA foreign_keys=ON")
 
 
 if context.is_offline_mode():

@@ -110,6 +110,12 @@ def _truncate_all(engine: Engine) -> None:
             conn.exec_driver_sql("PRAGMA defer_foreign_keys=ON")
             for t in reversed(tables):
                 conn.execute(text(f'DELETE FROM "{t}"'))
+    # Every database has its default study (migration 0007); rows made without a study
+    # belong to it.
+    from vsr_core.studies import ensure_default_study
+
+    with Session(engine) as s:
+        ensure_default_study(s)
 
 
 @pytest.fixture(params=BACKENDS)

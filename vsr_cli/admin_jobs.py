@@ -87,7 +87,9 @@ def _stage_progress(report: Progress, stages: dict[str, tuple[float, float, str]
     return progress
 
 
-def run_sample(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
+def run_sample(
+    engine: Engine, params: dict[str, Any], report: Progress, study_id: int
+) -> dict[str, Any]:
     from collection.sampler import sample_into_db
 
     files = [str(f) for f in params.get("coco_files", [])]
@@ -110,18 +112,21 @@ def run_sample(engine: Engine, params: dict[str, Any], report: Progress) -> dict
                 "store": (0.7, 1.0, "storing"),
             },
         ),
+        study_id=study_id,
     )
     return {"summary": summary.line(), **summary.as_dict()}
 
 
-def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
+def run_match(
+    engine: Engine, params: dict[str, Any], report: Progress, study_id: int
+) -> dict[str, Any]:
     """Adversarial matching with the dashboard's h and k: the very run `vsr match` makes with
     its defaults (vsr_dataset.match_run), distractors sent to validators before items reach mc/."""
     from matching.pipeline import MatchParams
     from vsr_dataset.match_run import MatchRequest, run_matching_over, save_match_run
 
     h, k, seed = float(params["h"]), int(params["k"]), int(params.get("seed", 0))
-    request = MatchRequest(params=MatchParams(h=h, k=k, seed=seed))
+    request = MatchRequest(params=MatchParams(h=h, k=k, seed=seed), study_id=study_id)
     outcome = run_matching_over(engine, request, report=report)
     report(0.95, "saving the run")
     run_id = save_match_run(engine, outcome, request, send_negatives=True, **{"from": "dashboard"})
@@ -131,12 +136,22 @@ def run_match(engine: Engine, params: dict[str, Any], report: Progress) -> dict[
     }
 
 
-def run_build(engine: Engine, params: dict[str, Any], report: Progress) -> dict[str, Any]:
-    """``build-dataset`` into a temporary folder, then a zip for the download link."""
+def run_build(
+    engine: Engine, params: dict[str, Any], report: Progress, study_id: int
+) -> dict[str, Any]:
+    """``build-dataset`` of the job's study into a temporary folder, then a zip for the
+    download link."""
     import tempfile
 
+    from vsr_core.models import Study
+    from vsr_core.study_context import StudyContext
     from vsr_dataset.export import BuildOptions, build_dataset, zip_export
 
+    with Session(engine) as session:
+        row = session.get(Study, study_id)
+        if row is None:
+            raise LookupError(f"the job's study #{study_id} is gone")
+        study = StudyContext.of(row)
     target = Path(str(params["zip"]))
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="vsr-build-") as tmp:
@@ -144,7 +159,7 @@ def run_build(engine: Engine, params: dict[str, Any], report: Progress) -> dict[
         summary = build_dataset(
             engine,
             out,
-            BuildOptions(seed=int(params.get("seed", 0))),
+            BuildOptions(seed=int(params.get("seed", 0)), study=study),
             progress=lambda stage, frac: report(0.9 * frac, f"building: {stage}"),
         )
         report(0.92, f"zipping {len(summary.files)} files")
@@ -169,7 +184,7 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
-HANDLERS: dict[str, Callable[[Engine, dict[str, Any], Progress], dict[str, Any]]] = {
+HANDLERS: dict[str, Callable[[Engine, dict[str, Any], Progress, int], dict[str, Any]]] = {
     "sample": run_sample,
     "match": run_match,
     "build": run_build,
@@ -191,13 +206,14 @@ def run_job(engine: Engine, job_id: int) -> Job:
         session.add(job)
         session.commit()
         params = dict(job.params)
+        study_id = job.study_id
         if handler is None:
             session.refresh(job)
             return job
     report = JobReporter(engine, job_id)
     status, message, result = "succeeded", "done", None
     try:
-        result = handler(engine, params, report)
+        result = handler(engine, params, report, study_id)
     except JobCancelled:
         status, message = "cancelled", "cancelled by an admin"
     except Exception as exc:  # the job fails, with the reason for the admin, never silently

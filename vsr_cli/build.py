@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from vsr_cli.common import DB_HELP, STAGE_FORMAT, engine_for, progress_bar
+from vsr_cli.common import DB_HELP, STAGE_FORMAT, STUDY_HELP, engine_for, progress_bar, study_for
 from vsr_cli.failure import CliError
 
 if TYPE_CHECKING:
@@ -57,10 +57,12 @@ def build(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
     zip_to: Path | None = typer.Option(None, "--zip", help="Also write the export as a zip."),
+    study_slug: str | None = typer.Option(None, "--study", help=STUDY_HELP),
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Export the dataset: JSONL splits, stats.json and a dataset card with figures."""
+    from dataclasses import replace
     from fractions import Fraction
 
     from vsr_core.agreement import as_fraction
@@ -93,6 +95,7 @@ def build(
     )
     engine = engine_for(database_url)
     try:
+        options = replace(options, study=study_for(engine, study_slug))
         if out == "-":
             if len(only) > 1:
                 raise CliError("--out - streams one JSONL part: give at most one --only")

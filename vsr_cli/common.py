@@ -10,12 +10,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vsr_cli.failure import CliError
+from vsr_cli.failure import CliError, CliUsageError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from vsr_core.settings import Settings
+    from vsr_core.study_context import StudyContext
 
 # A table every migrated database has (the first revision creates it).
 _SCHEMA_TABLE = "imagepair"
@@ -168,3 +169,19 @@ def progress_bar(*, quiet: bool = False, **kwargs: Any) -> Any:
 STAGE_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}]"
 
 DB_HELP = "Database URL (default: $DATABASE_URL, else sqlite:///./vsr.db)"
+
+STUDY_HELP = "The study's slug (default: the default study; see `vsr study list`)"
+
+
+def study_for(engine: Engine, slug: str | None) -> StudyContext:
+    """The study named by ``--study`` (None: the default one); an unknown slug is a one-line
+    error with exit 2."""
+    from sqlmodel import Session
+
+    from vsr_core.studies import StudyError, study_context
+
+    try:
+        with Session(engine) as session:
+            return study_context(session, slug)
+    except StudyError as exc:
+        raise CliUsageError(str(exc)) from None

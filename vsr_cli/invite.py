@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from vsr_cli.common import DB_HELP, engine_for, settings_for
+from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for, settings_for, study_for
 from vsr_cli.failure import CliError
 
 invite_app = typer.Typer(help="Invite links for in-house workers.", no_args_is_help=True)
@@ -27,9 +27,10 @@ def invite_create(
         typer.Option(help="Use this token (4-64 of A-Z a-z 0-9 _ -) instead of a random one; "
                      "an existing token with the same roles is reused"),
     ] = None,
+    study_slug: Annotated[str | None, typer.Option("--study", help=STUDY_HELP)] = None,
     database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
-    """Create an invite link and print the URLs of its tasks."""
+    """Create an invite link for one study and print the URLs of its tasks."""
     from sqlmodel import Session, select
 
     from vsr_core.limits import LimitError, check_row
@@ -48,6 +49,11 @@ def invite_create(
     except LimitError as exc:
         raise CliError(str(exc)) from None
     engine = engine_for(database_url)
+    try:
+        study = study_for(engine, study_slug)
+    except CliError:
+        engine.dispose()
+        raise
     with Session(engine) as session:
         existing = (
             session.exec(select(InviteToken).where(InviteToken.token == token)).first()
@@ -57,15 +63,20 @@ def invite_create(
         if existing is not None:
             if sorted(existing.roles) != sorted(kinds):
                 raise CliError(f"token {token!r} exists with other roles {existing.roles}")
+            if existing.study_id != study.id:
+                raise CliError(f"token {token!r} exists for another study")
             invite = existing
         else:
             invite = InviteToken(
-                token=token or secrets.token_urlsafe(18), label=label, roles=kinds
+                token=token or secrets.token_urlsafe(18), label=label, roles=kinds,
+                study_id=study.id,
             )
             session.add(invite)
             session.commit()
             session.refresh(invite)
     engine.dispose()
     base = settings_for(database_url).base_url.rstrip("/")
+    if not study.is_default:
+        base += study.path_prefix
     for kind in kinds:
         typer.echo(f"{kind}: {base}/start/{kind}?token={invite.token}")

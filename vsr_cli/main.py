@@ -65,7 +65,7 @@ def _run(entry: Callable[..., object], args: list[str] | None = None) -> None:
     try:
         entry(args, standalone_mode=False)
     except CliError as exc:
-        _fail(str(exc))
+        _fail(str(exc), code=exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         _close_bars()
         typer.echo("aborted", err=True)

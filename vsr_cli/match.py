@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from vsr_cli.common import DB_HELP, STAGE_FORMAT, engine_for, progress_bar
+from vsr_cli.common import DB_HELP, STAGE_FORMAT, STUDY_HELP, engine_for, progress_bar, study_for
 from vsr_cli.failure import CliError
 
 
@@ -84,6 +84,7 @@ def match(
     top_k: int = typer.Option(50, "--top-k", help="Candidates per row for the sparse solver."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute and print, write nothing."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write diagnostics here."),
+    study_slug: str | None = typer.Option(None, "--study", help=STUDY_HELP),
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
 ) -> None:
     """Build multiple-choice distractors by adversarial matching (VCR section 4).
@@ -113,11 +114,16 @@ def match(
         )
     except ValueError as exc:
         raise CliError(str(exc)) from exc
+    engine = engine_for(database_url)
+    try:
+        study = study_for(engine, study_slug)
+    except CliError:
+        engine.dispose()
+        raise
     request = MatchRequest(
         params=params, model=model, similarity=similarity, splits=splits,
-        split_seed=split_seed, keep_threshold=keep_threshold, sweep=hs,
+        split_seed=split_seed, keep_threshold=keep_threshold, sweep=hs, study_id=study.id,
     )
-    engine = engine_for(database_url)
     with progress_bar(total=4, desc="matching", bar_format=STAGE_FORMAT) as bar:
 
         def say(fraction: float, message: str) -> None:

@@ -7,7 +7,7 @@ import json
 
 import typer
 
-from vsr_cli.common import DB_HELP, engine_for
+from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for, study_for
 from vsr_cli.failure import CliError
 
 
@@ -29,6 +29,7 @@ def revalidate(
         False, "--report", help="Print the fresh-vs-original report of the round"
     ),
     as_json: bool = typer.Option(False, "--json", help="The report as JSON"),
+    study_slug: str | None = typer.Option(None, "--study", help=STUDY_HELP),
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
 ) -> None:
     """Re-validate an imported release: --sample N opens N imported Examples (copies, so the
@@ -42,8 +43,13 @@ def revalidate(
         raise CliError("give --sample N to open a sample, or --report to see a round's report")
     engine = engine_for(database_url)
     try:
+        study = study_for(engine, study_slug)
+        if not study.is_default:
+            # Imported releases and their re-validation rounds live in the default study.
+            raise CliError(f"re-validation works on the default study's imported data, not "
+                           f"{study.slug}")
         with Session(engine) as session:
-            config = load_study_config(session)
+            config = load_study_config(session, study.id)
             if sample is not None:
                 opened = open_round(
                     session,

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from vsr_cli.common import DB_HELP, engine_for
+from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for, study_for
 from vsr_cli.failure import CliError
 
 _STAGES = {"load": "loading COCO", "sample": "sampling pairs", "store": "storing"}
@@ -79,6 +79,10 @@ def sample(
         "--concepts",
         help='Only these COCO category names, comma-separated (e.g. "cat,laptop")',
     ),
+    study_slug: str | None = typer.Option(
+        None, "--study", help=STUDY_HELP + "; the pairs go there, and without --coco or "
+        "--study-file its stored definition gives the sources, concepts and sampling rule",
+    ),
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
 ) -> None:
     """Sample COCO 2017 image pairs that share two concepts, by the VSR rule, into the DB.
@@ -94,13 +98,19 @@ def sample(
     deny: list[str] = []
     supers: list[str] = []
     share = 0.0
-    if study_file is not None:
-        if coco or concepts:
-            raise CliError("--study-file gives the COCO files and concepts: drop --coco and "
-                           "--concepts")
+    if study_file is not None and (coco or concepts):
+        raise CliError("--study-file gives the COCO files and concepts: drop --coco and "
+                       "--concepts")
+    engine = engine_for(database_url)
+    try:
+        target = study_for(engine, study_slug)
+    except CliError:
+        engine.dispose()
+        raise
+    if study_file is not None or (study_slug is not None and not coco):
         from vsr_cli.study import load_or_fail
 
-        study = load_or_fail(study_file)
+        study = load_or_fail(study_file) if study_file is not None else target.definition
         coco = [Path(s.annotations) for s in study.sources]
         names = list(study.concepts.allow) or None
         deny, supers = list(study.concepts.deny), list(study.concepts.supercategories)
@@ -108,9 +118,9 @@ def sample(
         share = study.sampling.min_area_share
         prefer_contrast = study.sampling.prefer_contrast
     elif not coco:
-        raise CliError("give --coco FILE (one or more) or --study-file FILE")
+        engine.dispose()
+        raise CliError("give --coco FILE (one or more), --study SLUG or --study-file FILE")
     bars = _Bars()
-    engine = engine_for(database_url)
     try:
         summary = sample_into_db(
             engine,
@@ -125,6 +135,7 @@ def sample(
             deny=deny,
             supercategories=supers,
             min_area_share=share,
+            study_id=target.id,
         )
     except (SamplerError, ValueError) as exc:
         raise CliError(str(exc)) from None
@@ -135,4 +146,4 @@ def sample(
     finally:
         bars.close()
         engine.dispose()
-    typer.echo(summary.line())
+    typer.echo(summary.line() + ("" if target.is_default else f" (study {target.slug})"))

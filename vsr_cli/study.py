@@ -1,6 +1,8 @@
-"""`vsr study check|show --file F`: validate and summarise a study definition (docs/studies.md).
+"""`vsr study check|show|create|list`: study definition files (docs/studies.md) and the
+studies stored in the database.
 
-Nothing here touches the database; storing studies comes with multi-study scoping.
+`check` and `show --file` read a file only; `create`, `list` and `show SLUG` use the
+database (vsr_core.studies).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from vsr_cli.common import DB_HELP, engine_for, study_for
 from vsr_cli.failure import CliError
 
 study_app = typer.Typer(
@@ -40,7 +43,10 @@ def load_or_fail(path: Path) -> StudyDefinition:
 
 
 def _summary(path: Path, full: bool) -> list[str]:
-    study = load_or_fail(path)
+    return _definition_lines(load_or_fail(path), full)
+
+
+def _definition_lines(study: StudyDefinition, full: bool) -> list[str]:
     lines = [f"{study.slug}: {study.name}"]
     for src in study.sources:
         where = src.image_root or src.image_url
@@ -90,6 +96,95 @@ def check(file: Path = typer.Option(..., "--file", help=FILE_HELP)) -> None:
 
 
 @study_app.command("show")
-def show(file: Path = typer.Option(..., "--file", help=FILE_HELP)) -> None:
-    """Validate a study file and print what it defines, every relation included."""
-    typer.echo("\n".join(_summary(file, full=True)))
+def show(
+    slug: str | None = typer.Argument(None, help="A stored study's slug (see `vsr study list`)"),
+    file: Path | None = typer.Option(None, "--file", help=FILE_HELP),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """What a study defines, every relation included: a stored study (SLUG) or a file."""
+    if (slug is None) == (file is None):
+        raise CliError("give a stored study's SLUG or --file FILE (one of them)")
+    if file is not None:
+        typer.echo("\n".join(_summary(file, full=True)))
+        return
+    engine = engine_for(database_url)
+    try:
+        study = study_for(engine, slug)
+        from sqlmodel import Session
+
+        from vsr_core.models import Study
+
+        with Session(engine) as session:
+            row = session.get(Study, study.id)
+            assert row is not None
+            created = row.created_at
+    finally:
+        engine.dispose()
+    lines = [
+        f"{study.slug}: {study.name}" + (" (default)" if study.is_default else ""),
+        f"  definition sha256 {study.definition_hash}, stored {created:%Y-%m-%d %H:%M} UTC",
+        f"  language {study.language.code}; entry links /s/{study.slug}/start/generate and "
+        f"/s/{study.slug}/start/validate",
+    ]
+    typer.echo("\n".join(lines + _definition_lines(study.definition, full=True)[1:]))
+
+
+@study_app.command("create")
+def create(
+    file: Path = typer.Option(..., "--file", help=FILE_HELP),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Validate a study file and store it as a new study (its slug must be new)."""
+    load_or_fail(file)  # every problem of the file, one line each
+    text = file.read_text(encoding="utf-8")
+    from sqlmodel import Session
+
+    from vsr_core.studies import StudyError, create_study
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            try:
+                study = create_study(session, text, str(file))
+            except StudyError as exc:
+                raise CliError(f"{exc}; nothing was stored") from None
+            session.commit()
+            slug, digest = study.slug, study.definition_hash
+    finally:
+        engine.dispose()
+    typer.echo(
+        f"created study {slug} (sha256 {digest[:12]}): entry links /s/{slug}/start/generate "
+        f"and /s/{slug}/start/validate; next: vsr sample --study {slug}"
+    )
+
+
+@study_app.command("list")
+def list_(
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """The stored studies: slug, language, pairs, Examples, definition hash, name."""
+    from sqlalchemy import func
+    from sqlmodel import Session, select
+
+    from vsr_core.models import Example, ImagePair
+    from vsr_core.studies import list_studies
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            rows = []
+            for study in list_studies(session):
+                pairs = session.exec(
+                    select(func.count()).where(ImagePair.study_id == study.id)
+                ).one()
+                examples = session.exec(
+                    select(func.count()).where(Example.study_id == study.id)
+                ).one()
+                mark = "*" if study.is_default else " "
+                rows.append(
+                    f"{mark} {study.slug:<20} {study.language:<8} {pairs:>8} pairs "
+                    f"{examples:>8} examples  {study.definition_hash[:12]}  {study.name}"
+                )
+    finally:
+        engine.dispose()
+    typer.echo("\n".join(rows))

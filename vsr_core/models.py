@@ -17,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    Text,
     UniqueConstraint,
     false,
     text,
@@ -41,6 +42,22 @@ def _json(default: Any = None, nullable: bool = True) -> Any:
     if callable(default):
         return Field(default_factory=default, sa_column=Column(JSONType, nullable=nullable))
     return Field(default=default, sa_column=Column(JSONType, nullable=nullable))
+
+
+# The study migration 0007 created from studies/vsr.toml (``Study.is_default``): rows made
+# without a study belong to it, as every row of a database older than 0007 does.
+DEFAULT_STUDY_ID = 1
+
+
+def _study(index: bool = True) -> Any:
+    """The study a row belongs to (``study.id``); the default study unless given."""
+    return Field(
+        default=DEFAULT_STUDY_ID,
+        sa_column=Column(
+            Integer, ForeignKey("study.id"), nullable=False, index=index,
+            server_default=str(DEFAULT_STUDY_ID),
+        ),
+    )
 
 
 class WorkerSource(StrEnum):
@@ -86,6 +103,29 @@ class LeaseStatus(StrEnum):
     expired = "expired"
 
 
+# --- studies ----------------------------------------------------------------------------
+
+
+class Study(SQLModel, table=True):
+    """One collection run by this deployment, defined by a study file (docs/studies.md).
+
+    Pairs, Examples, batches, settings, jobs, matching runs, invites and platform studies
+    belong to one study (their ``study_id``); workers are shared by all studies.
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    slug: str = Field(max_length=63, unique=True, index=True)
+    name: str = Field(max_length=200)
+    # The study file as given, and its sha256 (hex): exports name the definition by it.
+    definition: str = Field(sa_column=Column(Text, nullable=False))
+    definition_hash: str = Field(max_length=64)
+    language: str = Field(max_length=35, description="the definition's default language code")
+    is_default: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )
+    created_at: datetime = _ts()
+
+
 # --- people -----------------------------------------------------------------------------
 
 
@@ -115,6 +155,7 @@ class InviteToken(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     token: str = Field(max_length=64, unique=True, index=True)
+    study_id: int = _study()
     label: str = Field(default="", max_length=200)
     roles: list[str] = _json(default=list, nullable=False)
     worker_id: int | None = Field(default=None, foreign_key="worker.id")
@@ -188,10 +229,14 @@ class ImagePairBase(SQLModel):
 
 
 class ImagePair(ImagePairBase, table=True):
+    # Each study samples its own pairs: the same two images may be a pair in two studies.
     __table_args__ = (
-        UniqueConstraint("image1_id", "image2_id", "concept_a", "concept_b", name="uq_pair"),
+        UniqueConstraint(
+            "study_id", "image1_id", "image2_id", "concept_a", "concept_b", name="uq_pair"
+        ),
     )
     id: int | None = Field(default=None, primary_key=True)
+    study_id: int = _study()
     created_at: datetime = _ts()
 
 
@@ -207,6 +252,7 @@ class Batch(SQLModel, table=True):
 
     __table_args__ = (Index("ix_batch_worker_kind", "worker_id", "kind"),)
     id: int | None = Field(default=None, primary_key=True)
+    study_id: int = _study()
     worker_id: int = Field(foreign_key="worker.id")
     kind: str = Field(max_length=16)
     status: str = Field(default=BatchStatus.open, max_length=16, index=True)
@@ -308,14 +354,19 @@ class Example(ExampleBase, table=True):
     # the partial index holds only those, so decided Examples are never walked again.
     __table_args__ = (
         Index("ix_example_queue", "queue_open", "is_gold", "id"),
+        # (study_id, id): a study's open Examples in id order, other studies' never walked.
         Index(
             "ix_example_open",
+            "study_id",
             "id",
             postgresql_where=text("queue_open AND NOT is_gold"),
             sqlite_where=text("queue_open AND NOT is_gold"),
         ),
     )
     id: int | None = Field(default=None, primary_key=True)
+    # Denormalised on purpose (the pair's or the parent's study): the dashboard and the
+    # queue filter Examples by study without a join. Set wherever an Example is made.
+    study_id: int = _study()
     # Stable key of an imported record so importing the same file twice changes nothing.
     source_key: str | None = Field(default=None, max_length=128, unique=True)
     created_at: datetime = _ts()
@@ -366,6 +417,7 @@ class VotePublic(VoteBase):
 
 class MatchRun(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
+    study_id: int = _study()
     params: dict[str, Any] = _json(default=dict, nullable=False)
     diagnostics: dict[str, Any] = _json(default=dict, nullable=False)
     created_at: datetime = _ts()
@@ -402,8 +454,9 @@ class RateEvent(SQLModel, table=True):
 
 
 class StudySetting(SQLModel, table=True):
-    """Admin-editable study settings (batch sizes, votes per Example, codes, ...)."""
+    """Admin-editable study settings (batch sizes, votes per Example, codes, ...), per study."""
 
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
     key: str = Field(primary_key=True, max_length=64)
     value: Any = _json()
     updated_at: datetime = _ts()
@@ -413,6 +466,7 @@ class Job(SQLModel, table=True):
     """A background job started from the dashboard; survives a page reload."""
 
     id: int | None = Field(default=None, primary_key=True)
+    study_id: int = _study()
     kind: str = Field(max_length=32)
     status: str = Field(default="queued", max_length=16, index=True)
     progress: float = 0.0
@@ -428,10 +482,15 @@ class Job(SQLModel, table=True):
 
 
 class PlatformStudy(SQLModel, table=True):
-    """Our study as published on one crowd platform (a Prolific study, an MTurk HIT)."""
+    """Our study as published on one crowd platform (a Prolific study, an MTurk HIT).
+
+    ``study_id`` is our Study it recruits for; in PlatformSubmission and PlatformAction,
+    ``study_id`` names this table's row (the platform study) instead (kept from 0006).
+    """
 
     __table_args__ = (UniqueConstraint("platform", "external_id"),)
     id: int | None = Field(default=None, primary_key=True)
+    study_id: int = _study()
     platform: str = Field(max_length=16)
     external_id: str = Field(max_length=128)
     state: str = Field(default="draft", max_length=32)
@@ -446,6 +505,7 @@ class PlatformSubmission(SQLModel, table=True):
 
     __table_args__ = (UniqueConstraint("platform", "external_id"),)
     id: int | None = Field(default=None, primary_key=True)
+    # The PlatformStudy (not the Study): see PlatformStudy.
     study_id: int = Field(foreign_key="platformstudy.id", index=True)
     platform: str = Field(max_length=16)
     external_id: str = Field(max_length=128)
@@ -462,6 +522,7 @@ class PlatformAction(SQLModel, table=True):
     before the call) -> done | failed, and 'sending' rows are reconciled on restart."""
 
     id: int | None = Field(default=None, primary_key=True)
+    # The PlatformStudy (not the Study): see PlatformStudy.
     study_id: int = Field(foreign_key="platformstudy.id", index=True)
     platform: str = Field(max_length=16)
     kind: str = Field(max_length=16)

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session, select
 
-from vsr_core.models import StudySetting
+from vsr_core.models import DEFAULT_STUDY_ID, Study, StudySetting
 from vsr_core.types import utcnow
 
 # What a participant agrees to. The [bracketed] parts are for the researcher to replace in
@@ -74,9 +74,23 @@ class StudyConfig(BaseModel):
     )
 
 
-def load_study_config(session: Session) -> StudyConfig:
-    """The stored settings over the defaults (unknown or invalid stored keys are ignored)."""
-    stored: dict[str, Any] = {s.key: s.value for s in session.exec(select(StudySetting))}
+def _file_defaults(session: Session, study_id: int) -> dict[str, Any]:
+    """The study file's ``[collection]`` values: the defaults its stored settings override."""
+    study = session.get(Study, study_id)
+    if study is None:
+        return {}
+    from vsr_core.study_context import parsed_definition
+
+    definition = parsed_definition(study.definition_hash, study.definition, study.slug)
+    return definition.collection.model_dump()
+
+
+def load_study_config(session: Session, study_id: int = DEFAULT_STUDY_ID) -> StudyConfig:
+    """One study's settings: the stored ones over its file's ``[collection]`` over the
+    defaults (unknown or invalid stored keys are ignored)."""
+    stored: dict[str, Any] = _file_defaults(session, study_id)
+    rows = session.exec(select(StudySetting).where(StudySetting.study_id == study_id))
+    stored |= {s.key: s.value for s in rows}
     known = {k: v for k, v in stored.items() if k in StudyConfig.model_fields}
     try:
         return StudyConfig(**known)
@@ -92,19 +106,22 @@ def load_study_config(session: Session) -> StudyConfig:
         return StudyConfig(**good)
 
 
-def save_study_config(session: Session, changes: dict[str, Any]) -> StudyConfig:
-    """Validate and store changed settings (raises pydantic.ValidationError on bad input)."""
-    merged = load_study_config(session).model_dump() | changes
+def save_study_config(
+    session: Session, changes: dict[str, Any], study_id: int = DEFAULT_STUDY_ID
+) -> StudyConfig:
+    """Validate and store one study's changed settings (raises pydantic.ValidationError on
+    bad input)."""
+    merged = load_study_config(session, study_id).model_dump() | changes
     config = StudyConfig(**merged)  # validates the whole config, including cross-field rules
     if config.max_votes_per_example < config.votes_per_example:
         raise ValueError("max_votes_per_example must be at least votes_per_example")
     for key in changes:
         if key not in StudyConfig.model_fields:
             raise ValueError(f"unknown study setting {key!r}")
-        row = session.get(StudySetting, key)
+        row = session.get(StudySetting, (study_id, key))
         value = getattr(config, key)
         if row is None:
-            session.add(StudySetting(key=key, value=value))
+            session.add(StudySetting(study_id=study_id, key=key, value=value))
         else:
             row.value = value
             row.updated_at = utcnow()

@@ -35,6 +35,7 @@ def render_card(
         "*Visual Spatial Reasoning*, TACL 2023): each record pairs a COCO 2017 image with a "
         "caption \"The ENT1 (is) RELATION the ENT2.\" and a True/False label.",
         "",
+        *_definition(s.get("study")),
         "## Collection",
         "",
         f"- Relations: VSR Table 1 ({len(TABLE_1)} entries, 7 categories; "
@@ -165,7 +166,8 @@ def render_card(
         "`vote_true_validator_id` and `vote_false_validator_id` (lists of integer validator "
         "ids). Added: `reference_frame` (when known; VSR's own numeric codes are kept as "
         "numbers), `relation_category` (VSR Table 1), `agreement` (share of votes agreeing "
-        "with the label), `origin` (human, adversarial or imported) and `example_id`. Worker "
+        "with the label), `origin` (human, adversarial or imported), `example_id`, `study` "
+        "(the study's slug) and `language` (its language code). Worker "
         "ids are integers: imported workers keep their release number, others are numbered "
         "after them; no platform ids are published.",
         "",
@@ -181,3 +183,18 @@ def render_card(
 
 def _votes(dist: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v:,}" for k, v in sorted(dist.items(), key=lambda kv: int(kv[0])))
+
+
+def _definition(study: dict[str, Any] | None) -> list[str]:
+    """The study definition that produced the data: name, slug, language and content hash."""
+    if not study:
+        return []
+    return [
+        "## Study definition",
+        "",
+        f"Collected in the study **{study['name']}** (`{study['slug']}`, language "
+        f"`{study['language']}`), defined by a study file (docs/studies.md) with SHA-256 "
+        f"`{study['sha256']}`: the same hash means the same relations, template, texts and "
+        "collection rules.",
+        "",
+    ]

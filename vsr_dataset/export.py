@@ -32,7 +32,8 @@ from sqlalchemy.engine import Connection, Engine
 from vsr_core.agreement import DEFAULT_THRESHOLD, LabelModel, aggregate_labels
 from vsr_core.agreement_db import load_item_votes
 from vsr_core.db import is_postgres
-from vsr_core.models import Example, Worker
+from vsr_core.models import Example, Vote, Worker
+from vsr_core.study_context import StudyContext
 from vsr_dataset.export_rows import ExportRow, gc_paused, jsonl, read_rows, worker_export_ids
 from vsr_dataset.splits import (
     PARTS,
@@ -68,6 +69,9 @@ class BuildOptions:
     # Also write the matching run's items that validators have not cleared, apart in
     # mc_unvalidated/ (issue 12: mc/ holds only items whose distractors were all rejected).
     unvalidated_mc: bool = False
+    # The study to export (None: the default study); its slug and language go into every
+    # record, and its definition (name, sha256) into stats.json and the card.
+    study: StudyContext | None = None
 
     def wants(self, part: str) -> bool:
         return self.only is None or part in self.only
@@ -104,28 +108,59 @@ class _Snapshot:
     meta_csv: str | None
     mc_unvalidated: dict[str, list[bytes]] = field(default_factory=dict)
     mc_info: dict[str, Any] | None = None  # vsr_dataset.mc_stats.mc_summary
+    study: StudyContext | None = None
+
+
+def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
+    """The study the export is of: the options', else the default one."""
+    if options.study is not None:
+        return options.study
+    from sqlmodel import Session
+
+    from vsr_core.studies import StudyError, default_study
+
+    with Session(bind=conn) as session:
+        try:
+            return StudyContext.of(default_study(session))
+        except StudyError as exc:
+            raise ExportError(str(exc)) from None
+
+
+def definition_info(study: StudyContext) -> dict[str, Any]:
+    """What stats.json and the card say about the definition that produced the data."""
+    return {
+        "slug": study.slug, "name": study.name, "sha256": study.definition_hash,
+        "language": study.language.code,
+    }
 
 
 def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _Snapshot:
     from vsr_dataset.mc_export import mc_lines
 
+    study = study_of(conn, options)
     origins = list(options.origins) if options.origins else None
     aggregates = None
     if options.label_model:
         progress("label model", 0.05)
-        where = [Example.__table__.c.origin.in_(origins)] if origins else []  # type: ignore[attr-defined]
+        ex = Example.__table__  # type: ignore[attr-defined]
+        where = [ex.c.study_id == study.id]
+        if origins:
+            where.append(ex.c.origin.in_(origins))
         voted = load_item_votes(conn, where=where)
         aggregates = {
             k: (a.label, a.confidence)
             for k, a in aggregate_labels(voted, options.label_model, options.seed).items()
         }
     progress("reading examples", 0.1)
-    rows = read_rows(conn, threshold=options.threshold, origins=origins, aggregates=aggregates)
+    rows = read_rows(
+        conn, threshold=options.threshold, origins=origins, aggregates=aggregates,
+        study_id=study.id, tags={"study": study.slug, "language": study.language.code},
+    )
     if not rows:
         # Most likely the wrong database: an empty dataset is never what was meant.
         which = f" of origin {', '.join(origins)}" if origins else ""
         raise ExportError(
-            f"the database has no Examples{which}: nothing to export "
+            f"study {study.slug} has no Examples{which}: nothing to export "
             "(check --database-url, or import/collect data first)"
         )
     validated = [r for r in rows if r.kept]
@@ -135,18 +170,33 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in validated]
         random_parts = random_split(items, options.seed, options.random_ratios, options.split_unit)
         zeroshot = zeroshot_split(items, options.seed, options.zeroshot_ratios)
-    mc = mc_lines(conn, threshold=options.threshold) if options.wants("mc") else {}
+    mc = (
+        mc_lines(conn, threshold=options.threshold, study_id=study.id)
+        if options.wants("mc") else {}
+    )
     mc_unvalidated = (
-        mc_lines(conn, threshold=options.threshold, unvalidated=True)
+        mc_lines(conn, threshold=options.threshold, unvalidated=True, study_id=study.id)
         if options.wants("mc") and options.unvalidated_mc else {}
     )
-    meta = _meta_csv(conn) if options.wants("meta") else None
+    meta = _meta_csv(conn, study.id, _people(rows)) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
     mc_info = mc_summary(conn, mc) if options.wants("mc") else None
     return _Snapshot(
-        rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info
+        rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info,
+        study,
     )
+
+
+def _people(rows: list[ExportRow]) -> set[int]:
+    """Export ids of everyone who wrote or judged one of these rows (the study's people)."""
+    out: set[int] = set()
+    for r in rows:
+        if r.author is not None:
+            out.add(r.author)
+        out.update(r.true_ids)
+        out.update(r.false_ids)
+    return out
 
 
 def _read(engine: Engine, options: BuildOptions, progress: Progress) -> _Snapshot:
@@ -237,6 +287,8 @@ def build_dataset(
                 )
             if snap.mc_info is not None:
                 stats["mc"] = snap.mc_info
+            assert snap.study is not None
+            stats["study"] = definition_info(snap.study)
         if options.wants("stats"):
             write(
                 "stats.json",
@@ -317,12 +369,27 @@ def stream_part(
     return len(records)
 
 
-def _meta_csv(conn: Connection) -> str | None:
-    """Demographics of the workers that have them, keyed by export id (VSR's meta_data.csv)."""
+def _elsewhere(conn: Connection, study_id: int) -> set[int]:
+    """Worker ids who wrote or judged an Example of another study."""
+    ex = Example.__table__  # type: ignore[attr-defined]
+    vote = Vote.__table__  # type: ignore[attr-defined]
+    other = ex.c.study_id != study_id
+    authors = select(ex.c.author_id).where(other, ex.c.author_id.is_not(None))
+    voters = select(vote.c.worker_id).join(ex, ex.c.id == vote.c.example_id).where(other)
+    return {int(w) for (w,) in conn.execute(authors.union(voters))}
+
+
+def _meta_csv(conn: Connection, study_id: int, wanted: set[int]) -> str | None:
+    """Demographics of the workers that have them, keyed by export id (VSR's meta_data.csv):
+    the study's people (export ids ``wanted``) and those who did nothing yet, never the
+    people of other studies only."""
     ids = worker_export_ids(conn)
+    elsewhere = _elsewhere(conn, study_id)
     w = Worker.__table__  # type: ignore[attr-defined]
     people: dict[int, dict[str, Any]] = {}
     for wid, demo in conn.execute(select(w.c.id, w.c.demographics).order_by(w.c.id)):
+        if ids[wid] not in wanted and wid in elsewhere:
+            continue
         if isinstance(demo, dict) and demo:
             people.setdefault(ids[wid], demo)
     if not people:

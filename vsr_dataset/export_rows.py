@@ -20,11 +20,11 @@ from fractions import Fraction
 from typing import Any
 
 import orjson
-from sqlalchemy import select
+from sqlalchemy import literal_column, select
 from sqlalchemy.engine import Connection
 
 from vsr_core.agreement import ItemVotes, keep_rule
-from vsr_core.models import Example, Image, Vote, Worker, WorkerSource
+from vsr_core.models import DEFAULT_STUDY_ID, Example, Image, Vote, Worker, WorkerSource
 from vsr_core.relations import category_of
 from vsr_dataset.vsr_format import export_id_of
 
@@ -79,15 +79,19 @@ def read_rows(
     threshold: Fraction,
     origins: list[str] | None = None,
     aggregates: dict[Hashable, tuple[bool, float]] | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
+    tags: dict[str, Any] | None = None,
 ) -> list[ExportRow]:
-    """All Examples (optionally of some origins) in id order, serialised.
+    """The study's Examples (optionally of some origins) in id order, serialised; every
+    record carries ``tags`` (the study's slug and language).
 
     Two plain queries (Examples, then Votes ordered by Example) merged in one pass: about
     twice as fast as one LEFT JOIN that repeats every Example's columns once per vote. Both
     run in the caller's transaction, so they see the same snapshot.
     """
     with gc_paused():
-        return _read_rows(conn, threshold=threshold, origins=origins, aggregates=aggregates)
+        return _read_rows(conn, threshold=threshold, origins=origins, aggregates=aggregates,
+                          study_id=study_id, tags=tags or {})
 
 
 @contextmanager
@@ -110,8 +114,12 @@ def _read_rows(
     threshold: Fraction,
     origins: list[str] | None,
     aggregates: dict[Hashable, tuple[bool, float]] | None,
+    study_id: int,
+    tags: dict[str, Any],
 ) -> list[ExportRow]:
     ids = worker_export_ids(conn)
+    # A literal (an int, never user text): _fetch runs parameterless statements.
+    in_study = EXAMPLE.c.study_id == literal_column(str(int(study_id)))
     images = {
         iid: (name, split)
         for iid, name, split in conn.execute(
@@ -120,8 +128,10 @@ def _read_rows(
     }
     # Per Example: [True voters], [False voters], filled in one pass over the sorted votes.
     votes: dict[int, tuple[list[int], list[int]]] = {}
-    vote_stmt = select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value).order_by(
-        VOTE.c.example_id, VOTE.c.id
+    vote_stmt = (
+        select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value)
+        .where(VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(in_study)))
+        .order_by(VOTE.c.example_id, VOTE.c.id)
     )
     current = None
     t: list[int] = []
@@ -136,14 +146,14 @@ def _read_rows(
         EXAMPLE.c.relation, EXAMPLE.c.subj, EXAMPLE.c.obj, EXAMPLE.c.author_id,
         EXAMPLE.c.reference_frame, EXAMPLE.c.origin, EXAMPLE.c.annotation_id,
         EXAMPLE.c.parent_example_id,
-    ).order_by(EXAMPLE.c.id)
+    ).where(in_study).order_by(EXAMPLE.c.id)
     wanted = set(origins) if origins else None
     # Re-validation copies (vsr_core.revalidation) are a study of the data, not more data.
     left_out = set() if wanted else {"revalidation"}
     empty: tuple[list[int], list[int]] = ([], [])
     kept = keep_rule(threshold)
     out = [
-        _row(ex, votes.get(ex[0], empty), ids, images, kept, aggregates)
+        _row(ex, votes.get(ex[0], empty), ids, images, kept, aggregates, tags)
         for ex in _fetch(conn, stmt)
         if (wanted is None or ex[9] in wanted) and ex[9] not in left_out
     ]
@@ -209,6 +219,7 @@ def _row(
     images: dict[int, tuple[str, str]],
     kept: Callable[[int, int], bool],
     aggregates: dict[Hashable, tuple[bool, float]] | None,
+    tags: dict[str, Any],
 ) -> ExportRow:
     (eid, image_id, caption, label, relation, subj, obj, author_id, frame, origin,
      annotation_id, parent_id) = ex
@@ -235,6 +246,7 @@ def _row(
     record["agreement"] = round(n_agree / n, 4) if n else None
     record["origin"] = origin
     record["example_id"] = eid
+    record.update(tags)
     if aggregates is not None and eid in aggregates:
         agg_label, conf = aggregates[eid]
         record["aggregate_label"] = int(agg_label)

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from vsr_core.models import DEFAULT_STUDY_ID
+
 if TYPE_CHECKING:  # numpy and scipy load only when a run starts
     from sqlalchemy.engine import Engine
 
@@ -32,6 +34,7 @@ class MatchRequest:
     split_seed: int = 0
     keep_threshold: float | None = None  # None: the study setting
     sweep: list[float] = field(default_factory=list)
+    study_id: int = DEFAULT_STUDY_ID  # the study whose Examples are matched
 
 
 @dataclass
@@ -73,9 +76,9 @@ def run_matching_over(
     with Session(engine) as session:
         threshold = (
             request.keep_threshold if request.keep_threshold is not None
-            else load_study_config(session).keep_threshold
+            else load_study_config(session, request.study_id).keep_threshold
         )
-        records = load_records(session)
+        records = load_records(session, request.study_id)
         geometry = load_pair_shapes(session)
     k = request.params.k
     queries = kept_true(records, threshold)
@@ -94,7 +97,7 @@ def run_matching_over(
     report(0.3, "fitting P_rel and matching (train, dev, test)")
     # The random split build-dataset writes, so no mc/test truth is in random/train.
     mapping = (
-        export_split_mapping(engine, threshold, request.split_seed)
+        export_split_mapping(engine, threshold, request.split_seed, request.study_id)
         if request.splits == "export" else None
     )
     try:
@@ -136,7 +139,7 @@ def save_match_run(
     with session_scope(engine) as session:
         run = save_run(
             session, outcome.result, outcome.diagnostics, send_negatives=send_negatives,
-            extra_params=params,
+            extra_params=params, study_id=request.study_id,
         )
         assert run.id is not None
         return run.id

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold
-from vsr_core.models import Example, Image, MatchRun, McItem
+from vsr_core.models import DEFAULT_STUDY_ID, Example, Image, MatchRun, McItem
 
 EXAMPLE = Example.__table__  # type: ignore[attr-defined]
 IMAGE = Image.__table__  # type: ignore[attr-defined]
@@ -18,8 +18,11 @@ MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
 COCO_BASE = "http://images.cocodataset.org"
 
 
-def latest_run_id(conn: Connection) -> int | None:
-    return conn.execute(select(func.max(MATCHRUN.c.id))).scalar()
+def latest_run_id(conn: Connection, study_id: int = DEFAULT_STUDY_ID) -> int | None:
+    """The study's newest matching run."""
+    return conn.execute(
+        select(func.max(MATCHRUN.c.id)).where(MATCHRUN.c.study_id == study_id)
+    ).scalar()
 
 
 def surviving_query_ids(
@@ -51,6 +54,7 @@ def mc_lines(
     threshold: Threshold = DEFAULT_THRESHOLD,
     *,
     unvalidated: bool = False,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> dict[str, list[bytes]]:
     """Split name -> JSONL lines (ordered by query Example id); empty if matching never ran.
 
@@ -62,7 +66,7 @@ def mc_lines(
     the index of the true one (``answer``), each choice's relation, and the ids of the
     Examples the distractors came from.
     """
-    run_id = latest_run_id(conn) if run_id is None else run_id
+    run_id = latest_run_id(conn, study_id) if run_id is None else run_id
     if run_id is None:
         return {}
     allowed = surviving_query_ids(conn, run_id, threshold)

@@ -20,6 +20,7 @@ from webapp.http.db_retry import RetryDroppedConnection
 from webapp.http.errors import install_error_handlers
 from webapp.http.inputs import InputGuard
 from webapp.http.security import SecurityHeaders
+from webapp.http.study import StudyScope, study_prefix
 
 WEBAPP_DIR = Path(__file__).resolve().parent
 TEMPLATE_ROOMS = (".", "crowd", "generate", "validate", "admin")
@@ -32,7 +33,9 @@ def make_templates() -> Jinja2Templates:
     # Each room keeps its own templates beside its routes; names stay unique across rooms
     # (admin pages live under "admin/"), and the shared layout is in webapp/templates.
     rooms = [str(WEBAPP_DIR / room / "templates") for room in TEMPLATE_ROOMS]
-    templates = Jinja2Templates(directory=rooms)
+    # ``prefix``: where the request's study lives ("/s/<slug>", "" for the old links), for
+    # links in worker pages (webapp.http.study).
+    templates = Jinja2Templates(directory=rooms, context_processors=[study_prefix])
     from webapp.admin.formatting import install as install_admin_filters
 
     install_admin_filters(templates.env)
@@ -84,6 +87,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     # MTurk shows the site in an iframe on mturk.com: a cross-site cookie needs
     # SameSite=None, which browsers accept only with Secure (so only behind https).
     https = settings.base_url.startswith("https://")
+    # Innermost: which study the request works in (/s/<slug>/..., the admin's choice).
+    app.add_middleware(StudyScope)
     app.add_middleware(
         SessionMiddleware,
         secret_key=settings.secret_key,

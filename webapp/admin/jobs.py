@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Job
+from vsr_core.models import DEFAULT_STUDY_ID, Job
 from vsr_core.settings import Settings
 from vsr_core.types import utcnow
 from webapp.admin.job_results import describe
@@ -91,13 +91,18 @@ def export_dir(settings: Settings) -> Path:
     return (Path(settings.image_cache_dir).parent / "exports").resolve()
 
 
-def create_job(session: Session, settings: Settings, kind: str, params: BaseModel) -> Job:
-    """Insert a queued Job (one active job per kind: two builds at once would fight)."""
+def create_job(
+    session: Session, settings: Settings, kind: str, params: BaseModel,
+    study_id: int = DEFAULT_STUDY_ID,
+) -> Job:
+    """Insert a queued Job of the study (one active job per kind: two builds at once would
+    fight)."""
     busy = session.exec(select(Job).where(Job.kind == kind, col(Job.status).in_(ACTIVE))).first()
     if busy is not None:
         raise JobBusyError(f"a {kind} job (#{busy.id}) is already running")
     data: dict[str, Any] = params.model_dump()
-    job = Job(kind=kind, params=data, status="queued", message="waiting to start")
+    job = Job(study_id=study_id, kind=kind, params=data, status="queued",
+              message="waiting to start")
     session.add(job)
     session.commit()
     session.refresh(job)

@@ -11,12 +11,15 @@ from fastapi import Request
 from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
+from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.study import StudyConfig, load_study_config
+from vsr_core.study_context import StudyContext
 from webapp.admin import csrf
 from webapp.admin.auth import AdminSession
 from webapp.admin.cache import FigureCache
 from webapp.admin.stats import data_version
 from webapp.http.errors import TITLES
+from webapp.http.study import current_study
 
 T = TypeVar("T")
 
@@ -52,6 +55,7 @@ def cached(
     wait for this request's own lock); background refreshes open their own.
     """
     engine = request.app.state.engine
+    name = (admin_study(request).id, name)  # figures are per study
 
     def later() -> T:
         with Session(engine) as own:
@@ -70,10 +74,15 @@ def render(
 ) -> Response:
     settings = request.app.state.settings
     templates = request.app.state.templates
+    study = admin_study(request)
     ctx = {
         "admin": admin,
         "nav": NAV,
         "active": active,
+        # The study switcher on every page (webapp.http.study keeps the choice).
+        "study": study,
+        "studies": _studies(request),
+        "study_unknown": getattr(request.state, "study_unknown", None),
         "csrf_token": csrf.token_for(settings.secret_key, admin.nonce),
         **context,
     }
@@ -118,8 +127,14 @@ def _back_link(referer: str | None) -> str | None:
     return safe_next(target) if url.path.startswith("/admin") else None
 
 
-def study_config(session: Session) -> StudyConfig:
-    return load_study_config(session)
+def study_config(session: Session, study_id: int = DEFAULT_STUDY_ID) -> StudyConfig:
+    return load_study_config(session, study_id)
+
+
+def admin_study(request: Request) -> StudyContext:
+    """The study the dashboard shows: the admin's choice (``?study=``, remembered in a
+    cookie; webapp.http.study), else the default one."""
+    return current_study(request)
 
 
 FLASH_COOKIE = "vsr_admin_flash"
@@ -144,3 +159,9 @@ def safe_next(url: str | None) -> str:
     if url and url.startswith("/admin") and not url.startswith("//") and "\\" not in url:
         return url
     return "/admin"
+
+
+def _studies(request: Request) -> list[tuple[str, str]]:
+    """(slug, name) of every study, for the switcher (read by webapp.http.study)."""
+    found: list[tuple[str, str]] = getattr(request.state, "studies", None) or []
+    return found or [(admin_study(request).slug, admin_study(request).name)]

@@ -17,6 +17,7 @@ from sqlmodel import Session
 from vsr_core.agreement import as_fraction
 from vsr_core.kept import KeptCounts, kept_counts
 from vsr_core.models import (
+    DEFAULT_STUDY_ID,
     Annotation,
     Assignment,
     Batch,
@@ -25,6 +26,7 @@ from vsr_core.models import (
     InviteToken,
     Job,
     LeaseStatus,
+    MatchRun,
     McItem,
     Vote,
     Worker,
@@ -66,7 +68,8 @@ def vote_counts(example_ids: Any = None) -> Subquery:
 
 
 def example_agreement(
-    cfg: StudyConfig, *, with_revalidation: bool = False, where: list[Any] | None = None
+    cfg: StudyConfig, *, with_revalidation: bool = False, where: list[Any] | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> Subquery:
     """Per Example: votes, votes agreeing with its label, and decided / kept / unanimous flags.
 
@@ -81,7 +84,8 @@ def example_agreement(
     only those Examples' votes are counted (at 10x VSR, grouping all 390,000 votes to show one
     relation's 14,000 Examples cost most of the data page's time).
     """
-    vc = vote_counts(select(EX.c.id).where(*where) if where else None)
+    where = [EX.c.study_id == study_id, *(where or ())]  # one study's Examples only
+    vc = vote_counts(select(EX.c.id).where(*where))
     n = func.coalesce(vc.c.n, 0)
     t = func.coalesce(vc.c.t, 0)
     agree = case((EX.c.label.is_(True), t), else_=n - t)
@@ -132,14 +136,19 @@ def data_version(session: Session) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def example_kept_counts(session: Session, cfg: StudyConfig) -> KeptCounts:
-    """``vsr_core.kept.kept_counts`` over every Example: one GROUP BY (agreeing votes, votes)."""
-    return _kept_histogram(session, cfg)[0]
+def example_kept_counts(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> KeptCounts:
+    """``vsr_core.kept.kept_counts`` over the study's Examples: one GROUP BY (agreeing votes,
+    votes)."""
+    return _kept_histogram(session, cfg, study_id)[0]
 
 
-def _kept_histogram(session: Session, cfg: StudyConfig) -> tuple[KeptCounts, int, int]:
+def _kept_histogram(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> tuple[KeptCounts, int, int]:
     """Kept counts, decided Examples and votes from one GROUP BY pass over the Examples."""
-    ea = example_agreement(cfg)
+    ea = example_agreement(cfg, study_id=study_id)
     rows = [
         (int(a), int(n), int(c), int(d or 0))
         for a, n, c, d in _conn(session).execute(
@@ -152,27 +161,41 @@ def _kept_histogram(session: Session, cfg: StudyConfig) -> tuple[KeptCounts, int
     return counts, sum(d for *_, d in rows), sum(n * c for _, n, c, _ in rows)
 
 
-def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
+def overview(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> dict[str, Any]:
+    """One study's progress (workers are shared by all studies: their counts are global)."""
     conn = _conn(session)
     pairs = {s: 0 for s in PAIR_STATUSES}
-    for status, n in conn.execute(select(PAIR.c.status, func.count()).group_by(PAIR.c.status)):
+    for status, n in conn.execute(
+        select(PAIR.c.status, func.count())
+        .where(PAIR.c.study_id == study_id)
+        .group_by(PAIR.c.status)
+    ):
         pairs[str(status)] = int(n)
     origins = {
         str(o): int(n)
-        for o, n in conn.execute(select(EX.c.origin, func.count()).group_by(EX.c.origin))
+        for o, n in conn.execute(
+            select(EX.c.origin, func.count())
+            .where(EX.c.study_id == study_id)
+            .group_by(EX.c.origin)
+        )
     }
-    counts, decided, votes = _kept_histogram(session, cfg)
+    counts, decided, votes = _kept_histogram(session, cfg, study_id)
     total = counts.examples
     batches: dict[str, dict[str, int]] = {"generate": {}, "validate": {}}
     for kind, status, n in conn.execute(
-        select(BATCH.c.kind, BATCH.c.status, func.count()).group_by(BATCH.c.kind, BATCH.c.status)
+        select(BATCH.c.kind, BATCH.c.status, func.count())
+        .where(BATCH.c.study_id == study_id)
+        .group_by(BATCH.c.kind, BATCH.c.status)
     ):
         batches.setdefault(str(kind), {})[str(status)] = int(n)
     now = utcnow()
     active_leases = conn.execute(
         select(func.count())
-        .select_from(ASG)
-        .where(ASG.c.status == LeaseStatus.active, ASG.c.lease_expires_at > now)
+        .select_from(ASG.join(BATCH, BATCH.c.id == ASG.c.batch_id))
+        .where(ASG.c.status == LeaseStatus.active, ASG.c.lease_expires_at > now,
+               BATCH.c.study_id == study_id)
     ).scalar_one()
     workers = conn.execute(
         select(
@@ -182,10 +205,14 @@ def overview(session: Session, cfg: StudyConfig) -> dict[str, Any]:
         ).select_from(WORKER)
     ).one()
     skipped_annotations = conn.execute(
-        select(func.count()).select_from(ANN).where(ANN.c.skip_reason.is_not(None))
+        select(func.count())
+        .select_from(ANN.join(PAIR, PAIR.c.id == ANN.c.pair_id))
+        .where(ANN.c.skip_reason.is_not(None), PAIR.c.study_id == study_id)
     ).scalar_one()
     jobs_running = conn.execute(
-        select(func.count()).select_from(JOB).where(JOB.c.status.in_(("queued", "running")))
+        select(func.count()).select_from(JOB).where(
+            JOB.c.status.in_(("queued", "running")), JOB.c.study_id == study_id
+        )
     ).scalar_one()
     return {
         "pairs": pairs,
@@ -220,18 +247,24 @@ def _hour_bucket(session: Session, column: Any) -> Any:
     return func.strftime("%Y-%m-%d %H:00", column)
 
 
-def throughput(session: Session, hours: int = 48) -> dict[str, Any]:
-    """Votes and captions per hour over the last ``hours`` hours (UTC)."""
+def throughput(
+    session: Session, hours: int = 48, study_id: int = DEFAULT_STUDY_ID
+) -> dict[str, Any]:
+    """The study's votes and captions per hour over the last ``hours`` hours (UTC)."""
     now = utcnow()
     since = (now - timedelta(hours=hours - 1)).replace(minute=0, second=0, microsecond=0)
     labels = [(since + timedelta(hours=i)).strftime("%Y-%m-%d %H:00") for i in range(hours)]
     series: dict[str, list[int]] = {}
     conn = _conn(session)
+    in_study = {
+        "votes": VOTE.c.example_id.in_(select(EX.c.id).where(EX.c.study_id == study_id)),
+        "captions": ANN.c.pair_id.in_(select(PAIR.c.id).where(PAIR.c.study_id == study_id)),
+    }
     for name, model in (("votes", VOTE), ("captions", ANN)):
         bucket = _hour_bucket(session, model.c.created_at)
         rows = conn.execute(
             select(bucket.label("h"), func.count())
-            .where(model.c.created_at >= since)
+            .where(model.c.created_at >= since, in_study[name])
             .group_by(bucket)
         ).all()
         got = {str(h): int(n) for h, n in rows}
@@ -239,7 +272,9 @@ def throughput(session: Session, hours: int = 48) -> dict[str, Any]:
     return {"hours": labels, **series}
 
 
-def agreement_coefficients(session: Session) -> dict[str, float | None]:
+def agreement_coefficients(
+    session: Session, study_id: int = DEFAULT_STUDY_ID
+) -> dict[str, float | None]:
     """Fleiss' kappa and Krippendorff's alpha (nominal) of the validators' True/False votes
     over Examples with at least two votes, from SQL sums alone.
 
@@ -250,7 +285,9 @@ def agreement_coefficients(session: Session) -> dict[str, float | None]:
     (the krippendorff package alone took ~110 ms on the VSR release); tests check both
     against vsr_core.agreement and the krippendorff package.
     """
-    vc = vote_counts()
+    vc = vote_counts(
+        select(EX.c.id).where(EX.c.study_id == study_id, EX.c.origin != REVALIDATION)
+    )
     n, t = vc.c.n, vc.c.t
     f = n - t
     row = (
@@ -262,10 +299,7 @@ def agreement_coefficients(session: Session) -> dict[str, float | None]:
                 func.sum(n),
                 func.sum(cast(t * (t - 1) + f * (f - 1), Float) / cast(n * (n - 1), Float)),
                 func.sum(cast(t * f, Float) / cast(n - 1, Float)),
-            ).where(
-                n >= 2,
-                vc.c.example_id.not_in(select(EX.c.id).where(EX.c.origin == REVALIDATION)),
-            )
+            ).where(n >= 2)
         )
         .one()
     )
@@ -283,12 +317,13 @@ def agreement_coefficients(session: Session) -> dict[str, float | None]:
 
 
 def quality(
-    session: Session, cfg: StudyConfig, relations: list[dict[str, Any]] | None = None
+    session: Session, cfg: StudyConfig, relations: list[dict[str, Any]] | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> dict[str, Any]:
     """Dataset-level agreement figures. The counts are sums over the per-relation table
     (one GROUP BY pass over the Examples instead of one per figure), whose kept counts come
     from ``vsr_core.kept.kept_counts``."""
-    rows = relation_table(session, cfg) if relations is None else relations
+    rows = relation_table(session, cfg, study_id) if relations is None else relations
 
     def total(key: str) -> int:
         return sum(int(r[key]) for r in rows)
@@ -306,7 +341,7 @@ def quality(
         "unanimous": counts.unanimous,
         "kept_share": counts.kept_share,
         "unanimous_share": counts.unanimous_share,
-        **agreement_coefficients(session),
+        **agreement_coefficients(session, study_id),
         "label_balance": {
             "all_true": all_true,
             "all_false": counts.examples - all_true,
@@ -324,14 +359,16 @@ def _disagreement(label: bool, agree: int, n: int) -> float:
     return 2 * t * (nj - t) / (nj * (nj - 1))
 
 
-def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
+def relation_table(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> list[dict[str, Any]]:
     """Per relation: Examples, kept, True-label share, and the probability that two randomly
     chosen judges (the author's label and the validators) disagree (VSR paper, Figure 7).
 
     One GROUP BY (relation, label, agreeing votes, votes) in SQL -- a few hundred rows --
     and the kept counts from ``vsr_core.kept.kept_counts`` over each relation's histogram.
     """
-    ea = example_agreement(cfg)
+    ea = example_agreement(cfg, study_id=study_id)
     rows = _conn(session).execute(
         select(
             ea.c.relation, ea.c.label, ea.c.agree, ea.c.n, func.count(), func.sum(ea.c.decided)
@@ -376,10 +413,12 @@ def relation_table(session: Session, cfg: StudyConfig) -> list[dict[str, Any]]:
     return out
 
 
-def concept_counts(session: Session, limit: int = 40) -> list[dict[str, Any]]:
+def concept_counts(
+    session: Session, limit: int = 40, study_id: int = DEFAULT_STUDY_ID
+) -> list[dict[str, Any]]:
     """Concepts by how often they are ENT1 (subj) and ENT2 (obj), most frequent first."""
     conn = _conn(session)
-    data = EX.c.origin != REVALIDATION
+    data = and_(EX.c.origin != REVALIDATION, EX.c.study_id == study_id)
     subj: dict[str, int] = dict(
         conn.execute(select(EX.c.subj, func.count()).where(data).group_by(EX.c.subj)).all()
     )
@@ -587,6 +626,7 @@ def example_filters(
     origin: str | None = None,
     gold: bool | None = None,
     q: str | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[Subquery, list[Any]]:
     # Conditions on the Example itself go inside the agreement subquery, so only the matching
     # Examples' votes are grouped; conditions on the agreement apply to its rows.
@@ -601,7 +641,7 @@ def example_filters(
         rows.append(EX.c.is_gold.is_(gold))
     if q:
         rows.append(EX.c.caption.ilike(f"%{q}%"))
-    ea = example_agreement(cfg, with_revalidation=True, where=rows)
+    ea = example_agreement(cfg, with_revalidation=True, where=rows, study_id=study_id)
     conds: list[Any] = []
     if agreement == "unanimous":
         conds.append(ea.c.unanimous == 1)
@@ -638,15 +678,23 @@ def browse_examples(
     return [dict(r) for r in rows], int(total)
 
 
-def distinct_values(session: Session) -> dict[str, list[str]]:
+def distinct_values(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, list[str]]:
     conn = _conn(session)
-    rels = [r for (r,) in conn.execute(select(EX.c.relation).distinct().order_by(EX.c.relation))]
-    subj = {c for (c,) in conn.execute(select(EX.c.subj).distinct())}
-    obj = {c for (c,) in conn.execute(select(EX.c.obj).distinct())}
-    origins = [o for (o,) in conn.execute(select(EX.c.origin).distinct().order_by(EX.c.origin))]
-    return {"relations": rels, "concepts": sorted(subj | obj), "origins": origins}
+    mine = EX.c.study_id == study_id
+
+    def values(column: Any) -> list[str]:
+        return [v for (v,) in conn.execute(select(column).where(mine).distinct().order_by(column))]
+
+    concepts = set(values(EX.c.subj)) | set(values(EX.c.obj))
+    return {"relations": values(EX.c.relation), "concepts": sorted(concepts),
+            "origins": values(EX.c.origin)}
 
 
-def mc_summary(session: Session) -> dict[str, Any]:
-    n = _conn(session).execute(select(func.count()).select_from(MC)).scalar_one()
+def mc_summary(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, Any]:
+    run = MatchRun.__table__  # type: ignore[attr-defined]
+    n = _conn(session).execute(
+        select(func.count())
+        .select_from(MC.join(run, run.c.id == MC.c.run_id))
+        .where(run.c.study_id == study_id)
+    ).scalar_one()
     return {"mc_items": int(n)}

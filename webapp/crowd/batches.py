@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Batch, BatchKind, BatchStatus, Worker
+from vsr_core.models import DEFAULT_STUDY_ID, Batch, BatchKind, BatchStatus, Worker
 from vsr_core.study import StudyConfig
 from vsr_core.types import utcnow
 from webapp.crowd.leases import LeaseStrategy, count_done, lock_row_wait, lock_rows, release_batch
@@ -42,32 +42,39 @@ def limits(config: StudyConfig, kind: str) -> tuple[int, int, int]:
     )
 
 
-def current_batch(session: Session, worker_id: int, kind: str) -> Batch | None:
+def current_batch(
+    session: Session, worker_id: int, kind: str, study_id: int = DEFAULT_STUDY_ID
+) -> Batch | None:
     """The worker's newest batch of this kind that is still open."""
     stmt = (
         select(Batch)
-        .where(Batch.worker_id == worker_id, Batch.kind == kind, Batch.status == BatchStatus.open)
+        .where(Batch.worker_id == worker_id, Batch.kind == kind, Batch.study_id == study_id,
+               Batch.status == BatchStatus.open)
         .order_by(col(Batch.id).desc())
         .limit(1)
     )
     return session.exec(stmt).first()
 
 
-def latest_batch(session: Session, worker_id: int, kind: str) -> Batch | None:
+def latest_batch(
+    session: Session, worker_id: int, kind: str, study_id: int = DEFAULT_STUDY_ID
+) -> Batch | None:
     stmt = (
         select(Batch)
-        .where(Batch.worker_id == worker_id, Batch.kind == kind)
+        .where(Batch.worker_id == worker_id, Batch.kind == kind, Batch.study_id == study_id)
         .order_by(col(Batch.id).desc())
         .limit(1)
     )
     return session.exec(stmt).first()
 
 
-def latest_completed(session: Session, worker_id: int, kind: str) -> Batch | None:
+def latest_completed(
+    session: Session, worker_id: int, kind: str, study_id: int = DEFAULT_STUDY_ID
+) -> Batch | None:
     """The worker's newest batch of this kind that earned a completion code."""
     stmt = (
         select(Batch)
-        .where(Batch.worker_id == worker_id, Batch.kind == kind,
+        .where(Batch.worker_id == worker_id, Batch.kind == kind, Batch.study_id == study_id,
                col(Batch.completion_code).is_not(None))
         .order_by(col(Batch.id).desc())
         .limit(1)
@@ -83,8 +90,10 @@ def open_or_resume(
     strategy: LeaseStrategy,
     entry: dict[str, Any] | None = None,
     now: datetime | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> Batch:
-    """Return the worker's open batch of this kind, or open a new one.
+    """Return the worker's open batch of this kind in this study, or open a new one (the
+    per-day limit counts the study's batches: a worker may take part in several).
 
     Raises BatchError("daily_limit") when the per-day limit is used up. The worker row is
     locked first so two tabs opening at once cannot both create a batch.
@@ -92,20 +101,21 @@ def open_or_resume(
     now = now or utcnow()
     assert worker.id is not None
     session.exec(lock_row_wait(select(Worker).where(Worker.id == worker.id), session)).one()
-    batch = current_batch(session, worker.id, kind)
+    batch = current_batch(session, worker.id, kind, study_id)
     if batch is not None:
         if expire_if_due(session, batch, config, strategy, now):
             session.flush()
         else:
             return batch
     size, minutes, per_day = limits(config, kind)
-    size = _sized_to_pool(session, strategy, worker.id, size)
+    size = _sized_to_pool(session, strategy, worker.id, size, study_id)
     if per_day:
         since = now - DAY
         used = session.exec(
             select(func.count()).where(
                 Batch.worker_id == worker.id,
                 Batch.kind == kind,
+                Batch.study_id == study_id,
                 col(Batch.created_at) >= since,
                 Batch.status != BatchStatus.returned,
             )
@@ -117,6 +127,7 @@ def open_or_resume(
                 "Thank you! Please come back tomorrow.",
             )
     batch = Batch(
+        study_id=study_id,
         worker_id=worker.id,
         kind=kind,
         status=BatchStatus.open,
@@ -130,7 +141,9 @@ def open_or_resume(
     return batch
 
 
-def _sized_to_pool(session: Session, strategy: LeaseStrategy, worker_id: int, size: int) -> int:
+def _sized_to_pool(
+    session: Session, strategy: LeaseStrategy, worker_id: int, size: int, study_id: int
+) -> int:
     """The batch's size: the study's, but no more than the items this worker can have now,
     so the header reads "Pair 1 of 34" when 34 exist, not 200. Nothing available keeps the
     study's size (the batch then ends at once, see ``give_up``). Strategies without an
@@ -138,7 +151,7 @@ def _sized_to_pool(session: Session, strategy: LeaseStrategy, worker_id: int, si
     available = getattr(strategy, "available", None)
     if available is None:
         return size
-    count = int(available(session, worker_id, size))
+    count = int(available(session, worker_id, size, study_id))
     return min(size, count) if count > 0 else size
 
 
@@ -173,8 +186,10 @@ def expire_overdue(
     config: StudyConfig,
     strategy: LeaseStrategy,
     now: datetime | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> int:
-    """Close every open batch of this kind whose deadline passed (workers who never came
+    """Close every open batch of this kind and study (``config`` is the study's) whose
+    deadline passed (workers who never came
     back), so the dashboard's open-batch figures stay true; returns how many.
 
     Called lazily on lease requests (like ``leases.expire_stale``); rows another
@@ -182,7 +197,8 @@ def expire_overdue(
     """
     now = now or utcnow()
     stmt = select(Batch).where(
-        Batch.kind == kind, Batch.status == BatchStatus.open, col(Batch.deadline) <= now
+        Batch.kind == kind, Batch.study_id == study_id, Batch.status == BatchStatus.open,
+        col(Batch.deadline) <= now,
     )
     overdue = session.exec(lock_rows(stmt, session)).all()
     for batch in overdue:

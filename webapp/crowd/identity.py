@@ -19,7 +19,7 @@ from fastapi import Depends, Request
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from vsr_core.models import InviteToken, Worker, WorkerSource
+from vsr_core.models import DEFAULT_STUDY_ID, InviteToken, Worker, WorkerSource
 from vsr_core.types import utcnow
 from webapp.http.deps import SessionDep
 from webapp.http.errors import PageError
@@ -144,14 +144,17 @@ def _get_or_create(session: Session, source: str, external_id: str, roles: list[
     return worker
 
 
-def resolve_worker(session: Session, entry: Entry) -> Worker:
-    """Find or create the worker an entry link names (flushes, caller commits)."""
+def resolve_worker(
+    session: Session, entry: Entry, study_id: int = DEFAULT_STUDY_ID
+) -> Worker:
+    """Find or create the worker an entry link names (flushes, caller commits). An invite
+    is for one study: its token opens no other."""
     if entry.source == "invite":
         assert entry.invite_token is not None
         invite = session.exec(
             select(InviteToken).where(InviteToken.token == entry.invite_token)
         ).first()
-        if invite is None:
+        if invite is None or invite.study_id != study_id:
             raise PageError(403, "This invite link is not valid.")
         if invite.worker_id is not None:
             worker = session.get(Worker, invite.worker_id)
@@ -193,19 +196,29 @@ def same_platform_session(entry: Entry, batch: Any) -> bool:
 # --- the session cookie ------------------------------------------------------------------
 
 
+def _scoped(request: Request, kind: str) -> str:
+    """The cookie's key for this kind of work in the request's study: consent and platform
+    ids are per study ("vsr-zh/validate"); the default study keeps the bare kind, as
+    cookies issued before several studies existed have it."""
+    study = getattr(request.state, "study", None)
+    if study is None or study.is_default:
+        return kind
+    return f"{study.slug}/{kind}"
+
+
 def login(request: Request, worker: Worker, kind: str, entry: Entry) -> None:
     old = request.session.get("worker_id")
     if old != worker.id:
         request.session.clear()  # a different person on this browser: forget the old one
     request.session["worker_id"] = worker.id
     entries = dict(request.session.get("entry") or {})
-    entries[kind] = {"source": entry.source, **entry.params}
+    entries[_scoped(request, kind)] = {"source": entry.source, **entry.params}
     request.session["entry"] = entries
     csrf_token(request)
 
 
 def entry_for(request: Request, kind: str) -> dict[str, str]:
-    return dict((request.session.get("entry") or {}).get(kind) or {})
+    return dict((request.session.get("entry") or {}).get(_scoped(request, kind)) or {})
 
 
 def csrf_token(request: Request) -> str:
@@ -228,21 +241,21 @@ def check_csrf(request: Request, submitted: str | None) -> None:
 
 
 def has_consented(request: Request, kind: str) -> bool:
-    return kind in (request.session.get("consent") or [])
+    return _scoped(request, kind) in (request.session.get("consent") or [])
 
 
 def record_consent(request: Request, kind: str) -> None:
     kinds = set(request.session.get("consent") or [])
-    kinds.add(kind)
+    kinds.add(_scoped(request, kind))
     request.session["consent"] = sorted(kinds)
     times = dict(request.session.get("consent_at") or {})
-    times[kind] = utcnow().isoformat()
+    times[_scoped(request, kind)] = utcnow().isoformat()
     request.session["consent_at"] = times
 
 
 def consent_time(request: Request, kind: str) -> str | None:
     """When this browser session agreed to the consent form for this kind (ISO, UTC)."""
-    value = (request.session.get("consent_at") or {}).get(kind)
+    value = (request.session.get("consent_at") or {}).get(_scoped(request, kind))
     return value if isinstance(value, str) else None
 
 

@@ -19,7 +19,15 @@ from typing import Any, Protocol
 from sqlalchemy import Integer, bindparam, func, insert, update
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Assignment, Batch, BatchKind, ImagePair, LeaseStatus, PairStatus
+from vsr_core.models import (
+    DEFAULT_STUDY_ID,
+    Assignment,
+    Batch,
+    BatchKind,
+    ImagePair,
+    LeaseStatus,
+    PairStatus,
+)
 from vsr_core.types import utcnow
 
 
@@ -29,8 +37,11 @@ class LeaseStrategy(Protocol):
     kind: str
     item_field: str  # "pair_id" or "example_id" on Assignment
 
-    def candidates(self, session: Session, worker_id: int, limit: int) -> Sequence[int]:
-        """Ids of items this worker may take next, best first, locked for update.
+    def candidates(
+        self, session: Session, worker_id: int, limit: int, study_id: int = DEFAULT_STUDY_ID
+    ) -> Sequence[int]:
+        """Ids of items of this study this worker may take next, best first, locked for
+        update (never another study's: a batch belongs to one study).
 
         Use :func:`lock_rows` on the select so PostgreSQL skips rows other transactions
         hold. Return at most ``limit`` ids.
@@ -68,18 +79,26 @@ class PairStrategy:
     kind: str = BatchKind.generate
     item_field: str = "pair_id"
 
-    def candidates(self, session: Session, worker_id: int, limit: int) -> Sequence[int]:
+    def candidates(
+        self, session: Session, worker_id: int, limit: int, study_id: int = DEFAULT_STUDY_ID
+    ) -> Sequence[int]:
         stmt = (
             select(ImagePair.id)
-            .where(ImagePair.status == PairStatus.available)
+            .where(ImagePair.status == PairStatus.available, ImagePair.study_id == study_id)
             .order_by(col(ImagePair.id))
             .limit(limit)
         )
         return [i for i in session.exec(lock_rows(stmt, session)) if i is not None]
 
-    def available(self, session: Session, worker_id: int, limit: int) -> int:
+    def available(
+        self, session: Session, worker_id: int, limit: int, study_id: int = DEFAULT_STUDY_ID
+    ) -> int:
         """How many pairs (up to ``limit``) are free right now; read without locking."""
-        free = select(ImagePair.id).where(ImagePair.status == PairStatus.available).limit(limit)
+        free = (
+            select(ImagePair.id)
+            .where(ImagePair.status == PairStatus.available, ImagePair.study_id == study_id)
+            .limit(limit)
+        )
         return int(session.exec(select(func.count()).select_from(free.subquery())).one())
 
     def on_leased(self, session: Session, item_id: int) -> None:
@@ -131,7 +150,7 @@ def take_next(
         return current
     assert batch.id is not None
     taken = lease_item(session, batch.id, batch.worker_id, batch.deadline, strategy,
-                       lease_minutes, now)
+                       lease_minutes, now, batch.study_id)
     return session.get(Assignment, taken[0]) if taken is not None else None
 
 
@@ -149,13 +168,15 @@ def lease_item(
     strategy: LeaseStrategy,
     lease_minutes: int,
     now: datetime,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[int, int] | None:
-    """Lease the strategy's best free item to the worker: (lease id, item id), or None.
+    """Lease the strategy's best free item of the batch's study to the worker: (lease id,
+    item id), or None.
 
     Core statements, no ORM objects: this runs on every validation round trip, where
     building and flushing an Assignment object cost more CPU than the INSERT itself.
     """
-    for item_id in strategy.candidates(session, worker_id, limit=1):
+    for item_id in strategy.candidates(session, worker_id, limit=1, study_id=study_id):
         lease_id = insert_lease(
             session, batch_id, worker_id, batch_deadline, strategy, lease_minutes, now, item_id
         )

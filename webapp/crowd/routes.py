@@ -35,6 +35,7 @@ from webapp.crowd.tasks import page, redirect, strategy_for, task_previews, task
 from webapp.http import rate_limits
 from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.http.errors import PageError, screenout_context
+from webapp.http.study import current_study
 
 router = APIRouter(tags=["entry"])
 
@@ -60,6 +61,7 @@ def start(
     token: Annotated[str | None, Query(description="invite token")] = None,
 ) -> Response:
     strategy = strategy_for(request, kind)
+    study = current_study(request)
     settings = request.app.state.settings
     entry = parse_entry(request.query_params, exact=settings.platform_id_formats == "exact")
     if entry is not None and entry.preview:
@@ -77,7 +79,7 @@ def start(
     new = is_new_identity(session, entry)
     if new:
         rate_limits.check_new_worker(session, settings, address)
-    worker = resolve_worker(session, entry)
+    worker = resolve_worker(session, entry, study.id)
     if new:
         rate_limits.record_new_worker(session, address, worker.id)
     if worker.blocked:
@@ -85,9 +87,9 @@ def start(
         raise PageError(403, "This account cannot take part in the study.", page="screenout")
     _check_roles(worker, kind)
     assert worker.id is not None
-    open_batch = batches.current_batch(session, worker.id, kind)
+    open_batch = batches.current_batch(session, worker.id, kind, study.id)
     if open_batch is not None:
-        config = load_study_config(session)
+        config = load_study_config(session, study.id)
         if batches.expire_if_due(session, open_batch, config, strategy):
             open_batch = None
         elif request.session.get("worker_id") != worker.id:
@@ -96,7 +98,7 @@ def start(
     login(request, worker, kind, entry)
     if open_batch is not None:
         return redirect(task_url(kind))
-    if same_platform_session(entry, batches.latest_batch(session, worker.id, kind)):
+    if same_platform_session(entry, batches.latest_batch(session, worker.id, kind, study.id)):
         # The link of a submission that already finished (e.g. the worker lost the code).
         return redirect(f"/done/{kind}")
     return redirect(f"/instructions/{kind}" if has_consented(request, kind) else f"/consent/{kind}")
@@ -107,7 +109,10 @@ def _preview(kind: str, request: Request, session: Session, templates: Any) -> R
     from sqlmodel import col, select
 
     sample = session.exec(
-        select(ImagePair).where(ImagePair.status != PairStatus.retired).order_by(col(ImagePair.id))
+        select(ImagePair)
+        .where(ImagePair.study_id == current_study(request).id,
+               ImagePair.status != PairStatus.retired)
+        .order_by(col(ImagePair.id))
     ).first()
     task = None
     show = task_previews(request).get(kind)
@@ -125,7 +130,8 @@ def consent_form(
     templates: TemplatesDep,
 ) -> Response:
     strategy_for(request, kind)
-    config = load_study_config(session)
+    study = current_study(request)
+    config = load_study_config(session, study.id)
     size, minutes, _ = batches.limits(config, kind)
     html = render_consent(config.consent_text, minutes=minutes, items=size)
     return page(templates, request, "consent.html", kind, consent_html=html)
@@ -159,12 +165,13 @@ def instructions(
     templates: TemplatesDep,
 ) -> Response:
     strategy_for(request, kind)
+    study = current_study(request)
     if not has_consented(request, kind):
         return redirect(f"/consent/{kind}")
-    config = load_study_config(session)
+    config = load_study_config(session, study.id)
     size, minutes, per_day = batches.limits(config, kind)
     assert worker.id is not None
-    open_batch = batches.current_batch(session, worker.id, kind)
+    open_batch = batches.current_batch(session, worker.id, kind, study.id)
     return page(
         templates, request, "instructions.html", kind,
         size=size, minutes=minutes, per_day=per_day, open_batch=open_batch,
@@ -181,20 +188,23 @@ def begin(
     csrf: Annotated[str, Form(max_length=128)],
 ) -> Response:
     strategy = strategy_for(request, kind)
+    study = current_study(request)
     check_csrf(request, csrf)
     _check_roles(worker, kind)
     if not has_consented(request, kind):
         return redirect(f"/consent/{kind}")
-    config = load_study_config(session)
+    config = load_study_config(session, study.id)
     assert worker.id is not None
     address = rate_limits.client_address(request)
-    new_batch = batches.current_batch(session, worker.id, kind) is None
+    new_batch = batches.current_batch(session, worker.id, kind, study.id) is None
     if new_batch:
         rate_limits.check_new_batch(session, request.app.state.settings, address)
     try:
         # The batch keeps the platform ids and the consent time: the study's audit trail.
         entry = entry_for(request, kind) | {"consented_at": consent_time(request, kind)}
-        batches.open_or_resume(session, worker, kind, config, strategy, entry)
+        batches.open_or_resume(
+            session, worker, kind, config, strategy, entry, study_id=study.id
+        )
     except batches.BatchError as exc:
         session.rollback()
         raise PageError(409, exc.message) from exc
@@ -213,8 +223,9 @@ def finish_form(
     templates: TemplatesDep,
 ) -> Response:
     strategy_for(request, kind)
+    study = current_study(request)
     assert worker.id is not None
-    batch = batches.current_batch(session, worker.id, kind)
+    batch = batches.current_batch(session, worker.id, kind, study.id)
     if batch is None:
         return redirect(f"/done/{kind}")
     from webapp.crowd.leases import count_done
@@ -233,6 +244,7 @@ def finish(
     csrf: Annotated[str, Form(max_length=128)],
 ) -> Response:
     strategy = strategy_for(request, kind)
+    study = current_study(request)
     check_csrf(request, csrf)
     assert worker.id is not None
     from sqlmodel import col, select
@@ -245,14 +257,14 @@ def finish(
         lock_row_wait(
             select(Batch)
             .where(Batch.worker_id == worker.id, Batch.kind == kind,
-                   Batch.status == BatchStatus.open)
+                   Batch.study_id == study.id, Batch.status == BatchStatus.open)
             .order_by(col(Batch.id).desc())
             .limit(1),
             session,
         )
     ).first()
     if batch is not None:
-        config = load_study_config(session)
+        config = load_study_config(session, study.id)
         if not batches.expire_if_due(session, batch, config, strategy):
             batches.finish_early(session, batch, config, strategy)
         session.commit()
@@ -280,12 +292,14 @@ def done(
     templates: TemplatesDep,
 ) -> Response:
     strategy = strategy_for(request, kind)
+    study = current_study(request)
     assert worker.id is not None
-    batch = batches.latest_batch(session, worker.id, kind)
+    batch = batches.latest_batch(session, worker.id, kind, study.id)
     if batch is None:
         return redirect(f"/instructions/{kind}")
     if batch.status == BatchStatus.open:
-        if not batches.expire_if_due(session, batch, load_study_config(session), strategy):
+        config = load_study_config(session, study.id)
+        if not batches.expire_if_due(session, batch, config, strategy):
             return redirect(task_url(kind))
         session.commit()
     from webapp.crowd.leases import count_done
@@ -298,7 +312,7 @@ def done(
     }
     if batch.status == BatchStatus.returned:
         # Nothing was left for them: if they did work before, that is what happened.
-        earlier = batches.latest_completed(session, worker.id, kind)
+        earlier = batches.latest_completed(session, worker.id, kind, study.id)
         ctx["earlier_code"] = earlier.completion_code if earlier is not None else None
     if batch.completion_code:
         ctx["prolific_url"] = (

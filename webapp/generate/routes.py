@@ -10,7 +10,16 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel, Field
 from sqlmodel import Session
 
-from vsr_core.models import Annotation, Assignment, Batch, Image, ImagePair, Instance, Worker
+from vsr_core.models import (
+    DEFAULT_STUDY_ID,
+    Annotation,
+    Assignment,
+    Batch,
+    Image,
+    ImagePair,
+    Instance,
+    Worker,
+)
 from vsr_core.relations import relations_by_category
 from vsr_core.study import StudyConfig, load_study_config
 from webapp.crowd import batches
@@ -30,6 +39,7 @@ from webapp.generate.view import task_context
 from webapp.http.api_guard import CSRF_HEADER, check_json_post
 from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.http.errors import PageError
+from webapp.http.study import current_study
 from webapp.images import render as images
 from webapp.images.signed_urls import pair_image_allowed, pair_image_url
 
@@ -41,14 +51,15 @@ KIND = "generate"
 
 
 def advance(
-    session: Session, worker: Worker, config: StudyConfig, strategy: LeaseStrategy
+    session: Session, worker: Worker, config: StudyConfig, strategy: LeaseStrategy,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[Batch | None, Assignment | None]:
     """Bring the worker's batch up to date and return (batch, lease); commits.
 
     (None, None) means there is no open batch (never opened, or it just ended).
     """
     assert worker.id is not None
-    batch = batches.current_batch(session, worker.id, KIND)
+    batch = batches.current_batch(session, worker.id, KIND, study_id)
     if batch is None:
         return None, None
     if batches.expire_if_due(session, batch, config, strategy):
@@ -60,7 +71,7 @@ def advance(
         session.commit()
         return None, None
     # Close other workers' batches that nobody came back to (one indexed query).
-    batches.expire_overdue(session, KIND, config, strategy)
+    batches.expire_overdue(session, KIND, config, strategy, study_id=study_id)
     lease = take_next(session, batch, strategy, config.lease_minutes)
     if lease is None:
         if done > 0:
@@ -73,9 +84,9 @@ def advance(
     return batch, lease
 
 
-def _where_next(session: Session, worker: Worker) -> str:
+def _where_next(session: Session, worker: Worker, study_id: int) -> str:
     assert worker.id is not None
-    last = batches.latest_batch(session, worker.id, KIND)
+    last = batches.latest_batch(session, worker.id, KIND, study_id)
     return f"/done/{KIND}" if last is not None else f"/instructions/{KIND}"
 
 
@@ -103,10 +114,11 @@ def task_page(
     request: Request, worker: CurrentWorker, session: SessionDep, templates: TemplatesDep
 ) -> Response:
     strategy = strategy_for(request, KIND)
-    config = load_study_config(session)
-    batch, lease = advance(session, worker, config, strategy)
+    study_id = current_study(request).id
+    config = load_study_config(session, study_id)
+    batch, lease = advance(session, worker, config, strategy, study_id)
     if batch is None or lease is None:
-        return redirect(_where_next(session, worker))
+        return redirect(_where_next(session, worker, study_id))
     pair = session.get(ImagePair, lease.pair_id)
     assert pair is not None
     ctx = task_context(request, session, pair)
@@ -134,7 +146,7 @@ def task_submit(
 ) -> Response:
     check_csrf(request, form.csrf)
     assert worker.id is not None
-    config = load_study_config(session)
+    config = load_study_config(session, current_study(request).id)
     try:
         submit(session, worker.id, _stored(request, worker.id, form), config)
     except SubmissionError as exc:
@@ -193,8 +205,9 @@ def api_task(
     of the answer is what ``POST /api/generate/annotations`` must send back."""
     response.headers[CSRF_HEADER] = csrf_token(request)
     strategy = strategy_for(request, KIND)
-    config = load_study_config(session)
-    batch, lease = advance(session, worker, config, strategy)
+    study_id = current_study(request).id
+    config = load_study_config(session, study_id)
+    batch, lease = advance(session, worker, config, strategy, study_id)
     if batch is None or lease is None:
         raise PageError(409, "There is no open batch with work left; see /done/generate.")
     pair = session.get(ImagePair, lease.pair_id)
@@ -244,7 +257,8 @@ def api_submit(
     assert worker.id is not None
     try:
         annotation, created = submit(
-            session, worker.id, _stored(request, worker.id, body), load_study_config(session))
+            session, worker.id, _stored(request, worker.id, body),
+            load_study_config(session, current_study(request).id))
     except SubmissionError as exc:
         raise PageError(exc.status, exc.message) from exc
     result = _result(session, annotation, created)
@@ -281,9 +295,9 @@ class RelationPublic(BaseModel):
 
 
 @router.get("/api/relations", response_model=list[RelationPublic])
-def api_relations(session: SessionDep) -> list[RelationPublic]:
+def api_relations(request: Request, session: SessionDep) -> list[RelationPublic]:
     """The relations offered in this study, grouped by their Table 1 category order."""
-    allowed = set(allowed_relations(load_study_config(session)))
+    allowed = set(allowed_relations(load_study_config(session, current_study(request).id)))
     out: list[RelationPublic] = []
     seen: set[str] = set()
     from vsr_core.relations import get_relation

@@ -218,6 +218,7 @@ def _submit(
         for image_id, label in sides:
             examples.append(
                 Example(
+                    study_id=pair.study_id,  # an Example lives in its pair's study
                     image_id=image_id,
                     caption=caption,
                     relation=relation,

@@ -29,7 +29,7 @@ def _instances(session: Session, pair: ImagePair) -> dict[str, Instance]:
 def task_context(request: Request, session: Session, pair: ImagePair) -> dict[str, Any]:
     """Everything the task template needs to show one pair."""
     settings = request.app.state.settings
-    config = load_study_config(session)
+    config = load_study_config(session, pair.study_id)
     insts = _instances(session, pair)
     shown = []
     for slot in (1, 2):

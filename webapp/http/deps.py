@@ -10,6 +10,8 @@ from fastapi.templating import Jinja2Templates
 from sqlmodel import Session
 
 from vsr_core.settings import Settings
+from vsr_core.study_context import StudyContext
+from webapp.http.study import current_study
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -23,6 +25,11 @@ def get_app_settings(request: Request) -> Settings:
 
 def get_templates(request: Request) -> Jinja2Templates:
     return request.app.state.templates  # type: ignore[no-any-return]
+
+
+async def get_study(request: Request) -> StudyContext:
+    """The request's study (webapp.http.study); async, so no thread hop on the hot path."""
+    return current_study(request)
 
 
 T = TypeVar("T")
@@ -41,3 +48,4 @@ def app_owned(request: Request, name: str, make: Callable[[], T]) -> T:
 SessionDep = Annotated[Session, Depends(get_session)]
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 TemplatesDep = Annotated[Jinja2Templates, Depends(get_templates)]
+StudyDep = Annotated[StudyContext, Depends(get_study)]

@@ -75,11 +75,13 @@ def error_response(
 def screenout_context(request: Request) -> dict[str, Any]:
     from sqlmodel import Session
 
+    from vsr_core.models import DEFAULT_STUDY_ID
     from vsr_core.study import load_study_config
 
     settings = request.app.state.settings
+    study = getattr(request.state, "study", None)
     with Session(request.app.state.engine) as session:
-        code = load_study_config(session).screenout_code
+        code = load_study_config(session, study.id if study else DEFAULT_STUDY_ID).screenout_code
     return {"code": code, "prolific_url": settings.prolific_completion_url.format(code=code)}
 
 

@@ -136,7 +136,7 @@
       // Minutes:seconds even above an hour ("79:30"): the batch time is given in minutes.
       clock.textContent = Math.floor(left / 60) + ":" + String(left % 60).padStart(2, "0");
       clock.classList.toggle("low", left < 300);
-      if (left === 0) { window.location.href = "/generate"; return; }
+      if (left === 0) { window.location.href = window.location.pathname; return; }
       setTimeout(tick, 1000);
     };
     tick();

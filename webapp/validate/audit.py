@@ -14,6 +14,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from vsr_core.models import (
+    DEFAULT_STUDY_ID,
     Assignment,
     Batch,
     Example,
@@ -29,14 +30,17 @@ from webapp.validate.rules import (
 # --- upkeep -----------------------------------------------------------------------------------
 
 
-def refresh_queue(session: Session, config: StudyConfig) -> int:
-    """Recompute every Example's settled/open state under the current study settings (after
-    an admin changes votes, maximum, threshold or method). Returns how many changed. Commits."""
+def refresh_queue(
+    session: Session, config: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> int:
+    """Recompute every Example's settled/open state of the study under its current settings
+    (after an admin changes votes, maximum, threshold or method). Returns how many changed.
+    Commits."""
     rows = session.execute(
         sa_select(
             col(Example.id), col(Example.queue_agree), col(Example.queue_votes),
             col(Example.target_votes), col(Example.queue_settled), col(Example.queue_open),
-        ).where(col(Example.origin).in_(VOTABLE_ORIGINS))
+        ).where(col(Example.origin).in_(VOTABLE_ORIGINS), col(Example.study_id) == study_id)
     ).all()
     changed = 0
     for ex_id, agree, votes, target_votes, was_settled, was_open in rows:

@@ -26,6 +26,7 @@ from typing import Any
 from sqlmodel import Session
 
 from vsr_core.models import (
+    DEFAULT_STUDY_ID,
     Batch,
     BatchStatus,
     LeaseStatus,
@@ -106,14 +107,16 @@ def begin_batch(
     strategy: ExampleStrategy,
     entry: dict[str, Any] | None = None,
     now: datetime | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> Batch:
-    """Open (or resume) the worker's validation batch. Commits.
+    """Open (or resume) the worker's validation batch in this study. Commits.
 
     Raises ``batches.BatchError`` when the daily limit is used up.
     """
     try:
         batch = batches.open_or_resume(
-            session, worker, strategy.kind, strategy.study(session), strategy, entry, now=now
+            session, worker, strategy.kind, strategy.study(session, study_id), strategy, entry,
+            now=now, study_id=study_id,
         )
         session.commit()
     except BaseException:
@@ -128,8 +131,10 @@ def next_item(
     strategy: ExampleStrategy,
     now: datetime | None = None,
     display: Display | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> NextItem | None:
-    """The worker's current or next validation item in their open batch. Commits.
+    """The worker's current or next validation item in their open batch of this study (an
+    item of that study only). Commits.
 
     None when the worker has no open batch (send them to the instructions or the done page).
     A batch that ends here (size reached, time up, pool dry) comes back with no lease and
@@ -138,10 +143,11 @@ def next_item(
     """
     now = now or utcnow()
     worker_id = _worker_id(worker)
-    config = strategy.study(session)
     try:
         prebuilt = statements_for(dialect_of(session))
-        row = run_prebuilt(session, prebuilt.batch_state, {"q_worker": worker_id})
+        row = run_prebuilt(
+            session, prebuilt.batch_state, {"q_worker": worker_id, "q_study": study_id}
+        )
         state = row.first()
         _unusable(state.blocked if state is not None else None)
         assert state is not None
@@ -149,9 +155,7 @@ def next_item(
             session.rollback()
             return None
         active = (state.active_id, state.active_example_id) if state.active_id else None
-        item = _advance(
-            session, worker_id, state, state.done, active, strategy, config, now, display
-        )
+        item = _advance(session, worker_id, state, state.done, active, strategy, now, display)
         session.commit()
     except BaseException:
         session.rollback()
@@ -173,15 +177,15 @@ def _advance(
     done: int,
     active: tuple[int, int] | None,
     strategy: ExampleStrategy,
-    config: StudyConfig,
     now: datetime,
     display: Display | None,
 ) -> NextItem:
     """Within the caller's transaction: end the batch if due, else resume or take a lease.
 
     ``state`` is a row with the batch columns of :func:`batch_columns`; ``active`` the
-    batch's active lease (id, example id), if any.
+    batch's active lease (id, example id), if any. Items come from the batch's study.
     """
+    config = strategy.study(session, state.batch_study)
     if state.batch_status == BatchStatus.open and state.batch_deadline <= now:
         batch = session.get(Batch, state.batch_id)
         assert batch is not None
@@ -201,7 +205,7 @@ def _advance(
         else:
             taken = strategy.lease_next(
                 session, state.batch_id, worker_id, state.batch_deadline,
-                config.lease_minutes, now,
+                config.lease_minutes, now, state.batch_study,
             )
             if taken is not None:
                 lease_id, example_id = taken
@@ -258,17 +262,16 @@ def record_vote(
     if duration_ms is not None and not 0 <= duration_ms <= 24 * 3600 * 1000:
         duration_ms = None  # a client clock glitch is not worth refusing a vote for
     now = now or utcnow()
-    config = strategy.study(session)
     worker_id = _worker_id(worker)
     try:
         outcome, state = _record_vote(
-            session, worker, worker_id, assignment_id, value, strategy, config,
+            session, worker, worker_id, assignment_id, value, strategy,
             reference_frame, duration_ms, now,
         )
         if then_next and outcome.batch_status == BatchStatus.open:
             active = (state.active_id, state.active_example_id) if state.active_id else None
             outcome.next = _advance(
-                session, worker_id, state, outcome.done, active, strategy, config, now, display
+                session, worker_id, state, outcome.done, active, strategy, now, display
             )
         session.commit()
     except BaseException:
@@ -284,7 +287,6 @@ def _record_vote(
     assignment_id: int,
     value: bool,
     strategy: ExampleStrategy,
-    config: StudyConfig,
     reference_frame: str | None,
     duration_ms: int | None,
     now: datetime,
@@ -307,6 +309,7 @@ def _record_vote(
     ):
         raise VoteError(404, "This item is not one of yours. Please reload the page.")
     _unusable(lease.blocked)
+    config = strategy.study(session, lease.batch_study)  # the vote's own study's rules
     if lease.vote_id is not None:
         existing = Vote(
             id=lease.vote_id, example_id=lease.example_id, worker_id=worker_id,

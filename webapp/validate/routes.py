@@ -33,6 +33,7 @@ from webapp.http.api_guard import CSRF_HEADER, check_json_post
 from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 from webapp.http.errors import PageError
 from webapp.http.inputs import ascii_int
+from webapp.http.study import current_study
 from webapp.images import render as images
 from webapp.validate.queue import Display, NextItem, VoteError, next_item, record_vote
 from webapp.validate.rules import REFERENCE_FRAMES
@@ -69,9 +70,9 @@ def _display_cache(request: Request) -> DisplayCache:
     return app_owned(request, "validation_display", DisplayCache)
 
 
-def _where_next(session: Session, worker: Worker) -> str:
+def _where_next(request: Request, session: Session, worker: Worker) -> str:
     assert worker.id is not None
-    last = batches.latest_batch(session, worker.id, KIND)
+    last = batches.latest_batch(session, worker.id, KIND, current_study(request).id)
     return f"/done/{KIND}" if last is not None else f"/instructions/{KIND}"
 
 
@@ -87,7 +88,10 @@ def _display(request: Request) -> Display:
 
 
 def _advance(request: Request, session: Session, worker: Worker | int) -> NextItem | None:
-    return next_item(session, worker, _strategy(request), display=_display(request))
+    return next_item(
+        session, worker, _strategy(request), display=_display(request),
+        study_id=current_study(request).id,
+    )
 
 
 def _cookie_worker(request: Request, session: Session) -> int:
@@ -145,7 +149,7 @@ def _task_page(request: Request, session: Session, settings: Any, templates: Any
     except VoteError as exc:
         raise _refused(request, session, exc) from exc
     if item is None or item.lease_id is None:
-        return redirect(_where_next(session, worker))
+        return redirect(_where_next(request, session, worker))
     assert item.display is not None and worker.id is not None
     token = _lease_token(request, worker.id, item.lease_id)
     ctx: dict[str, Any] = {

@@ -26,6 +26,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
 from vsr_core.models import (
+    DEFAULT_STUDY_ID,
     Assignment,
     Batch,
     BatchKind,
@@ -183,6 +184,7 @@ def batch_columns(exclude_lease: Any = None) -> list[Any]:
 
     return [
         _B.c.id.label("batch_id"),
+        _B.c.study_id.label("batch_study"),
         _B.c.status.label("batch_status"),
         _B.c.size.label("batch_size"),
         _B.c.deadline.label("batch_deadline"),
@@ -191,6 +193,11 @@ def batch_columns(exclude_lease: Any = None) -> list[Any]:
         if_active(newest.c.id).label("active_id"),
         if_active(newest.c.example_id).label("active_example_id"),
     ]
+
+
+# The study whose Examples a statement may serve (a validator's batch belongs to one study;
+# ix_example_open is (study_id, id), so other studies' open Examples are never walked).
+STUDY_PARAM = bindparam("q_study", type_=Integer)
 
 
 @functools.cache
@@ -202,6 +209,7 @@ def statements_for(dialect: str) -> Statements:
     regular = (
         select(Example.id)
         .where(
+            col(Example.study_id) == STUDY_PARAM,
             *open_non_gold,
             col(Example.id) >= floor,
             col(Example.origin).in_(VOTABLE_ORIGINS),
@@ -217,6 +225,7 @@ def statements_for(dialect: str) -> Statements:
     gold = (
         select(Example.id)
         .where(
+            col(Example.study_id) == STUDY_PARAM,
             col(Example.is_gold) == true(),
             col(Example.gold_label).is_not(None),
             *_not_seen_by(WORKER_PARAM),
@@ -250,6 +259,7 @@ def statements_for(dialect: str) -> Statements:
                 _B,
                 and_(
                     _B.c.worker_id == _W.c.id,
+                    _B.c.study_id == STUDY_PARAM,
                     _B.c.kind == BatchKind.validate.value,
                     _B.c.status == BatchStatus.open.value,
                 ),
@@ -352,7 +362,9 @@ def statements_for(dialect: str) -> Statements:
         regular=regular,
         lease_regular=lease_regular,
         write_vote=write_vote,
-        open_floor=sa_select(func.min(col(Example.id))).where(*open_non_gold),
+        open_floor=sa_select(func.min(col(Example.id))).where(
+            col(Example.study_id) == STUDY_PARAM, *open_non_gold
+        ),
         gold=gold,
         lease_taken=update(Example)
         .where(col(Example.id) == example_id, col(Example.is_gold) == false())
@@ -379,14 +391,18 @@ def statements_for(dialect: str) -> Statements:
 
 
 def regular_candidates(
-    session: Session, worker_id: int, config: StudyConfig, limit: int, floor: int = 0
+    session: Session, worker_id: int, config: StudyConfig, limit: int, floor: int = 0,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> list[int]:
-    params = {"q_worker": worker_id, "q_limit": limit, "q_floor": floor, **room_params(config)}
+    params = {"q_worker": worker_id, "q_limit": limit, "q_floor": floor, "q_study": study_id,
+              **room_params(config)}
     rows = run_prebuilt(session, statements_for(dialect_of(session)).regular, params).scalars()
     return [i for i in rows if i is not None]
 
 
-def gold_candidates(session: Session, worker_id: int, limit: int) -> list[int]:
-    params = {"q_worker": worker_id, "q_limit": limit}
+def gold_candidates(
+    session: Session, worker_id: int, limit: int, study_id: int = DEFAULT_STUDY_ID
+) -> list[int]:
+    params = {"q_worker": worker_id, "q_limit": limit, "q_study": study_id}
     rows = run_prebuilt(session, statements_for(dialect_of(session)).gold, params).scalars()
     return [i for i in rows if i is not None]

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from vsr_core.models import (
+    DEFAULT_STUDY_ID,
     Assignment,
     BatchKind,
     LeaseStatus,
@@ -37,7 +38,8 @@ from webapp.validate.statements import (
 class ExampleStrategy:
     """Validation: open Examples oldest first, with gold Examples mixed in at ``gold_rate``.
 
-    ``config`` pins the study settings (tests, the benchmark); None reads them per request.
+    ``config`` pins the study settings (tests, the benchmark); None reads each study's
+    per request. Every item comes from one study (the batch's): ``study_id`` everywhere.
     """
 
     kind: str = BatchKind.validate
@@ -47,7 +49,7 @@ class ExampleStrategy:
     # Settings read from the database are reused this long: one query less per request on
     # the hot path, and an admin's change still applies within seconds.
     cache_seconds: float = 2.0
-    _cached: tuple[float, StudyConfig] | None = field(default=None, repr=False)
+    _cached: dict[int, tuple[float, StudyConfig]] = field(default_factory=dict, repr=False)
     # Leases run for minutes, so sweeping for stale ones once a second per process is
     # plenty (0 = on every request, as the tests do).
     sweep_seconds: float = 0.0
@@ -59,7 +61,7 @@ class ExampleStrategy:
     # the server saturated after ~40 s at 300 round trips/s on PostgreSQL without
     # autovacuum). An Example re-opened below the floor waits at most this long.
     floor_seconds: float = 0.0
-    _floor: tuple[float, int] | None = field(default=None, repr=False)
+    _floor: dict[int, tuple[float, int]] = field(default_factory=dict, repr=False)
 
     def sweep_due(self) -> bool:
         now = time.monotonic()
@@ -68,47 +70,61 @@ class ExampleStrategy:
         self._last_sweep = now
         return True
 
-    def open_floor(self, session: Session) -> int:
+    def open_floor(self, session: Session, study_id: int = DEFAULT_STUDY_ID) -> int:
         now = time.monotonic()
-        if self._floor is None or now - self._floor[0] >= self.floor_seconds:
+        found = self._floor.get(study_id)
+        if found is None or now - found[0] >= self.floor_seconds:
             prebuilt = statements_for(dialect_of(session))
-            floor = run_prebuilt(session, prebuilt.open_floor, {}).scalar()
-            self._floor = (now, int(floor or 0))
-        return self._floor[1]
+            floor = run_prebuilt(session, prebuilt.open_floor, {"q_study": study_id}).scalar()
+            found = (now, int(floor or 0))
+            self._floor[study_id] = found
+        return found[1]
 
-    def study(self, session: Session) -> StudyConfig:
+    def study(self, session: Session, study_id: int = DEFAULT_STUDY_ID) -> StudyConfig:
+        """One study's settings (cached ``cache_seconds``)."""
         if self.config is not None:
             return self.config
         now = time.monotonic()
-        if self._cached is None or now - self._cached[0] > self.cache_seconds:
-            self._cached = (now, load_study_config(session))
-        return self._cached[1]
+        found = self._cached.get(study_id)
+        if found is None or now - found[0] > self.cache_seconds:
+            found = (now, load_study_config(session, study_id))
+            self._cached[study_id] = found
+        return found[1]
 
-    def candidates(self, session: Session, worker_id: int, limit: int) -> Sequence[int]:
-        gold = self._gold_turn(session, worker_id, limit)
+    def candidates(
+        self, session: Session, worker_id: int, limit: int, study_id: int = DEFAULT_STUDY_ID
+    ) -> Sequence[int]:
+        gold = self._gold_turn(session, worker_id, limit, study_id)
         if gold:
             return gold
-        config = self.study(session)
-        return regular_candidates(session, worker_id, config, limit, self.open_floor(session))
+        config = self.study(session, study_id)
+        return regular_candidates(
+            session, worker_id, config, limit, self.open_floor(session, study_id), study_id
+        )
 
-    def available(self, session: Session, worker_id: int, limit: int) -> int:
+    def available(
+        self, session: Session, worker_id: int, limit: int, study_id: int = DEFAULT_STUDY_ID
+    ) -> int:
         """How many items (up to ``limit``) this worker could be served now: the open
         Examples they have not seen (read without locking), plus the gold share that comes
         with them at ``gold_rate``, no more than the gold items they have not seen."""
-        config = self.study(session)
-        regular = len(regular_candidates(session, worker_id, config, limit, 0))
+        config = self.study(session, study_id)
+        regular = len(regular_candidates(session, worker_id, config, limit, 0, study_id))
         gold = 0
         if config.gold_rate > 0 and regular:
             share = config.gold_rate / max(1e-9, 1 - config.gold_rate)
-            gold = min(round(regular * share), len(gold_candidates(session, worker_id, limit)))
+            seen = gold_candidates(session, worker_id, limit, study_id)
+            gold = min(round(regular * share), len(seen))
         return min(limit, regular + gold)
 
-    def _gold_turn(self, session: Session, worker_id: int, limit: int) -> list[int]:
+    def _gold_turn(
+        self, session: Session, worker_id: int, limit: int, study_id: int
+    ) -> list[int]:
         """Gold items for this turn: drawn at the study's ``gold_rate``; [] on a regular turn
         or when the worker has seen every gold item."""
-        config = self.study(session)
+        config = self.study(session, study_id)
         if config.gold_rate > 0 and self.rng.random() < config.gold_rate:
-            return gold_candidates(session, worker_id, limit)
+            return gold_candidates(session, worker_id, limit, study_id)
         return []
 
     def lease_next(
@@ -119,6 +135,7 @@ class ExampleStrategy:
         batch_deadline: datetime,
         lease_minutes: int,
         now: datetime,
+        study_id: int = DEFAULT_STUDY_ID,
     ) -> tuple[int, int] | None:
         """Lease the worker's next item: (lease id, Example id), or None when none is left.
 
@@ -128,17 +145,18 @@ class ExampleStrategy:
         """
         if dialect_of(session) != "postgresql":
             return leases.lease_item(
-                session, batch_id, worker_id, batch_deadline, self, lease_minutes, now
+                session, batch_id, worker_id, batch_deadline, self, lease_minutes, now, study_id
             )
-        gold = self._gold_turn(session, worker_id, 1)
+        gold = self._gold_turn(session, worker_id, 1, study_id)
         if gold:
             lease_id = leases.insert_lease(
                 session, batch_id, worker_id, batch_deadline, self, lease_minutes, now, gold[0]
             )
             return lease_id, gold[0]
         row = run_prebuilt(session, statements_for("postgresql").lease_regular, {
-            "q_worker": worker_id, "q_limit": 1, "q_floor": self.open_floor(session),
-            **room_params(self.study(session)), "q_batch": batch_id, "q_now": now,
+            "q_worker": worker_id, "q_limit": 1, "q_floor": self.open_floor(session, study_id),
+            "q_study": study_id, **room_params(self.study(session, study_id)),
+            "q_batch": batch_id, "q_now": now,
             "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
         }).first()
         return (row.id, row.example_id) if row is not None else None

@@ -12,7 +12,7 @@ from sqlmodel import Session, col, select
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
-from webapp.admin.pages import back, cached, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
 
@@ -29,10 +29,23 @@ NO_PHOTO_SVG = (
 AGREEMENTS = ("", "kept", "rejected", "unanimous", "split", "undecided")
 
 
-def _example(session: Session, example_id: int) -> Example:
+def _example(session: Session, example_id: int, request: Request) -> Example:
+    """The Example, if it belongs to the dashboard's study (another study's is a 404 that
+    says where it is)."""
     example = session.get(Example, example_id)
     if example is None:
         raise HTTPException(status_code=404, detail=f"There is no Example #{example_id}.")
+    study = admin_study(request)
+    if example.study_id != study.id:
+        from vsr_core.models import Study
+
+        other = session.get(Study, example.study_id)
+        where = other.slug if other is not None else "another study"
+        raise HTTPException(
+            status_code=404,
+            detail=f"Example #{example_id} belongs to the study {where}, not {study.slug}: "
+            "choose that study in the switcher to see it.",
+        )
     return example
 
 
@@ -62,12 +75,15 @@ def data_page(
     q: Annotated[str, Query(max_length=100)] = "",
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
 ) -> Response:
-    cfg = study_config(session)
+    study_id = admin_study(request).id
+    cfg = study_config(session, study_id)
     filters = _filters(relation, concept, agreement, origin, gold, q)
     rows, total = stats.browse_examples(
-        session, cfg, offset=(page - 1) * PAGE, limit=PAGE, **filters
+        session, cfg, offset=(page - 1) * PAGE, limit=PAGE, study_id=study_id, **filters
     )
-    choices = cached(request, session, "choices", stats.distinct_values)
+    choices = cached(
+        request, session, "choices", lambda s: stats.distinct_values(s, study_id)
+    )
     params = {
         "relation": relation,
         "concept": concept,
@@ -95,7 +111,7 @@ def data_page(
 def example_page(
     example_id: DbId, request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
 ) -> Response:
-    example = _example(session, example_id)
+    example = _example(session, example_id, request)
     image = session.get(Image, example.image_id)
     votes = session.exec(
         select(Vote, Worker)
@@ -116,7 +132,7 @@ def example_page(
     )
     n = len(votes)
     agree = sum(1 for v, _ in votes if v.value == example.label)
-    cfg = study_config(session)
+    cfg = study_config(session, admin_study(request).id)
     return render(
         request,
         admin,
@@ -183,7 +199,7 @@ def _image(example_id: int, request: Request, session: Session, *, thumb: bool) 
     from webapp.admin.thumbs import thumbnail
     from webapp.images import render as images
 
-    example = _example(session, example_id)
+    example = _example(session, example_id, request)
     image = session.get(Image, example.image_id)
     if image is None:
         raise HTTPException(status_code=404, detail="This Example has no image row.")
@@ -215,7 +231,7 @@ def mark_gold(
     session: SessionDep,
     gold: Annotated[str, Form(pattern="^(true|false|off)$")],
 ) -> Response:
-    example = _example(session, example_id)
+    example = _example(session, example_id, request)
     if gold == "off":
         actions.set_gold(session, example, False, None)
         message = "No longer gold."
@@ -234,9 +250,10 @@ def requeue(
     session: SessionDep,
     extra_votes: Annotated[int, Form(ge=1, le=20)] = 2,
 ) -> Response:
-    example = _example(session, example_id)
+    example = _example(session, example_id, request)
     try:
-        target = actions.requeue(session, example, extra_votes, study_config(session))
+        config = study_config(session, example.study_id)
+        target = actions.requeue(session, example, extra_votes, config)
     except actions.NotVotableError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
     figure_cache(request).clear()

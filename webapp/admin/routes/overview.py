@@ -10,7 +10,7 @@ from sqlmodel import Session
 
 from webapp.admin import charts, stats
 from webapp.admin.auth import AdminDep, current_admin_session
-from webapp.admin.pages import cached, render, study_config
+from webapp.admin.pages import admin_study, cached, render, study_config
 from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
@@ -20,20 +20,25 @@ SVG = "image/svg+xml"
 
 @router.get("", include_in_schema=False)
 def overview_page(request: Request, admin: AdminDep, session: SessionDep) -> Response:
-    cfg = study_config(session)
-    data = stats.overview(session, cfg)
+    study_id = admin_study(request).id
+    cfg = study_config(session, study_id)
+    data = stats.overview(session, cfg, study_id)
     return render(request, admin, "overview.html", "overview", o=data, cfg=cfg)
 
 
 @router.get("/api/overview.json")
-def overview_json(session: SessionDep) -> dict[str, Any]:
-    return stats.overview(session, study_config(session))
+def overview_json(request: Request, session: SessionDep) -> dict[str, Any]:
+    """The chosen study's figures (``?study=<slug>`` or the dashboard's choice)."""
+    study_id = admin_study(request).id
+    return stats.overview(session, study_config(session, study_id), study_id)
 
 
 @router.get("/charts/throughput.svg", include_in_schema=False)
 def throughput_svg(request: Request, session: SessionDep) -> Response:
+    study_id = admin_study(request).id
+
     def draw(s: Session) -> bytes:
-        t = stats.throughput(s)
+        t = stats.throughput(s, study_id=study_id)
         return charts.throughput_chart(t["hours"], t["votes"], t["captions"])
 
     body = cached(request, session, "throughput", draw)

@@ -15,7 +15,7 @@ from vsr_core.models import Job, MatchRun
 from webapp.admin import jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
-from webapp.admin.pages import back, render
+from webapp.admin.pages import admin_study, back, render
 from webapp.http.deps import SessionDep, SettingsDep
 from webapp.http.inputs import DbId
 
@@ -56,8 +56,14 @@ def _pipeline(
     """The page; after a bad form, with that form's errors next to its fields and what the
     admin typed kept (``kind`` names the form)."""
     jobs.mark_orphans(session)
-    recent = session.exec(select(Job).order_by(col(Job.id).desc()).limit(20)).all()
-    runs = session.exec(select(MatchRun).order_by(col(MatchRun.id).desc()).limit(5)).all()
+    study_id = admin_study(request).id
+    recent = session.exec(
+        select(Job).where(Job.study_id == study_id).order_by(col(Job.id).desc()).limit(20)
+    ).all()
+    runs = session.exec(
+        select(MatchRun).where(MatchRun.study_id == study_id)
+        .order_by(col(MatchRun.id).desc()).limit(5)
+    ).all()
     forms = {k: model.model_json_schema() for k, model in jobs.JOB_KINDS.items()}
     values: dict[str, dict[str, Any]] = {k: {} for k in jobs.JOB_KINDS}
     values["sample"]["coco_files"] = jobs.last_coco_files(session)
@@ -73,7 +79,7 @@ def _pipeline(
         runs=runs,
         forms=forms,
         msg=msg,
-        mc=stats.mc_summary(session),
+        mc=stats.mc_summary(session, study_id),
         values=values,
         form_kind=kind,
         errors=errors or {},
@@ -99,7 +105,7 @@ async def start_job(
         )
     jobs.mark_orphans(session)
     try:
-        job = jobs.create_job(session, settings, kind, params)
+        job = jobs.create_job(session, settings, kind, params, admin_study(request).id)
     except jobs.JobBusyError as exc:
         return _pipeline(
             request,

@@ -11,7 +11,7 @@ from sqlmodel import Session
 
 from webapp.admin import charts, stats
 from webapp.admin.auth import AdminDep, current_admin_session
-from webapp.admin.pages import cached, render, study_config
+from webapp.admin.pages import admin_study, cached, render, study_config
 from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
@@ -26,13 +26,14 @@ def _min_examples(total: int) -> int:
 
 
 def quality_data(request: Request, session: Session) -> dict[str, Any]:
-    cfg = study_config(session)
+    study_id = admin_study(request).id
+    cfg = study_config(session, study_id)
 
     def compute(s: Session) -> dict[str, Any]:
-        relations = stats.relation_table(s, cfg)
-        q = stats.quality(s, cfg, relations)
+        relations = stats.relation_table(s, cfg, study_id)
+        q = stats.quality(s, cfg, relations, study_id)
         q["relations"] = relations
-        q["concepts"] = stats.concept_counts(s)
+        q["concepts"] = stats.concept_counts(s, study_id=study_id)
         q["min_examples"] = _min_examples(q["examples"])
         q["keep_threshold"] = cfg.keep_threshold
         q["stamp"] = time.monotonic_ns()  # identifies this computation for the charts

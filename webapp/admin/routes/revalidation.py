@@ -13,7 +13,7 @@ from sqlmodel import Session
 from vsr_core.revalidation import MAX_SAMPLE, RevalidationError, open_round, report, rounds
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
-from webapp.admin.pages import back, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
 from webapp.admin.stats import distinct_values
 from webapp.http.deps import SessionDep
 
@@ -42,10 +42,11 @@ def revalidation_page(
 
 @router.get("/api/revalidation.json")
 def revalidation_json(
+    request: Request,
     session: SessionDep,
     round: Annotated[str | None, Query(pattern=ROUND_PATTERN)] = None,  # noqa: A002
 ) -> dict[str, Any]:
-    return report(session, study_config(session), round)
+    return report(session, study_config(session, admin_study(request).id), round)
 
 
 def _page(
@@ -59,7 +60,7 @@ def _page(
     typed: dict[str, Any] | None = None,
     status: int = 200,
 ) -> Response:
-    cfg = study_config(session)
+    cfg = study_config(session, admin_study(request).id)
     return render(
         request,
         admin,
@@ -93,7 +94,7 @@ async def open_revalidation(request: Request, admin: AdminPostDep, session: Sess
             session,
             sample=params.sample,
             seed=params.seed,
-            config=study_config(session),
+            config=study_config(session, admin_study(request).id),
             relations=params.relations,
             votes=params.votes,
             round_name=params.round_name,

@@ -15,7 +15,7 @@ from vsr_core.models import InviteToken
 from vsr_core.study import save_study_config
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL
-from webapp.admin.pages import back, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
 from webapp.admin.settings_form import (
     display_values,
     form_fields,
@@ -51,9 +51,15 @@ def _page(
     status: int = 200,
 ) -> Response:
     settings = request.app.state.settings
+    study = admin_study(request)
     invites = session.exec(
-        select(InviteToken).order_by(col(InviteToken.created_at).desc()).limit(50)
+        select(InviteToken)
+        .where(InviteToken.study_id == study.id)
+        .order_by(col(InviteToken.created_at).desc())
+        .limit(50)
     ).all()
+    # The study's own links (/s/<slug>/...); the default study keeps its old, shorter ones.
+    base = settings.base_url.rstrip("/") + ("" if study.is_default else study.path_prefix)
     return render(
         request,
         admin,
@@ -66,9 +72,9 @@ def _page(
         errors=errors,
         form_error=errors.get(FORM_LEVEL),
         msg=msg,
-        links=entry_links(settings.base_url),
+        links=entry_links(base),
         invites=invites,
-        base=settings.base_url.rstrip("/"),
+        base=base,
     )
 
 
@@ -76,7 +82,8 @@ def _page(
 def settings_page(
     request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
 ) -> Response:
-    return _page(request, admin, session, display_values(study_config(session)), {}, msg)
+    shown = display_values(study_config(session, admin_study(request).id))
+    return _page(request, admin, session, shown, {}, msg)
 
 
 @router.post("/settings", include_in_schema=False)
@@ -85,23 +92,23 @@ async def save_settings(request: Request, admin: AdminPostDep, session: SessionD
     changes, typed, errors = parse(form)
     if not errors:
         try:
-            save_study_config(session, changes)
+            save_study_config(session, changes, admin_study(request).id)
         except (ValidationError, ValueError) as exc:
             session.rollback()
             errors = validation_errors(exc)
     if errors:
         # Nothing was saved: the form again with everything the admin typed, errors by field.
-        shown = display_values(study_config(session)) | typed
+        shown = display_values(study_config(session, admin_study(request).id)) | typed
         return _page(request, admin, session, shown, errors, None, status=422)
-    _after_settings_change(session)
+    _after_settings_change(session, admin_study(request).id)
     figure_cache(request).clear()
     return back("/admin/settings", "Settings saved.")
 
 
-def _after_settings_change(session: Session) -> None:
+def _after_settings_change(session: Session, study_id: int) -> None:
     """The validation queue re-derives which Examples still need votes."""
     from webapp.validate.audit import refresh_queue
-    refresh_queue(session, study_config(session))
+    refresh_queue(session, study_config(session, study_id), study_id)
 
 
 @router.post("/settings/invites", include_in_schema=False)
@@ -113,7 +120,8 @@ def create_invite(
     roles: Annotated[list[str] | None, Form()] = None,
 ) -> Response:
     chosen = [r for r in (roles or []) if r in KINDS] or list(KINDS)
-    token = InviteToken(token=secrets.token_urlsafe(18), label=label.strip(), roles=chosen)
+    token = InviteToken(token=secrets.token_urlsafe(18), label=label.strip(), roles=chosen,
+                        study_id=admin_study(request).id)
     session.add(token)
     session.commit()
     return back("/admin/settings", f"Invite link created for {label.strip() or 'an annotator'}.")

@@ -11,7 +11,7 @@ from sqlmodel import Session, col, select
 from vsr_core.models import Annotation, Example, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
-from webapp.admin.pages import back, cached, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
 from webapp.crowd import workers
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
@@ -37,7 +37,7 @@ def workers_page(
     order: Annotated[str, Query(pattern="^(" + "|".join(ORDERS) + ")$")] = "votes",
     msg: str | None = None,
 ) -> Response:
-    cfg = study_config(session)
+    cfg = study_config(session, admin_study(request).id)
     rows, total = _table(request, session, cfg, page, order)
     return render(
         request,
@@ -62,7 +62,8 @@ def workers_json(
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
     order: Annotated[str, Query(pattern="^(" + "|".join(ORDERS) + ")$")] = "votes",
 ) -> dict[str, Any]:
-    rows, total = _table(request, session, study_config(session), page, order)
+    cfg = study_config(session, admin_study(request).id)
+    rows, total = _table(request, session, cfg, page, order)
     return {"total": total, "page": page, "workers": rows}
 
 
@@ -94,7 +95,7 @@ def worker_page(
     msg: str | None = None,
 ) -> Response:
     worker = _worker(session, worker_id)
-    cfg = study_config(session)
+    cfg = study_config(session, admin_study(request).id)
     summary, _ = stats.worker_table(session, cfg, offset=0, limit=1, order="id", only=worker_id)
     votes = session.exec(
         select(Vote, Example)

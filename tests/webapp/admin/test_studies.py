@@ -1,0 +1,122 @@
+"""The dashboard with two studies: a switcher on every page, the choice remembered, and no
+page or JSON API of one study showing the other's figures (real COCO pairs, both backends)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
+from tests.webapp.http.test_studies import make_two_studies
+from vsr_core.models import Example
+from vsr_core.study import load_study_config
+from webapp.admin.auth import create_admin
+
+PAGES = ("/admin", "/admin/quality", "/admin/workers", "/admin/data", "/admin/settings",
+         "/admin/pipeline", "/admin/revalidation", "/admin/bursts")
+
+
+@pytest.fixture
+def dashboard(
+    db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
+) -> tuple[TestClient, str, int]:
+    zh_id = make_two_studies(engine, coco_dir)
+    with Session(engine) as s:
+        create_admin(s, "alice", PASSWORD)
+        # Tell the studies apart by their sizes: one more pair-less Example in the default.
+        first = s.exec(select(Example).where(Example.study_id == 1)).first()
+        assert first is not None
+        extra = Example(**first.model_dump(exclude={"id", "annotation_id", "source_key"}))
+        s.add(extra)
+        s.commit()
+    client = TestClient(make_admin_app(db_url, engine, tmp_path))
+    return client, login(client), zh_id
+
+
+def _overview(client: TestClient, query: str = "") -> dict[str, Any]:
+    r = client.get(f"/admin/api/overview.json{query}")
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def test_switcher_scopes_every_page_and_api(dashboard: tuple[TestClient, str, int]) -> None:
+    client, _, _ = dashboard
+    default = _overview(client)
+    assert (default["examples"], default["pairs_total"]) == (9, 4)
+
+    zh = _overview(client, "?study=vsr-zh")
+    assert (zh["examples"], zh["pairs_total"]) == (8, 4)
+    assert _overview(client)["examples"] == 8  # remembered for the next request
+    for path in PAGES:
+        page = client.get(path)
+        assert page.status_code == 200, path
+        assert 'id="study-select"' in page.text
+        assert '<option value="vsr-zh" selected>' in page.text, path
+        assert '<option value="vsr">' in page.text
+    data = client.get("/admin/data").text
+    with Session(client.app.state.engine) as s:  # type: ignore[attr-defined]
+        zh_caption = s.exec(select(Example.id).where(Example.study_id != 1)).first()
+        vsr_ids = list(s.exec(select(Example.id).where(Example.study_id == 1)
+                              .order_by(col(Example.id))))
+    assert zh_caption is not None and f'href="/admin/examples/{zh_caption}"' in data
+    assert not any(f'href="/admin/examples/{i}"' in data for i in vsr_ids)
+    other = client.get(f"/admin/examples/{vsr_ids[0]}")
+    assert other.status_code == 404 and "belongs to the study vsr" in other.text
+
+    back = _overview(client, "?study=vsr")
+    assert back["examples"] == 9
+    unknown = client.get("/admin?study=nope")
+    assert unknown.status_code == 200 and "There is no study nope" in unknown.text
+
+
+def test_settings_are_per_study(dashboard: tuple[TestClient, str, int], engine: Engine) -> None:
+    client, token, zh_id = dashboard
+    client.get("/admin?study=vsr-zh")
+    page = client.get("/admin/settings")
+    from tests.webapp.admin.test_admin import csrf_of
+
+    r = client.post("/admin/settings", data={
+        "csrf_token": csrf_of(page.text), "completion_code": "ZHDONE",
+    }, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    with Session(engine) as s:
+        assert load_study_config(s, zh_id).completion_code == "ZHDONE"
+        assert load_study_config(s, 1).completion_code == "VSRDONE"
+
+
+def test_a_dashboard_job_runs_in_the_chosen_study(
+    db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
+) -> None:
+    from tests.webapp.admin.test_admin import wait_job
+    from tests.webapp.http.test_studies import ZH_FILE
+    from vsr_core.models import ImagePair, Job
+    from vsr_core.studies import create_study
+
+    with Session(engine) as s:
+        create_admin(s, "alice", PASSWORD)
+        zh = create_study(s, ZH_FILE.read_text(encoding="utf-8"), str(ZH_FILE))
+        s.commit()
+        zh_id = zh.id
+    client = TestClient(make_admin_app(db_url, engine, tmp_path))
+    token = login(client)
+    client.get("/admin/pipeline?study=vsr-zh")
+    files = str(coco_dir / "annotations" / "instances_val2017_subset.json")
+    r = client.post("/admin/jobs/sample", data={
+        "csrf_token": token, "n_pairs": "4", "seed": "1", "coco_files": files,
+    }, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    with Session(engine) as s:
+        (job,) = s.exec(select(Job)).all()
+        assert job.study_id == zh_id
+    done = wait_job(client, job.id)  # type: ignore[arg-type]
+    assert done["status"] == "succeeded", done
+    with Session(engine) as s:
+        pairs = s.exec(select(ImagePair)).all()
+        assert pairs and {p.study_id for p in pairs} == {zh_id}
+    assert f'data-job="{job.id}"' in client.get("/admin/pipeline").text
+    assert f'data-job="{job.id}"' not in client.get("/admin/pipeline?study=vsr").text

@@ -1,0 +1,95 @@
+"""Stored studies (the Study table): create from a study file, find by slug, the default.
+
+A study's data (pairs, Examples, batches, settings, jobs, matching runs, invites, platform
+studies) carries its ``study_id``; workers are shared. The default study is the one
+migration 0007 made (``DEFAULT_STUDY_ID``); commands without ``--study`` work in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlmodel import Session, col, select
+
+from vsr_core.models import DEFAULT_STUDY_ID, Study
+from vsr_core.study_context import StudyContext, parsed_definition
+from vsr_core.study_file import default_study_path
+from vsr_core.types import utcnow
+
+
+class StudyError(ValueError):
+    """A study cannot be found or made; the message is one line for a person."""
+
+
+def definition_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def create_study(session: Session, text: str, source: str = "<study>") -> Study:
+    """Validate a study file's text and store it (flushed, not committed).
+
+    Raises ``StudyFileError`` for an invalid file and ``StudyError`` for a slug in use.
+    """
+    digest = definition_hash(text)
+    definition = parsed_definition(digest, text, source)
+    if find_study(session, definition.slug) is not None:
+        raise StudyError(f"a study with slug {definition.slug!r} exists already")
+    study = Study(
+        slug=definition.slug, name=definition.name, definition=text,
+        definition_hash=digest, language=definition.default_language.code,
+    )
+    session.add(study)
+    session.flush()
+    return study
+
+
+def find_study(session: Session, slug: str) -> Study | None:
+    return session.exec(select(Study).where(Study.slug == slug)).first()
+
+
+def list_studies(session: Session) -> list[Study]:
+    return list(session.exec(select(Study).order_by(col(Study.id))))
+
+
+def default_study(session: Session) -> Study:
+    """The default study (made by migration 0007; ``ensure_default_study`` on a wiped one)."""
+    study = session.get(Study, DEFAULT_STUDY_ID)
+    if study is None:
+        raise StudyError("this database has no default study; run `vsr db upgrade`")
+    return study
+
+
+def resolve_study(session: Session, slug: str | None) -> Study:
+    """The study named by ``slug``; without one, the default study."""
+    if slug is None:
+        return default_study(session)
+    study = find_study(session, slug)
+    if study is None:
+        known = ", ".join(s.slug for s in list_studies(session)) or "none"
+        raise StudyError(f"no study {slug!r} (studies: {known})")
+    return study
+
+
+def study_context(session: Session, slug: str | None) -> StudyContext:
+    return StudyContext.of(resolve_study(session, slug))
+
+
+def ensure_default_study(session: Session) -> Study:
+    """Put the default study back (as migration 0007 made it) if it is gone; commits.
+    For databases whose tables were emptied wholesale (the test suite's fixtures)."""
+    study = session.get(Study, DEFAULT_STUDY_ID)
+    if study is not None:
+        return study
+    from vsr_core.study_file import parse_study
+
+    path = default_study_path()
+    text = path.read_text(encoding="utf-8")
+    definition = parse_study(text, str(path))
+    study = Study(
+        id=DEFAULT_STUDY_ID, slug=definition.slug, name=definition.name, definition=text,
+        definition_hash=definition_hash(text), language=definition.default_language.code,
+        is_default=True, created_at=utcnow(),
+    )
+    session.add(study)
+    session.commit()
+    return study
