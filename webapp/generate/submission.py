@@ -31,10 +31,10 @@ from vsr_core.models import (
 from vsr_core.relations import enabled_relations, get_relation, is_known
 from vsr_core.study import StudyConfig
 from vsr_core.study_file import Language, RelationEntry
-from webapp.http.i18n import N_
 from vsr_core.types import utcnow
 from webapp.crowd.lease_tokens import MAX_LENGTH
 from webapp.crowd.leases import finish, lock_row_wait
+from webapp.http.i18n import N_
 
 SKIP_REASONS: dict[str, str] = {
     "unidentifiable": N_("I cannot identify one of the objects in an image"),

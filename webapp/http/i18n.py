@@ -144,6 +144,7 @@ def _context_ngettext(context: Any, singular: str, plural: str, n: int) -> str:
 def install(env: Any) -> None:
     """``{% trans %}``, ``_()`` and ``lang`` in templates, resolved per rendered request."""
     env.add_extension("jinja2.ext.i18n")
+    env.policies["ext.i18n.trimmed"] = True  # as babel.cfg extracts them
     env.install_gettext_callables(  # newstyle: _("... %(x)s", x=...) escapes x
         gettext=_context_gettext, ngettext=_context_ngettext, newstyle=True
     )
