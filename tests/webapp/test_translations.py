@@ -49,7 +49,8 @@ def test_every_message_has_a_translation(messages: set[str], locale: str) -> Non
     missing = sorted(m for m in messages if m not in catalog)
     assert missing == [], f"untranslated in {locale} (run scripts/extract_messages.sh): {missing}"
     for msgid in messages:
-        assert sorted(PLACEHOLDER.findall(catalog[msgid])) == sorted(PLACEHOLDER.findall(msgid)), msgid
+        translated = catalog[msgid]
+        assert sorted(PLACEHOLDER.findall(translated)) == sorted(PLACEHOLDER.findall(msgid)), msgid
 
 
 def test_the_template_is_current(messages: set[str]) -> None:
