@@ -131,7 +131,8 @@ def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -
     assert "deep down" not in chips and "在…深处" not in html
     assert '<span class="group-name">邻接</span>' in html
     strings = js_strings(html)
-    assert strings["ready"] == "准备好了：按 Enter 提交。" and strings["blank"] == "{first}___{second}。"
+    assert strings["ready"] == "准备好了：按 Enter 提交。"
+    assert strings["blank"] == "{first}___{second}。"
     fields = {k: form_field(html, k) for k in ("assignment_id", "client_token", "csrf")}
     lease_pair = None
     with Session(engine) as s:
