@@ -68,7 +68,7 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
 
         page = browser.new_page(viewport={"width": 1440, "height": 900})
         errors += watch_errors(page)
-        page.goto(server + ZH + "/start/generate?PROLIFIC_PID=zh5f1e2d3c&STUDY_ID=st1&SESSION_ID=se1")
+        page.goto(f"{server}{ZH}/start/generate?PROLIFIC_PID=zh5f1e2d3c&STUDY_ID=st1&SESSION_ID=s1")
         assert page.locator("html").get_attribute("lang") == "zh-Hans"
         expect(page.get_by_role("heading", name="开始之前")).to_be_visible()
         page.screenshot(path=str(tmp_path / "zh_consent.png"), full_page=True)
@@ -105,7 +105,7 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
         errors += watch_errors(page)
-        page.goto(server + ZH + "/start/validate?PROLIFIC_PID=zh6a7b8c9d&STUDY_ID=st1&SESSION_ID=se2")
+        page.goto(f"{server}{ZH}/start/validate?PROLIFIC_PID=zh6a7b8c9d&STUDY_ID=st1&SESSION_ID=s2")
         page.get_by_role("button", name="我同意，继续").click()
         expect(page.get_by_role("heading", name="判断空间描述：说明")).to_be_visible()
         page.screenshot(path=str(tmp_path / "zh_validate_instructions.png"), full_page=True)
@@ -117,7 +117,8 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
         page.keyboard.press("t")
         expect(page.locator("#completion-code")).to_have_text("ZH-OK")
         page.get_by_role("button", name="复制完成码").click()
-        expect(page.locator("#copy-status")).to_have_text(re.compile("^(已复制。|请选中完成码并复制（Ctrl\\+C）。)$"))
+        copied = re.compile("^(已复制。|请选中完成码并复制（Ctrl\\+C）。)$")
+        expect(page.locator("#copy-status")).to_have_text(copied)
         page.screenshot(path=str(tmp_path / "zh_validate_done.png"))
         browser.close()
         assert errors == []
