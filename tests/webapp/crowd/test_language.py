@@ -194,6 +194,25 @@ def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -
     check_chinese(page.text)
 
 
+def test_chinese_preview_screenout_and_home(site: Any) -> None:
+    """The MTurk preview (with the task's Chinese vocabulary), the screen-out page, the
+    study's home and a declined consent: all Chinese."""
+    client = client_for(site)
+    page = client.get(f"{ZH}/start/generate?assignmentId=ASSIGNMENT_ID_NOT_AVAILABLE&hitId=H1")
+    assert page.status_code == 200
+    check_chinese(page.text)
+    assert "在…顶上" in page.text and "任务的样子" in page.text
+    for path in ("/screenout", "/"):
+        page = client.get(ZH + path)
+        assert page.status_code == 200
+        check_chinese(page.text)
+    client.get(f"{ZH}/start/validate?PROLIFIC_PID=zh0009&STUDY_ID=s1&SESSION_ID=e9")
+    csrf = form_field(client.get(f"{ZH}/consent/validate").text, "csrf")
+    page = client.post(f"{ZH}/consent/validate", data={"decision": "decline", "csrf": csrf})
+    check_chinese(page.text)
+    assert "你选择了不参与" in page.text
+
+
 def test_english_study_is_unchanged_and_the_dashboard_stays_english(site: Any) -> None:
     client = client_for(site)
     client.get("/start/generate?PROLIFIC_PID=en0001&STUDY_ID=s1&SESSION_ID=e1")
