@@ -8,4 +8,4 @@ PYBABEL="${PYBABEL:-.venv/bin/pybabel}"
 "$PYBABEL" extract -F babel.cfg -k N_ -k PageError:2 -k SubmissionError:2 -k VoteError:2 \
     --no-location --sort-output --omit-header -o webapp/locales/messages.pot .
 "$PYBABEL" update -i webapp/locales/messages.pot -d webapp/locales --no-fuzzy-matching \
-    --omit-header --no-location
+    --ignore-obsolete --width 100

@@ -215,8 +215,8 @@ def _submit(
         name = sub.relation.strip().lower()
         offered = None if language is None else {r.id for r in offered_in(config, language)}
         if name not in allowed_relations(config) or (offered is not None and name not in offered):
-            raise SubmissionError(
-                422, f"{sub.relation!r} is not one of the relations offered in this study."
+            raise SubmissionError(  # one literal: the worker reads it in the study's language
+                422, "Please choose one of the relations offered in this study."
             )
         relation = get_relation(name).name
         subj, obj = pair.concept_a, pair.concept_b

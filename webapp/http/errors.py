@@ -27,6 +27,8 @@ TITLES = {
     500: N_("Something went wrong on our side"),
 }
 
+CHECK_ANSWER = N_("Please check your answer.")
+
 
 # An area's own error page: returns None when the area does not apply (e.g. nobody logged in).
 AreaErrorRenderer = Callable[[Request, int, str], Response | None]
@@ -96,7 +98,7 @@ def _validation_message(exc: RequestValidationError) -> str:
         loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path", "form")]
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         parts.append(f"{'.'.join(loc)}: {msg}" if loc else msg)
-    return "Please check your answer. " + "; ".join(parts)  # parts: pydantic's English
+    return CHECK_ANSWER + " " + "; ".join(parts)  # parts: pydantic's own (English) words
 
 
 def install_error_handlers(
@@ -118,7 +120,8 @@ def install_error_handlers(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-        return error_response(request, 422, _validation_message(exc))
+        message = _validation_message(exc).replace(CHECK_ANSWER, gettext(request, CHECK_ANSWER), 1)
+        return error_response(request, 422, message)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> Response:
