@@ -195,6 +195,34 @@ def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -
     check_chinese(page.text)
 
 
+def test_relations_enabled_still_applies_in_chinese(site: Any, engine: Engine) -> None:
+    """The dashboard's run-time list narrows the Chinese vocabulary (and may switch a relation
+    of the file back on); a relation outside it is refused."""
+    with Session(engine) as s:
+        zh_id = s.exec(select(ImagePair.study_id).order_by(col(ImagePair.id).desc())).first()
+        assert zh_id is not None and zh_id != 1
+        save_study_config(s, {"relations_enabled": ["left of", "right of", "up"]}, zh_id)
+    client = client_for(site)
+    client.get(f"{ZH}/start/generate?PROLIFIC_PID=zh0003&STUDY_ID=s1&SESSION_ID=e3")
+    csrf = form_field(client.get(f"{ZH}/consent/generate").text, "csrf")
+    client.post(f"{ZH}/consent/generate", data={"decision": "agree", "csrf": csrf})
+    client.post(f"{ZH}/begin/generate", data={"csrf": csrf})
+    page = client.get(f"{ZH}/generate")
+    chips = dict(re.findall(r'name="relation" value="([^"]+)" required ><span>([^<]+)</span>',
+                            page.text))
+    assert chips == {"left of": "在…左边", "right of": "在…右边", "up": "沿…向上"}
+    fields = {k: form_field(page.text, k) for k in ("assignment_id", "client_token", "csrf")}
+    r = client.post(f"{ZH}/generate", data=dict(fields, action="submit", relation="on top of",
+                                                ent1="a", true_image="1"))
+    assert r.status_code == 422
+    r = client.post(f"{ZH}/generate", data=dict(fields, action="submit", relation="up",
+                                                ent1="a", true_image="1"), follow_redirects=False)
+    assert r.status_code == 303
+    with Session(engine) as s:
+        (example, _) = s.exec(select(Example)).all()
+        assert example.relation == "up" and "沿" in example.caption and "向上" in example.caption
+
+
 def test_chinese_preview_screenout_and_home(site: Any) -> None:
     """The MTurk preview (with the task's Chinese vocabulary), the screen-out page, the
     study's home and a declined consent: all Chinese."""
