@@ -93,9 +93,8 @@ class Catalogs:
             return found
         name = locale_dir_name(code)
         messages = self._by_dir.get(name or "", {})
-        if not messages and name:  # "zh-Hans-CN" -> zh_Hans -> zh
-            for candidate in (name.rsplit("_", 1)[0],):
-                messages = self._by_dir.get(candidate, {})
+        if not messages and name and "_" in name:  # "zh-Hans-CN": the zh_Hans catalog
+            messages = self._by_dir.get(name.rsplit("_", 1)[0], {})
         found = Translator(code, messages)
         with self._lock:
             self._translators[code] = found
