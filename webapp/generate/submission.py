@@ -216,7 +216,8 @@ def _submit(
         offered = None if language is None else {r.id for r in offered_in(config, language)}
         if name not in allowed_relations(config) or (offered is not None and name not in offered):
             raise SubmissionError(  # one literal: the worker reads it in the study's language
-                422, "Please choose one of the relations offered in this study."
+                422, "That is not one of the relations offered in this study; please choose one "
+                "from the list."
             )
         relation = get_relation(name).name
         subj, obj = pair.concept_a, pair.concept_b

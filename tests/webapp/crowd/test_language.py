@@ -163,7 +163,8 @@ def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -
                                                 ent1="a", true_image="1"))
     assert r.status_code == 422
     check_chinese(r.text)
-    assert "有些回答缺失或无效" in r.text and "请从本研究提供的关系中选择一个。" in r.text
+    assert "有些回答缺失或无效" in r.text
+    assert "这不是本研究提供的关系；请从列表中选择一个。" in r.text
 
     # A validator of the Chinese study sees the Chinese caption, in a Chinese page.
     validator = client_for(site)
