@@ -11,6 +11,11 @@ RUN if [ -n "$TORCH_INDEX_URL" ]; then \
       pip install "torch==2.13.0" --index-url "$TORCH_INDEX_URL"; \
     else pip install "torch==2.13.0"; fi
 
+# Noto CJK: the Chinese study's pages render in the image's own browser tests and screenshots
+# (scripts/test.sh installs the same package next to chromium).
+RUN apt-get update && apt-get install -y --no-install-recommends fonts-noto-cjk \
+    && rm -rf /var/lib/apt/lists/*
+
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY vsr_core ./vsr_core

@@ -8,7 +8,7 @@ bash scripts/setup.sh test
 . .venv/bin/activate
 # Real-browser tests use Debian's chromium (never a downloaded browser).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core) >/dev/null 2>&1 \
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core fonts-noto-cjk) >/dev/null 2>&1 \
     || echo "warning: could not install chromium; browser tests will be skipped" >&2
 fi
 # The proxy tests (tests/deploy) run Debian's nginx, unprivileged, over the shipped config.

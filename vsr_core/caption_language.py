@@ -117,3 +117,41 @@ def parse(grammar: Grammar, caption: str, relation: str | None = None) -> Parsed
             i = key[1:]
             return Parsed(m.group("subj"), grammar.by_name[f"#{i}"], m.group(f"o{i}"))
     raise LanguageParseError(f"caption {caption!r} does not fit the template")  # unreachable
+
+
+_GRAMMARS: dict[int, tuple[Language, Grammar]] = {}
+_GRAMMARS_MAX = 64
+
+
+def grammar_of(lang: Language) -> Grammar:
+    """The compiled grammar of a language object, compiled once per object (a study's parsed
+    definition is cached by its hash, so its Language objects live as long as the process)."""
+    hit = _GRAMMARS.get(id(lang))
+    if hit is not None and hit[0] is lang:
+        return hit[1]
+    grammar = compile_language(lang)
+    if len(_GRAMMARS) >= _GRAMMARS_MAX:
+        _GRAMMARS.pop(next(iter(_GRAMMARS)))
+    _GRAMMARS[id(lang)] = (lang, grammar)  # keeps lang alive, so its id is not reused
+    return grammar
+
+
+def concept_name(lang: Language, category: str) -> str:
+    """A COCO category as the language names it (the category itself when not translated)."""
+    return lang.concepts.get(category, category)
+
+
+def offered_relations(lang: Language) -> list[RelationEntry]:
+    """The language's relations annotators may pick: switched on and not import-only."""
+    return [r for r in lang.relations if r.enabled and not r.import_only]
+
+
+def render_concepts(lang: Language, subj: str, relation: str, obj: str) -> str:
+    """The caption of two COCO categories and a relation id, in the language."""
+    return render(grammar_of(lang), concept_name(lang, subj), relation, concept_name(lang, obj))
+
+
+def blank_caption(lang: Language, subj: str, obj: str, blank: str = "___") -> str:
+    """The caption with the relation still to choose: "The cat (is) ___ the dog." """
+    slot = f"({lang.copula}) {blank}" if lang.copula else blank
+    return lang.template.replace("ENT1", subj).replace("RELATION", slot).replace("ENT2", obj)

@@ -18,6 +18,8 @@ from webapp.crowd.leases import LeaseStrategy, PairStrategy
 from webapp.http.body_limit import BodySizeLimit
 from webapp.http.db_retry import RetryDroppedConnection
 from webapp.http.errors import install_error_handlers
+from webapp.http.i18n import Catalogs
+from webapp.http.i18n import install as install_i18n
 from webapp.http.inputs import InputGuard
 from webapp.http.security import SecurityHeaders
 from webapp.http.study import StudyScope, study_prefix
@@ -39,6 +41,7 @@ def make_templates() -> Jinja2Templates:
     from webapp.admin.formatting import install as install_admin_filters
 
     install_admin_filters(templates.env)
+    install_i18n(templates.env)  # worker pages in the study's language (webapp.http.i18n)
     return templates
 
 
@@ -74,6 +77,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.state.settings = settings
     app.state.engine = engine or make_engine(settings)
     app.state.templates = make_templates()
+    app.state.catalogs = Catalogs()  # every .po, read once at startup
     # Item selection per kind of crowd work (webapp.crowd.leases.LeaseStrategy); the validation
     # task adds its own under "validate".
     strategies: dict[str, LeaseStrategy] = {"generate": PairStrategy()}

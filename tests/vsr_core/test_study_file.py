@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from vsr_core import relation_semantics as S
-from vsr_core.caption_language import compile_language, parse, render
+from vsr_core.caption_language import (
+    compile_language,
+    grammar_of,
+    parse,
+    render,
+    render_concepts,
+)
 from vsr_core.captions import english_language, parse_caption, render_caption
 from vsr_core.relations import all_relations
 from vsr_core.study import DEFAULT_CONSENT
@@ -163,7 +169,14 @@ def test_line_index_handles_quoted_keys_and_multiline_strings() -> None:
 ZH = ROOT / "studies" / "vsr-zh.toml"
 
 
-@pytest.mark.parametrize("path", [VSR, ZH], ids=["en", "zh"])
+SHIPPED = sorted((ROOT / "studies").glob("*.toml"))
+
+
+def test_both_languages_are_shipped() -> None:
+    assert VSR in SHIPPED and ZH in SHIPPED
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
 def test_every_concept_and_relation_round_trips(path: Path) -> None:
     lang = load_study(path).default_language
     grammar = compile_language(lang)
@@ -179,6 +192,14 @@ def test_every_concept_and_relation_round_trips(path: Path) -> None:
                 assert (got.subj, got.relation, got.obj) == (subj, rel.id, obj), text
             seen += 1
     assert seen == 80 * 71
+    # As the worker pages render them: COCO categories named in the language (render_concepts,
+    # the grammar compiled once per language object).
+    assert grammar_of(lang) is grammar_of(lang)
+    for category, name in lang.concepts.items():
+        for rel in lang.relations:
+            text = render_concepts(lang, category, rel.id, "dog")
+            got = parse(grammar_of(lang), text, rel.id)
+            assert (got.subj, got.relation, got.obj) == (name, rel.id, lang.concepts["dog"])
 
 
 def test_chinese_study_mirrors_the_default() -> None:

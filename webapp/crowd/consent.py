@@ -27,3 +27,8 @@ def render_consent(text: str, minutes: int, items: int) -> Markup:
     """The consent text as safe HTML, with the batch's minutes and size filled in."""
     filled = text.replace("{minutes}", str(minutes)).replace("{items}", str(items))
     return Markup(_parser().render(filled))  # noqa: S704 - markdown-it escapes; HTML is off
+
+
+def render_text(text: str) -> Markup:
+    """A study text (its instructions) as safe HTML, in the same Markdown subset."""
+    return Markup(_parser().render(text))  # noqa: S704 - markdown-it escapes; HTML is off

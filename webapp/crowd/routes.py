@@ -13,9 +13,10 @@ from fastapi.responses import Response
 from sqlmodel import Session
 
 from vsr_core.models import Batch, BatchStatus, ImagePair, PairStatus, Worker
-from vsr_core.study import load_study_config
+from vsr_core.study import DEFAULT_CONSENT, load_study_config
+from vsr_core.study_context import StudyContext
 from webapp.crowd import batches
-from webapp.crowd.consent import render_consent
+from webapp.crowd.consent import render_consent, render_text
 from webapp.crowd.examples import available as example_photos
 from webapp.crowd.identity import (
     CurrentWorker,
@@ -118,7 +119,14 @@ def _preview(kind: str, request: Request, session: Session, templates: Any) -> R
     show = task_previews(request).get(kind)
     if show is not None and sample is not None:
         task = show(request, session, sample)
-    return page(templates, request, "preview.html", kind, task=task, photos=example_photos())
+    return page(templates, request, "preview.html", kind, task=task, photos=example_photos(),
+                texts=study_texts(current_study(request)))
+
+
+def study_texts(study: StudyContext) -> dict[str, Any]:
+    """The study language's instructions (as safe HTML) and worked examples."""
+    texts = study.language.texts
+    return {"instructions": render_text(texts.instructions), "examples": texts.examples}
 
 
 @router.get("/consent/{kind}", summary="Consent form")
@@ -133,7 +141,11 @@ def consent_form(
     study = current_study(request)
     config = load_study_config(session, study.id)
     size, minutes, _ = batches.limits(config, kind)
-    html = render_consent(config.consent_text, minutes=minutes, items=size)
+    # The study language's consent (its definition's texts) unless the admin wrote their own
+    # in the settings, which then wins as before.
+    text = study.language.texts.consent if config.consent_text == DEFAULT_CONSENT \
+        else config.consent_text
+    html = render_consent(text, minutes=minutes, items=size)
     return page(templates, request, "consent.html", kind, consent_html=html)
 
 
@@ -175,7 +187,7 @@ def instructions(
     return page(
         templates, request, "instructions.html", kind,
         size=size, minutes=minutes, per_day=per_day, open_batch=open_batch,
-        photos=example_photos(),
+        photos=example_photos(), texts=study_texts(study),
     )
 
 

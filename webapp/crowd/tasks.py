@@ -17,11 +17,12 @@ from vsr_core.models import ImagePair
 from webapp.crowd.identity import csrf_token
 from webapp.crowd.leases import LeaseStrategy
 from webapp.http.errors import PageError
+from webapp.http.i18n import N_
 
 # What the MTurk preview shows of a task for one sample pair (None: the task has no preview).
 TaskPreview = Callable[[Request, Session, ImagePair], dict[str, Any]]
 
-KIND_TITLES = {"generate": "Write spatial captions", "validate": "Check spatial captions"}
+KIND_TITLES = {"generate": N_("Write spatial captions"), "validate": N_("Check spatial captions")}
 
 
 def strategy_for(request: Request, kind: str) -> LeaseStrategy:

@@ -146,9 +146,11 @@ def task_submit(
 ) -> Response:
     check_csrf(request, form.csrf)
     assert worker.id is not None
-    config = load_study_config(session, current_study(request).id)
+    study = current_study(request)
+    config = load_study_config(session, study.id)
     try:
-        submit(session, worker.id, _stored(request, worker.id, form), config)
+        submit(session, worker.id, _stored(request, worker.id, form), config,
+               language=study.language)
     except SubmissionError as exc:
         if exc.status == 409:
             # The lease ran out: nothing to fix in the form, so carry on with the next pair.
@@ -256,9 +258,10 @@ def api_submit(
     check_json_post(request)
     assert worker.id is not None
     try:
+        study = current_study(request)
         annotation, created = submit(
             session, worker.id, _stored(request, worker.id, body),
-            load_study_config(session, current_study(request).id))
+            load_study_config(session, study.id), language=study.language)
     except SubmissionError as exc:
         raise PageError(exc.status, exc.message) from exc
     result = _result(session, annotation, created)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from vsr_core.caption_language import offered_relations, render_concepts
 from vsr_core.captions import render_caption
 from vsr_core.models import (
     Annotation,
@@ -29,13 +30,15 @@ from vsr_core.models import (
 )
 from vsr_core.relations import enabled_relations, get_relation, is_known
 from vsr_core.study import StudyConfig
+from vsr_core.study_file import Language, RelationEntry
 from vsr_core.types import utcnow
 from webapp.crowd.lease_tokens import MAX_LENGTH
 from webapp.crowd.leases import finish, lock_row_wait
+from webapp.http.i18n import N_
 
 SKIP_REASONS: dict[str, str] = {
-    "unidentifiable": "I cannot identify one of the objects in an image",
-    "no_contrast": "No relation is true for one image and false for the other",
+    "unidentifiable": N_("I cannot identify one of the objects in an image"),
+    "no_contrast": N_("No relation is true for one image and false for the other"),
 }
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{8,64}$"
 
@@ -113,6 +116,16 @@ def allowed_relations(config: StudyConfig) -> list[str]:
     return [r.name for r in enabled_relations()]
 
 
+def offered_in(config: StudyConfig, language: Language) -> list[RelationEntry]:
+    """The relations of the study language annotators may pick, in the file's order: the
+    language's switched-on ones, or the admin's run-time ``relations_enabled`` list when set
+    (which may switch a relation of the file back on)."""
+    if config.relations_enabled is None:
+        return offered_relations(language)
+    chosen = set(allowed_relations(config))
+    return [r for r in language.relations if r.id in chosen and not r.import_only]
+
+
 def _existing(session: Session, sub: GenerationSubmission) -> Annotation | None:
     by_token = session.exec(
         select(Annotation).where(Annotation.client_token == sub.client_token)
@@ -136,13 +149,16 @@ def submit(
     sub: GenerationSubmission,
     config: StudyConfig,
     now: datetime | None = None,
+    language: Language | None = None,
 ) -> tuple[Annotation, bool]:
     """Store a submission and commit; returns (annotation, created). Raises SubmissionError.
 
+    ``language``: the study's language (its relations and caption template); the default
+    English one when not given. The caption is stored in it, the relation as its id.
     Everything (annotation, examples, lease, pair status) is committed together or not at all.
     """
     try:
-        result = _submit(session, worker_id, sub, config, now or utcnow())
+        result = _submit(session, worker_id, sub, config, now or utcnow(), language)
         session.commit()
         return result
     except IntegrityError:
@@ -158,7 +174,8 @@ def submit(
 
 
 def _submit(
-    session: Session, worker_id: int, sub: GenerationSubmission, config: StudyConfig, now: datetime
+    session: Session, worker_id: int, sub: GenerationSubmission, config: StudyConfig,
+    now: datetime, language: Language | None = None,
 ) -> tuple[Annotation, bool]:
     existing = _existing(session, sub)
     if existing is not None:
@@ -196,15 +213,18 @@ def _submit(
     else:
         assert sub.relation is not None and sub.true_image is not None
         name = sub.relation.strip().lower()
-        if name not in allowed_relations(config):
-            raise SubmissionError(
-                422, f"{sub.relation!r} is not one of the relations offered in this study."
+        offered = None if language is None else {r.id for r in offered_in(config, language)}
+        if name not in allowed_relations(config) or (offered is not None and name not in offered):
+            raise SubmissionError(  # one literal: the worker reads it in the study's language
+                422, "That is not one of the relations offered in this study; please choose one "
+                "from the list."
             )
         relation = get_relation(name).name
         subj, obj = pair.concept_a, pair.concept_b
         if sub.ent1 == "b":
             subj, obj = obj, subj
-        caption = render_caption(subj, relation, obj)
+        caption = (render_caption(subj, relation, obj) if language is None
+                   else render_concepts(language, subj, relation, obj))
         true_id, false_id = pair.image1_id, pair.image2_id
         if sub.true_image == 2:
             true_id, false_id = false_id, true_id

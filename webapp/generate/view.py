@@ -8,11 +8,11 @@ from typing import Any
 from fastapi import Request
 from sqlmodel import Session
 
-from vsr_core.captions import render_caption
+from vsr_core.caption_language import blank_caption, concept_name, render_concepts
 from vsr_core.models import Image, ImagePair, Instance
-from vsr_core.relations import relations_by_category
 from vsr_core.study import load_study_config
-from webapp.generate.submission import SKIP_REASONS, allowed_relations
+from webapp.generate.submission import SKIP_REASONS, offered_in
+from webapp.http.study import current_study
 from webapp.images import render as images
 from webapp.images.signed_urls import pair_image_url
 
@@ -48,26 +48,30 @@ def task_context(request: Request, session: Session, pair: ImagePair) -> dict[st
                 "shapes_b": images.svg_shapes(b),
             }
         )
-    allowed = set(allowed_relations(config))
-    # Table 1 lists a few relations ("among") under two categories: offer each once, in the
-    # first category that has it (two chips for one relation look like two choices).
-    groups: dict[str, list[str]] = {}
-    offered: set[str] = set()
-    for cat, rels in relations_by_category(only_enabled=False).items():
-        chosen = [r for r in rels if r in allowed and r not in offered]
-        offered.update(chosen)
-        if chosen:
-            groups[cat] = chosen
-    # The exact captions vsr_core.captions renders, so the live preview cannot drift from storage.
+    lang = current_study(request).language
+    # The study language's vocabulary (its names, its categories, its switched-off relations
+    # hidden) cut down to the run-time ``relations_enabled`` setting.
+    # A relation listed under two categories ("among") is offered once, in its first one
+    # (two chips for one relation look like two choices).
+    groups: dict[str, list[dict[str, str]]] = {}
+    for rel in offered_in(config, lang):
+        groups.setdefault(rel.categories[0], []).append({"id": rel.id, "name": rel.name})
+    # The exact captions vsr_core.caption_language renders, so the live preview cannot drift
+    # from storage.
     captions = {
-        rel: {
-            "a": render_caption(pair.concept_a, rel, pair.concept_b),
-            "b": render_caption(pair.concept_b, rel, pair.concept_a),
+        rel["id"]: {
+            "a": render_concepts(lang, pair.concept_a, rel["id"], pair.concept_b),
+            "b": render_concepts(lang, pair.concept_b, rel["id"], pair.concept_a),
         }
-        for rel in sorted(allowed)
+        for rels in groups.values() for rel in rels
     }
+    names = {"a": concept_name(lang, pair.concept_a), "b": concept_name(lang, pair.concept_b)}
     return {
         "pair": pair,
+        "names": names,
+        "blank_caption": blank_caption(lang, names["a"], names["b"]),
+        # for the page's script, which swaps the two objects
+        "blank_template": blank_caption(lang, "{first}", "{second}"),
         "shown": shown,
         "groups": groups,
         "captions": captions,

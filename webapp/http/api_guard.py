@@ -59,6 +59,6 @@ def check_json_post(request: Request) -> None:
         expected.encode(), submitted.encode("utf-8", "replace")
     ):
         raise PageError(
-            403, f"This request did not come from this site (missing or wrong {CSRF_HEADER} "
-            "header). Reload the page and try again."
+            403, "This request did not come from this site (missing or wrong X-CSRF-Token "
+            "header). Reload the page and try again."  # one literal: a gettext msgid
         )

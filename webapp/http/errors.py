@@ -12,18 +12,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from webapp.http.i18n import N_, gettext
+
 log = logging.getLogger("webapp")
 
 TITLES = {
-    400: "Something is wrong with this link or form",
-    401: "Please start from your study link",
-    403: "Not allowed",
-    404: "Not found",
-    405: "Not allowed",
-    409: "This was already done or is no longer yours",
-    422: "Some answers are missing or invalid",
-    500: "Something went wrong on our side",
+    400: N_("Something is wrong with this link or form"),
+    401: N_("Please start from your study link"),
+    403: N_("Not allowed"),
+    404: N_("Not found"),
+    405: N_("Not allowed"),
+    409: N_("This was already done or is no longer yours"),
+    422: N_("Some answers are missing or invalid"),
+    500: N_("Something went wrong on our side"),
 }
+
+CHECK_ANSWER = N_("Please check your answer.")
 
 
 # An area's own error page: returns None when the area does not apply (e.g. nobody logged in).
@@ -50,6 +54,9 @@ def wants_json(request: Request) -> bool:
 def error_response(
     request: Request, status: int, message: str, page: str | None = None
 ) -> Response:
+    # Messages are written in English and looked up in the study language's catalog
+    # (webapp.http.i18n); one built with values in it stays English.
+    message = gettext(request, message)
     if wants_json(request):
         return JSONResponse({"detail": message}, status_code=status)
     # An area with a layout of its own (the dashboard, for a logged-in admin) renders its
@@ -64,7 +71,7 @@ def error_response(
     template = "screenout.html" if page == "screenout" else "error.html"
     context: dict[str, Any] = {
         "status": status,
-        "title": TITLES.get(status, "Something went wrong"),
+        "title": gettext(request, TITLES.get(status, N_("Something went wrong"))),
         "message": message,
     }
     if page == "screenout":
@@ -91,7 +98,7 @@ def _validation_message(exc: RequestValidationError) -> str:
         loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path", "form")]
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         parts.append(f"{'.'.join(loc)}: {msg}" if loc else msg)
-    return "Please check your answer. " + "; ".join(parts)
+    return CHECK_ANSWER + " " + "; ".join(parts)  # parts: pydantic's own (English) words
 
 
 def install_error_handlers(
@@ -113,12 +120,13 @@ def install_error_handlers(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-        return error_response(request, 422, _validation_message(exc))
+        message = _validation_message(exc).replace(CHECK_ANSWER, gettext(request, CHECK_ANSWER), 1)
+        return error_response(request, 422, message)
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(
-            request, 500, "Sorry, something went wrong. Your earlier answers are saved; "
-            "please reload the page in a moment."
+            request, 500, N_("Sorry, something went wrong. Your earlier answers are saved; "
+                             "please reload the page in a moment.")
         )

@@ -5,6 +5,8 @@
   const button = document.getElementById("copy-code");
   if (!button) return;
   const status = document.getElementById("copy-status");
+  // The page's words in the study's language (gettext on the server, see done.html).
+  const t = JSON.parse(document.getElementById("i18n-strings").textContent);
   const code = button.dataset.code || "";
   function fallback() {
     const box = document.getElementById("completion-code");
@@ -16,7 +18,7 @@
     return document.execCommand && document.execCommand("copy");
   }
   function said(ok) {
-    status.textContent = ok ? "Copied." : "Select the code and copy it (Ctrl+C).";
+    status.textContent = ok ? t.copied : t.select;
   }
   button.addEventListener("click", function () {
     if (navigator.clipboard && window.isSecureContext) {

@@ -13,6 +13,11 @@
   const count = document.getElementById("filter-count");
   const chips = Array.from(document.querySelectorAll('input[name="relation"]'));
   const photos = Array.from(document.querySelectorAll(".photo"));
+  // The page's words in the study's language (gettext on the server, see generate.html).
+  const t = JSON.parse(document.getElementById("i18n-strings").textContent);
+  function fill(text, values) {
+    return text.replace(/\{(\w+)\}/g, function (m, k) { return k in values ? String(values[k]) : m; });
+  }
 
   function checked(name) {
     const el = document.querySelector('input[name="' + name + '"]:checked');
@@ -29,23 +34,23 @@
     } else {
       const first = form.dataset[ent1 === "a" ? "conceptA" : "conceptB"];
       const second = form.dataset[ent1 === "a" ? "conceptB" : "conceptA"];
-      preview.textContent = "The " + first + " (is) ___ the " + second + ".";
+      preview.textContent = fill(t.blank, {first: first, second: second});
       preview.classList.remove("ready");
     }
     document.querySelectorAll("[data-role-of]").forEach(function (el) {
       el.textContent = el.dataset.roleOf === ent1 ? "ENT1" : "ENT2";
     });
-    truth.textContent = img ? "True for image " + img + ", false for image " + (img === "1" ? 2 : 1) + "." : "";
+    truth.textContent = img ? fill(t.true_for, {a: img, b: img === "1" ? 2 : 1}) : "";
     photos.forEach(function (p) {
       const on = p.dataset.slot === img;
       p.classList.toggle("chosen-true", on);
       p.classList.toggle("chosen-false", !!img && !on);
-      p.querySelector(".photo-verdict").textContent = img ? (on ? "TRUE" : "FALSE") : "";
+      p.querySelector(".photo-verdict").textContent = img ? (on ? t["true"] : t["false"]) : "";
     });
     const missing = [];
-    if (!rel) missing.push("a relation");
-    if (!img) missing.push("the image it is true for");
-    hint.textContent = missing.length ? "Still to choose: " + missing.join(" and ") + "." : "Ready: press Enter to submit.";
+    if (!rel) missing.push(t.a_relation);
+    if (!img) missing.push(t.the_image);
+    hint.textContent = missing.length ? fill(t.still, {what: missing.join(t.and)}) : t.ready;
     hint.classList.toggle("ok", !missing.length);
   }
 
@@ -53,14 +58,16 @@
     const q = filter.value.trim().toLowerCase();
     let shown = 0;
     chips.forEach(function (input) {
-      const ok = !q || input.value.indexOf(q) !== -1;
+      // The relation's id (English) or its name as shown (the study's language).
+      const label = input.nextElementSibling ? input.nextElementSibling.textContent.toLowerCase() : "";
+      const ok = !q || input.value.indexOf(q) !== -1 || label.indexOf(q) !== -1;
       input.closest(".chip").hidden = !ok;
       if (ok) shown++;
     });
     document.querySelectorAll(".group").forEach(function (g) {
       g.hidden = !g.querySelector(".chip:not([hidden])");
     });
-    count.textContent = q ? shown + " match" + (shown === 1 ? "" : "es") : "";
+    count.textContent = q ? fill(shown === 1 ? t.match : t.matches, {n: shown}) : "";
   }
 
   function visibleChips() { return chips.filter(function (c) { return !c.closest(".chip").hidden; }); }

@@ -22,6 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
+from vsr_core.caption_language import concept_name
 from vsr_core.db import is_dropped_connection, make_lean_engine
 from vsr_core.models import Assignment, Example, Image, Worker
 from vsr_core.types import utcnow
@@ -152,11 +153,16 @@ def _task_page(request: Request, session: Session, settings: Any, templates: Any
         return redirect(_where_next(request, session, worker))
     assert item.display is not None and worker.id is not None
     token = _lease_token(request, worker.id, item.lease_id)
+    lang = current_study(request).language
+    shown = leased_item(item.display, token)
+    # The caption is stored in the study's language; the legend names the objects in it too.
+    shown["subj_name"] = concept_name(lang, shown["subj"])
+    shown["obj_name"] = concept_name(lang, shown["obj"])
     ctx: dict[str, Any] = {
         "kind": KIND,
         "batch_size": item.batch_size,
         "lease_token": token,
-        "item": leased_item(item.display, token),
+        "item": shown,
         "done_count": item.done,
         "seconds_left": _seconds_left(item),
         "csrf": csrf_token(request),
