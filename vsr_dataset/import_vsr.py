@@ -89,6 +89,13 @@ def import_vsr_file(engine: Engine, path: Path, progress: Progress | None = None
     records, summary = read_vsr_file(path, progress)
     with engine.begin() as conn:
         result = import_vsr_records(conn, records, path=str(path))
+    if engine.dialect.name == "postgresql" and (result.examples_added or result.votes_added):
+        # A bulk import can grow the tables tenfold before autovacuum's next ANALYZE: until
+        # then the planner works from the old row counts (at 10x VSR, nested loops over
+        # "a few" votes). Fresh statistics now, outside the import's transaction.
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            for table in ("worker", "image", "example", "vote"):
+                conn.exec_driver_sql(f"ANALYZE {table}")
     result.subj_obj_mismatches = summary.subj_obj_mismatches
     return result
 

@@ -70,6 +70,8 @@ def write_captions(engine: Engine, n: int, *, vote_ms: int, caption_ms: int = 20
                     label=label,
                     annotation_id=ann.id,
                     author_id=writer.id,
+                    queue_votes=1,  # its one vote below, counted as the queue counts it
+                    queue_agree=1,
                 )
                 s.add(ex)
                 s.flush()

@@ -113,6 +113,10 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                     "origin": "imported",
                     "author_id": workers[str(rec["annotator_id"])],
                     "queue_open": False,  # settled, as the project's importer leaves them
+                    # the vote counters, as the importer and the queue keep them
+                    "queue_votes": len(vote_list(rec)),
+                    "queue_agree": sum(v == bool(rec["label"]) for _, v in vote_list(rec)),
+                    "queue_settled": True,
                     "is_gold": False,
                     "source_key": f"seed:{i}",
                     "created_at": now,
@@ -139,3 +143,20 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
         for start in range(0, len(votes), 5000):
             conn.execute(insert(vote_t), votes[start : start + 5000])
     return Seeded(records, example_ids, workers)
+
+
+def add_vote(session: Any, example_id: int, worker_id: int, value: bool) -> None:
+    """One vote, counted on its Example the way the validation queue counts it in the same
+    statement (webapp.validate.statements: queue_votes + 1, queue_agree + 1 when it agrees
+    with the label), for tests that put votes in without a lease."""
+    from sqlalchemy import case, update
+
+    session.add(Vote(example_id=example_id, worker_id=worker_id, value=value))
+    session.execute(
+        update(Example)
+        .where(Example.id == example_id)  # type: ignore[arg-type]
+        .values(
+            queue_votes=Example.queue_votes + 1,
+            queue_agree=Example.queue_agree + case((Example.label == value, 1), else_=0),  # type: ignore[arg-type]
+        )
+    )

@@ -17,11 +17,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from tests.support.admin_seed import read_raw, seed, vote_list
+from tests.support.admin_seed import add_vote, read_raw, seed, vote_list
 from tests.webapp.admin.test_admin import admin, app  # noqa: F401  (fixtures)
 from vsr_core.agreement import is_kept
 from vsr_core.kept import kept_counts
-from vsr_core.models import Example, Vote, Worker
+from vsr_core.models import Example, Worker
 from vsr_dataset.export import BuildOptions, build_dataset
 
 
@@ -53,7 +53,7 @@ def _add_open_examples(engine: Engine) -> None:
             s.add(ex)
             s.flush()
             for w, value in zip(validators, votes, strict=False):
-                s.add(Vote(example_id=ex.id, worker_id=w.id, value=value))  # type: ignore[arg-type]
+                add_vote(s, ex.id, w.id, value)  # type: ignore[arg-type]
         s.commit()
 
 

@@ -85,10 +85,14 @@ def example_agreement(
     relation's 14,000 Examples cost most of the data page's time).
     """
     where = [EX.c.study_id == study_id, *(where or ())]  # one study's Examples only
-    vc = vote_counts(select(EX.c.id).where(*where))
-    n = func.coalesce(vc.c.n, 0)
-    t = func.coalesce(vc.c.t, 0)
-    agree = case((EX.c.label.is_(True), t), else_=n - t)
+    # Votes and agreeing votes from the Example's own counters, not by grouping the vote
+    # table: every vote is counted on its Example in the same statement that stores it
+    # (webapp.validate.statements.count_vote; the importer sets them too), so they are equal
+    # (webapp.validate.audit checks it), and reading them is one pass over the Examples. At
+    # 10x VSR, grouping 390,000 votes cost the overview ~400 ms of its ~480.
+    n = EX.c.queue_votes
+    agree = EX.c.queue_agree
+    t = case((EX.c.label.is_(True), agree), else_=n - agree)
     target = func.coalesce(EX.c.target_votes, cfg.votes_per_example)
     # Decided = the validation queue wants no more votes for it (its adaptive rule, kept on
     # the row; imported Examples arrive settled), and it has its target number of votes.
@@ -113,7 +117,6 @@ def example_agreement(
             case((and_(n > 0, agree == n), 1), else_=0).label("unanimous"),
         )
         .select_from(EX)
-        .outerjoin(vc, vc.c.example_id == EX.c.id)
         .where(true() if with_revalidation else EX.c.origin != REVALIDATION, *(where or ()))
         .subquery("ea")
     )

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from tests.support.admin_seed import Seeded, read_raw, seed, vote_list
+from tests.support.admin_seed import Seeded, add_vote, read_raw, seed, vote_list
 from vsr_core.agreement import fleiss_kappa, is_kept, is_unanimous
 from vsr_core.db import make_engine
 from vsr_core.models import (
@@ -34,7 +34,6 @@ from vsr_core.models import (
     MatchRun,
     McItem,
     StudySetting,
-    Vote,
     Worker,
 )
 from vsr_core.settings import Settings
@@ -384,7 +383,7 @@ def test_overview_counts_match_the_release(
         w = Worker(source="prolific", external_id="new-validator", roles=["validate"])
         s.add(w)
         s.flush()
-        s.add(Vote(example_id=seeded.example_ids[0], worker_id=w.id, value=True))  # type: ignore[arg-type]
+        add_vote(s, seeded.example_ids[0], w.id, True)  # type: ignore[arg-type]
         s.commit()
     assert client.get("/admin/api/overview.json").json()["votes"] == n_votes + 1
 
@@ -912,7 +911,7 @@ def test_decided_follows_the_validation_queue(
             w = Worker(source="prolific", external_id=f"v{i}", roles=["validate"])
             s.add(w)
             s.flush()
-            s.add(Vote(example_id=ex.id, worker_id=w.id, value=value))  # type: ignore[arg-type]
+            add_vote(s, ex.id, w.id, value)  # type: ignore[arg-type]
         s.commit()
         ex_id = ex.id
     o = client.get("/admin/api/overview.json").json()
