@@ -24,7 +24,7 @@ import numpy as np
 
 from matching.pipeline import Item, MatchResult
 from matching.relevance import RelevanceModel
-from vsr_core.relation_semantics import is_equivalent, is_implied, sim_probability
+from matching.study_scope import is_equivalent, is_implied, sim_probability
 
 
 def _expected_hit(scores: Sequence[float], answer: int) -> float:

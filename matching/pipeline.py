@@ -31,7 +31,7 @@ from matching.geometry_filter import PairShapes, rejected_mask
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
 from matching.similarity import SimilarityScorer, table_lookup, table_matrices
-from vsr_core.captions import render_caption
+from matching.study_scope import render_caption
 
 
 @dataclass(frozen=True)
@@ -448,7 +448,7 @@ def run_matching(
     known_names = table_matrices()[0]
     unknown = sorted({q.relation for q in queries if q.relation not in known_names})
     if unknown:
-        raise ValueError(f"unknown relation(s) {unknown}: not in the VSR vocabulary")
+        raise ValueError(f"unknown relation(s) {unknown}: not in the study's relation vocabulary")
     mapping = split_mapping(queries, splits, split_seed)
     by_split: dict[str, list[Record]] = {s: [] for s in SPLITS}
     for q in queries:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from vsr_core.relations import all_relations
+from matching.study_scope import relation_names as relation_names
 
 if TYPE_CHECKING:
     from matching.records import Record
@@ -55,10 +55,6 @@ def load_encoder(name_or_path: str | None = None) -> Encoder:
 
     model: Any = SentenceTransformer(str(name_or_path), device="cpu")
     return model
-
-
-def relation_names() -> list[str]:
-    return [r.name for r in all_relations(include_import_only=True)]
 
 
 class RelevanceModel:

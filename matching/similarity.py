@@ -1,9 +1,9 @@
 """P_sim: the probability that a candidate caption is true whenever another one is.
 
 Two implementations behind one interface:
-- ``TableSimilarity`` (offline default): the hand-written relation-semantics table in
-  ``vsr_core.relation_semantics``, vectorised over relation indices so a whole weight matrix is a
-  few numpy gathers.
+- ``TableSimilarity`` (offline default): the relation-semantics table of the study being
+  matched (``matching.study_scope``; VSR's hand-written one by default), vectorised over
+  relation indices so a whole weight matrix is a few numpy gathers.
 - ``CrossEncoderSimilarity``: a sentence-transformers CrossEncoder NLI model (by name or
   path); P_sim is its entailment probability for (truth caption, candidate caption).
 """
@@ -17,9 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from matching.relevance import relation_names
-from vsr_core.captions import render_caption
-from vsr_core.relation_semantics import OTHER_OBJECTS_P, link
+from matching.study_scope import active_table, render_caption
+from vsr_core.relation_semantics import OTHER_OBJECTS_P, SemanticsTable
 
 Triple = tuple[str, str, str]
 
@@ -32,11 +31,19 @@ class SimilarityScorer(Protocol):
         ...
 
 
-@lru_cache(maxsize=1)
 def table_matrices() -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Relation index; P for same and swapped objects; "implied" (same, equivalent or
-    entailed) for same and swapped objects. Rows: premise relation, columns: candidate."""
-    names = relation_names()
+    entailed) for same and swapped objects. Rows: premise relation, columns: candidate.
+    By the active study's table (matching.study_scope)."""
+    return _matrices(active_table())
+
+
+@lru_cache(maxsize=4)
+def _matrices(
+    table: SemanticsTable,
+) -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    link = table.link
+    names = list(table.names)
     index = {n: i for i, n in enumerate(names)}
     r = len(names)
     p_same, p_swap = np.zeros((r, r)), np.zeros((r, r))

@@ -15,15 +15,23 @@ relation pairs not mentioned get ``DEFAULT_P``.
 
 Written by hand rather than taken from an NLI model because it must run offline and be
 auditable: a validator or admin can read exactly why a distractor was (not) allowed.
+
+``SemanticsTable`` holds one vocabulary's entries and answers by their closure: the built-in
+table is one instance (``builtin_table``), a study file's ``[semantics]`` another
+(``table_for_study``); the module-level functions answer by the built-in one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
-from typing import Literal
+from functools import cache
+from typing import TYPE_CHECKING, Literal
 
 from vsr_core.relations import all_relations
+
+if TYPE_CHECKING:
+    from vsr_core.study_file import StudyDefinition
 
 Kind = Literal["same", "equivalent", "entails", "contradicts", "overlaps", "unrelated"]
 Triple = tuple[str, str, str]  # (subj, relation, obj)
@@ -166,125 +174,229 @@ class Link:
 Literal_ = tuple[str, bool]  # (relation, swapped): swapped=True reads "B rel A" for (A, B)
 
 
-@lru_cache(maxsize=1)
-def _closure() -> tuple[dict[Literal_, dict[Literal_, str]], dict[str, int]]:
-    """Entailment closure over literals; the reason of a derived edge names its steps."""
-    import networkx as nx  # light, and only needed once
+class SemanticsTable:
+    """One relation vocabulary's semantics: what a caption says about another, by closure.
 
-    graph = nx.DiGraph()
-    names = [r.name for r in all_relations(include_import_only=True)]
-    for n in names:
-        graph.add_node((n, False))
-        graph.add_node((n, True))
+    ``builtin_table()`` is the hand-written VSR table above; ``table_for_study`` builds one from
+    a study file's ``[semantics]`` (relation ids; a lab's own vocabulary), so matching forbids
+    and weighs distractors by the rules of the study it matches (matching.study_scope)."""
 
-    def both(a: Literal_, b: Literal_, reason: str) -> None:
-        graph.add_edge(a, b, reason=reason)
-        graph.add_edge(b, a, reason=reason)
+    def __init__(
+        self,
+        names: Sequence[str],
+        equivalents: Sequence[tuple[Sequence[str], str]] = (),
+        converses: Sequence[tuple[str, str, str]] = (),
+        symmetric: Sequence[tuple[str, str]] = (),
+        entailments: Sequence[tuple[str, str, str]] = (),
+        contradictions: Sequence[tuple[str, str, float, str]] = (),
+        overlaps: Sequence[tuple[str, str, float, str]] = (),
+        source: str = "built-in",
+    ) -> None:
+        self.names: tuple[str, ...] = tuple(names)
+        self.equivalents = tuple((tuple(g), r) for g, r in equivalents)
+        self.converses = tuple(converses)
+        self.symmetric = tuple(symmetric)
+        self.entailments = tuple(entailments)
+        self.contradictions = tuple(contradictions)
+        self.overlaps = tuple(overlaps)
+        self.source = source
+        self._reach: dict[Literal_, dict[Literal_, str]] | None = None
+        self._links: dict[tuple[str, str, bool], Link] = {}
+        self._lower = {n.strip().lower(): n for n in self.names}
 
-    for group, reason in EQUIVALENTS:
-        for x in group:
-            for y in group:
-                if x != y:
-                    for sw in (False, True):
-                        both((x, sw), (y, sw), f"'{x}' = '{y}': {reason}")
-    for x, y, reason in CONVERSES:
-        for sw in (False, True):
-            both((x, sw), (y, not sw), f"'{x}' is the converse of '{y}': {reason}")
-    for x, reason in SYMMETRIC:
-        both((x, False), (x, True), f"'{x}' is symmetric: {reason}")
-    for x, y, reason in ENTAILMENTS:
-        for sw in (False, True):
-            graph.add_edge((x, sw), (y, sw), reason=f"'{x}' entails '{y}': {reason}")
+    def __repr__(self) -> str:
+        return f"SemanticsTable({self.source}, {len(self.names)} relations)"
 
-    reach: dict[Literal_, dict[Literal_, str]] = {}
-    for node in graph.nodes:
-        # Shortest paths give the most direct explanation for each derived entailment.
-        paths = nx.single_source_shortest_path(graph, node)
-        reach[node] = {
-            tgt: "; ".join(graph.edges[a, b]["reason"] for a, b in zip(path, path[1:]))  # noqa: B905
-            for tgt, path in paths.items()
-            if tgt != node
-        }
-    return reach, {n: i for i, n in enumerate(names)}
+    def rules(self) -> tuple[object, ...]:
+        """The entries without their reasoning: two tables with equal rules decide alike."""
+        return (
+            [g for g, _ in self.equivalents], [(x, y) for x, y, _ in self.converses],
+            [x for x, _ in self.symmetric], [(x, y) for x, y, _ in self.entailments],
+            [(x, y, p) for x, y, p, _ in self.contradictions],
+            [(x, y, p) for x, y, p, _ in self.overlaps],
+        )
 
+    def _closure(self) -> dict[Literal_, dict[Literal_, str]]:
+        """Entailment closure over literals; the reason of a derived edge names its steps."""
+        if self._reach is not None:
+            return self._reach
+        import networkx as nx  # light, and only needed once per table
 
-def _check(name: str) -> str:
-    _, index = _closure()
-    key = name.strip().lower()
-    if key not in index:
-        raise ValueError(f"unknown relation {name!r}")
-    return key
+        graph = nx.DiGraph()
+        for n in self.names:
+            graph.add_node((n, False))
+            graph.add_node((n, True))
 
+        def both(a: Literal_, b: Literal_, reason: str) -> None:
+            graph.add_edge(a, b, reason=reason)
+            graph.add_edge(b, a, reason=reason)
 
-def implied_literals(lit: Literal_) -> dict[Literal_, str]:
-    """Every literal the given one entails, itself included."""
-    reach, _ = _closure()
-    return {lit: "identity"} | reach[lit]
+        for group, reason in self.equivalents:
+            for x in group:
+                for y in group:
+                    if x != y:
+                        for sw in (False, True):
+                            both((x, sw), (y, sw), f"'{x}' = '{y}': {reason}")
+        for x, y, reason in self.converses:
+            for sw in (False, True):
+                both((x, sw), (y, not sw), f"'{x}' is the converse of '{y}': {reason}")
+        for x, reason in self.symmetric:
+            both((x, False), (x, True), f"'{x}' is symmetric: {reason}")
+        for x, y, reason in self.entailments:
+            for sw in (False, True):
+                graph.add_edge((x, sw), (y, sw), reason=f"'{x}' entails '{y}': {reason}")
 
+        reach: dict[Literal_, dict[Literal_, str]] = {}
+        for node in graph.nodes:
+            # Shortest paths give the most direct explanation for each derived entailment.
+            paths = nx.single_source_shortest_path(graph, node)
+            reach[node] = {
+                tgt: "; ".join(graph.edges[a, b]["reason"] for a, b in zip(path, path[1:]))  # noqa: B905
+                for tgt, path in paths.items()
+                if tgt != node
+            }
+        self._reach = reach
+        return reach
 
-def _equivalents(name: str) -> set[str]:
-    """Relations mutually entailing ``name`` with the same argument order."""
-    reach, _ = _closure()
-    fwd = reach[(name, False)]
-    return {name} | {r for (r, sw) in fwd if not sw and (name, False) in reach[(r, False)]}
+    def check(self, name: str) -> str:
+        key = self._lower.get(name.strip().lower())
+        if key is None:
+            raise ValueError(f"unknown relation {name!r}")
+        return key
+
+    def implied_literals(self, lit: Literal_) -> dict[Literal_, str]:
+        """Every literal the given one entails, itself included."""
+        return {lit: "identity"} | self._closure()[lit]
+
+    def _equivalents(self, name: str) -> set[str]:
+        """Relations mutually entailing ``name`` with the same argument order."""
+        reach = self._closure()
+        fwd = reach[(name, False)]
+        return {name} | {r for (r, sw) in fwd if not sw and (name, False) in reach[(r, False)]}
+
+    def link(self, premise: str, hypothesis: str, swapped: bool = False) -> Link:
+        """What "The A premise the B." says about "The A hypothesis the B." (``swapped``:
+        about "The B hypothesis the A.")."""
+        key = (premise, hypothesis, swapped)
+        found = self._links.get(key)
+        if found is None:
+            found = self._links[key] = self._link(premise, hypothesis, swapped)
+        return found
+
+    def _link(self, premise: str, hypothesis: str, swapped: bool) -> Link:
+        premise, hypothesis = self.check(premise), self.check(hypothesis)
+        target: Literal_ = (hypothesis, swapped)
+        if premise == hypothesis and not swapped:
+            return Link("same", 1.0, "the same caption")
+        fwd = self.implied_literals((premise, False))
+        if target in fwd:
+            back = self.implied_literals(target)
+            kind: Kind = "equivalent" if (premise, False) in back else "entails"
+            return Link(kind, 1.0, fwd[target])
+        # A contradiction holds if something the premise entails contradicts something the
+        # candidate entails; the residual chance is the smallest along such a chain.
+        best: tuple[float, str] | None = None
+        hyp_implied = self.implied_literals(target)
+        for x, y, p, reason in self.contradictions:
+            for a, b in ((x, y), (y, x)):
+                for sw in (False, True):
+                    if (a, sw) in fwd and (b, sw) in hyp_implied and (best is None or p < best[0]):
+                        why = [s for s in (fwd[(a, sw)], hyp_implied[(b, sw)]) if s != "identity"]
+                        best = (p, "; ".join([f"'{x}' contradicts '{y}': {reason}", *why]))
+        if best is not None:
+            return Link("contradicts", best[0], best[1])
+        if not swapped:
+            eq_p, eq_h = self._equivalents(premise), self._equivalents(hypothesis)
+            for x, y, p, reason in self.overlaps:
+                if x in eq_p and y in eq_h:
+                    return Link("overlaps", p, f"'{x}' overlaps '{y}': {reason}")
+        return Link("unrelated", DEFAULT_P, "the table says nothing about this pair")
+
+    def triple_link(self, truth: Triple, candidate: Triple) -> Link:
+        """``link`` for two whole captions: same objects, swapped objects, or other objects."""
+        (ts, tr, to), (cs, cr, co) = truth, candidate
+        if (cs, co) == (ts, to):
+            return self.link(tr, cr)
+        if (cs, co) == (to, ts):
+            return self.link(tr, cr, swapped=True)
+        return Link("unrelated", OTHER_OBJECTS_P, "the captions are about different objects")
+
+    def sim_probability(self, truth: Triple, candidate: Triple) -> float:
+        """P(candidate true | truth true) by the table."""
+        return self.triple_link(truth, candidate).p
+
+    def is_implied(self, truth: Triple, candidate: Triple) -> bool:
+        """The candidate is the same as, equivalent to or entailed by the truth: never a
+        distractor."""
+        return self.triple_link(truth, candidate).kind in ("same", "equivalent", "entails")
+
+    def is_equivalent(self, a: Triple, b: Triple) -> bool:
+        """Two captions that say the same thing (so two such choices are duplicates)."""
+        return self.triple_link(a, b).kind in ("same", "equivalent")
 
 
 @cache
+def builtin_table() -> SemanticsTable:
+    """The hand-written VSR table over the 71 relations of vsr_core.relations."""
+    return SemanticsTable(
+        [r.name for r in all_relations(include_import_only=True)],
+        EQUIVALENTS, CONVERSES, SYMMETRIC, ENTAILMENTS, CONTRADICTIONS, OVERLAPS,
+    )
+
+
+def table_for_study(definition: StudyDefinition) -> SemanticsTable:
+    """The table matching uses for a study: the built-in one when the study's vocabulary and
+    rules are VSR's (the shipped studies), else one built from its ``[semantics]`` over its
+    relation ids, each entry's reason naming the study file."""
+    names = [r.id for r in definition.default_language.relations]
+    sem = definition.semantics
+    src = f"study {definition.slug!r}"
+    table = SemanticsTable(
+        names,
+        [(g, f"synonyms in {src}") for g in sem.equivalents],
+        [(x, y, f"converses in {src}") for x, y in sem.converses],
+        [(x, f"symmetric in {src}") for x in sem.symmetric],
+        [(x, y, f"an entailment in {src}") for x, y in sem.entailments],
+        [(x, y, p, f"a contradiction in {src}") for x, y, p in sem.contradictions],
+        [(x, y, p, f"an overlap in {src}") for x, y, p in sem.overlaps],
+        source=src,
+    )
+    builtin = builtin_table()
+    if sorted(names) == sorted(builtin.names) and table.rules() == builtin.rules():
+        return builtin  # same decisions, and the hand-written reasoning to show for them
+    return table
+
+
+# The module-level functions answer by the built-in table (VSR's vocabulary).
+
+
+def implied_literals(lit: Literal_) -> dict[Literal_, str]:
+    """Every literal the given one entails, itself included (built-in table)."""
+    return builtin_table().implied_literals(lit)
+
+
 def link(premise: str, hypothesis: str, swapped: bool = False) -> Link:
-    """What "The A premise the B." says about "The A hypothesis the B." (``swapped``: about
-    "The B hypothesis the A.")."""
-    premise, hypothesis = _check(premise), _check(hypothesis)
-    target: Literal_ = (hypothesis, swapped)
-    if premise == hypothesis and not swapped:
-        return Link("same", 1.0, "the same caption")
-    fwd = implied_literals((premise, False))
-    if target in fwd:
-        back = implied_literals(target)
-        kind: Kind = "equivalent" if (premise, False) in back else "entails"
-        return Link(kind, 1.0, fwd[target])
-    # A contradiction holds if something the premise entails contradicts something the
-    # candidate entails; the residual chance is the smallest along such a chain.
-    best: tuple[float, str] | None = None
-    hyp_implied = implied_literals(target)
-    for x, y, p, reason in CONTRADICTIONS:
-        for a, b in ((x, y), (y, x)):
-            for sw in (False, True):
-                if (a, sw) in fwd and (b, sw) in hyp_implied and (best is None or p < best[0]):
-                    why = [s for s in (fwd[(a, sw)], hyp_implied[(b, sw)]) if s != "identity"]
-                    best = (p, "; ".join([f"'{x}' contradicts '{y}': {reason}", *why]))
-    if best is not None:
-        return Link("contradicts", best[0], best[1])
-    if not swapped:
-        eq_p, eq_h = _equivalents(premise), _equivalents(hypothesis)
-        for x, y, p, reason in OVERLAPS:
-            if x in eq_p and y in eq_h:
-                return Link("overlaps", p, f"'{x}' overlaps '{y}': {reason}")
-    return Link("unrelated", DEFAULT_P, "the table says nothing about this pair")
+    """``SemanticsTable.link`` of the built-in table."""
+    return builtin_table().link(premise, hypothesis, swapped)
 
 
 def triple_link(truth: Triple, candidate: Triple) -> Link:
-    """``link`` for two whole captions: same objects, swapped objects, or other objects."""
-    (ts, tr, to), (cs, cr, co) = truth, candidate
-    if (cs, co) == (ts, to):
-        return link(tr, cr)
-    if (cs, co) == (to, ts):
-        return link(tr, cr, swapped=True)
-    return Link("unrelated", OTHER_OBJECTS_P, "the captions are about different objects")
+    return builtin_table().triple_link(truth, candidate)
 
 
 def sim_probability(truth: Triple, candidate: Triple) -> float:
-    """P(candidate true | truth true) by the table."""
-    return triple_link(truth, candidate).p
+    """P(candidate true | truth true) by the built-in table."""
+    return builtin_table().sim_probability(truth, candidate)
 
 
 def is_implied(truth: Triple, candidate: Triple) -> bool:
     """The candidate is the same as, equivalent to or entailed by the truth: never a distractor."""
-    return triple_link(truth, candidate).kind in ("same", "equivalent", "entails")
+    return builtin_table().is_implied(truth, candidate)
 
 
 def is_equivalent(a: Triple, b: Triple) -> bool:
     """Two captions that say the same thing (so two such choices are duplicates)."""
-    return triple_link(a, b).kind in ("same", "equivalent")
+    return builtin_table().is_equivalent(a, b)
 
 
 def table_entries() -> list[tuple[str, str, str, str]]:

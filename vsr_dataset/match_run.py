@@ -56,7 +56,31 @@ def run_matching_over(
     report: Report = _quiet,
     on_step: Callable[[str], None] | None = None,
 ) -> MatchOutcome:
-    """Match the database's kept True Examples; raises MatchRunError when it cannot."""
+    """Match the database's kept True Examples; raises MatchRunError when it cannot.
+
+    The whole run speaks for the request's study (matching.study_scope): its relation
+    semantics decide what may be a distractor, and distractors are captioned in its language."""
+    from sqlmodel import Session
+
+    from matching.study_scope import scope_for, study_scope
+    from vsr_core.models import Study
+    from vsr_core.study_context import StudyContext
+
+    with Session(engine) as session:
+        study = session.get(Study, request.study_id)
+        if study is None:
+            raise MatchRunError(f"no study with id {request.study_id}")
+        definition = StudyContext.of(study).definition
+    with study_scope(scope_for(definition)):
+        return _run_matching_over(engine, request, report, on_step)
+
+
+def _run_matching_over(
+    engine: Engine,
+    request: MatchRequest,
+    report: Report = _quiet,
+    on_step: Callable[[str], None] | None = None,
+) -> MatchOutcome:
     from sqlmodel import Session
 
     from matching.diagnostics import diagnose

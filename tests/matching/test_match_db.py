@@ -240,3 +240,57 @@ def test_mc_follows_the_exported_random_split_by_default(
     assert mc.get("test"), mc
     for p, ids in mc.items():
         assert {part_of[i] for i in ids} == {p}, p
+
+
+def test_match_in_the_chinese_study_writes_chinese_distractors(
+    db_url: str, sample_file: Path, encoder_path: Path
+) -> None:
+    """`vsr match --study vsr-zh`: real VSR Examples stored as the Chinese study stores them
+    (Chinese caption, relation id); every choice and every negative sent to validators is a
+    Chinese caption of the study's template, in the study, and the English study is untouched."""
+    from sqlalchemy import update
+
+    from tests.webapp.http.test_studies import ZH_FILE
+    from vsr_core.caption_language import concept_name, grammar_of, parse, render_concepts
+    from vsr_core.models import Study
+    from vsr_core.study_file import load_study
+
+    res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["study", "create", "--file", str(ZH_FILE), "--database-url", db_url])
+    assert res.exit_code == 0, res.output
+    lang = load_study(ZH_FILE).default_language
+    engine = make_engine(db_url)
+    with Session(engine) as s:
+        zh_id: int = s.exec(select(Study.id).where(Study.slug == "vsr-zh")).scalar_one()  # type: ignore[call-overload,arg-type]
+        examples = s.exec(select(Example).order_by(Example.id)).scalars().all()  # type: ignore[call-overload,arg-type]
+        for ex in examples[: len(examples) // 2 * 2 : 2]:  # every other one moves to vsr-zh
+            s.execute(update(Example).where(Example.id == ex.id).values(  # type: ignore[arg-type]
+                study_id=zh_id, caption=render_concepts(lang, ex.subj, ex.relation, ex.obj)))
+        s.commit()
+
+    res = _match(db_url, encoder_path, "--study", "vsr-zh", "--send-negatives-to-validation")
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    grammar = grammar_of(lang)
+    with Session(engine) as s:
+        (run,) = s.exec(select(MatchRun)).scalars().all()  # type: ignore[call-overload]
+        assert run.study_id == zh_id
+        items = s.exec(select(McItem)).scalars().all()  # type: ignore[call-overload]
+        assert len(items) > 20
+        for it in items:
+            query = s.get(Example, it.query_example_id)
+            assert query is not None and query.study_id == zh_id
+            assert it.choices[it.answer_index] == query.caption
+            for i, caption in enumerate(it.choices):
+                back = parse(grammar, caption)
+                assert back.relation == it.relations[i]
+                assert (back.subj, back.obj) == (
+                    concept_name(lang, query.subj), concept_name(lang, query.obj))
+                assert caption.endswith("。") and not any("a" <= c.lower() <= "z" for c in caption)
+        negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload,arg-type]
+        assert negatives and {n.study_id for n in negatives} == {zh_id}
+        for n in negatives:
+            assert n.caption == render_concepts(lang, n.subj, n.relation, n.obj)
+        english = s.exec(select(Example).where(Example.study_id == 1)).scalars().all()  # type: ignore[call-overload,arg-type]
+        assert english and all(e.caption.startswith("The ") for e in english)
+    engine.dispose()

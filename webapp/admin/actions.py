@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, true
 from sqlmodel import Session, col, select
 
 from vsr_core.models import (
@@ -93,11 +93,13 @@ def requeue(session: Session, example: Example, extra_votes: int, config: Any) -
     return target
 
 
-def open_batches(session: Session, worker_id: int) -> list[Batch]:
+def open_batches(session: Session, worker_id: int, study_id: int | None = None) -> list[Batch]:
+    """The worker's latest batches (of one study, when given)."""
+    mine = Batch.study_id == study_id if study_id is not None else true()
     return list(
         session.exec(
             select(Batch)
-            .where(Batch.worker_id == worker_id)
+            .where(Batch.worker_id == worker_id, mine)
             .order_by(col(Batch.created_at).desc())
             .limit(50)
         )

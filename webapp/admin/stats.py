@@ -54,6 +54,25 @@ def _conn(session: Session) -> Connection:
     return session.connection()
 
 
+def study_members(study_id: int) -> Any:
+    """Ids of the workers who took part in a study: a batch, a caption, an Example, a vote
+    or a redeemed invite in it (a worker may be a member of several; imported authors and
+    validators have no batch). A UNION, so each id once."""
+    in_study = select(EX.c.id).where(EX.c.study_id == study_id)
+    return (
+        select(BATCH.c.worker_id).where(BATCH.c.study_id == study_id)
+        .union(
+            select(EX.c.author_id).where(EX.c.study_id == study_id, EX.c.author_id.is_not(None)),
+            select(VOTE.c.worker_id).where(VOTE.c.example_id.in_(in_study)),
+            select(ANN.c.worker_id).select_from(ANN.join(PAIR, PAIR.c.id == ANN.c.pair_id))
+            .where(PAIR.c.study_id == study_id),
+            select(INVITE.c.worker_id).where(
+                INVITE.c.study_id == study_id, INVITE.c.worker_id.is_not(None)
+            ),
+        )
+    )
+
+
 def vote_counts(example_ids: Any = None) -> Subquery:
     """Per Example: number of votes ``n`` and of True votes ``t`` (optionally only for the
     Examples in ``example_ids``, a subquery)."""
@@ -167,7 +186,8 @@ def _kept_histogram(
 def overview(
     session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
 ) -> dict[str, Any]:
-    """One study's progress (workers are shared by all studies: their counts are global)."""
+    """One study's progress; the workers KPI counts the study's members (``study_members``);
+    blocked and flagged are per person, across studies."""
     conn = _conn(session)
     pairs = {s: 0 for s in PAIR_STATUSES}
     for status, n in conn.execute(
@@ -205,7 +225,7 @@ def overview(
             func.count(),
             func.coalesce(func.sum(case((WORKER.c.blocked.is_(True), 1), else_=0)), 0),
             func.coalesce(func.sum(case((WORKER.c.flagged.is_(True), 1), else_=0)), 0),
-        ).select_from(WORKER)
+        ).where(WORKER.c.id.in_(study_members(study_id).scalar_subquery()))
     ).one()
     skipped_annotations = conn.execute(
         select(func.count())
@@ -441,9 +461,13 @@ def worker_table(
     limit: int = 100,
     order: str = "votes",
     only: int | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Per worker: Examples written, skips, votes, agreement with the majority, gold accuracy."""
+    """Per worker of the study (``study_members``; ``only``: that worker, member or not):
+    Examples written, skips, votes, agreement with the majority, gold accuracy, all counted
+    over the study's work only."""
     conn = _conn(session)
+    members = study_members(study_id).scalar_subquery()
     vc = vote_counts(
         None
         if only is None
@@ -472,7 +496,8 @@ def worker_table(
         .select_from(VOTE)
         .join(vc, vc.c.example_id == VOTE.c.example_id)
         .join(EX, EX.c.id == VOTE.c.example_id)
-        .where(VOTE.c.worker_id == only if only is not None else true())
+        .where(VOTE.c.worker_id == only if only is not None else true(),
+               EX.c.study_id == study_id)
         .group_by(VOTE.c.worker_id)
         .subquery("wv")
     )
@@ -481,6 +506,8 @@ def worker_table(
             ANN.c.worker_id.label("worker_id"),
             func.sum(case((ANN.c.skip_reason.is_not(None), 1), else_=0)).label("skips"),
         )
+        .select_from(ANN.join(PAIR, PAIR.c.id == ANN.c.pair_id))
+        .where(PAIR.c.study_id == study_id)
         .group_by(ANN.c.worker_id)
         .subquery("wa")
     )
@@ -495,7 +522,7 @@ def worker_table(
             ).label("written"),
             func.count().label("examples_written"),
         )
-        .where(EX.c.author_id.is_not(None))
+        .where(EX.c.author_id.is_not(None), EX.c.study_id == study_id)
         .group_by(EX.c.author_id)
         .subquery("we")
     )
@@ -542,16 +569,17 @@ def worker_table(
         .outerjoin(ex_q, ex_q.c.worker_id == WORKER.c.id)
         .outerjoin(inv_q, inv_q.c.worker_id == WORKER.c.id)
     )
-    if only is not None:
-        base = base.where(WORKER.c.id == only)
-    total = conn.execute(select(func.count()).select_from(WORKER)).scalar_one()
+    base = base.where(WORKER.c.id == only if only is not None else WORKER.c.id.in_(members))
+    total = conn.execute(
+        select(func.count()).select_from(WORKER).where(WORKER.c.id.in_(members))
+    ).scalar_one()
     rows = (
         conn.execute(base.order_by(order_by, WORKER.c.id).offset(offset).limit(limit))
         .mappings()
         .all()
     )
     out = [dict(r) for r in rows]
-    medians = median_seconds(session, [r["id"] for r in out])
+    medians = median_seconds(session, [r["id"] for r in out], study_id)
     for r in out:
         r["name"] = r["invite_label"] or r["external_id"]
         vote_s, caption_s, n_timed_votes, n_timed_captions = medians.get(
@@ -584,7 +612,7 @@ def too_fast(
 
 
 def median_seconds(
-    session: Session, worker_ids: list[int]
+    session: Session, worker_ids: list[int], study_id: int = DEFAULT_STUDY_ID
 ) -> dict[int, tuple[float | None, float | None, int, int]]:
     """Median seconds per vote and per caption for these workers, and how many timed votes
     and captions they are taken over.
@@ -599,11 +627,16 @@ def median_seconds(
     conn = _conn(session)
     out: dict[int, tuple[float | None, float | None, int, int]] = {}
     per: dict[str, dict[int, list[int]]] = {"v": {}, "a": {}}
+    in_study = {  # the study's votes and captions only
+        "v": VOTE.c.example_id.in_(select(EX.c.id).where(EX.c.study_id == study_id)),
+        "a": ANN.c.pair_id.in_(select(PAIR.c.id).where(PAIR.c.study_id == study_id)),
+    }
     for key, model in (("v", VOTE), ("a", ANN)):
         rows = conn.execute(
             select(model.c.worker_id, model.c.duration_ms).where(
                 model.c.worker_id.in_(worker_ids),
                 model.c.duration_ms.is_not(None),
+                in_study[key],
             )
         )
         for wid, ms in rows:

@@ -120,3 +120,67 @@ def test_a_dashboard_job_runs_in_the_chosen_study(
         assert pairs and {p.study_id for p in pairs} == {zh_id}
     assert f'data-job="{job.id}"' in client.get("/admin/pipeline").text
     assert f'data-job="{job.id}"' not in client.get("/admin/pipeline?study=vsr").text
+
+
+def test_workers_page_counts_only_the_chosen_studys_work(
+    dashboard: tuple[TestClient, str, int], engine: Engine
+) -> None:
+    """The workers table, a worker's page and the overview's KPI count the chosen study's
+    members and their work only; blocking stays per person, across studies."""
+    from vsr_core.models import Vote, Worker
+
+    client, token, zh_id = dashboard
+    with Session(engine) as s:
+        en_ex = list(s.exec(select(Example.id).where(Example.study_id == 1)
+                            .order_by(col(Example.id))))
+        zh_ex = list(s.exec(select(Example.id).where(Example.study_id == zh_id)
+                            .order_by(col(Example.id))))
+        only_en = Worker(source="invite", external_id="only-en", roles=["validate"])
+        only_zh = Worker(source="invite", external_id="only-zh", roles=["validate"])
+        both = Worker(source="invite", external_id="both", roles=["validate"])
+        s.add_all([only_en, only_zh, both])
+        s.flush()
+        votes = [(only_en, en_ex[:3]), (only_zh, zh_ex[:2]), (both, en_ex[:1] + zh_ex[:4])]
+        for w, voted in votes:
+            for i in voted:
+                s.add(Vote(example_id=i, worker_id=w.id, value=True))  # type: ignore[arg-type]
+        s.commit()
+        ids = {w.external_id: w.id for w in (only_en, only_zh, both)}
+
+    def table(study: str) -> dict[str, int]:
+        r = client.get(f"/admin/api/workers.json?study={study}")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        rows = {w["external_id"]: w["votes"] for w in body["workers"]}
+        assert body["total"] == len(rows)
+        return rows
+
+    # seed_examples wrote authors author0-3 in the default study, author4-7 in vsr-zh.
+    zh = table("vsr-zh")
+    assert zh == {"only-zh": 2, "both": 4} | {f"author{k}": 0 for k in range(4, 8)}
+    en = table("vsr")
+    assert en == {"only-en": 3, "both": 1} | {f"author{k}": 0 for k in range(4)}
+    assert _overview(client, "?study=vsr-zh")["workers"] == 6
+    assert _overview(client, "?study=vsr")["workers"] == 6
+
+    # One worker's page speaks for the chosen study: its votes, its Examples.
+    client.get("/admin?study=vsr-zh")
+    page = client.get(f"/admin/workers/{ids['both']}").text
+    assert '<h2>Votes</h2><p class="big">4</p>' in page
+    assert all(f'href="/admin/examples/{i}"' in page for i in zh_ex[:4])
+    assert f'href="/admin/examples/{en_ex[0]}"' not in page
+    page = client.get(f"/admin/workers/{ids['both']}?study=vsr").text
+    assert '<h2>Votes</h2><p class="big">1</p>' in page
+    assert f'href="/admin/examples/{en_ex[0]}"' in page
+    assert not any(f'href="/admin/examples/{i}"' in page for i in zh_ex)
+
+    # Blocked in one study's dashboard is blocked everywhere: the KPI of both studies says so.
+    r = client.post(f"/admin/workers/{ids['both']}/block",
+                    data={"csrf_token": token, "reason": "test"}, follow_redirects=False)
+    assert r.status_code == 303, r.text
+    assert _overview(client, "?study=vsr-zh")["workers_blocked"] == 1
+    assert _overview(client, "?study=vsr")["workers_blocked"] == 1
+    client.post(f"/admin/workers/{ids['only-zh']}/block",
+                data={"csrf_token": token, "reason": "test"}, follow_redirects=False)
+    assert _overview(client, "?study=vsr")["workers_blocked"] == 1  # only-zh is not a member
+    assert _overview(client, "?study=vsr-zh")["workers_blocked"] == 2

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Annotation, Example, Vote, Worker
+from vsr_core.models import Annotation, Example, ImagePair, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
@@ -70,7 +70,8 @@ def workers_json(
 def _table(
     request: Request, session: Session, cfg: Any, page: int, order: str
 ) -> tuple[list[dict[str, Any]], int]:
-    """One page of the worker table; cached briefly (it aggregates every vote)."""
+    """One page of the chosen study's worker table; cached briefly (it aggregates every vote)."""
+    study_id = admin_study(request).id
     return cached(
         request,
         session,
@@ -82,7 +83,9 @@ def _table(
             cfg.fast_vote_seconds,
             cfg.fast_caption_seconds,
         ),
-        lambda s: stats.worker_table(s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order),
+        lambda s: stats.worker_table(
+            s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order, study_id=study_id
+        ),
     )
 
 
@@ -94,19 +97,24 @@ def worker_page(
     session: SessionDep,
     msg: str | None = None,
 ) -> Response:
+    # The worker's work in the chosen study; blocking and flagging are per person.
     worker = _worker(session, worker_id)
-    cfg = study_config(session, admin_study(request).id)
-    summary, _ = stats.worker_table(session, cfg, offset=0, limit=1, order="id", only=worker_id)
+    study_id = admin_study(request).id
+    cfg = study_config(session, study_id)
+    summary, _ = stats.worker_table(
+        session, cfg, offset=0, limit=1, order="id", only=worker_id, study_id=study_id
+    )
     votes = session.exec(
         select(Vote, Example)
         .join(Example, col(Example.id) == Vote.example_id)
-        .where(Vote.worker_id == worker_id)
+        .where(Vote.worker_id == worker_id, Example.study_id == study_id)
         .order_by(col(Vote.created_at).desc(), col(Vote.id).desc())
         .limit(100)
     ).all()
     captions = session.exec(
         select(Annotation)
-        .where(Annotation.worker_id == worker_id)
+        .join(ImagePair, col(ImagePair.id) == Annotation.pair_id)
+        .where(Annotation.worker_id == worker_id, ImagePair.study_id == study_id)
         .order_by(col(Annotation.created_at).desc(), col(Annotation.id).desc())
         .limit(100)
     ).all()
@@ -119,7 +127,7 @@ def worker_page(
         summary=summary[0] if summary else None,
         votes=votes,
         captions=captions,
-        batches=actions.open_batches(session, worker_id),
+        batches=actions.open_batches(session, worker_id, study_id),
         msg=msg,
     )
 
