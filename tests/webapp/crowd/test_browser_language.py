@@ -32,11 +32,13 @@ from vsr_core.db import make_engine
 from vsr_core.models import Annotation, Example, Image, ImagePair, McItem, Study, Vote
 from vsr_core.study import save_study_config
 from vsr_core.study_file import load_study
+from webapp.admin.auth import create_admin
 
 pytestmark = pytest.mark.browser
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 ZH = "/s/vsr-zh"
+ADMIN_PASSWORD = "browser-admin-password"
 
 
 BIN = Path(sys.executable).parent  # this checkout's console scripts
@@ -71,6 +73,7 @@ def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
                               "validate_batch_size": 20, "votes_per_example": 1,
                               "max_votes_per_example": 1, "completion_code": "ZH-OK"}, zh_id)
         save_study_config(s, {"gold_rate": 0.0, "generate_batch_size": 1}, 1)
+        create_admin(s, "admin", ADMIN_PASSWORD)
     engine.dispose()
     env = {"SECRET_KEY": "browser-test-" + "k" * 32, "IMAGE_CACHE_DIR": str(tmp_path / "cache")}
     with running_site(sqlite_url, coco_dir / "images", tmp_path, env) as base:
@@ -232,6 +235,25 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
             server, errors, sqlite_url, out / "zh_validate_negative.png",
         )
         assert negatives >= 1
+
+        # The dashboard on the same server: each study's workers table holds its own people.
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        errors += watch_errors(page)
+        page.goto(server + "/admin/workers")
+        page.get_by_label("Username").fill("admin")
+        page.get_by_label("Password").fill(ADMIN_PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        page.goto(server + "/admin/workers?study=vsr-zh")
+        expect(page.get_by_role("heading", name="Workers", exact=True)).to_be_visible()
+        rows = page.locator("table.workers tr[data-worker]")
+        expect(rows).to_have_count(4)
+        assert sorted(rows.locator("td:nth-child(2) a").all_inner_texts()) == sorted(
+            ["zh5f1e2d3c", "zh6a7b8c9d", "zh1a2b3c4d", "zh7e8f9a0b"])
+        page.screenshot(path=str(out / "admin_workers_zh.png"), full_page=True)
+        page.goto(server + "/admin/workers?study=vsr")
+        expect(rows).to_have_count(1)
+        assert rows.locator("td:nth-child(2) a").all_inner_texts() == ["en5f1e2d3c"]
+        page.screenshot(path=str(out / "admin_workers_en.png"), full_page=True)
         browser.close()
         assert errors == []
 
