@@ -72,11 +72,17 @@ def _definition_lines(study: StudyDefinition, full: bool) -> list[str]:
             for r in lang.relations:
                 state = "" if r.enabled else " (off)"
                 lines.append(f"    {r.id} = {r.name} [{', '.join(r.categories)}]{state}")
+    from vsr_core.relation_semantics import builtin_table, table_for_study
+
     sem = study.semantics
+    # Which table matching will use for this study (matching.study_scope).
+    table = ("VSR's built-in table" if table_for_study(study) is builtin_table()
+             else "the study's own table")
     lines.append(
         f"  semantics: {len(sem.equivalents)} synonym groups, {len(sem.converses)} converses, "
         f"{len(sem.symmetric)} symmetric, {len(sem.entailments)} entailments, "
-        f"{len(sem.contradictions)} contradictions, {len(sem.overlaps)} overlaps"
+        f"{len(sem.contradictions)} contradictions, {len(sem.overlaps)} overlaps "
+        f"(matching uses {table})"
     )
     k = study.collection
     lines.append(

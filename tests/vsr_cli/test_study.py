@@ -21,13 +21,18 @@ def vsr(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=120)
 
 
-def test_check_and_show_the_shipped_studies() -> None:
+def test_check_and_show_the_shipped_studies(tmp_path: Path) -> None:
     for name, slug in (("vsr.toml", "vsr"), ("vsr-zh.toml", "vsr-zh")):
         r = vsr("study", "check", "--file", str(ROOT / "studies" / name))
         assert r.returncode == 0 and r.stdout.startswith(f"ok: {slug}: "), r.stderr
     r = vsr("study", "show", "--file", str(ROOT / "studies" / "vsr-zh.toml"))
     assert r.returncode == 0
     assert "71 relations (65 on)" in r.stdout and "    on = 在…上 [拓扑]" in r.stdout
+    assert "(matching uses VSR's built-in table)" in r.stdout  # its rules are VSR's
+    lab = tmp_path / "lab.toml"  # one converse fewer: the study's own table
+    lab.write_text(VSR.read_text().replace('  ["surrounding", "enclosed by"],\n', ""))
+    r = vsr("study", "show", "--file", str(lab))
+    assert r.returncode == 0 and "(matching uses the study's own table)" in r.stdout, r.stderr
 
 
 def test_check_names_field_and_line_one_line_each(tmp_path: Path) -> None:
