@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Float, Table, and_, case, cast, func, or_, select, true
+from sqlalchemy import Float, Table, and_, case, cast, exists, func, or_, select, true
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
@@ -55,21 +55,23 @@ def _conn(session: Session) -> Connection:
 
 
 def study_members(study_id: int) -> Any:
-    """Ids of the workers who took part in a study: a batch, a caption, an Example, a vote
-    or a redeemed invite in it (a worker may be a member of several; imported authors and
-    validators have no batch). A UNION, so each id once."""
-    in_study = select(EX.c.id).where(EX.c.study_id == study_id)
-    return (
-        select(BATCH.c.worker_id).where(BATCH.c.study_id == study_id)
-        .union(
-            select(EX.c.author_id).where(EX.c.study_id == study_id, EX.c.author_id.is_not(None)),
-            select(VOTE.c.worker_id).where(VOTE.c.example_id.in_(in_study)),
-            select(ANN.c.worker_id).select_from(ANN.join(PAIR, PAIR.c.id == ANN.c.pair_id))
-            .where(PAIR.c.study_id == study_id),
-            select(INVITE.c.worker_id).where(
-                INVITE.c.study_id == study_id, INVITE.c.worker_id.is_not(None)
-            ),
-        )
+    """A condition on the worker table: the worker took part in the study (a batch, a
+    caption, an Example, a vote or a redeemed invite in it; imported authors and validators
+    have no batch). A worker may be a member of several studies. Correlated EXISTS probes
+    on the per-worker indexes stop at the first hit, so the cost grows with the number of
+    workers, not of votes."""
+    w = WORKER.c.id
+    # "study_id + 0": SQLite would otherwise walk the whole study by its study_id index for
+    # every worker instead of the worker's own rows (on the VSR release: 0.4 ms instead of
+    # 32; PostgreSQL 18 ms instead of 45, a UNION of ids 38).
+    return or_(
+        exists().where(BATCH.c.worker_id == w, BATCH.c.study_id + 0 == study_id),
+        exists().where(VOTE.c.worker_id == w, EX.c.id == VOTE.c.example_id,
+                       EX.c.study_id == study_id),
+        exists().where(EX.c.author_id == w, EX.c.study_id + 0 == study_id),
+        exists().where(ANN.c.worker_id == w, PAIR.c.id == ANN.c.pair_id,
+                       PAIR.c.study_id == study_id),
+        exists().where(INVITE.c.worker_id == w, INVITE.c.study_id == study_id),
     )
 
 
@@ -225,7 +227,7 @@ def overview(
             func.count(),
             func.coalesce(func.sum(case((WORKER.c.blocked.is_(True), 1), else_=0)), 0),
             func.coalesce(func.sum(case((WORKER.c.flagged.is_(True), 1), else_=0)), 0),
-        ).where(WORKER.c.id.in_(study_members(study_id).scalar_subquery()))
+        ).where(study_members(study_id))
     ).one()
     skipped_annotations = conn.execute(
         select(func.count())
@@ -467,7 +469,6 @@ def worker_table(
     Examples written, skips, votes, agreement with the majority, gold accuracy, all counted
     over the study's work only."""
     conn = _conn(session)
-    members = study_members(study_id).scalar_subquery()
     vc = vote_counts(
         None
         if only is None
@@ -569,10 +570,13 @@ def worker_table(
         .outerjoin(ex_q, ex_q.c.worker_id == WORKER.c.id)
         .outerjoin(inv_q, inv_q.c.worker_id == WORKER.c.id)
     )
-    base = base.where(WORKER.c.id == only if only is not None else WORKER.c.id.in_(members))
-    total = conn.execute(
-        select(func.count()).select_from(WORKER).where(WORKER.c.id.in_(members))
-    ).scalar_one()
+    if only is not None:
+        base, total = base.where(WORKER.c.id == only), 1
+    else:
+        base = base.where(study_members(study_id))
+        total = conn.execute(
+            select(func.count()).select_from(WORKER).where(study_members(study_id))
+        ).scalar_one()
     rows = (
         conn.execute(base.order_by(order_by, WORKER.c.id).offset(offset).limit(limit))
         .mappings()
