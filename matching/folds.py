@@ -13,22 +13,26 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matching.geometry_filter import PairShapes
-    from matching.pipeline import Item, MatchParams
     from matching.records import Record, Triple
     from matching.relevance import RelevanceModel
     from matching.similarity import SimilarityScorer
+
+# matching.pipeline.match_split, passed in (this module sits below the pipeline): it takes
+# (queries, split, relevance, similarity, params, known_true, geometry) and returns the
+# split's items and how many queries got fewer than k distractors.
+MatchSplit = Callable[..., tuple[list[Any], int]]
 
 
 @dataclass
 class FoldResult:
     split: str
-    items: list[Item]
+    items: list[Any]  # matching.pipeline.Item
     missing: int
     seconds: float
 
@@ -56,12 +60,10 @@ _SHARED: dict[str, Any] = {}
 
 
 def _run_job(job: tuple[str, int]) -> FoldResult:
-    from matching.pipeline import match_split
-
     split, index = job
     s = _SHARED
     t0 = time.perf_counter()
-    items, missing = match_split(
+    items, missing = s["match_split"](
         s["folds"][split][index], split, s["relevance"], s["similarity"], s["params"],
         s["known"], s["geometry"],
     )
@@ -69,10 +71,11 @@ def _run_job(job: tuple[str, int]) -> FoldResult:
 
 
 def match_splits(
+    match_split: MatchSplit,
     by_split: Mapping[str, Sequence[Record]],
     relevance: RelevanceModel,
     similarity: SimilarityScorer,
-    params: MatchParams,
+    params: Any,  # matching.pipeline.MatchParams (fold_size, seed)
     known: Mapping[str, Sequence[Triple]],
     geometry: Mapping[int, PairShapes] | None,
     workers: int = 1,
@@ -84,8 +87,8 @@ def match_splits(
     # Biggest first, so the last job to finish is a small one.
     jobs.sort(key=lambda j: -len(per_split[j[0]][j[1]]))
     _SHARED.update(
-        folds=per_split, relevance=relevance, similarity=similarity, params=params,
-        known=known, geometry=geometry,
+        match_split=match_split, folds=per_split, relevance=relevance, similarity=similarity,
+        params=params, known=known, geometry=geometry,
     )
     try:
         # A model-based P_sim runs torch, which must not run in a forked child.

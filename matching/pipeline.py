@@ -475,7 +475,9 @@ def run_matching(
     items: list[Item] = []
     unmatched: dict[str, int] = {}
     t0 = time.perf_counter()
-    matched = match_splits(by_split, relevance, similarity, params, known, geometry, workers)
+    matched = match_splits(
+        match_split, by_split, relevance, similarity, params, known, geometry, workers
+    )
     for split in SPLITS:
         items += matched[split].items
         unmatched[split] = matched[split].missing
