@@ -211,6 +211,10 @@ def run_suite(
 
 def format_suite(suite: dict[str, Any]) -> list[str]:
     lines = [f"  answer-only adversaries (train -> test, n={suite['n_test']}):"]
+    if suite.get("sampled_from"):  # a bounded sample (matching.diagnostics.SUITE_SAMPLE)
+        f = suite["sampled_from"]
+        lines[0] = (f"  answer-only adversaries (sample: {f['n_train']} of {f['train']} train"
+                    f" -> {suite['n_test']} of {f['test']} test items):")
     for name, r in suite.get("adversaries", {}).items():
         lo, hi = r["ci95"]
         lines.append(f"    {name:<20} {r['accuracy']:.3f}  [{lo:.3f}, {hi:.3f}]")

@@ -13,7 +13,11 @@ Three solvers, all from scipy:
   onto the query's concepts, so the N x N assignment *is* a transportation problem over
   relation groups. Its linear program is totally unimodular, so the HiGHS simplex vertex is
   integral and equals the dense optimum (a test checks this) at a fraction of the cost
-  (n x 71 variables instead of an n x n matrix).
+  (n x 71 variables instead of an n x n matrix). It is solved by column generation: the LP
+  starts with each row's ``GROUPED_START`` best groups, and the edges whose reduced cost
+  (from the LP's row and group prices) says they would improve it are added until none
+  does, which proves the optimum of the full LP (issue 17: 3x faster on VSR's train split,
+  and the solve no longer grows with n x 71 edges). ``grouped_full`` is the one-shot LP.
 
 Rows that cannot be matched take a per-row "unmatched" option with a penalty larger than
 any total loss a rematch could cause, so the solvers first match as many queries as
@@ -26,9 +30,13 @@ from typing import Literal
 
 import numpy as np
 
-Method = Literal["auto", "dense", "sparse", "grouped"]
+Method = Literal["auto", "dense", "sparse", "grouped", "grouped_full"]
 # Above this many variables (rows x groups) the grouped LP is not worth it.
 GROUPED_MAX_VARIABLES = 5_000_000
+# Column generation: groups per row in the first LP (measured on VSR's train split: 8 needs
+# 2-3 rounds of added edges and solves fastest; 4 needs more rounds, 16 a bigger LP).
+GROUPED_START = 8
+GROUPED_MAX_ROUNDS = 50
 
 
 def _penalty(finite: np.ndarray, n_rows: int) -> float:
@@ -68,6 +76,8 @@ def solve(
         method = choose_method(n, cap, dense_limit, int(allowed.sum()))
     if method == "grouped":
         return _grouped(weights, cap, allowed)
+    if method == "grouped_full":
+        return _grouped_lp(weights, cap, allowed, allowed)[0]
     # Expand groups into one column per response.
     col_group = np.repeat(np.arange(g), cap)
     if method == "dense":
@@ -134,14 +144,41 @@ def _sparse(
 
 
 def _grouped(weights: np.ndarray, cap: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """The grouped LP by column generation (see the module docstring); exact."""
+    masked = np.where(allowed, weights, -np.inf)
+    k = min(GROUPED_START, weights.shape[1])
+    top = np.argpartition(-masked, k - 1, axis=1)[:, :k]
+    edges = np.zeros_like(allowed)
+    np.put_along_axis(edges, top, True, axis=1)
+    edges &= allowed
+    for _ in range(GROUPED_MAX_ROUNDS):
+        out, row_price, group_price = _grouped_lp(weights, cap, allowed, edges)
+        if row_price is None or group_price is None:  # fell back to the dense solver
+            return out
+        # Reduced cost of a missing edge in the minimisation LP: -w - u_i - v_g < 0 means
+        # taking it would lower the objective, so the restricted LP is not yet optimal.
+        with np.errstate(invalid="ignore"):
+            reduced = -masked - row_price[:, None] - group_price[None, :]
+        improving = allowed & ~edges & (reduced < -1e-7 * (1.0 + np.abs(masked)))
+        if not improving.any():
+            return out
+        edges |= improving
+    return _grouped_lp(weights, cap, allowed, allowed)[0]
+
+
+def _grouped_lp(
+    weights: np.ndarray, cap: np.ndarray, allowed: np.ndarray, edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The grouped LP over the (row, group) pairs in ``edges``; returns the assignment and
+    the LP's prices of rows and groups (None when the dense fallback answered)."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix, hstack, identity
 
     n, g = weights.shape
-    ii, gg = np.nonzero(allowed)
+    ii, gg = np.nonzero(edges)
     w = weights[ii, gg]
     e = len(w)
-    pen = _penalty(w, n)
+    pen = _penalty(weights[allowed], n)  # the same penalty whatever subset is offered
     # x[e] in [0, 1] per allowed (row, group) edge plus one "unmatched" slack per row:
     # each row takes exactly one option, each group at most its capacity.
     a_eq = hstack([coo_matrix((np.ones(e), (ii, np.arange(e))), shape=(n, e)), identity(n)])
@@ -153,15 +190,18 @@ def _grouped(weights: np.ndarray, cap: np.ndarray, allowed: np.ndarray) -> np.nd
         A_ub=a_ub.tocsr(),
         b_ub=cap.astype(float),
         bounds=(0, 1),
-        method="highs",
+        # Dual simplex without presolve: 2x faster than the default on these LPs, and a
+        # simplex answer is a vertex (integral here).
+        method="highs-ds",
+        options={"presolve": False},
     )
     if res.status != 0 or res.x is None:
         raise RuntimeError(f"grouped matching LP failed: {res.message}")
     x = res.x[:e]
     if np.abs(x - np.round(x)).max(initial=0.0) > 1e-6:
         # Cannot happen for a vertex of this polytope; fall back to the exact dense solver.
-        return _dense(weights, allowed, np.repeat(np.arange(g), cap))
+        return _dense(weights, allowed, np.repeat(np.arange(g), cap)), None, None
     out = np.full(n, -1, dtype=int)
     chosen = x > 0.5
     out[ii[chosen]] = gg[chosen]
-    return out
+    return out, np.asarray(res.eqlin.marginals), np.asarray(res.ineqlin.marginals)

@@ -107,8 +107,15 @@ class RelevanceModel:
         self._mean = emb.mean(axis=0)
         _, _, vt = np.linalg.svd(emb - self._mean, full_matrices=False)
         self._basis = vt[:PCA_DIMS].T
-        y = np.array([self.index[r.relation] for r in train])
-        x = self.pair_features([(r.subj, r.obj) for r in train])
+        # One row per distinct (subj, obj, relation), weighted by its count: the same loss
+        # as one row per caption (issue 17: a 10x split repeats triples; the fit is ~n).
+        counts: dict[tuple[str, str, str], int] = {}
+        for r in train:
+            counts[(r.subj, r.obj, r.relation)] = counts.get((r.subj, r.obj, r.relation), 0) + 1
+        triples = list(counts)
+        y = np.array([self.index[t[2]] for t in triples])
+        x = self.pair_features([(t[0], t[1]) for t in triples])
+        weight = np.array([counts[t] for t in triples], dtype=float)
         self._classes = np.unique(y)
         if len(self._classes) == 1:  # nothing to learn: every caption has one relation
             self._clf = None
@@ -117,7 +124,7 @@ class RelevanceModel:
         # The matrices are small: BLAS threads cost more to start than they save, and on a
         # busy 2-core machine they made training 4x slower.
         with threadpool_limits(limits=1):
-            self._clf = clf.fit(x, y)
+            self._clf = clf.fit(x, y, sample_weight=weight)
         self._classes = np.asarray(clf.classes_)
         return self
 

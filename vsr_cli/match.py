@@ -82,6 +82,18 @@ def match(
     method: str = typer.Option("auto", "--method", help="auto | grouped | dense | sparse."),
     dense_limit: int = typer.Option(4000, "--dense-limit", help="Largest dense assignment."),
     top_k: int = typer.Option(50, "--top-k", help="Candidates per row for the sparse solver."),
+    fold_size: int = typer.Option(
+        5000, "--fold-size", help="Match a split with more queries than this fold by fold "
+        "(0: never; docs/matching.md)."
+    ),
+    workers: int = typer.Option(
+        0, "--workers", help="Processes matching splits and folds in parallel (0: one per "
+        "CPU core, at most 4); the result is the same for any number."
+    ),
+    suite_sample: int = typer.Option(
+        4000, "--suite-sample", help="Fit the answer-only adversaries on at most this many "
+        "train items and score them on at most this many test items (0: all)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute and print, write nothing."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write diagnostics here."),
     study_slug: str | None = typer.Option(None, "--study", help=STUDY_HELP),
@@ -103,6 +115,8 @@ def match(
         raise CliError(f"--balance must be soft, pair or off; got {balance!r}")
     if method not in ("auto", "grouped", "dense", "sparse"):
         raise CliError(f"--method must be auto, grouped, dense or sparse; got {method!r}")
+    if workers < 0 or suite_sample < 0:
+        raise CliError("--workers and --suite-sample must be >= 0")
     if keep_threshold is not None and not 0 < keep_threshold <= 1:
         raise CliError("--keep-threshold must be in (0, 1]")
     try:
@@ -110,7 +124,7 @@ def match(
             h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
             aim=aim, backoff=backoff,
             method=method,  # type: ignore[arg-type]
-            dense_limit=dense_limit, top_k=top_k,
+            dense_limit=dense_limit, top_k=top_k, fold_size=fold_size,
         )
     except ValueError as exc:
         raise CliError(str(exc)) from exc
@@ -123,6 +137,7 @@ def match(
     request = MatchRequest(
         params=params, model=model, similarity=similarity, splits=splits,
         split_seed=split_seed, keep_threshold=keep_threshold, sweep=hs, study_id=study.id,
+        workers=workers or None, suite_sample=suite_sample or None,
     )
     with progress_bar(total=4, desc="matching", bar_format=STAGE_FORMAT) as bar:
 

@@ -35,6 +35,8 @@ class MatchRequest:
     keep_threshold: float | None = None  # None: the study setting
     sweep: list[float] = field(default_factory=list)
     study_id: int = DEFAULT_STUDY_ID  # the study whose Examples are matched
+    workers: int | None = None  # processes for splits and folds; None: default_workers()
+    suite_sample: int | None = 4000  # adversary suite items per side (None: all)
 
 
 @dataclass
@@ -48,6 +50,15 @@ class MatchOutcome:
 
 def _quiet(fraction: float, message: str) -> None:
     return None
+
+
+def default_workers() -> int:
+    """One matching process per CPU core this process may use, at most 4 (issue 17: on 2
+    cores the 10x train split's folds finish in half the time)."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(4, cores or 1))
 
 
 def run_matching_over(
@@ -128,12 +139,12 @@ def _run_matching_over(
         result = run_matching(
             records, relevance, scorer, request.params, splits=mapping,
             split_seed=request.split_seed, threshold=threshold, on_step=on_step,
-            geometry=geometry,
+            geometry=geometry, workers=request.workers or default_workers(),
         )
     except ValueError as exc:
         raise MatchRunError(str(exc)) from exc
     report(0.85, "diagnostics")
-    diag = diagnose(result, relevance)
+    diag = diagnose(result, relevance, suite_sample=request.suite_sample)
     diag["similarity"] = getattr(scorer, "name", request.similarity)
     diag["model"] = request.model or "all-MiniLM-L6-v2 (packaged)"
     if request.sweep:

@@ -48,7 +48,7 @@ def test_all_solvers_find_the_brute_force_optimum(seed: int) -> None:
     weights[rng.uniform(size=(n, g)) < 0.3] = -np.inf  # forbidden pairs
     cap = rng.integers(0, 3, size=g)
     best = _brute_force(weights, cap)
-    for method in ("dense", "grouped", "sparse"):
+    for method in ("dense", "grouped", "grouped_full", "sparse"):
         got = _score(weights, cap, solve(weights, cap, method=method, top_k=50))  # type: ignore[arg-type]
         assert got[0] == best[0], method
         assert got[1] == pytest.approx(best[1], abs=1e-9), method
@@ -83,6 +83,29 @@ def test_grouped_equals_dense_on_the_expanded_matrix_with_ties() -> None:
     full = _expand(np.where(np.isfinite(w), w, -1e6), cap)
     r, c = linear_sum_assignment(full, maximize=True)
     assert full[r, c].sum() == pytest.approx(grouped[1], abs=1e-6)
+
+
+def test_grouped_column_generation_adds_the_edges_the_optimum_needs() -> None:
+    # Every row likes groups 0-9 best, but they hold 30 responses for 200 rows: the optimum
+    # needs edges far below each row's first GROUPED_START, which only the price check adds.
+    from matching.assign import GROUPED_START
+
+    rng = np.random.default_rng(4)
+    n, g = 200, 24
+    w = np.round(np.log(rng.uniform(0.01, 1, size=(n, g))), 1)
+    w[:, :10] += 5.0
+    w[rng.uniform(size=(n, g)) < 0.1] = -np.inf
+    cap = np.array([3] * 10 + [15] * (g - 10))
+    assert g > GROUPED_START
+    full = _score(w, cap, solve(w, cap, method="grouped_full"))
+    column_generation = solve(w, cap, method="grouped")
+    got = _score(w, cap, column_generation)
+    dense = _score(w, cap, solve(w, cap, method="dense"))
+    assert got[0] == full[0] == dense[0] == n
+    assert got[1] == pytest.approx(full[1], abs=1e-6)
+    assert got[1] == pytest.approx(dense[1], abs=1e-6)
+    first = np.argsort(-np.where(np.isfinite(w), w, -np.inf), axis=1)[:, :GROUPED_START]
+    assert any(c not in first[i] for i, c in enumerate(column_generation))
 
 
 def test_sparse_top_k_is_valid_and_close_to_the_optimum() -> None:

@@ -185,6 +185,9 @@ def test_bad_options_are_clear_errors(sqlite_url: str, encoder_path: Path) -> No
         (["--h", "-1"], "h must be"),
         (["--method", "magic"], "--method"),
         (["--splits", "zeroshot"], "--splits"),
+        (["--workers", "-1"], "--workers"),
+        (["--suite-sample", "-5"], "--suite-sample"),
+        (["--fold-size", "-1"], "fold_size"),
         ([], "kept True Examples"),  # an empty database
     ]:
         res = _match(sqlite_url, encoder_path, *args)
