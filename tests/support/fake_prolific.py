@@ -29,6 +29,9 @@ class State:
     bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     paid: list[tuple[str, float]] = field(default_factory=list)
     transitions: list[tuple[str, str]] = field(default_factory=list)
+    # Every request that reached the fake (method, path), errors included: a double send
+    # shows here even when the second one is refused.
+    received: list[tuple[str, str]] = field(default_factory=list)
     requests: int = 0
     rate_limit: int = 0
     slow: float = 0.0
@@ -46,6 +49,7 @@ def make_app(state: State) -> FastAPI:
     @app.middleware("http")
     async def modes(request: Request, call_next: Any) -> Any:
         state.requests += 1
+        state.received.append((request.method, request.url.path))
         if request.headers.get("authorization") != f"Token {TOKEN}":
             return JSONResponse({"error": {"detail": "Invalid token."}}, status_code=401)
         if state.slow:

@@ -104,3 +104,20 @@ class MTurkPlatform:
         return self._call("send_bonus", WorkerId=worker_external_id,
                           BonusAmount=f"{cents / 100:.2f}", AssignmentId=submission_id,
                           Reason=reason[:1024], UniqueRequestToken=key[:64])
+
+    def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
+        """ListBonusPayments for the assignment (all pages): is there this worker's bonus of
+        this amount? One bonus per assignment is ever planned (the idempotency key)."""
+        amount, token = f"{cents / 100:.2f}", None
+        while True:
+            params: dict[str, Any] = {"AssignmentId": submission_id, "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            page = self._call("list_bonus_payments", **params)
+            paid = page.get("BonusPayments", [])
+            if any(p.get("WorkerId") == worker_external_id
+                   and f"{float(p.get('BonusAmount', 0)):.2f}" == amount for p in paid):
+                return True
+            token = page.get("NextToken")
+            if not token or not paid:
+                return False

@@ -134,6 +134,9 @@ class ProlificPlatform:
         paid = self._call("POST", f"/bulk-bonus-payments/{setup['id']}/pay/")
         return {"setup": setup, "pay": paid}
 
+    def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
+        return None  # no documented per-submission bonus listing: unknown (never re-sent)
+
 
 def _json(resp: httpx.Response) -> Any:
     try:
