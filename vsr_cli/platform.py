@@ -37,15 +37,10 @@ StaleOpt = Annotated[
 
 def _client(name: PlatformName, base_url: str | None, production: bool, log: Any) -> Any:
     from webapp.platforms.base import PlatformError
+    from webapp.platforms.clients import client_for
 
     try:
-        if name is PlatformName.prolific:
-            from webapp.platforms.prolific import ProlificPlatform
-
-            return ProlificPlatform(base_url=base_url, log=log)
-        from webapp.platforms.mturk import MTurkPlatform
-
-        return MTurkPlatform(production=production)
+        return client_for(name.value, log, base_url, production or None)
     except PlatformError as exc:
         raise CliError(str(exc)) from None
 
