@@ -20,6 +20,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 TOKEN = "fake-prolific-token"
+# Prolific's rejection categories (API v1 docs); a rejection needs one and a message of at
+# least 100 characters.
+REJECTION_CATEGORIES = frozenset({
+    "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
+    "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
+})
 
 
 @dataclass
@@ -112,7 +118,8 @@ def make_app(state: State) -> FastAPI:
                                 status_code=400)
         if body.get("action") == "APPROVE":
             s["status"] = "APPROVED"
-        elif body.get("action") == "REJECT" and body.get("message"):
+        elif (body.get("action") == "REJECT" and len(body.get("message") or "") >= 100
+              and body.get("rejection_category") in REJECTION_CATEGORIES):
             s["status"] = "REJECTED"
         else:
             return JSONResponse({"error": {"detail": "bad transition"}}, status_code=400)
