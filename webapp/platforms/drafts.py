@@ -47,9 +47,10 @@ class Pay:
                  if self.measured_batches else "estimate, no batches measured yet")
         floor = (f"platform minimum {c}{self.minimum_cents / 100:.2f}/h"
                  if self.minimum_cents is not None else "no platform minimum")
+        took = (f"{self.minutes:.1f} min" if self.minutes >= 1
+                else f"{self.minutes * 60:.0f} s")
         return (f"effective pay {c}{self.per_hour_cents / 100:.2f}/h "
-                f"({c}{self.reward_cents / 100:.2f} for {self.minutes:.1f} min, {basis}); "
-                f"{floor}")
+                f"({c}{self.reward_cents / 100:.2f} for {took}, {basis}); {floor}")
 
 
 def measured_batch_minutes(session: Session, study_id: int, kind: str) -> list[float]:
@@ -68,7 +69,7 @@ def effective_pay(session: Session, study: PlatformStudy) -> Pay:
     s = study.settings
     times = measured_batch_minutes(session, study.study_id, s.get("kind", "generate"))
     minutes = statistics.median(times) if times else float(s.get("estimated_minutes", 1))
-    minutes = max(minutes, 1 / 60)
+    minutes = max(minutes, 1 / 60)  # at least a second: no division by zero
     reward = int(s.get("reward_cents", 0))
     minimum = s.get("min_hourly_cents", MINIMUM_CENTS_PER_HOUR.get(study.platform))
     return Pay(reward, minutes, len(times), round(reward * 60 / minutes),
