@@ -25,6 +25,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import Session, col, func, select
 
+from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept_count
 from vsr_core.models import (
     Assignment,
     Example,
@@ -58,6 +59,7 @@ class Rules:
     min_items: int = 1
     bonus_cents_per_kept: int = 0
     reject_flagged: bool = True
+    keep_threshold: float = float(DEFAULT_THRESHOLD)  # the study's keep rule
 
 
 class CallLog:
@@ -134,16 +136,22 @@ def _release_leases(
     return n
 
 
-def quality(session: Session, worker_id: int) -> dict[str, Any]:
+def quality(session: Session, worker_id: int,
+            keep_threshold: Threshold = DEFAULT_THRESHOLD) -> dict[str, Any]:
+    """Gold accuracy, speed flag, items done (votes + captions' Examples written) and the
+    Examples validation has kept (settled, enough votes agree with the label): the bonus
+    counts only those."""
     gold = gold_score(session, worker_id)
     votes = session.exec(select(func.count()).where(Vote.worker_id == worker_id)).one()
-    kept = session.exec(select(func.count()).select_from(Example).where(
-        Example.author_id == worker_id, col(Example.is_gold).is_(False)
-    )).one()
+    written = session.exec(select(
+        Example.queue_settled, Example.queue_agree, Example.queue_votes
+    ).where(Example.author_id == worker_id, col(Example.is_gold).is_(False))).all()
+    kept = sum(1 for settled, agree, n in written
+               if settled and is_kept_count(agree, n, keep_threshold))
     worker = session.get(Worker, worker_id)
     return {"gold_answered": gold.answered, "gold_accuracy": gold.accuracy,
-            "items": int(votes) + int(kept), "kept_captions": int(kept),
-            "flagged": bool(worker and worker.flagged)}
+            "items": int(votes) + len(written), "written": len(written),
+            "kept_captions": kept, "flagged": bool(worker and worker.flagged)}
 
 
 def _verdict(q: dict[str, Any], rules: Rules) -> str | None:
@@ -174,7 +182,7 @@ def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformA
             q: dict[str, Any] = {"gold_answered": 0, "gold_accuracy": None, "items": 0,
                                  "kept_captions": 0, "flagged": False}
         else:
-            q = quality(session, sub.worker_id)
+            q = quality(session, sub.worker_id, rules.keep_threshold)
         sub.quality = q
         session.add(sub)
         reason = _verdict(q, rules)

@@ -80,7 +80,9 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         # Study settings: one caption per batch, 10 minutes, our completion code.
         admin.goto(base + "/admin/settings")
         for name, value in (("generate_batch_size", "1"), ("generate_minutes", "10"),
-                            ("completion_code", "PLATOK")):
+                            ("completion_code", "PLATOK"), ("validate_batch_size", "1"),
+                            ("votes_per_example", "1"), ("max_votes_per_example", "1"),
+                            ("gold_rate", "0")):
             admin.locator(f'input[name="{name}"]').fill(value)
         admin.get_by_role("button", name="Save settings").click()
         expect(admin.get_by_role("status")).to_contain_text("Settings saved.")
@@ -123,6 +125,19 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         worker.keyboard.press("Enter")
         expect(worker.locator("#completion-code")).to_have_text("PLATOK")
         worker.screenshot(path=str(shots / "worker_done.png"))
+        # Two validators (from elsewhere) judge the caption's two Examples "true": the one
+        # whose label is true is kept, which is what the bonus counts.
+        for n in (1, 2):
+            judge = browser.new_context().new_page()
+            errors += watch_errors(judge)
+            judge.goto(f"{base}/start/validate?PROLIFIC_PID=6a7b8c9d0e1f2a3b4c5d6e0{n}"
+                       f"&STUDY_ID=other&SESSION_ID={'d' * 24}")
+            judge.get_by_role("button", name="I agree, continue").click()
+            judge.get_by_role("button", name=re.compile("Start the batch")).click()
+            expect(judge.locator("#caption")).to_be_visible()
+            judge.wait_for_load_state("load")
+            judge.keyboard.press("t")
+            expect(judge.locator("#completion-code")).to_have_text("PLATOK")
         returner = browser.new_context().new_page()
         returner.goto(_entry(url, RETURNER, good["id"], "b" * 24))
         returner.get_by_role("button", name="I agree, continue").click()
@@ -177,7 +192,8 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
         writer = s.exec(select(Worker).where(Worker.external_id == WRITER)).one()
-        kept = len(s.exec(select(Example).where(Example.author_id == writer.id)).all())
+        written = s.exec(select(Example).where(Example.author_id == writer.id)).all()
+        kept = sum(1 for e in written if e.queue_settled and e.queue_agree == e.queue_votes == 1)
         returner = s.exec(select(Worker).where(Worker.external_id == RETURNER)).one()
         leases = s.exec(select(Assignment).where(Assignment.worker_id == returner.id)).all()
         actions = s.exec(select(PlatformAction).order_by(col(PlatformAction.id))).all()

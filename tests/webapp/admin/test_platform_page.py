@@ -21,6 +21,9 @@ from vsr_core.models import Example, Image, PlatformCall, PlatformStudy, Worker
 from vsr_core.studies import create_study
 from webapp.admin.auth import create_admin
 
+# Settled by validation, every vote agreeing with the label: kept.
+KEPT: dict[str, Any] = {"queue_settled": True, "queue_votes": 3, "queue_agree": 3}
+
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 
 
@@ -57,7 +60,7 @@ def _workers(engine: Engine) -> None:
         s.commit()
         for caption in ("The cat is on the mat.", "The dog is under the table."):
             s.add(Example(image_id=img.id or 0, caption=caption, relation="on", subj="cat",
-                          obj="mat", label=True, author_id=p1.id))
+                          obj="mat", label=True, author_id=p1.id, **KEPT))
         s.commit()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -17,6 +18,8 @@ from vsr_core.models import Example, Image, PlatformAction, PlatformStudy, Worke
 from webapp.platforms.engine import Rules, apply, plan, sync
 from webapp.platforms.prolific import ProlificPlatform
 
+# Settled by validation, every vote agreeing with the label: kept.
+KEPT: dict[str, Any] = {"queue_settled": True, "queue_votes": 3, "queue_agree": 3}
 N = 20  # participants: even ones wrote a caption (approve + bonus), odd ones nothing (reject)
 
 
@@ -42,7 +45,7 @@ def _planned_study(engine: Engine, url: str, state: State) -> int:
             if i % 2 == 0:
                 session.add(Example(image_id=img.id or 0, caption=f"The cat {i} is on the mat.",
                                     relation="on", subj="cat", obj="mat", label=True,
-                                    author_id=w.id))
+                                    author_id=w.id, **KEPT))
         study = PlatformStudy(platform="prolific", external_id=ext)
         session.add(study)
         session.commit()

@@ -52,7 +52,7 @@ def _rules(session: Session, row: PlatformStudy) -> eng.Rules:
     """The study's gold settings, overridden by the platform study's own rules."""
     cfg = study_config(session, row.study_id)
     base = {"min_gold_accuracy": cfg.gold_accuracy_threshold,
-            "min_gold_answers": cfg.gold_min_answers}
+            "min_gold_answers": cfg.gold_min_answers, "keep_threshold": cfg.keep_threshold}
     return eng.Rules(**(base | row.settings.get("rules", {})))
 
 
@@ -76,7 +76,8 @@ def _preview(row: PlatformStudy, actions: list[PlatformAction]) -> dict[str, Any
             "total_cents": bonus + reward, "fingerprint": fingerprint(actions)}
 
 
-def _submissions(session: Session, row: PlatformStudy) -> list[dict[str, Any]]:
+def _submissions(session: Session, row: PlatformStudy, rules: eng.Rules
+                 ) -> list[dict[str, Any]]:
     subs = session.exec(select(PlatformSubmission).where(
         PlatformSubmission.study_id == row.id
     ).order_by(col(PlatformSubmission.id)).limit(SUBMISSIONS_SHOWN)).all()
@@ -85,7 +86,8 @@ def _submissions(session: Session, row: PlatformStudy) -> list[dict[str, Any]]:
         actions.setdefault(a.target, []).append(a)
     out = []
     for s in subs:
-        q = eng.quality(session, s.worker_id) if s.worker_id is not None else {}
+        q = (eng.quality(session, s.worker_id, rules.keep_threshold)
+             if s.worker_id is not None else {})
         out.append({"sub": s, "q": q, "actions": actions.get(s.external_id, [])})
     return out
 
@@ -101,12 +103,12 @@ def platform_page(
     ctx: dict[str, Any] = {"rows": rows, "row": row, "names": NAMES, "page": page, "pages": 1,
                            "pays": {r.id: drafts.effective_pay(session, r) for r in rows}}
     if row is not None:
-        planned = _planned(session, row)
+        planned, rules = _planned(session, row), _rules(session, row)
         total = session.exec(select(func.count()).select_from(PlatformCall).where(
             PlatformCall.platform == row.platform)).one()
         ctx |= {
-            "subs": _submissions(session, row), "planned": planned,
-            "preview": _preview(row, planned), "rules": _rules(session, row),
+            "subs": _submissions(session, row, rules), "planned": planned,
+            "preview": _preview(row, planned), "rules": rules,
             "states": dict(Counter(a.state for a in session.exec(
                 select(PlatformAction).where(PlatformAction.study_id == row.id)))),
             "calls": session.exec(select(PlatformCall).where(
