@@ -7,10 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from vsr_cli.common import DB_HELP, engine_for
+from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for
 from vsr_cli.failure import CliError
 
-platform_app = typer.Typer(help="Crowd platforms: sync, plan, apply.", no_args_is_help=True)
+platform_app = typer.Typer(help="Crowd platforms: create, publish, pause, sync, plan, apply.",
+                           no_args_is_help=True)
 
 
 class PlatformName(StrEnum):
@@ -28,25 +29,24 @@ BaseUrlOpt = Annotated[
 ProductionOpt = Annotated[
     bool, typer.Option(help="MTurk: the production endpoint instead of the sandbox")
 ]
+StaleOpt = Annotated[
+    float, typer.Option(help="Settle actions a crash left 'sending' once they are this many "
+                             "minutes old (younger ones may be in flight elsewhere)", min=0)
+]
 
 
 def _client(name: PlatformName, base_url: str | None, production: bool, log: Any) -> Any:
     from webapp.platforms.base import PlatformError
+    from webapp.platforms.clients import client_for
 
     try:
-        if name is PlatformName.prolific:
-            from webapp.platforms.prolific import ProlificPlatform
-
-            return ProlificPlatform(base_url=base_url, log=log)
-        from webapp.platforms.mturk import MTurkPlatform
-
-        return MTurkPlatform(production=production)
+        return client_for(name.value, log, base_url, production or None)
     except PlatformError as exc:
         raise CliError(str(exc)) from None
 
 
 def _run(action: str, platform: PlatformName, study_id: int, database_url: str | None,
-         base_url: str | None, production: bool) -> None:
+         base_url: str | None, production: bool, stale_minutes: float = 15) -> None:
     from sqlmodel import Session
 
     from vsr_core.models import PlatformStudy
@@ -69,7 +69,7 @@ def _run(action: str, platform: PlatformName, study_id: int, database_url: str |
             log = eng.CallLog(platform.value)
             client = _client(platform, base_url, production, log)
             try:
-                _send(action, session, client, study)
+                _send(action, session, client, study, log, stale_minutes)
             finally:
                 session.rollback()
                 log.save(session)
@@ -77,7 +77,10 @@ def _run(action: str, platform: PlatformName, study_id: int, database_url: str |
             raise CliError(str(exc)) from None
 
 
-def _send(action: str, session: Any, client: Any, study: Any) -> None:
+def _send(action: str, session: Any, client: Any, study: Any, log: Any,
+          stale_minutes: float) -> None:
+    from datetime import timedelta
+
     from webapp.platforms import engine as eng
 
     if action == "sync":
@@ -85,10 +88,10 @@ def _send(action: str, session: Any, client: Any, study: Any) -> None:
         from webapp.validate.strategy import ExampleStrategy
 
         released = eng.sync(session, client, study, {
-            "generate": PairStrategy(), "validate": ExampleStrategy()})
+            "generate": PairStrategy(), "validate": ExampleStrategy()}, log)
         typer.echo(f"synced; {released} leases released")
     else:
-        counts = eng.apply(session, client, study)
+        counts = eng.apply(session, client, study, timedelta(minutes=stale_minutes), log)
         typer.echo(f"{counts['done']} done, {counts['failed']} failed")
 
 
@@ -107,6 +110,125 @@ def plan(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None) -> 
 
 @platform_app.command("apply")
 def apply(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None,
+          base_url: BaseUrlOpt = None, production: ProductionOpt = False,
+          stale_minutes: StaleOpt = 15) -> None:
+    """Send every planned action once (safe to re-run after a crash, and beside another
+    apply: each action is claimed before it is sent)."""
+    _run("apply", platform, study, database_url, base_url, production, stale_minutes)
+
+
+KindOpt = Annotated[str, typer.Option(help="generate or validate")]
+
+
+def _site_study(session: Any, slug: str | None) -> Any:
+    from sqlmodel import select
+
+    from vsr_core.models import Study
+
+    stmt = select(Study).where(Study.slug == slug) if slug else \
+        select(Study).where(Study.is_default == True)  # noqa: E712
+    found = session.exec(stmt).first()
+    if found is None:
+        raise CliError(f"no study {slug!r} (see `vsr study list`)")
+    return found
+
+
+@platform_app.command("create")
+def create(
+    platform: PlatformOpt,
+    reward_cents: Annotated[int, typer.Option(help="Reward per participant, in pence/cents",
+                                              min=1)],
+    places: Annotated[int, typer.Option(help="Prolific places / MTurk assignments", min=1)],
+    kind: KindOpt = "generate",
+    for_study: Annotated[str | None, typer.Option(help=STUDY_HELP)] = None,
+    title: Annotated[str, typer.Option(help="Title shown to participants")] = "",
+    estimated_minutes: Annotated[
+        int | None, typer.Option(help="Default: the measured median batch time, else the "
+                                      "batch time limit", min=1)] = None,
+    qualifications: Annotated[
+        str, typer.Option(help="MTurk QualificationRequirements as a JSON list")] = "[]",
+    site_url: Annotated[
+        str | None, typer.Option(help="Public site URL (default: BASE_URL)")] = None,
+    database_url: DbOpt = None, base_url: BaseUrlOpt = None,
+    production: ProductionOpt = False,
+) -> None:
+    """Create the platform study from the study settings (Prolific: a draft; MTurk: the HIT,
+    live at once). Prints its id for publish/sync/plan/apply and the effective pay."""
+    import json
+
+    from sqlmodel import Session
+
+    from vsr_core.settings import get_settings
+    from webapp.platforms import drafts
+    from webapp.platforms.base import PlatformError
+    from webapp.platforms.engine import CallLog
+
+    try:
+        quals = json.loads(qualifications)
+        if not isinstance(quals, list):
+            raise ValueError
+    except ValueError:
+        raise CliError("--qualifications must be a JSON list") from None
+    with Session(engine_for(database_url)) as session:
+        study = _site_study(session, for_study)
+        log = CallLog(platform.value)
+        try:
+            settings = drafts.new_settings(
+                session, study, platform.value, kind, reward_cents=reward_cents,
+                places=places, base_url=site_url or get_settings().base_url, title=title,
+                estimated_minutes=estimated_minutes, qualifications=quals)
+            client = _client(platform, base_url, production, log)
+            row = drafts.create(session, client, study, settings)
+        except PlatformError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            session.rollback()
+            log.save(session)
+        typer.echo(f"created {platform.value} study {row.id} ({row.external_id}, {row.state})")
+        typer.echo(f"entry URL: {settings['url']}")
+        typer.echo(drafts.effective_pay(session, row).line())
+
+
+def _transition(action: str, platform: PlatformName, study_id: int, database_url: str | None,
+                base_url: str | None, production: bool) -> None:
+    from sqlmodel import Session
+
+    from vsr_core.models import PlatformStudy
+    from webapp.platforms import drafts
+    from webapp.platforms.base import PlatformError
+    from webapp.platforms.engine import CallLog
+
+    with Session(engine_for(database_url)) as session:
+        row = session.get(PlatformStudy, study_id)
+        if row is None or row.platform != platform.value:
+            raise CliError(f"no {platform.value} study with id {study_id}")
+        log = CallLog(platform.value)
+        try:
+            if action == "publish":
+                pay = drafts.effective_pay(session, row)
+                if pay.below_minimum:  # refused before any client (or token) is needed
+                    raise PlatformError(f"refused: {pay.line()}")
+                client = _client(platform, base_url, production, log)
+                typer.echo(drafts.publish(session, client, row).line())
+            else:
+                drafts.pause(session, _client(platform, base_url, production, log), row)
+            typer.echo(f"{platform.value} study {study_id}: {row.state}")
+        except PlatformError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            session.rollback()
+            log.save(session)
+
+
+@platform_app.command("publish")
+def publish(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None,
+            base_url: BaseUrlOpt = None, production: ProductionOpt = False) -> None:
+    """Publish a draft, unless the effective hourly pay is below the platform's minimum."""
+    _transition("publish", platform, study, database_url, base_url, production)
+
+
+@platform_app.command("pause")
+def pause(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None,
           base_url: BaseUrlOpt = None, production: ProductionOpt = False) -> None:
-    """Send every planned action once (safe to re-run after a crash)."""
-    _run("apply", platform, study, database_url, base_url, production)
+    """Pause the study (MTurk: expire the HIT)."""
+    _transition("pause", platform, study, database_url, base_url, production)

@@ -48,10 +48,11 @@ def free_port() -> int:
 
 @contextmanager
 def running_site(
-    db_url: str, image_root: Path, tmp_path: Path, env: dict[str, str]
+    db_url: str, image_root: Path, tmp_path: Path, env: dict[str, str], port: int | None = None
 ) -> Iterator[str]:
-    """Start `vsr serve` on a free port and yield its base URL once /healthz answers."""
-    port = free_port()
+    """Start `vsr serve` on a free port (or ``port``, e.g. one BASE_URL already names) and
+    yield its base URL once /healthz answers."""
+    port = port or free_port()
     full_env = {**os.environ, **env}
     # This interpreter's own console script: the first `vsr` on PATH may belong to another
     # checkout (a copied venv's activate script), which would test that code instead.

@@ -20,6 +20,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 TOKEN = "fake-prolific-token"
+# Prolific's rejection categories (API v1 docs); a rejection needs one and a message of at
+# least 100 characters.
+REJECTION_CATEGORIES = frozenset({
+    "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
+    "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
+})
 
 
 @dataclass
@@ -29,6 +35,9 @@ class State:
     bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     paid: list[tuple[str, float]] = field(default_factory=list)
     transitions: list[tuple[str, str]] = field(default_factory=list)
+    # Every request that reached the fake (method, path), errors included: a double send
+    # shows here even when the second one is refused.
+    received: list[tuple[str, str]] = field(default_factory=list)
     requests: int = 0
     rate_limit: int = 0
     slow: float = 0.0
@@ -46,6 +55,7 @@ def make_app(state: State) -> FastAPI:
     @app.middleware("http")
     async def modes(request: Request, call_next: Any) -> Any:
         state.requests += 1
+        state.received.append((request.method, request.url.path))
         if request.headers.get("authorization") != f"Token {TOKEN}":
             return JSONResponse({"error": {"detail": "Invalid token."}}, status_code=401)
         if state.slow:
@@ -108,7 +118,8 @@ def make_app(state: State) -> FastAPI:
                                 status_code=400)
         if body.get("action") == "APPROVE":
             s["status"] = "APPROVED"
-        elif body.get("action") == "REJECT" and body.get("message"):
+        elif (body.get("action") == "REJECT" and len(body.get("message") or "") >= 100
+              and body.get("rejection_category") in REJECTION_CATEGORIES):
             s["status"] = "REJECTED"
         else:
             return JSONResponse({"error": {"detail": "bad transition"}}, status_code=400)

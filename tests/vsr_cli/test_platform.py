@@ -61,3 +61,33 @@ def test_errors_are_one_line(db_url: str, fake: tuple[str, State]) -> None:
     r = _vsr("sync", "--platform", "prolific", "--study", "1", "--database-url", db_url,
              PROLIFIC_API_TOKEN="")
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, State]) -> None:
+    url, state = fake
+    env = {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url}
+    made = []
+    for reward in ("100", "900"):  # £0.75/h and £6.75/h over the 80-minute time limit
+        r = _vsr("create", "--platform", "prolific", "--reward-cents", reward, "--places", "5",
+                 "--site-url", "https://vsr.example.org", "--database-url", db_url, **env)
+        assert r.returncode == 0, r.stderr
+        first = r.stdout.splitlines()[0]
+        assert first.startswith("created prolific study ") and "draft" in first
+        assert "entry URL: https://vsr.example.org/start/generate?PROLIFIC_PID=" in r.stdout
+        made.append(first.split()[3])
+    common = ["--platform", "prolific", "--database-url", db_url]
+    r = _vsr("publish", "--study", made[0], *common, **env)
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "error: refused: effective pay £0.75/h (£1.00 for 80.0 min, estimate, no batches "
+        "measured yet); platform minimum £6.00/h")
+    assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "UNPUBLISHED"]
+    r = _vsr("publish", "--study", made[1], *common, **env)
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == f"prolific study {made[1]}: " \
+        "published", r.stderr
+    r = _vsr("pause", "--study", made[1], *common, **env)
+    assert r.returncode == 0 and "paused" in r.stdout, r.stderr
+    assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "PAUSED"]
+    r = _vsr("create", "--platform", "prolific", "--reward-cents", "5", "--places", "1",
+             "--for-study", "nope", "--database-url", db_url, **env)
+    assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study " \
+        "list`)"

@@ -32,6 +32,7 @@ NAV = (
     ("settings", "/admin/settings", "Study settings"),
     ("pipeline", "/admin/pipeline", "Pipeline"),
     ("revalidation", "/admin/revalidation", "Re-validation"),
+    ("platform", "/admin/platform", "Platforms"),
 )
 CACHE_TTL_SECONDS = 60.0
 

@@ -44,3 +44,8 @@ class Platform(Protocol):
         self, study_external_id: str, submission_id: str, worker_external_id: str,
         cents: int, reason: str, key: str,
     ) -> dict[str, Any]: ...
+
+    def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
+        """Whether this submission's bonus of ``cents`` shows as paid; None when the
+        platform cannot tell."""
+        ...

@@ -1,11 +1,17 @@
 """Sync, plan and apply: what to approve, reject and pay, sent exactly once.
 
 plan() only writes PlatformAction rows ('planned', deterministic idempotency keys, so planning
-twice adds nothing); apply() commits 'sending' BEFORE each call and 'done'/'failed' after, so
-a crash leaves at most one row per action in 'sending', which reconcile() settles on the next
-run by asking the platform (approve/reject) or re-sending with the same idempotency token
-(MTurk bonus). A Prolific bonus left 'sending' is never re-sent: it is marked failed for a
-person to check, because Prolific's bonus API has no idempotency key.
+twice adds nothing); apply() claims each row with a conditional update (planned -> sending,
+committed BEFORE the call, so two applies at once never both send it) and writes
+'done'/'failed' after. A crash leaves at most one row in 'sending', which reconcile() settles
+once it is older than any live call could be, by asking the platform (approve/reject) or
+re-sending with the same idempotency token (MTurk bonus). A Prolific bonus left 'sending' is
+never re-sent: it is marked failed for a person to check, because Prolific's bonus API has no
+idempotency key.
+
+No transaction is ever open while a platform answers: on SQLite every transaction takes the
+write lock (BEGIN IMMEDIATE, vsr_core.db), so one held across an HTTP call would stall every
+other writer, workers' pages included.
 """
 
 from __future__ import annotations
@@ -13,10 +19,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import update
 from sqlmodel import Session, col, func, select
 
+from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept_count
 from vsr_core.models import (
     Assignment,
     Example,
@@ -36,6 +45,10 @@ from webapp.validate.gold import gold_score
 # Statuses that wait for our decision, and those that show a decision was already taken.
 REVIEWABLE = frozenset({"AWAITING REVIEW", "Submitted"})
 DECIDED = {"approve": {"APPROVED", "Approved"}, "reject": {"REJECTED", "Rejected"}}
+# A 'sending' row younger than this may still be in flight in another apply; older ones are
+# a crash's leftovers. Longer than the slowest call with all its retries (4 x 10 s timeouts,
+# up to 3 x 60 s Retry-After).
+STALE_AFTER = timedelta(minutes=15)
 CRASH_ENV = "VSR_PLATFORM_CRASH"  # tests only: os._exit at 'after_sending' or 'after_call'
 
 
@@ -46,6 +59,7 @@ class Rules:
     min_items: int = 1
     bonus_cents_per_kept: int = 0
     reject_flagged: bool = True
+    keep_threshold: float = float(DEFAULT_THRESHOLD)  # the study's keep rule
 
 
 class CallLog:
@@ -75,17 +89,21 @@ def _small(answer: Any) -> Any:
 
 def sync(
     session: Session, platform: Platform, study: PlatformStudy,
-    strategies: Mapping[str, lease_mod.LeaseStrategy],
+    strategies: Mapping[str, lease_mod.LeaseStrategy], calls: CallLog | None = None,
 ) -> int:
     """Store the platform's submissions; participants who are gone give their leases back
-    at once. Returns how many leases were released."""
+    at once. Returns how many leases were released. The platform is asked with no
+    transaction open; the answer is written in one transaction."""
+    study_id, external_id = study.id, study.external_id
+    session.commit()
+    remotes = platform.sync_submissions(external_id)
     released = 0
-    for remote in platform.sync_submissions(study.external_id):
+    for remote in remotes:
         row = session.exec(select(PlatformSubmission).where(
             PlatformSubmission.platform == platform.name,
             PlatformSubmission.external_id == remote.external_id,
         )).first() or PlatformSubmission(
-            study_id=study.id or 0, platform=platform.name, external_id=remote.external_id,
+            study_id=study_id or 0, platform=platform.name, external_id=remote.external_id,
             worker_external_id=remote.worker_external_id, status=remote.status,
         )
         worker = session.exec(select(Worker).where(
@@ -98,6 +116,7 @@ def sync(
             released += _release_leases(session, worker, strategies)
     study.synced_at = utcnow()
     session.add(study)
+    _save_calls(session, calls)
     session.commit()
     return released
 
@@ -117,16 +136,22 @@ def _release_leases(
     return n
 
 
-def quality(session: Session, worker_id: int) -> dict[str, Any]:
+def quality(session: Session, worker_id: int,
+            keep_threshold: Threshold = DEFAULT_THRESHOLD) -> dict[str, Any]:
+    """Gold accuracy, speed flag, items done (votes + captions' Examples written) and the
+    Examples validation has kept (settled, enough votes agree with the label): the bonus
+    counts only those."""
     gold = gold_score(session, worker_id)
     votes = session.exec(select(func.count()).where(Vote.worker_id == worker_id)).one()
-    kept = session.exec(select(func.count()).select_from(Example).where(
-        Example.author_id == worker_id, col(Example.is_gold).is_(False)
-    )).one()
+    written = session.exec(select(
+        Example.queue_settled, Example.queue_agree, Example.queue_votes
+    ).where(Example.author_id == worker_id, col(Example.is_gold).is_(False))).all()
+    kept = sum(1 for settled, agree, n in written
+               if settled and is_kept_count(agree, n, keep_threshold))
     worker = session.get(Worker, worker_id)
     return {"gold_answered": gold.answered, "gold_accuracy": gold.accuracy,
-            "items": int(votes) + int(kept), "kept_captions": int(kept),
-            "flagged": bool(worker and worker.flagged)}
+            "items": int(votes) + len(written), "written": len(written),
+            "kept_captions": kept, "flagged": bool(worker and worker.flagged)}
 
 
 def _verdict(q: dict[str, Any], rules: Rules) -> str | None:
@@ -157,7 +182,7 @@ def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformA
             q: dict[str, Any] = {"gold_answered": 0, "gold_accuracy": None, "items": 0,
                                  "kept_captions": 0, "flagged": False}
         else:
-            q = quality(session, sub.worker_id)
+            q = quality(session, sub.worker_id, rules.keep_threshold)
         sub.quality = q
         session.add(sub)
         reason = _verdict(q, rules)
@@ -179,71 +204,165 @@ def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformA
     return added
 
 
-def _send(platform: Platform, study: PlatformStudy, action: PlatformAction,
-          worker_external_id: str) -> dict[str, Any]:
-    if action.kind == "approve":
-        return platform.approve(action.target, action.idempotency_key)
-    if action.kind == "reject":
-        return platform.reject(action.target, action.reason, action.idempotency_key)
-    if action.kind == "return":
-        return platform.request_return(action.target, action.reason, action.idempotency_key)
-    return platform.bonus(study.external_id, action.target, worker_external_id,
-                          action.amount_cents or 0, action.reason, action.idempotency_key)
+@dataclass(frozen=True)
+class _Claimed:
+    """What a claimed action needs for its call, read before the call so that no ORM
+    attribute is loaded (and no transaction begun) while the platform answers."""
+
+    id: int
+    kind: str
+    target: str
+    amount_cents: int
+    reason: str
+    key: str
+    worker_external_id: str
 
 
-def _worker_ext(session: Session, action: PlatformAction) -> str:
+def _send(platform: Platform, study_external_id: str, a: _Claimed) -> dict[str, Any]:
+    if a.kind == "approve":
+        return platform.approve(a.target, a.key)
+    if a.kind == "reject":
+        return platform.reject(a.target, a.reason, a.key)
+    if a.kind == "return":
+        return platform.request_return(a.target, a.reason, a.key)
+    return platform.bonus(study_external_id, a.target, a.worker_external_id,
+                          a.amount_cents, a.reason, a.key)
+
+
+def _worker_ext(session: Session, platform: str, target: str) -> str:
     sub = session.exec(select(PlatformSubmission).where(
-        PlatformSubmission.platform == action.platform,
-        PlatformSubmission.external_id == action.target,
+        PlatformSubmission.platform == platform, PlatformSubmission.external_id == target,
     )).first()
     return sub.worker_external_id if sub else ""
 
 
-def reconcile(session: Session, platform: Platform, study: PlatformStudy) -> int:
-    """Settle actions a crash left in 'sending'; returns how many were settled."""
-    stuck = session.exec(select(PlatformAction).where(
-        PlatformAction.study_id == study.id, PlatformAction.state == "sending"
-    )).all()
-    for action in stuck:
-        if action.kind in DECIDED:
-            status = platform.submission_status(action.target)
-            if status in DECIDED[action.kind]:
-                action.state, action.response = "done", {"reconciled": status}
-            else:
-                action.state = "planned"  # the call never arrived: send it again
-        elif action.kind == "bonus" and platform.name == "mturk":
-            action.state = "planned"  # same UniqueRequestToken: MTurk pays at most once
-        else:
-            action.state = "failed"
-            action.response = {"reconcile": "unknown whether it was sent; check on the platform"}
-        session.add(action)
+def _set_state(session: Session, action_id: int, old: str, new: str,
+               response: dict[str, Any] | None = None, sent_at: datetime | None = None,
+               old_sent_at: datetime | None = None) -> bool:
+    """Move one action from ``old`` to ``new`` unless someone else moved it first (a
+    conditional UPDATE, the only way two appliers can agree without a lock held across a
+    platform call). ``old_sent_at`` pins the exact claim a reconcile looked at."""
+    values: dict[str, Any] = {"state": new}
+    if response is not None:
+        values["response"] = response
+    if sent_at is not None:
+        values["sent_at"] = sent_at
+    stmt = update(PlatformAction).where(
+        col(PlatformAction.id) == action_id, col(PlatformAction.state) == old)
+    if old_sent_at is not None:
+        stmt = stmt.where(col(PlatformAction.sent_at) == old_sent_at)
+    result = session.execute(stmt.values(**values))
+    return int(result.rowcount or 0) == 1  # type: ignore[attr-defined]
+
+
+def _claim(session: Session, action_id: int) -> _Claimed | None:
+    """Take one planned action for this process: planned -> sending, committed before the
+    call. Returns None when another apply claimed it first. On SQLite the transaction is
+    BEGIN IMMEDIATE (vsr_core.db), so the read and the update are one writer's step."""
+    try:
+        if not _set_state(session, action_id, "planned", "sending", sent_at=utcnow()):
+            return None
+        action = session.get(PlatformAction, action_id)
+        assert action is not None and action.id is not None
+        claimed = _Claimed(action.id, action.kind, action.target, action.amount_cents or 0,
+                           action.reason, action.idempotency_key,
+                           _worker_ext(session, action.platform, action.target))
+        session.commit()
+        return claimed
+    finally:
+        session.rollback()  # a no-op after the commit; ends the read when nothing was claimed
+
+
+def reconcile(session: Session, platform: Platform, study: PlatformStudy,
+              stale_after: timedelta = STALE_AFTER, calls: CallLog | None = None) -> int:
+    """Settle actions a crash left in 'sending' for longer than ``stale_after`` (a younger
+    one may still be in flight in another apply: touching it could send it twice); returns
+    how many were settled. No transaction is open during a platform call."""
+    study_id = study.id
+    cutoff = utcnow() - stale_after
+    stuck = [(a.id or 0, a.kind, a.target, a.sent_at) for a in session.exec(
+        select(PlatformAction).where(
+            PlatformAction.study_id == study_id, PlatformAction.state == "sending",
+            col(PlatformAction.sent_at) <= cutoff,
+        ))]
     session.commit()
-    return len(stuck)
+    settled = 0
+    for action_id, kind, target, sent_at in stuck:
+        response: dict[str, Any] | None = None
+        if kind in DECIDED:
+            try:
+                status = platform.submission_status(target)
+            except PlatformError:
+                continue  # ask again on the next apply
+            if status in DECIDED[kind]:
+                new, response = "done", {"reconciled": status}
+            else:
+                new = "planned"  # the call never arrived: send it again
+        elif kind == "bonus" and platform.name == "mturk":
+            new = "planned"  # same UniqueRequestToken: MTurk pays at most once
+        else:
+            new = "failed"
+            response = {"reconcile": "unknown whether it was sent; check on the platform"}
+        settled += _set_state(session, action_id, "sending", new, response,
+                              old_sent_at=sent_at)
+        _save_calls(session, calls)
+        session.commit()
+    return settled
 
 
-def apply(session: Session, platform: Platform, study: PlatformStudy) -> dict[str, int]:
-    """Send every planned action once; returns counts by final state."""
-    reconcile(session, platform, study)
+def apply(session: Session, platform: Platform, study: PlatformStudy,
+          stale_after: timedelta = STALE_AFTER, calls: CallLog | None = None) -> dict[str, int]:
+    """Send every planned action once, even with other applies running at the same time
+    (each action is claimed by a conditional update first); returns counts by final state
+    of the actions this call sent.
+
+    Ends the caller's transaction first and never holds one across a platform call, so a
+    second apply (or a worker's page) is never kept waiting for an HTTP answer.
+    """
+    study_id, study_ext = study.id, study.external_id
+    session.commit()
+    reconcile(session, platform, study, stale_after, calls)
     counts = {"done": 0, "failed": 0}
-    planned = session.exec(select(PlatformAction).where(
-        PlatformAction.study_id == study.id, PlatformAction.state == "planned"
-    ).order_by(col(PlatformAction.id))).all()
-    for action in planned:
-        worker_ext = _worker_ext(session, action)
-        action.state, action.sent_at = "sending", utcnow()
-        session.add(action)
-        session.commit()  # before the call: a crash from here on is seen by reconcile()
+    planned = list(session.exec(select(PlatformAction.id).where(
+        PlatformAction.study_id == study_id, PlatformAction.state == "planned"
+    ).order_by(col(PlatformAction.id))))
+    session.commit()
+    for action_id in planned:
+        claimed = _claim(session, action_id or 0)
+        if claimed is None:
+            continue
         _crash_hook("after_sending")
         try:
-            action.response = _send(platform, study, action, worker_ext)
-            action.state = "done"
+            response, state = _send(platform, study_ext, claimed), "done"
         except PlatformError as exc:
-            action.state, action.response = "failed", {"error": str(exc)}
+            response, state = {"error": str(exc)}, "failed"
+            if _already_done(platform, claimed):
+                response, state = {"already_done": str(exc)}, "done"
         _crash_hook("after_call")
-        session.add(action)
+        _set_state(session, claimed.id, "sending", state, response)
+        _save_calls(session, calls)
         session.commit()
-        counts[action.state] += 1
+        counts[state] += 1
+    session.expire_all()  # the caller's objects show the new states
     return counts
+
+
+def _already_done(platform: Platform, a: _Claimed) -> bool:
+    """A refused bonus that the platform shows as paid was paid by an earlier, crashed apply
+    (MTurk refuses a second SendBonus with the same UniqueRequestToken): it is done, not
+    failed. Asked of the platform, not read from the error's wording."""
+    if a.kind != "bonus":
+        return False
+    try:
+        return platform.bonus_paid(a.target, a.worker_external_id, a.amount_cents) is True
+    except PlatformError:
+        return False
+
+
+def _save_calls(session: Session, calls: CallLog | None) -> None:
+    if calls is not None and calls.rows:
+        session.add_all(calls.rows)
+        calls.rows = []
 
 
 def _crash_hook(point: str) -> None:

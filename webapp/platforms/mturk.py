@@ -6,6 +6,8 @@ profile); nothing is stored. One of our platform studies is one HIT.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -26,23 +28,37 @@ def external_question(url: str, frame_height: int = 0) -> str:
             f"<FrameHeight>{frame_height}</FrameHeight></ExternalQuestion>")
 
 
+def _plain(data: dict[str, Any]) -> dict[str, Any]:
+    """JSON-safe copy for the call log (boto3 answers hold datetimes)."""
+    return dict(json.loads(json.dumps(data, default=str)))
+
+
 class MTurkPlatform:
     name = "mturk"
 
-    def __init__(self, production: bool = False, client: Any | None = None) -> None:
+    def __init__(self, production: bool = False, client: Any | None = None,
+                 log: Callable[..., None] | None = None) -> None:
         self.client = client or boto3.client(
             "mturk", region_name="us-east-1", endpoint_url=PRODUCTION if production else SANDBOX
         )
+        self.log = log or (lambda *_: None)
 
     def _call(self, op: str, **params: Any) -> dict[str, Any]:
+        """One operation; the parameters and answer go to the call log (credentials never
+        pass through here: botocore signs the request)."""
         try:
-            return dict(getattr(self.client, op)(**params))
+            answer = dict(getattr(self.client, op)(**params))
         except ClientError as exc:
             err = exc.response.get("Error", {})
             message = " ".join(str(err.get("Message", "")).split())
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            self.log(op, op, _plain(params), status, {"Error": err}, str(err.get("Code", "?")))
             raise PlatformError(f"MTurk {op}: {err.get('Code', '?')} {message}") from None
         except BotoCoreError as exc:
+            self.log(op, op, _plain(params), None, None, type(exc).__name__)
             raise PlatformError(f"MTurk {op}: {' '.join(str(exc).split())}") from None
+        self.log(op, op, _plain(params), 200, _plain(answer), "")
+        return answer
 
     def create_draft(self, settings: dict[str, Any]) -> str:
         """MTurk has no drafts: creating the HIT publishes it (see docs/platforms.md)."""
@@ -104,3 +120,20 @@ class MTurkPlatform:
         return self._call("send_bonus", WorkerId=worker_external_id,
                           BonusAmount=f"{cents / 100:.2f}", AssignmentId=submission_id,
                           Reason=reason[:1024], UniqueRequestToken=key[:64])
+
+    def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
+        """ListBonusPayments for the assignment (all pages): is there this worker's bonus of
+        this amount? One bonus per assignment is ever planned (the idempotency key)."""
+        amount, token = f"{cents / 100:.2f}", None
+        while True:
+            params: dict[str, Any] = {"AssignmentId": submission_id, "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            page = self._call("list_bonus_payments", **params)
+            paid = page.get("BonusPayments", [])
+            if any(p.get("WorkerId") == worker_external_id
+                   and f"{float(p.get('BonusAmount', 0)):.2f}" == amount for p in paid):
+                return True
+            token = page.get("NextToken")
+            if not token or not paid:
+                return False

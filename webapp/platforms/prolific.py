@@ -115,7 +115,8 @@ class ProlificPlatform:
         ))
 
     def reject(self, submission_id: str, reason: str, key: str) -> dict[str, Any]:
-        body = {"action": "REJECT", "message": reason, "rejection_category": "LOW_EFFORT"}
+        body = {"action": "REJECT", "message": rejection_message(reason),
+                "rejection_category": rejection_category(reason)}
         return dict(self._call("POST", f"/submissions/{submission_id}/transition/", body))
 
     def request_return(self, submission_id: str, reason: str, key: str) -> dict[str, Any]:
@@ -133,6 +134,29 @@ class ProlificPlatform:
         })
         paid = self._call("POST", f"/bulk-bonus-payments/{setup['id']}/pay/")
         return {"setup": setup, "pay": paid}
+
+    def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
+        return None  # no documented per-submission bonus listing: unknown (never re-sent)
+
+
+# Prolific wants a rejection message of at least 100 characters and one of its categories.
+MIN_REJECTION_MESSAGE = 100
+
+
+def rejection_message(reason: str) -> str:
+    text = (f"Your submission was not approved: {reason}. It did not meet the quality checks "
+            "described in the study's instructions (questions with known answers, time spent "
+            "per item and the number of items completed).")
+    return text if len(text) >= MIN_REJECTION_MESSAGE else text.ljust(MIN_REJECTION_MESSAGE)
+
+
+def rejection_category(reason: str) -> str:
+    """The category for our verdicts (webapp.platforms.engine._verdict)."""
+    if "too fast" in reason:
+        return "TOO_QUICKLY"
+    if "gold" in reason:
+        return "FAILED_CHECK"
+    return "LOW_EFFORT"
 
 
 def _json(resp: httpx.Response) -> Any:

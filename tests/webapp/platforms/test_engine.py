@@ -7,7 +7,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
@@ -22,8 +24,11 @@ from vsr_core.models import (
     PlatformSubmission,
     Worker,
 )
-from webapp.platforms.engine import CRASH_ENV, Rules, apply, plan, sync
+from webapp.platforms.engine import CRASH_ENV, Rules, apply, plan, reconcile, sync
 from webapp.platforms.prolific import ProlificPlatform
+
+# Settled by validation, every vote agreeing with the label: kept.
+KEPT: dict[str, Any] = {"queue_settled": True, "queue_votes": 3, "queue_agree": 3}
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = Rules(min_items=1, bonus_cents_per_kept=20)
@@ -49,7 +54,14 @@ def _seed(session: Session, url: str, state: State) -> PlatformStudy:
     session.commit()
     for caption in ("The cat is on the mat.", "The dog is under the table."):
         session.add(Example(image_id=img.id or 0, caption=caption, relation="on", subj="cat",
-                            obj="mat", label=True, author_id=workers["p1"].id))
+                            obj="mat", label=True, author_id=workers["p1"].id, **KEPT))
+    # Written but not kept: still open, and settled with 1 of 3 votes agreeing.
+    not_kept: list[dict[str, Any]] = [{"queue_settled": False, "queue_votes": 1, "queue_agree": 1},
+                                      {"queue_settled": True, "queue_votes": 3, "queue_agree": 1}]
+    for extra in not_kept:
+        session.add(Example(image_id=img.id or 0, caption="The cat is near the mat.",
+                            relation="near", subj="cat", obj="mat", label=True,
+                            author_id=workers["p1"].id, **extra))
     study = PlatformStudy(platform="prolific", external_id=ext)
     session.add(study)
     session.commit()
@@ -75,7 +87,8 @@ def test_plan_is_deterministic_and_apply_sends_once(
     assert sorted(state.transitions) == [("s1", "APPROVED"), ("s2", "REJECTED")]
     assert state.paid == [("p1", 0.40)]
     subs = {s.external_id: s for s in session.exec(select(PlatformSubmission))}
-    assert subs["s1"].quality["kept_captions"] == 2 and subs["s3"].status == "RETURNED"
+    assert subs["s1"].quality["kept_captions"] == 2 and subs["s1"].quality["items"] == 4
+    assert subs["s3"].status == "RETURNED"
 
 
 @pytest.mark.parametrize("point", ["after_sending", "after_call"])
@@ -98,7 +111,11 @@ def test_killed_mid_apply_never_sends_twice(
         assert states.count("sending") == 1  # the crash left exactly one row in flight
         again = session.get(PlatformStudy, study_id)
         assert again is not None
-        counts = apply(session, ProlificPlatform(base_url=url, token=TOKEN), again)
+        p = ProlificPlatform(base_url=url, token=TOKEN)
+        # A fresh 'sending' row may be in flight in another apply: left alone...
+        assert reconcile(session, p, again) == 0
+        # ...until it is older than any live call (here: at once).
+        counts = apply(session, p, again, stale_after=timedelta(0))
         assert counts["failed"] == 0
         assert {a.state for a in session.exec(select(PlatformAction))} == {"done"}
     assert sorted(state.transitions) == [("s1", "APPROVED"), ("s2", "REJECTED")]

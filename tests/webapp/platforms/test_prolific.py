@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.fake_prolific import TOKEN, State, running
 from webapp.platforms.base import PlatformError
-from webapp.platforms.prolific import ProlificPlatform
+from webapp.platforms.prolific import ProlificPlatform, rejection_category, rejection_message
 
 SETTINGS = {
     "name": "Spatial captions", "external_study_url":
@@ -86,3 +86,23 @@ def test_missing_token_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.delenv("PROLIFIC_API_TOKEN", raising=False)
     with pytest.raises(PlatformError, match="PROLIFIC_API_TOKEN"):
         ProlificPlatform(base_url="http://127.0.0.1:9")
+
+
+def test_rejection_has_a_category_and_100_characters(fake: tuple[str, State]) -> None:
+    url, state = fake
+    p = client(url)
+    sid = p.create_draft(SETTINGS)
+    for sub in ("s1", "s2", "s3"):
+        state.add_submission(sid, sub, f"p{sub}", "AWAITING REVIEW")
+    # What Prolific refuses (the fake follows its documented rules): a short message.
+    with pytest.raises(PlatformError, match="HTTP 400"):
+        p._call("POST", "/submissions/s1/transition/",
+                {"action": "REJECT", "message": "low effort", "rejection_category": "OTHER"})
+    p.reject("s1", "answers flagged as too fast", "k1")
+    p.reject("s2", "gold accuracy 40% below 70%", "k2")
+    p.reject("s3", "0 items done, fewer than the 1 required", "k3")
+    assert [state.submissions[s]["status"] for s in ("s1", "s2", "s3")] == ["REJECTED"] * 3
+    assert rejection_category("answers flagged as too fast") == "TOO_QUICKLY"
+    assert rejection_category("gold accuracy 40% below 70%") == "FAILED_CHECK"
+    assert rejection_category("0 items done") == "LOW_EFFORT"
+    assert len(rejection_message("x")) >= 100

@@ -10,6 +10,7 @@ from webapp.admin.routes import (
     data,
     overview,
     pipeline,
+    platform,
     quality,
     revalidation,
     settings,
@@ -28,5 +29,6 @@ for sub in (
     settings,
     pipeline,
     revalidation,
+    platform,
 ):
     router.include_router(sub.router)

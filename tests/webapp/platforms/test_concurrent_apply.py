@@ -1,0 +1,98 @@
+"""Two applies of the same plan at once (a double click, the CLI beside the page) on the fake
+Prolific and a real database: every approve, reject and bonus reaches Prolific exactly once,
+and neither apply fails with 'database is locked' on SQLite."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from sqlmodel import Session, select
+
+from tests.support.fake_prolific import TOKEN, State, running
+from vsr_core.models import Example, Image, PlatformAction, PlatformStudy, Worker
+from webapp.platforms.engine import Rules, apply, plan, sync
+from webapp.platforms.prolific import ProlificPlatform
+
+# Settled by validation, every vote agreeing with the label: kept.
+KEPT: dict[str, Any] = {"queue_settled": True, "queue_votes": 3, "queue_agree": 3}
+N = 20  # participants: even ones wrote a caption (approve + bonus), odd ones nothing (reject)
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[str, State]]:
+    with running() as served:
+        yield served
+
+
+def _planned_study(engine: Engine, url: str, state: State) -> int:
+    p = ProlificPlatform(base_url=url, token=TOKEN)
+    ext = p.create_draft({"name": "s", "external_study_url": "https://x/start",
+                          "total_available_places": N, "reward": 100,
+                          "estimated_completion_time": 5})
+    with Session(engine) as session:
+        img = Image(coco_id=1, file_name="a.jpg", coco_split="val2017", width=10, height=10)
+        session.add(img)
+        workers = [Worker(source="prolific", external_id=f"p{i}") for i in range(N)]
+        session.add_all(workers)
+        session.commit()
+        for i, w in enumerate(workers):
+            state.add_submission(ext, f"s{i}", f"p{i}", "AWAITING REVIEW")
+            if i % 2 == 0:
+                session.add(Example(image_id=img.id or 0, caption=f"The cat {i} is on the mat.",
+                                    relation="on", subj="cat", obj="mat", label=True,
+                                    author_id=w.id, **KEPT))
+        study = PlatformStudy(platform="prolific", external_id=ext)
+        session.add(study)
+        session.commit()
+        sync(session, p, study, {})
+        added = plan(session, study, Rules(min_items=1, bonus_cents_per_kept=25))
+        assert len(added) == N + N // 2
+        return study.id or 0
+
+
+def test_two_applies_at_once_send_each_action_once(
+    engine: Engine, fake: tuple[str, State]
+) -> None:
+    url, state = fake
+    study_id = _planned_study(engine, url, state)
+    start = threading.Barrier(2)
+    results: list[dict[str, int]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with Session(engine) as session:
+                study = session.get(PlatformStudy, study_id)
+                assert study is not None
+                # On SQLite even a read holds the write lock (BEGIN IMMEDIATE): end it, or
+                # the other thread waits here for the whole busy timeout.
+                session.commit()
+                start.wait(60)
+                results.append(apply(session, ProlificPlatform(base_url=url, token=TOKEN),
+                                     study))
+        except BaseException as exc:  # reported below, with the thread's error
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert sum(r["done"] for r in results) == N + N // 2
+    assert sum(r["failed"] for r in results) == 0
+    sent = Counter(path for method, path in state.received if method == "POST")
+    transitions = {p: n for p, n in sent.items() if p.endswith("/transition/")
+                   and p.startswith("/api/v1/submissions/")}
+    assert len(transitions) == N and set(transitions.values()) == {1}
+    assert sent["/api/v1/submissions/bulk-bonus-payments/"] == N // 2
+    assert sorted(state.paid) == sorted((f"p{i}", 0.25) for i in range(0, N, 2))
+    assert Counter(s for _, s in state.transitions) == {"APPROVED": N // 2,
+                                                       "REJECTED": N // 2}
+    with Session(engine) as session:
+        assert {a.state for a in session.exec(select(PlatformAction))} == {"done"}

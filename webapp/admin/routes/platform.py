@@ -1,0 +1,201 @@
+"""Crowd platforms for the chosen study: create and publish (with the effective hourly pay
+next to the platform's minimum), sync submissions, plan approve/reject/bonus, preview the
+plan with counts and money, apply it after a confirmation, and the log of every call.
+
+The platform study is chosen with ``?ps=<id>``, never ``?study=`` (the study switcher's).
+Tokens come from the environment (webapp.platforms.clients) and are never shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
+from fastapi.responses import Response
+from sqlmodel import Session, col, func, select
+
+from vsr_core.models import PlatformAction, PlatformCall, PlatformStudy, PlatformSubmission, Study
+from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
+from webapp.http.deps import SessionDep
+from webapp.platforms import drafts
+from webapp.platforms import engine as eng
+from webapp.platforms.base import PlatformError
+from webapp.platforms.clients import NAMES, client_for
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+CALLS_PER_PAGE = 25
+SUBMISSIONS_SHOWN = 500
+
+
+def _studies(request: Request, session: Session) -> list[PlatformStudy]:
+    return list(session.exec(select(PlatformStudy).where(
+        PlatformStudy.study_id == admin_study(request).id
+    ).order_by(col(PlatformStudy.id).desc())))
+
+
+def _own(request: Request, session: Session, ps: int) -> PlatformStudy:
+    """The platform study, if it recruits for the admin's chosen study (else 404)."""
+    row = session.get(PlatformStudy, ps)
+    if row is None or row.study_id != admin_study(request).id:
+        raise HTTPException(404, f"No platform study {ps} in this study.")
+    return row
+
+
+def _url(ps: int | None) -> str:
+    return f"/admin/platform?ps={ps}" if ps else "/admin/platform"
+
+
+def _rules(session: Session, row: PlatformStudy) -> eng.Rules:
+    """The study's gold settings, overridden by the platform study's own rules."""
+    cfg = study_config(session, row.study_id)
+    base = {"min_gold_accuracy": cfg.gold_accuracy_threshold,
+            "min_gold_answers": cfg.gold_min_answers, "keep_threshold": cfg.keep_threshold}
+    return eng.Rules(**(base | row.settings.get("rules", {})))
+
+
+def _planned(session: Session, row: PlatformStudy) -> list[PlatformAction]:
+    return list(session.exec(select(PlatformAction).where(
+        PlatformAction.study_id == row.id, PlatformAction.state == "planned"
+    ).order_by(col(PlatformAction.id))))
+
+
+def fingerprint(actions: list[PlatformAction]) -> str:
+    """Names the exact plan the admin confirmed: Apply refuses if it changed since."""
+    text = ";".join(f"{a.id}:{a.kind}:{a.target}:{a.amount_cents}" for a in actions)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _preview(row: PlatformStudy, actions: list[PlatformAction]) -> dict[str, Any]:
+    counts = Counter(a.kind for a in actions)
+    bonus = sum(a.amount_cents or 0 for a in actions if a.kind == "bonus")
+    reward = int(row.settings.get("reward_cents", 0)) * counts["approve"]
+    return {"counts": dict(counts), "bonus_cents": bonus, "reward_cents": reward,
+            "total_cents": bonus + reward, "fingerprint": fingerprint(actions)}
+
+
+def _submissions(session: Session, row: PlatformStudy, rules: eng.Rules
+                 ) -> list[dict[str, Any]]:
+    subs = session.exec(select(PlatformSubmission).where(
+        PlatformSubmission.study_id == row.id
+    ).order_by(col(PlatformSubmission.id)).limit(SUBMISSIONS_SHOWN)).all()
+    actions: dict[str, list[PlatformAction]] = {}
+    for a in session.exec(select(PlatformAction).where(PlatformAction.study_id == row.id)):
+        actions.setdefault(a.target, []).append(a)
+    out = []
+    for s in subs:
+        q = (eng.quality(session, s.worker_id, rules.keep_threshold)
+             if s.worker_id is not None else {})
+        out.append({"sub": s, "q": q, "actions": actions.get(s.external_id, [])})
+    return out
+
+
+@router.get("/platform", include_in_schema=False)
+def platform_page(
+    request: Request, admin: AdminDep, session: SessionDep,
+    ps: Annotated[int | None, Query(ge=1)] = None,
+    page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+) -> Response:
+    rows = _studies(request, session)
+    row = _own(request, session, ps) if ps else (rows[0] if rows else None)
+    ctx: dict[str, Any] = {"rows": rows, "row": row, "names": NAMES, "page": page, "pages": 1,
+                           "pays": {r.id: drafts.effective_pay(session, r) for r in rows}}
+    if row is not None:
+        planned, rules = _planned(session, row), _rules(session, row)
+        total = session.exec(select(func.count()).select_from(PlatformCall).where(
+            PlatformCall.platform == row.platform)).one()
+        ctx |= {
+            "subs": _submissions(session, row, rules), "planned": planned,
+            "preview": _preview(row, planned), "rules": rules,
+            "states": dict(Counter(a.state for a in session.exec(
+                select(PlatformAction).where(PlatformAction.study_id == row.id)))),
+            "calls": session.exec(select(PlatformCall).where(
+                PlatformCall.platform == row.platform
+            ).order_by(col(PlatformCall.id).desc()).offset((page - 1) * CALLS_PER_PAGE)
+                .limit(CALLS_PER_PAGE)).all(),
+            "pages": max(1, -(-int(total) // CALLS_PER_PAGE)),
+        }
+    return render(request, admin, "platform.html", "platform", **ctx)
+
+
+def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> str:
+    """One platform step with its calls logged; the message for the flash."""
+    log = eng.CallLog(row.platform)
+    try:
+        client = client_for(row.platform, log)
+        if what == "sync":
+            released = eng.sync(session, client, row, getattr(request.app.state, "strategies",
+                                                                {}), log)
+            figure_cache(request).clear()
+            return f"Synced; {released} leased item(s) of gone participants released."
+        if what == "publish":
+            return f"Published: {drafts.publish(session, client, row).line()}."
+        if what == "pause":
+            drafts.pause(session, client, row)
+            return "Paused."
+        counts = eng.apply(session, client, row, calls=log)
+        return f"Applied: {counts['done']} done, {counts['failed']} failed."
+    except PlatformError as exc:
+        return f"Not done: {exc}"
+    finally:
+        session.rollback()
+        log.save(session)
+
+
+@router.post("/platform/create", include_in_schema=False)
+def create(
+    request: Request, admin: AdminPostDep, session: SessionDep,
+    platform: Annotated[str, Form(pattern="^(prolific|mturk)$")],
+    kind: Annotated[str, Form(pattern="^(generate|validate)$")],
+    reward_cents: Annotated[int, Form(ge=1, le=100_000)],
+    places: Annotated[int, Form(ge=1, le=100_000)],
+    title: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    study = session.get(Study, admin_study(request).id)
+    assert study is not None
+    log = eng.CallLog(platform)
+    try:
+        settings = drafts.new_settings(
+            session, study, platform, kind, reward_cents=reward_cents, places=places,
+            base_url=request.app.state.settings.base_url, title=title.strip())
+        row = drafts.create(session, client_for(platform, log), study, settings)
+        msg, ps = f"Created {platform} study {row.external_id} ({row.state}).", row.id
+    except PlatformError as exc:
+        msg, ps = f"Not created: {exc}", None
+    finally:
+        session.rollback()
+        log.save(session)
+    return back(_url(ps), msg)
+
+
+@router.post("/platform/{ps}/{what}", include_in_schema=False)
+def act(
+    request: Request, admin: AdminPostDep, session: SessionDep, ps: int, what: str,
+    confirm: Annotated[str, Form(max_length=8)] = "",
+    seen: Annotated[str, Form(max_length=64)] = "",
+    bonus_cents_per_kept: Annotated[int | None, Form(ge=0, le=100_000)] = None,
+    min_items: Annotated[int | None, Form(ge=0, le=100_000)] = None,
+) -> Response:
+    row = _own(request, session, ps)
+    if what == "plan":
+        rules = dict(row.settings.get("rules", {}))
+        if bonus_cents_per_kept is not None:
+            rules["bonus_cents_per_kept"] = bonus_cents_per_kept
+        if min_items is not None:
+            rules["min_items"] = min_items
+        row.settings = {**row.settings, "rules": rules}
+        session.add(row)
+        added = eng.plan(session, row, _rules(session, row))
+        return back(_url(ps), f"Planned {len(added)} new action(s); nothing sent yet.")
+    if what == "apply":
+        planned = _planned(session, row)
+        if confirm != "yes":
+            return back(_url(ps), "Not applied: tick the confirmation first.")
+        if seen != fingerprint(planned):
+            return back(_url(ps), "Not applied: the plan changed since you looked at it; "
+                                  "check it again.")
+    elif what not in ("sync", "publish", "pause"):
+        raise HTTPException(404, "No such platform action.")
+    return back(_url(ps), _run(request, session, row, what))
