@@ -12,20 +12,30 @@ migrated database) with synthetic Examples and votes, then times, in the same ru
 
 Prints seconds and the ratio against the baseline. Target: export <= 3x baseline.
 
+With ``--vsr-factors 1 10`` it exports the real release instead: for each factor a fresh
+database with that many copies of it (bench/gen10x.py: 1x = 12,809 Examples / 39,057 votes,
+10x = 128,090 / 390,570) imported by the project's importer, the same timings, and how each
+grows from the first factor to the others (linear growth = the factor).
+
     python bench/export.py                  # 200,000 Examples
     python bench/export.py --examples 20000 --repeat 3
+    python bench/export.py --vsr-factors 1 10
+    python bench/export.py --vsr-factors 1 10 --database-url postgresql+psycopg://postgres@127.0.0.1/bench_export
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,67 +99,178 @@ def fill(url: str, n_examples: int, seed: int = 0) -> None:
     print(f"filled {n_examples:,} Examples, {len(votes):,} votes")
 
 
+def fresh_database(url: str | None, tmp: Path, name: str) -> str:
+    """A new, migrated database: a SQLite file in ``tmp``, or (re)created next to --database-url."""
+    from migrations.runner import upgrade
+
+    if url is None:
+        url = f"sqlite:///{tmp / (name + '.db')}"
+    elif url.startswith("postgresql"):
+        from sqlalchemy import text
+        from sqlalchemy.engine import make_url
+
+        from vsr_core.db import make_engine
+
+        url = make_url(url).set(database=name).render_as_string(hide_password=False)
+        admin = make_engine(make_url(url).set(database="postgres").render_as_string(False))
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            c.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+    upgrade(url)
+    return url
+
+
+def drop_database(url: str) -> None:
+    if not url.startswith("postgresql"):
+        return
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from vsr_core.db import make_engine
+
+    admin = make_engine(make_url(url).set(database="postgres").render_as_string(False))
+    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def import_vsr_copies(url: str, factor: int, tmp: Path) -> str:
+    """``factor`` copies of the real release (bench/gen10x.py) through the project's importer."""
+    from bench.gen10x import VSR_RAW, copy_record
+    from vsr_core.db import make_engine
+    from vsr_dataset.import_vsr import import_vsr_file
+
+    if not VSR_RAW.is_file():
+        sys.exit(f"real VSR raw file not found: {VSR_RAW}")
+    records = [json.loads(line) for line in VSR_RAW.read_text().splitlines() if line.strip()]
+    path = tmp / f"vsr{factor}x.jsonl"
+    with path.open("w") as out:
+        for k in range(factor):
+            for rec in records:
+                out.write(json.dumps(copy_record(rec, k)) + "\n")
+    engine = make_engine(url)
+    t0 = time.perf_counter()
+    line = import_vsr_file(engine, path).line()
+    engine.dispose()
+    path.unlink()
+    return f"imported {line} in {time.perf_counter() - t0:.1f} s"
+
+
+@dataclass
+class Timings:
+    records: int
+    mb: float
+    base: tuple[float, float]  # wall, cpu seconds
+    export: tuple[float, float]
+    full: tuple[float, float]
+
+
+def measure(url: str, tmp: Path, repeat: int) -> Timings:
+    """Baseline json.dumps, export of all_raw.jsonl, and the full build, in this order."""
+    from vsr_core.db import make_engine
+    from vsr_dataset.export import BuildOptions, build_dataset
+
+    engine = make_engine(url)
+
+    def export_raw(k: int) -> Path:
+        out = tmp / f"raw{k}"
+        build_dataset(engine, out, BuildOptions(only=frozenset({"raw"})))
+        return out / "all_raw.jsonl"
+
+    raw_path = export_raw(-1)  # warm-up, and the records for the baseline
+    records = [json.loads(line) for line in raw_path.open()]
+
+    def baseline(k: int) -> None:
+        with (tmp / f"base{k}.jsonl").open("w") as fh:
+            for r in records:
+                fh.write(json.dumps(r))
+                fh.write("\n")
+
+    # Wall time, and CPU time of this process: on a shared, loaded machine the CPU
+    # figure is the steadier one (SQLite runs in-process, so it includes the database;
+    # with PostgreSQL the server's CPU is not in it, so read the wall figure).
+    def timed(fn: Callable[[int], object], k: int) -> tuple[float, float]:
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn(k)
+        return time.perf_counter() - w0, time.process_time() - c0
+
+    base_t, exp_t = [], []
+    for k in range(repeat):
+        base_t.append(timed(baseline, k))
+        exp_t.append(timed(export_raw, k))
+    full = timed(lambda k: build_dataset(engine, tmp / "full", BuildOptions()), 0)
+    engine.dispose()
+    mb = raw_path.stat().st_size / 1e6
+    for k in range(-1, repeat):
+        shutil.rmtree(tmp / f"raw{k}", ignore_errors=True)
+        (tmp / f"base{max(k, 0)}.jsonl").unlink(missing_ok=True)
+    shutil.rmtree(tmp / "full", ignore_errors=True)
+
+    def med(ts: list[tuple[float, float]]) -> tuple[float, float]:
+        return statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts)
+
+    return Timings(len(records), mb, med(base_t), med(exp_t), full)
+
+
+def report(t: Timings, backend: str, repeat: int) -> None:
+    (bw, bc), (ew, ec), (fw, fc) = t.base, t.export, t.full
+    print(f"records: {t.records:,} ({t.mb:.1f} MB of JSONL), backend: {backend}, "
+          f"median of {repeat}")
+    print(f"baseline json.dumps write: wall {bw:.2f} s, cpu {bc:.2f} s")
+    print(f"export all_raw.jsonl from the database: wall {ew:.2f} s (ratio {ew / bw:.2f}x), "
+          f"cpu {ec:.2f} s (ratio {ec / bc:.2f}x); target <= 3x")
+    print(f"full build-dataset (all parts, stats, card, figures): wall {fw:.2f} s "
+          f"(ratio {fw / bw:.2f}x), cpu {fc:.2f} s (ratio {fc / bc:.2f}x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3, help="median of N timings")
-    ap.add_argument("--database-url", help="an empty migrated database (default: SQLite temp)")
+    ap.add_argument("--database-url", help="an empty migrated database (default: SQLite temp); "
+                    "with --vsr-factors, a PostgreSQL URL whose database name is replaced")
+    ap.add_argument("--vsr-factors", type=int, nargs="+", metavar="N",
+                    help="export N copies of the real VSR release for each N (e.g. 1 10)")
     args = ap.parse_args()
 
     from migrations.runner import upgrade
-    from vsr_core.db import make_engine
-    from vsr_dataset.export import BuildOptions, build_dataset
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-export-"))
     try:
+        if args.vsr_factors:
+            by_factor(args, tmp)
+            return
         url = args.database_url or f"sqlite:///{tmp / 'bench.db'}"
         if not args.database_url:
             upgrade(url)
         fill(url, args.examples)
-        engine = make_engine(url)
-
-        def export_raw(k: int) -> Path:
-            out = tmp / f"raw{k}"
-            build_dataset(engine, out, BuildOptions(only=frozenset({"raw"})))
-            return out / "all_raw.jsonl"
-
-        raw_path = export_raw(-1)  # warm-up, and the records for the baseline
-        records = [json.loads(line) for line in raw_path.open()]
-
-        def baseline(k: int) -> None:
-            with (tmp / f"base{k}.jsonl").open("w") as fh:
-                for r in records:
-                    fh.write(json.dumps(r))
-                    fh.write("\n")
-
-        # Wall time, and CPU time of this process: on a shared, loaded machine the CPU
-        # figure is the steadier one (SQLite runs in-process, so it includes the database;
-        # with PostgreSQL the server's CPU is not in it, so read the wall figure).
-        def timed(fn: object, k: int) -> tuple[float, float]:
-            w0, c0 = time.perf_counter(), time.process_time()
-            fn(k)  # type: ignore[operator]
-            return time.perf_counter() - w0, time.process_time() - c0
-
-        base_t, exp_t = [], []
-        for k in range(args.repeat):
-            base_t.append(timed(baseline, k))
-            exp_t.append(timed(export_raw, k))
-        full_t = timed(lambda k: build_dataset(engine, tmp / "full", BuildOptions()), 0)
-        engine.dispose()
-
-        bw, bc = (statistics.median(t[i] for t in base_t) for i in (0, 1))
-        ew, ec = (statistics.median(t[i] for t in exp_t) for i in (0, 1))
-        size = raw_path.stat().st_size / 1e6
-        print(f"records: {len(records):,} ({size:.1f} MB of JSONL), backend: "
-              f"{url.split(':', 1)[0]}, median of {args.repeat}")
-        print(f"baseline json.dumps write: wall {bw:.2f} s, cpu {bc:.2f} s")
-        print(f"export all_raw.jsonl from the database: wall {ew:.2f} s (ratio {ew / bw:.2f}x), "
-              f"cpu {ec:.2f} s (ratio {ec / bc:.2f}x); target <= 3x")
-        print(f"full build-dataset (all parts, stats, card, figures): wall {full_t[0]:.2f} s "
-              f"(ratio {full_t[0] / bw:.2f}x), cpu {full_t[1]:.2f} s "
-              f"(ratio {full_t[1] / bc:.2f}x)")
+        report(measure(url, tmp, args.repeat), url.split(":", 1)[0], args.repeat)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def by_factor(args: argparse.Namespace, tmp: Path) -> None:
+    results: list[tuple[int, Timings]] = []
+    for factor in args.vsr_factors:
+        url = fresh_database(args.database_url, tmp, f"bench_export_{factor}x")
+        try:
+            print(f"{factor}x: {import_vsr_copies(url, factor, tmp)}", flush=True)
+            t = measure(url, tmp, args.repeat)
+        finally:
+            drop_database(url)
+        report(t, url.split(":", 1)[0], args.repeat)
+        results.append((factor, t))
+    f0, t0 = results[0]
+    print(f"\n{'size':>5s} {'records':>8s} {'json.dumps s':>12s} {'export s':>9s} "
+          f"{'x dumps':>8s} {'full s':>7s} {'x dumps':>8s}   growth from {f0}x "
+          "(dumps / export / full; linear = the size ratio)")
+    for f, t in results:
+        print(f"{f:>4d}x {t.records:>8,} {t.base[0]:12.2f} {t.export[0]:9.2f} "
+              f"{t.export[0] / t.base[0]:8.2f} {t.full[0]:7.2f} {t.full[0] / t.base[0]:8.2f}   "
+              f"{t.base[0] / t0.base[0]:.1f} / {t.export[0] / t0.export[0]:.1f} / "
+              f"{t.full[0] / t0.full[0]:.1f}  (records x{t.records / t0.records:.1f})")
+    print(f"wall seconds; load average {os.getloadavg()} on {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

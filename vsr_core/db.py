@@ -21,6 +21,16 @@ def normalise_url(url: str) -> str:
     return url
 
 
+# Up to 40 connections per process: FastAPI runs sync endpoints and dependencies in a 40-thread
+# pool, and a smaller pool lets threads that hold a connection starve the others under load.
+# With the validation API's lean pool (Settings.api_threads, 4) a server process may open 44:
+# two such processes (one docker-compose.yml replica, `--workers 2`) stay within PostgreSQL's
+# default max_connections (100), a third does not (docs/scaling.md; docker-compose.yml raises
+# the limit).
+POOL_SIZE = 10
+MAX_OVERFLOW = 30
+
+
 def make_engine(settings: Settings | str) -> Engine:
     """Create an engine for a Settings object or a bare URL."""
     url = normalise_url(settings if isinstance(settings, str) else settings.database_url)
@@ -31,10 +41,9 @@ def make_engine(settings: Settings | str) -> Engine:
         )
         _configure_sqlite(engine)
         return engine
-    # Up to 40 connections: FastAPI runs sync endpoints and dependencies in a 40-thread pool,
-    # and a smaller pool lets threads that hold a connection starve the others under load.
-    # Two such processes stay within PostgreSQL's default max_connections (100).
-    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=30)
+    return create_engine(
+        url, echo=echo, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW
+    )
 
 
 def make_lean_engine(engine: Engine, pool_size: int) -> Engine:

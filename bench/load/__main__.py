@@ -39,6 +39,9 @@ above must still hold: nothing acknowledged is lost.
     python -m bench.load --kill                # the fault mode
     python -m bench.load --concurrency 50 --duration 10 --workers 3
     python -m bench.load --client httpx        # the measured phases through httpx
+    python -m bench.load --history 10          # on top of a 10x VSR database (128,090 settled
+                                               # Examples, 390,570 votes); bench/load/scale.py
+                                               # compares 1x and 10x in one run
 
 Flat out, C clients with no think time keep C round trips in flight, so by Little's law the
 mean latency is C / throughput (100 / 300 rt/s = 333 ms): a p99 below 150 ms at C=100 needs
@@ -58,7 +61,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench.load.audit import check
-from bench.load.database import create_database, drop_database, seed
+from bench.load.database import create_database, drop_database, import_history, seed
 from bench.load.server import Server, free_port
 from bench.load.validators import pct, run
 
@@ -102,6 +105,10 @@ def main() -> int:
                     help="seconds of the same load before the measured phase (0 = none)")
     ap.add_argument("--timeline", action="store_true",
                     help="print p50/p99 per 2 s of the measured phase")
+    ap.add_argument("--history", type=int, default=0,
+                    help="first import N copies of the real release as settled history with "
+                         "their votes (1: ~12,800 Examples / ~39,000 votes; 10: the 10x "
+                         "database); the --examples open ones come on top")
     ap.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
 
@@ -112,6 +119,9 @@ def main() -> int:
     server = Server(url, free_port(), args.workers, log)
     try:
         upgrade(url)
+        if args.history:
+            print(f"history ({args.history}x VSR): {import_history(url, args.history, log.parent)}",
+                  flush=True)
         seed_ = seed(url, args.examples, args.gold, args.author_validators)
         print(f"seeded {len(seed_.p_true)} real VSR captions ({args.gold} gold); "
               f"C={args.concurrency}, {args.workers} uvicorn workers, PostgreSQL; "

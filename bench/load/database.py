@@ -47,6 +47,30 @@ def drop_database(url: str) -> None:
     admin.dispose()
 
 
+def import_history(url: str, factor: int, tmp: Path) -> str:
+    """``factor`` copies of the real release (bench/gen10x.py's copies 1..factor: their own
+    images and workers) imported with the project's importer as settled history, with all
+    their votes: the database a lab has after collecting ``factor`` times VSR. The open
+    Examples ``seed`` adds next are copy 0 (the real images and authors), so nothing clashes.
+    """
+    from bench.gen10x import copy_record
+    from vsr_core.db import make_engine
+    from vsr_dataset.import_vsr import import_vsr_file
+
+    records = [json.loads(line) for line in VSR_RAW.read_text().splitlines() if line.strip()]
+    path = tmp / f"vsr_history_{os.getpid()}_{factor}x.jsonl"
+    with path.open("w") as out:
+        for k in range(1, factor + 1):
+            for rec in records:
+                out.write(json.dumps(copy_record(rec, k)) + "\n")
+    engine = make_engine(url)
+    try:
+        return import_vsr_file(engine, path).line()
+    finally:
+        engine.dispose()
+        path.unlink()
+
+
 @dataclass
 class Seed:
     p_true: dict[str, float]  # caption|image -> share of real VSR votes that said True

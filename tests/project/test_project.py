@@ -55,6 +55,18 @@ def test_docker_compose_is_valid_against_the_compose_spec() -> None:
     assert "container_name" not in web and "ports" not in web
     assert web["environment"]["TRUSTED_PROXIES"] == proxy["networks"]["default"]["ipv4_address"]
     assert doc["x-app-env"]["BASE_URL"].split(":-")[-1].startswith("https://")
+    # PostgreSQL admits the connections the documented `--scale web=3` may open: per server
+    # process the general pool and the vote API's lean pool (vsr_core.db), per replica its
+    # uvicorn workers; plus room for a dashboard job, migrations and an admin's psql.
+    from vsr_core.db import MAX_OVERFLOW, POOL_SIZE
+    from vsr_core.settings import Settings
+
+    limit = re.search(r"max_connections=\$\{PG_MAX_CONNECTIONS:-(\d+)\}",
+                      " ".join(services["db"]["command"]))
+    assert limit, services["db"].get("command")
+    workers = int(web["command"][web["command"].index("--workers") + 1])
+    per_process = POOL_SIZE + MAX_OVERFLOW + Settings.model_fields["api_threads"].default
+    assert int(limit.group(1)) >= 3 * workers * per_process + 20
     # Every path the Dockerfile copies exists, so `docker compose build` can work.
     for line in (ROOT / "Dockerfile").read_text().splitlines():
         if line.startswith("COPY "):

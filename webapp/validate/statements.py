@@ -16,6 +16,7 @@ from sqlalchemy import (
     false,
     func,
     literal,
+    literal_column,
     or_,
     true,
     update,
@@ -206,12 +207,23 @@ def statements_for(dialect: str) -> Statements:
     example_id = bindparam("q_id", type_=Integer)
     open_non_gold = (col(Example.queue_open) == true(), col(Example.is_gold) == false())
     floor = bindparam("q_floor", type_=Integer)
+    # At or above the floor, as a filter the planner cannot estimate from the id histogram.
+    # That histogram is the whole table's: with 10x VSR settled below the open Examples,
+    # PostgreSQL took "id >= floor" to keep 2% of the open ones when it keeps all of them,
+    # expected one candidate in ~100, and read, sorted and filtered every open Example per
+    # lease (a bitmap scan; 3,000 rows, 2-11 ms) instead of walking ix_example_open in id
+    # order to the first free one (15 buffers, 0.3 ms). ``id + 0`` hides the range from the
+    # estimate (a default share instead), so the ordered walk with LIMIT wins at any size;
+    # the walk starts at the first open Example, which is the floor when it is fresh.
+    at_floor = (col(Example.id) + literal_column("0") >= floor) if postgres else (
+        col(Example.id) >= floor
+    )
     regular = (
         select(Example.id)
         .where(
             col(Example.study_id) == STUDY_PARAM,
             *open_non_gold,
-            col(Example.id) >= floor,
+            at_floor,
             col(Example.origin).in_(VOTABLE_ORIGINS),
             has_room(),
             *_not_seen_by(WORKER_PARAM, floor),

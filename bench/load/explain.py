@@ -1,0 +1,92 @@
+"""EXPLAIN ANALYZE of the validation queue's statements (webapp/validate/statements.py) on a
+database bench.load left behind (``--keep-db``), for the validator with the most queue votes:
+the plan, the time PostgreSQL reports, and the buffers each statement touched. The writing
+statements run inside a transaction that is rolled back.
+
+    python -m bench.load --history 10 --keep-db ...    # prints nothing of the kind itself
+    python -m bench.load.explain postgresql+psycopg://postgres@127.0.0.1:5432/vsr_load_...
+    python -m bench.load.explain URL --plans            # the whole plans, not just the times
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import timedelta
+from typing import Any
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("url")
+    ap.add_argument("--plans", action="store_true", help="print every plan in full")
+    args = ap.parse_args()
+
+    from sqlalchemy import func, select, text
+    from sqlmodel import col
+
+    from vsr_core.db import make_engine
+    from vsr_core.models import DEFAULT_STUDY_ID, Assignment, Example
+    from vsr_core.study import StudyConfig
+    from vsr_core.types import utcnow
+    from webapp.validate.rules import room_params
+    from webapp.validate.statements import statements_for
+
+    engine = make_engine(args.url)
+    st = statements_for("postgresql")
+    with engine.connect() as c:
+        counts = {t: c.execute(text(f"SELECT count(*) FROM {t}")).scalar()
+                  for t in ("example", "vote", "assignment", "batch")}
+        worker, batch = c.execute(
+            select(Assignment.worker_id, func.max(Assignment.batch_id))  # type: ignore[call-overload]
+            .group_by(Assignment.worker_id).order_by(func.count().desc()).limit(1)
+        ).one()
+        lease = c.execute(select(func.max(Assignment.id)).where(  # type: ignore[call-overload]
+            Assignment.worker_id == worker)).scalar()
+        open_ex = c.execute(select(func.min(Example.id)).where(  # type: ignore[call-overload]
+            col(Example.queue_open).is_(True), col(Example.is_gold).is_(False))).scalar() or 0
+        print(f"database: {counts}; validator {worker} (batch {batch}, last lease {lease}); "
+              f"open floor {open_ex}")
+        now = utcnow()
+        room = room_params(StudyConfig())
+        params: dict[str, dict[str, Any]] = {
+            "open_floor": {"q_study": DEFAULT_STUDY_ID},
+            "regular": {"q_worker": worker, "q_limit": 1, "q_floor": open_ex,
+                        "q_study": DEFAULT_STUDY_ID, **room},
+            "gold": {"q_worker": worker, "q_limit": 1, "q_study": DEFAULT_STUDY_ID},
+            "batch_state": {"q_worker": worker, "q_study": DEFAULT_STUDY_ID},
+            "lock_lease": {"q_lease": lease},
+            "lease_regular": {"q_worker": worker, "q_limit": 1, "q_floor": open_ex,
+                              "q_study": DEFAULT_STUDY_ID, "q_batch": batch, "q_now": now,
+                              "q_expires": now + timedelta(minutes=10), **room},
+            "count_vote": {"q_id": open_ex, "q_value": True, "q_release": 1},
+        }
+        for name, p in params.items():
+            stmt = getattr(st, name)
+            # IN lists expanded and the bound values processed, as execution would.
+            state = stmt.compile(dialect=engine.dialect).construct_expanded_state(p)
+            sql, values = state.statement, dict(state.parameters)
+            c.rollback()  # the writing statements' changes go with it
+            try:
+                rows = c.exec_driver_sql(
+                    "EXPLAIN (ANALYZE, BUFFERS, SETTINGS OFF) " + sql, values
+                ).scalars().all()
+            finally:
+                c.rollback()
+            plan = "\n".join(rows)
+            exec_ms = re.search(r"Execution Time: ([\d.]+) ms", plan)
+            plan_ms = re.search(r"Planning Time: ([\d.]+) ms", plan)
+            buffers = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", plan)
+            hits = f"{buffers.group(1)}+{buffers.group(2) or 0}" if buffers else "?"
+            print(f"{name:14s} execution {exec_ms.group(1) if exec_ms else '?':>8s} ms  "
+                  f"planning {plan_ms.group(1) if plan_ms else '?':>7s} ms  "
+                  f"buffers hit+read {hits}")
+            if args.plans:
+                print("  " + plan.replace("\n", "\n  "))
+    engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

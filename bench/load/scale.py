@@ -1,0 +1,75 @@
+"""The validation round trip at 1x and 10x VSR in one run (issue 17).
+
+Runs ``python -m bench.load`` (its own server, database, audit) once on top of 1x VSR history
+(12,809 settled Examples, 39,057 votes, imported with their workers) and once on top of 10x
+(128,090 / 390,570, bench/gen10x.py's copies), the same open Examples and the same load
+arguments each time, and prints round trips/s, the p99 of a round trip, and each as a ratio
+10x / 1x. The two runs follow each other on the same machine, so the ratio is the figure; each
+run also prints its own ``/healthz`` baseline, the other thing that tells noise from cost.
+
+    python -m bench.load.scale                           # --combined --rate 300 (the goal)
+    python -m bench.load.scale --factors 1 10 1 -- --combined   # flat out, 1x measured twice
+    python -m bench.load.scale -- --combined --duration 30
+
+Arguments after ``--`` go to bench.load as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+from bench.load.database import ROOT
+
+RATE_RE = re.compile(
+    r"validation .*?:\s+([\d.]+) rt/s .*round trip p50 ([\d.]+) ms, p99 ([\d.]+) ms"
+)
+BASE_RE = re.compile(r"baseline .*?:\s+([\d.]+) rt/s")
+CPU_RE = re.compile(r"CPU ms per round trip, validation: (.*)")
+
+
+def one(factor: int, extra: list[str]) -> dict[str, str | float]:
+    cmd = [sys.executable, "-m", "bench.load", "--history", str(factor), *extra]
+    print(f"$ {' '.join(cmd[1:])}   (load average before {os.getloadavg()[0]:.1f})", flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    sys.stdout.write("  " + proc.stdout.replace("\n", "\n  ").rstrip() + "\n")
+    if proc.returncode != 0:
+        sys.exit(f"bench.load --history {factor} failed:\n{proc.stderr[-3000:]}")
+    rate, base, cpu = RATE_RE.search(proc.stdout), BASE_RE.search(proc.stdout), \
+        CPU_RE.search(proc.stdout)
+    if rate is None or base is None:
+        sys.exit("could not read bench.load's output")
+    return {"rate": float(rate.group(1)), "p50": float(rate.group(2)),
+            "p99": float(rate.group(3)), "base": float(base.group(1)),
+            "cpu": cpu.group(1) if cpu else "", "load": os.getloadavg()[0]}
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    extra = ["--combined", "--rate", "300"]
+    if "--" in argv:
+        extra = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--factors", type=int, nargs="+", default=[1, 10],
+                    help="history sizes in run order; the first is the baseline")
+    args = ap.parse_args(argv)
+    runs = [(f, one(f, extra)) for f in args.factors]
+    base_factor, base = runs[0]
+    print(f"\nbench.load {' '.join(extra)}; ratios against the first run ({base_factor}x)")
+    print(f"{'history':>8s} {'rt/s':>8s} {'p50 ms':>7s} {'p99 ms':>7s} {'rt/s ratio':>10s} "
+          f"{'p99 ratio':>9s} {'healthz rt/s':>12s} {'load avg':>8s}  CPU ms per rt")
+    for f, r in runs:
+        print(f"{f:>7d}x {r['rate']:8.1f} {r['p50']:7.1f} {r['p99']:7.1f} "
+              f"{float(r['rate']) / float(base['rate']):10.2f} "
+              f"{float(r['p99']) / float(base['p99']):9.2f} {r['base']:12.1f} "
+              f"{r['load']:8.1f}  {r['cpu']}")
+    print(f"(load average after: {os.getloadavg()} on {os.cpu_count()} CPUs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
