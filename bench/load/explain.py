@@ -3,8 +3,10 @@ database bench.load left behind (``--keep-db``), for the validator with the most
 the plan, the time PostgreSQL reports, and the buffers each statement touched. The writing
 statements run inside a transaction that is rolled back.
 
-    python -m bench.load --history 10 --keep-db ...    # prints nothing of the kind itself
+    python -m bench.load --history 10 --keep-db        # a 10x database after a run
     python -m bench.load.explain postgresql+psycopg://postgres@127.0.0.1:5432/vsr_load_...
+    # (its name: psql -c "SELECT datname FROM pg_database WHERE datname LIKE 'vsr_load%'";
+    #  drop it afterwards: DROP DATABASE ... WITH (FORCE))
     python -m bench.load.explain URL --plans            # the whole plans, not just the times
 """
 

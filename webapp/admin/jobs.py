@@ -5,13 +5,21 @@ the work with the collection / matching / dataset libraries (which the web app m
 import) and writes its progress into the Job row, so a page reload -- or another server
 process -- shows it. A separate process also keeps torch and long CPU work out of the web
 server's threads. A small reaper thread marks a job failed if its process dies silently.
+
+Several replicas behind a proxy share the Job table but not their process tables: a pid is
+recorded with the host that started it (``host_id``: host name and boot), and only a server on
+that host judges the pid. A job started on another host is left alone here (its own server's
+reaper and orphan check cover it); cancelling it sets the status, which the job's process
+reads at its next progress report and stops.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -136,6 +144,34 @@ def child_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+@functools.cache
+def host_id() -> str:
+    """This host as the Job table names it: the host name (a container's own, under Docker
+    Compose every replica has one) and the kernel's boot id, so a pid recorded before a
+    reboot of the same host is known to be gone."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            boot = fh.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+def _same_host(recorded: object) -> bool | None:
+    """True: the pid was recorded here (this boot); False: here, but before a reboot (the
+    process is gone); None: on another host, whose pids mean nothing here. A job recorded
+    before hosts were (no ``_host``) counts as this host's, as it always did."""
+    if recorded is None:
+        return True
+    if not isinstance(recorded, str):
+        return None
+    if recorded == host_id():
+        return True
+    if recorded.split("/", 1)[0] == host_id().split("/", 1)[0]:
+        return False
+    return None
+
+
 def launch(session: Session, engine: Engine, settings: Settings, job: Job) -> int:
     """Start ``vsr admin run-job`` for this job, record its pid, and reap it in a thread.
 
@@ -155,7 +191,7 @@ def launch(session: Session, engine: Engine, settings: Settings, job: Job) -> in
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # a killed server does not take the job down mid-write
         )
-    job.params = {**job.params, "_pid": proc.pid, "_log": str(log_path)}
+    job.params = {**job.params, "_pid": proc.pid, "_host": host_id(), "_log": str(log_path)}
     session.add(job)
     session.commit()
     threading.Thread(
@@ -204,6 +240,17 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _gone(job: Job) -> bool:
+    """The job's process is known to be gone (only a server on its host can tell)."""
+    pid = job.params.get("_pid")
+    if not isinstance(pid, int):
+        return False
+    here = _same_host(job.params.get("_host"))
+    if here is None:
+        return False
+    return not here or not _alive(pid)
+
+
 def mark_orphans(session: Session) -> int:
     """Active jobs whose process is gone (e.g. the server restarted) become failed."""
     n = 0
@@ -211,7 +258,7 @@ def mark_orphans(session: Session) -> int:
         pid = job.params.get("_pid")
         started = job.started_at or job.created_at
         stale_queue = pid is None and (utcnow() - started).total_seconds() > 60
-        if (isinstance(pid, int) and not _alive(pid)) or stale_queue:
+        if _gone(job) or stale_queue:
             job.status = "failed"
             job.finished_at = utcnow()
             job.message = "the job stopped without finishing (server restarted or crashed)"
@@ -226,7 +273,8 @@ def cancel(session: Session, job: Job) -> None:
     import signal
 
     pid = job.params.get("_pid")
-    if isinstance(pid, int) and _alive(pid):
+    # Only a process of this host can be signalled; elsewhere the job reads the status.
+    if isinstance(pid, int) and _same_host(job.params.get("_host")) and _alive(pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
     job.status = "cancelled"

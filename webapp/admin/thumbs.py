@@ -23,7 +23,8 @@ def thumbnail(source: Path, cache_dir: Path) -> Path:
     with PILImage.open(source) as src:
         img = src.convert("RGB")
     img.thumbnail((THUMB_SIDE, THUMB_SIDE))
-    # Write then rename: several server processes may render the same file at once.
+    # Write then rename: several server processes may render the same file at once. mkstemp
+    # creates the file 0600 (the server's user alone), which the rename keeps.
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
     with os.fdopen(fd, "wb") as fh:
         img.save(fh, "JPEG", quality=80)

@@ -111,7 +111,8 @@ def render_marked(
     _overlay(base, masks[1], COLOUR_B)
     base.thumbnail((MAX_SIDE, MAX_SIDE))
     cache_dir.mkdir(parents=True, exist_ok=True)
-    # Write then rename: several server processes may render the same file at once.
+    # Write then rename: several server processes may render the same file at once. mkstemp
+    # creates the file 0600 (the server's user alone), which the rename keeps.
     fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".part")
     with os.fdopen(fd, "wb") as fh:
         base.save(fh, "JPEG", quality=88)

@@ -12,6 +12,7 @@ from sqlmodel import Session, select
 
 from tests.support.webapp_coco import client_for, make_app, make_pairs, start_prolific, task
 from vsr_core.models import Image, ImagePair, Instance
+from webapp.admin.thumbs import thumbnail
 from webapp.images import render as images
 from webapp.images.signed_urls import pair_image_url
 
@@ -79,6 +80,10 @@ def test_rendered_image_marks_both_instances_and_is_cached(
     mtime = out.stat().st_mtime_ns
     assert images.render_marked(coco_dir / "images", cache, image, a, b) == out
     assert out.stat().st_mtime_ns == mtime
+    # Cache files are the server user's alone (0600), the admin thumbnails too.
+    assert out.stat().st_mode & 0o777 == 0o600
+    thumb = thumbnail(out, cache)
+    assert thumb.parent == cache / "thumbs" and thumb.stat().st_mode & 0o777 == 0o600
 
 
 def test_flat_image_root_and_missing_files(
