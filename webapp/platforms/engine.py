@@ -25,7 +25,8 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import Session, col, func, select
 
-from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept_count
+from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold
+from vsr_core.kept import kept_counts
 from vsr_core.models import (
     Assignment,
     Example,
@@ -146,8 +147,10 @@ def quality(session: Session, worker_id: int,
     written = session.exec(select(
         Example.queue_settled, Example.queue_agree, Example.queue_votes
     ).where(Example.author_id == worker_id, col(Example.is_gold).is_(False))).all()
-    kept = sum(1 for settled, agree, n in written
-               if settled and is_kept_count(agree, n, keep_threshold))
+    # The project's one "kept" rule (vsr_core.kept), over the Examples validation has settled:
+    # a provisional 2-1 Example may still lose, and money is not taken back.
+    kept = kept_counts(((agree, n, 1) for settled, agree, n in written if settled),
+                       keep_threshold).kept
     worker = session.get(Worker, worker_id)
     return {"gold_answered": gold.answered, "gold_accuracy": gold.accuracy,
             "items": int(votes) + len(written), "written": len(written),
