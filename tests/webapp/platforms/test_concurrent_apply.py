@@ -132,3 +132,39 @@ def test_the_cli_beside_another_apply_sends_each_action_once(
                   and p.startswith("/api/v1/submissions/")) == [1] * N
     assert sent["/api/v1/submissions/bulk-bonus-payments/"] == N // 2
     assert len(state.paid) == N // 2
+
+
+def test_two_plans_at_once_plan_each_action_once(
+    engine: Engine, fake: tuple[str, State]
+) -> None:
+    url, state = fake
+    study_id = _planned_study(engine, url, state)
+    with Session(engine) as session:  # forget the plan: two pages plan it again at once
+        for action in session.exec(select(PlatformAction)):
+            session.delete(action)
+        session.commit()
+    start = threading.Barrier(2)
+    added: list[int] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with Session(engine) as session:
+                study = session.get(PlatformStudy, study_id)
+                assert study is not None
+                session.commit()
+                start.wait(60)
+                added.append(len(plan(session, study, Rules(min_items=1,
+                                                            bonus_cents_per_kept=25))))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert sum(added) == N + N // 2
+    with Session(engine) as session:
+        assert len(session.exec(select(PlatformAction)).all()) == N + N // 2
