@@ -60,7 +60,7 @@ def _run(action: str, platform: PlatformName, study_id: int, database_url: str |
             raise CliError(f"no {platform.value} study with id {study_id}")
         try:
             if action == "plan":
-                added = eng.plan(session, study, eng.Rules(**study.settings.get("rules", {})))
+                added = eng.plan(session, study, eng.rules_for(session, study))
                 for a in added:
                     cents = f" {a.amount_cents}c" if a.amount_cents else ""
                     typer.echo(f"{a.kind} {a.target}{cents} {a.reason}".rstrip())

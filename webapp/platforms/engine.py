@@ -23,9 +23,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept_count
+from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold
+from vsr_core.kept import kept_counts
 from vsr_core.models import (
     Assignment,
     Example,
@@ -146,8 +148,10 @@ def quality(session: Session, worker_id: int,
     written = session.exec(select(
         Example.queue_settled, Example.queue_agree, Example.queue_votes
     ).where(Example.author_id == worker_id, col(Example.is_gold).is_(False))).all()
-    kept = sum(1 for settled, agree, n in written
-               if settled and is_kept_count(agree, n, keep_threshold))
+    # The project's one "kept" rule (vsr_core.kept), over the Examples validation has settled:
+    # a provisional 2-1 Example may still lose, and money is not taken back.
+    kept = kept_counts(((agree, n, 1) for settled, agree, n in written if settled),
+                       keep_threshold).kept
     worker = session.get(Worker, worker_id)
     return {"gold_answered": gold.answered, "gold_accuracy": gold.accuracy,
             "items": int(votes) + len(written), "written": len(written),
@@ -167,12 +171,33 @@ def _verdict(q: dict[str, Any], rules: Rules) -> str | None:
     return None
 
 
+def rules_for(session: Session, study: PlatformStudy) -> Rules:
+    """The study's gold threshold, gold minimum and keep rule, overridden by the platform
+    study's own ``settings["rules"]`` (the same for the page and the CLI)."""
+    from vsr_core.study import load_study_config
+
+    cfg = load_study_config(session, study.study_id)
+    base = {"min_gold_accuracy": cfg.gold_accuracy_threshold,
+            "min_gold_answers": cfg.gold_min_answers, "keep_threshold": cfg.keep_threshold}
+    return Rules(**(base | study.settings.get("rules", {})))
+
+
 def key(study: PlatformStudy, kind: str, submission: str) -> str:
     return f"{study.platform}-{study.id}-{kind}-{submission}"[:128]
 
 
 def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformAction]:
-    """Write the planned actions for reviewable submissions (none twice); returns the new ones."""
+    """Write the planned actions for reviewable submissions (none twice); returns the new ones.
+    Two plans at once (a double click on PostgreSQL) may both insert a key: the loser's
+    transaction is rolled back and planned again, finding the winner's rows."""
+    try:
+        return _plan_once(session, study, rules)
+    except IntegrityError:
+        session.rollback()
+        return _plan_once(session, study, rules)
+
+
+def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformAction]:
     added: list[PlatformAction] = []
     subs = session.exec(select(PlatformSubmission).where(
         PlatformSubmission.study_id == study.id, col(PlatformSubmission.status).in_(REVIEWABLE)

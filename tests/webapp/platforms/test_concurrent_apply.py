@@ -4,9 +4,14 @@ and neither apply fails with 'database is locked' on SQLite."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,3 +101,70 @@ def test_two_applies_at_once_send_each_action_once(
                                                        "REJECTED": N // 2}
     with Session(engine) as session:
         assert {a.state for a in session.exec(select(PlatformAction))} == {"done"}
+
+
+def test_the_cli_beside_another_apply_sends_each_action_once(
+    db_url: str, engine: Engine, fake: tuple[str, State]
+) -> None:
+    """`vsr platform apply` in its own process while this process applies the same plan
+    (the fake answers slowly, so the two overlap)."""
+    url, state = fake
+    study_id = _planned_study(engine, url, state)
+    state.slow = 0.05
+    vsr = str(Path(sys.executable).parent / "vsr")
+    cli = subprocess.Popen(
+        [vsr, "platform", "apply", "--platform", "prolific", "--study", str(study_id),
+         "--database-url", db_url],
+        env={**os.environ, "PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    with Session(engine) as session:
+        study = session.get(PlatformStudy, study_id)
+        assert study is not None
+        here = apply(session, ProlificPlatform(base_url=url, token=TOKEN), study)
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 0, err
+    there = re.fullmatch(r"(\d+) done, 0 failed", out.strip())
+    assert there, out + err
+    assert here["failed"] == 0 and here["done"] + int(there.group(1)) == N + N // 2
+    sent = Counter(path for method, path in state.received if method == "POST")
+    assert sorted(n for p, n in sent.items() if p.endswith("/transition/")
+                  and p.startswith("/api/v1/submissions/")) == [1] * N
+    assert sent["/api/v1/submissions/bulk-bonus-payments/"] == N // 2
+    assert len(state.paid) == N // 2
+
+
+def test_two_plans_at_once_plan_each_action_once(
+    engine: Engine, fake: tuple[str, State]
+) -> None:
+    url, state = fake
+    study_id = _planned_study(engine, url, state)
+    with Session(engine) as session:  # forget the plan: two pages plan it again at once
+        for action in session.exec(select(PlatformAction)):
+            session.delete(action)
+        session.commit()
+    start = threading.Barrier(2)
+    added: list[int] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with Session(engine) as session:
+                study = session.get(PlatformStudy, study_id)
+                assert study is not None
+                session.commit()
+                start.wait(60)
+                added.append(len(plan(session, study, Rules(min_items=1,
+                                                            bonus_cents_per_kept=25))))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert sum(added) == N + N // 2
+    with Session(engine) as session:
+        assert len(session.exec(select(PlatformAction)).all()) == N + N // 2

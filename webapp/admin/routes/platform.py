@@ -18,7 +18,7 @@ from sqlmodel import Session, col, func, select
 
 from vsr_core.models import PlatformAction, PlatformCall, PlatformStudy, PlatformSubmission, Study
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
-from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, figure_cache, render
 from webapp.http.deps import SessionDep
 from webapp.platforms import drafts
 from webapp.platforms import engine as eng
@@ -49,11 +49,7 @@ def _url(ps: int | None) -> str:
 
 
 def _rules(session: Session, row: PlatformStudy) -> eng.Rules:
-    """The study's gold settings, overridden by the platform study's own rules."""
-    cfg = study_config(session, row.study_id)
-    base = {"min_gold_accuracy": cfg.gold_accuracy_threshold,
-            "min_gold_answers": cfg.gold_min_answers, "keep_threshold": cfg.keep_threshold}
-    return eng.Rules(**(base | row.settings.get("rules", {})))
+    return eng.rules_for(session, row)
 
 
 def _planned(session: Session, row: PlatformStudy) -> list[PlatformAction]:
