@@ -36,6 +36,9 @@ GROUPED_MAX_VARIABLES = 5_000_000
 # Column generation: groups per row in the first LP (measured on VSR's train split: 8 needs
 # 2-3 rounds of added edges and solves fastest; 4 needs more rounds, 16 a bigger LP).
 GROUPED_START = 8
+# Below this many allowed edges the one-shot LP is faster than two or three restricted ones
+# (measured: 2,000 rows x 63 groups 0.8 s one-shot vs 1.5 s; 4,000 rows 3.7 s vs 1.0 s).
+GROUPED_CG_MIN_EDGES = 150_000
 GROUPED_MAX_ROUNDS = 50
 
 
@@ -145,6 +148,8 @@ def _sparse(
 
 def _grouped(weights: np.ndarray, cap: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     """The grouped LP by column generation (see the module docstring); exact."""
+    if int(allowed.sum()) < GROUPED_CG_MIN_EDGES:
+        return _grouped_lp(weights, cap, allowed, allowed)[0]
     masked = np.where(allowed, weights, -np.inf)
     k = min(GROUPED_START, weights.shape[1])
     top = np.argpartition(-masked, k - 1, axis=1)[:, :k]
