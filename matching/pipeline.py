@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from matching.adversarial_filter import Adjust, OptionOdds, aim_penalty, cross_fitted_penalty
 from matching.assign import Method, solve
 from matching.geometry_filter import PairShapes, rejected_mask
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
@@ -62,6 +63,12 @@ class MatchParams:
     # makes every relation at least as plausible as the truth equally good.
     # 0.4: lower worst case over split seeds than 0.6 on VSR (docs/matching.md).
     aim: float = 0.4
+    # Adversarial filtering (matching.adversarial_filter): weight of -|S(d) - S(truth)|
+    # where S is an answer-only count model fitted on the train items (cross-fitted on
+    # train itself); 0 turns it off. ``filter_rounds``: how often train is matched again
+    # with its cross-fitted weights before dev and test are matched.
+    filter_strength: float = 0.0
+    filter_rounds: int = 0
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -76,6 +83,10 @@ class MatchParams:
             raise ValueError("aim must be in [0, 1]")
         if not self.backoff > 0:
             raise ValueError("backoff must be > 0")
+        if not (self.filter_strength >= 0 and np.isfinite(self.filter_strength)):
+            raise ValueError("filter_strength must be a finite number >= 0")
+        if self.filter_rounds < 0:
+            raise ValueError("filter_rounds must be >= 0")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,6 +161,7 @@ def match_split(
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
     geometry: Mapping[int, PairShapes] | None = None,
+    adjust: Adjust | None = None,
 ) -> tuple[list[Item], int]:
     """Match one split; returns the complete items and how many queries got fewer than k.
 
@@ -158,11 +170,13 @@ def match_split(
     until every remaining query is matched: the balance then holds exactly.
     """
     if not (params.balance == "pair" and params.remap):
-        return _match_once(queries, split, relevance, similarity, params, known_true, geometry)
+        return _match_once(
+            queries, split, relevance, similarity, params, known_true, geometry, adjust
+        )
     todo = list(queries)
     while True:
         items, missing = _match_once(
-            todo, split, relevance, similarity, params, known_true, geometry
+            todo, split, relevance, similarity, params, known_true, geometry, adjust
         )
         if missing == 0:
             return items, len(queries) - len(items)
@@ -178,6 +192,7 @@ def _match_once(
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
     geometry: Mapping[int, PairShapes] | None = None,
+    adjust: Adjust | None = None,
 ) -> tuple[list[Item], int]:
     queries = sorted(queries, key=lambda r: r.id)
     n = len(queries)
@@ -225,6 +240,9 @@ def _match_once(
         match = ((1 + sim[t_s, c_s]) / 2) * ((1 + sim[t_o, c_o]) / 2)
         log_rel = log_rel + np.log(np.clip(match, params.eps, 1.0))
     log_rel = np.maximum(log_rel, np.log(params.eps))
+    # Adversarial filtering: added after the clip, so it still orders candidates that P_rel
+    # puts at the floor (see round_weights' ``extra``).
+    extra = adjust(queries, [r.relation for r in g_first]) if adjust and params.remap else None
 
     # Filters that hold in every round.
     same_as_truth = (c_rel == t_rel) & (c_s == t_s) & (c_o == t_o)
@@ -286,7 +304,9 @@ def _match_once(
                 p_max, allowed, chosen, alive, queries, similarity, params, ids,
                 (t_s, t_o), (c_rel, c_s, c_o), cand_triple, vectorised,
             )
-        w = round_weights(log_rel, p_max, allowed & alive[:, None], params.h, params.eps)
+        w = round_weights(
+            log_rel, p_max, allowed & alive[:, None], params.h, params.eps, extra
+        )
         pick = solve(
             w, cap, method=params.method, dense_limit=params.dense_limit,
             top_k=params.top_k, seed=params.seed + round_no,
@@ -369,10 +389,14 @@ def _pair_count_log_rel(
 
 
 def round_weights(
-    log_rel: np.ndarray, p_sim: np.ndarray, allowed: np.ndarray, h: float, eps: float
+    log_rel: np.ndarray, p_sim: np.ndarray, allowed: np.ndarray, h: float, eps: float,
+    extra: np.ndarray | None = None,
 ) -> np.ndarray:
-    """W = log P_rel + h * log(1 - P_sim), both logs clipped at log(eps); -inf = excluded."""
+    """W = log P_rel + h * log(1 - P_sim), both logs clipped at log(eps), plus ``extra``
+    (the adversarial filter's aim, unclipped); -inf = excluded."""
     w = np.maximum(log_rel, np.log(eps)) + h * np.log(np.clip(1.0 - p_sim, eps, 1.0))
+    if extra is not None:
+        w = w + extra
     return np.where(allowed, w, -np.inf)
 
 
@@ -465,11 +489,19 @@ def run_matching(
     known = known_true_by_image(records, threshold)
     items: list[Item] = []
     unmatched: dict[str, int] = {}
-    for split in SPLITS:
+    adjust: Adjust | None = None
+    for split in SPLITS:  # train first: the adversarial filter learns from its items
         t0 = time.perf_counter()
         got, missing = match_split(
-            by_split[split], split, relevance, similarity, params, known, geometry
+            by_split[split], split, relevance, similarity, params, known, geometry, adjust
         )
+        if split == "train" and params.filter_strength > 0 and params.remap:
+            for _ in range(params.filter_rounds):
+                got, missing = match_split(
+                    by_split[split], split, relevance, similarity, params, known, geometry,
+                    cross_fitted_penalty(got, params.filter_strength),
+                )
+            adjust = aim_penalty(OptionOdds().fit(got), params.filter_strength)
         items += got
         unmatched[split] = missing
         seconds[f"match_{split}"] = time.perf_counter() - t0
