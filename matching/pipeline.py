@@ -66,8 +66,8 @@ class MatchParams:
     # Raking (matching.raking): with remapping, each split is matched again
     # this many times, each time with every candidate's (subject / object / pair,
     # relation) features pushed towards k distractors per answer by ``rake_strength``;
-    # 0 rounds turns it off. 1 round at 0.25: chosen on split seeds 0 and 1, checked on
-    # 2 and 3 (docs/matching.md).
+    # 0 rounds (or balance "off") turns it off. 1 round at 0.25: chosen on split seeds 0
+    # and 1, checked on 2 and 3 (docs/matching.md).
     rake_rounds: int = 1
     rake_strength: float = 0.25
 
@@ -495,7 +495,7 @@ def run_matching(
         got, missing = match_split(
             by_split[split], split, relevance, similarity, params, known, geometry
         )
-        if params.remap and params.rake_strength > 0:
+        if params.remap and params.balance != "off" and params.rake_strength > 0:
             # Raking (matching.raking): match again, pushing every
             # (subject / object / pair, relation) towards k distractors per answer.
             rake = Raking(params.rake_strength, params.k)

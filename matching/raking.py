@@ -25,16 +25,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from matching.pipeline import Item
-    from matching.records import Record
+from matching.records import Record, Triple
+
+
+class Item(Protocol):  # matching.pipeline.Item (not imported: pipeline imports this module)
+    triples: list[Triple]
+    answer_index: int
 
 # An extra weight per (query, candidate relation group), added to W after its clip.
-Adjust = Callable[[Sequence["Record"], Sequence[str]], np.ndarray]
+Adjust = Callable[[Sequence[Record], Sequence[str]], np.ndarray]
 Feature = tuple[str, ...]
 
 

@@ -75,10 +75,11 @@ def test_default_matching_defeats_most_of_what_vcr_weights_leave(
         assert soft["strongest"]["accuracy"] < off["strongest"]["accuracy"] - 0.10, (soft, off)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 target not met on every split: the strongest "
-                   "adversary measures 0.27-0.32 over split seeds 0-3 (docs/matching.md)")
 def test_default_matching_leaves_every_adversary_near_chance(suites: dict[str, dict]) -> None:
-    # Seeds 2 and 3 were not used to choose MatchParams.aim: they keep the figure honest.
+    """Issue 12's target: the strongest answer-only adversary at most 0.30 at k = 3 on every
+    split seed, every query kept. Seeds 2 and 3 were not used to choose MatchParams.aim or
+    the raking parameters: they keep the figure honest."""
     for key in ("soft0", "soft1", "soft2", "soft3"):
         soft = suites[key]
         assert soft["strongest"]["accuracy"] <= soft["chance"] + FEW_POINTS, soft
+        assert soft["n_test"] > 1100  # every test query keeps its item
