@@ -14,7 +14,12 @@ from matching.similarity import TableSimilarity
 from tests.matching.support import VSR_VALIDATED, vsr_validated
 from vsr_dataset.splits import SplitItem, random_split
 
-pytestmark = pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found")
+pytestmark = [
+    pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found"),
+    # Five matchings of the full release (two each with raking) and their suites: minutes
+    # on a busy 2-core machine, more than the default 600 s when other jobs share it.
+    pytest.mark.timeout(2400),
+]
 
 # "A few points above chance" (0.25 at k = 3): the target, 0.30.
 FEW_POINTS = 0.05
