@@ -9,7 +9,9 @@ maximum-weight bipartite matching pick distractors from the other queries' respo
 similarity to every response already among q_i's choices. With remapping (the default,
 PMR appendix C) a response is rewritten onto the query's concepts ("The cat is on the bed."
 becomes "The dog is on the sofa." for a dog/sofa query), so a distractor differs from the
-truth in its relation only (GITM-MR's idea). Matching runs within each split.
+truth in its relation only (GITM-MR's idea). Matching runs within each split. With a
+balance, each split is then raked (matching.raking): matched again with every (subject /
+object / pair, relation) feature pushed towards k distractors per answer.
 
 Filtering (never weighed, always excluded): the response itself, exact duplicates of a
 choice, and anything with the same meaning as a caption validators voted True for the query's
