@@ -14,7 +14,7 @@ both measured in this run. Usage:
 
   python bench/match.py [--h 1.0] [--k 3] [--no-lsa] [--sizes 100,200,300]
                         [--sweep 0,0.5,1,2] [--no-table-filter] [--no-remap]
-                        [--balance soft|pair|off]
+                        [--balance soft|pair|off] [--rake-rounds 1]
 
 The diagnostics (and so the wall time) include the held-out answer-only adversary suite.
 """
@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--no-table-filter", action="store_true")
     ap.add_argument("--no-remap", action="store_true")
     ap.add_argument("--balance", default="soft", choices=["soft", "pair", "off"])
+    ap.add_argument("--rake-rounds", type=int, default=1, help="0 = no raking")
     args = ap.parse_args()
 
     # --- ours, end to end ----------------------------------------------------------------
@@ -97,7 +98,7 @@ def main() -> None:
     stages["load MiniLM"] = time.perf_counter() - t0
     params = MatchParams(
         h=args.h, k=args.k, table_filter=not args.no_table_filter, remap=not args.no_remap,
-        balance=args.balance,
+        balance=args.balance, rake_rounds=args.rake_rounds,
     )
     t0 = time.perf_counter()
     result = run_matching(records, relevance, TableSimilarity(), params)

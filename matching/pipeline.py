@@ -9,7 +9,9 @@ maximum-weight bipartite matching pick distractors from the other queries' respo
 similarity to every response already among q_i's choices. With remapping (the default,
 PMR appendix C) a response is rewritten onto the query's concepts ("The cat is on the bed."
 becomes "The dog is on the sofa." for a dog/sofa query), so a distractor differs from the
-truth in its relation only (GITM-MR's idea). Matching runs within each split.
+truth in its relation only (GITM-MR's idea). Matching runs within each split. With a
+balance, each split is then raked (matching.raking): matched again with every (subject /
+object / pair, relation) feature pushed towards k distractors per answer.
 
 Filtering (never weighed, always excluded): the response itself, exact duplicates of a
 choice, and anything with the same meaning as a caption validators voted True for the query's
@@ -29,6 +31,7 @@ import numpy as np
 from matching.assign import Method, solve
 from matching.folds import match_splits
 from matching.geometry_filter import PairShapes, rejected_mask
+from matching.raking import Adjust, Raking
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
 from matching.similarity import SimilarityScorer, table_lookup, table_matrices
@@ -67,6 +70,13 @@ class MatchParams:
     # grouped LP grows faster than n. 0: never. Above VSR's train split (3,954 queries), so
     # 1x runs are unchanged; a 10x train split becomes 8 folds.
     fold_size: int = 5000
+    # Raking (matching.raking): with remapping, each split is matched again
+    # this many times, each time with every candidate's (subject / object / pair,
+    # relation) features pushed towards k distractors per answer by ``rake_strength``;
+    # 0 rounds (or balance "off") turns it off. 1 round at 0.25: chosen on split seeds 0
+    # and 1, checked on 2 and 3 (docs/matching.md).
+    rake_rounds: int = 1
+    rake_strength: float = 0.25
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -83,6 +93,10 @@ class MatchParams:
             raise ValueError("backoff must be > 0")
         if self.fold_size < 0:
             raise ValueError("fold_size must be >= 0 (0: no folds)")
+        if self.rake_rounds < 0:
+            raise ValueError("rake_rounds must be >= 0")
+        if not (self.rake_strength >= 0 and np.isfinite(self.rake_strength)):
+            raise ValueError("rake_strength must be a finite number >= 0")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,6 +171,7 @@ def match_split(
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
     geometry: Mapping[int, PairShapes] | None = None,
+    adjust: Adjust | None = None,
 ) -> tuple[list[Item], int]:
     """Match one split; returns the complete items and how many queries got fewer than k.
 
@@ -165,16 +180,41 @@ def match_split(
     until every remaining query is matched: the balance then holds exactly.
     """
     if not (params.balance == "pair" and params.remap):
-        return _match_once(queries, split, relevance, similarity, params, known_true, geometry)
+        return _match_once(
+            queries, split, relevance, similarity, params, known_true, geometry, adjust
+        )
     todo = list(queries)
     while True:
         items, missing = _match_once(
-            todo, split, relevance, similarity, params, known_true, geometry
+            todo, split, relevance, similarity, params, known_true, geometry, adjust
         )
         if missing == 0:
             return items, len(queries) - len(items)
         kept = {it.query.id for it in items}
         todo = [q for q in todo if q.id in kept]
+
+
+def match_split_raked(
+    queries: Sequence[Record],
+    split: str,
+    relevance: RelevanceModel,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    known_true: Mapping[str, Sequence[Triple]] | None = None,
+    geometry: Mapping[int, PairShapes] | None = None,
+) -> tuple[list[Item], int]:
+    """`match_split`, then raking (matching.raking): match again, pushing every
+    (subject / object / pair, relation) towards k distractors per answer. Runs per split,
+    or per fold where a split is matched fold by fold (matching.folds)."""
+    got, missing = match_split(queries, split, relevance, similarity, params, known_true, geometry)
+    if params.remap and params.balance != "off" and params.rake_strength > 0:
+        rake = Raking(params.rake_strength, params.k)
+        for _ in range(params.rake_rounds):
+            got, missing = match_split(
+                queries, split, relevance, similarity, params, known_true, geometry,
+                rake.update(got),
+            )
+    return got, missing
 
 
 def _match_once(
@@ -185,6 +225,7 @@ def _match_once(
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
     geometry: Mapping[int, PairShapes] | None = None,
+    adjust: Adjust | None = None,
 ) -> tuple[list[Item], int]:
     queries = sorted(queries, key=lambda r: r.id)
     n = len(queries)
@@ -232,6 +273,9 @@ def _match_once(
         match = ((1 + sim[t_s, c_s]) / 2) * ((1 + sim[t_o, c_o]) / 2)
         log_rel = log_rel + np.log(np.clip(match, params.eps, 1.0))
     log_rel = np.maximum(log_rel, np.log(params.eps))
+    # Raking's bonus (matching.raking): added after the clip, so it still
+    # orders candidates that P_rel puts at the floor (see round_weights' ``extra``).
+    extra = adjust(queries, [r.relation for r in g_first]) if adjust and params.remap else None
 
     # Filters that hold in every round.
     same_as_truth = (c_rel == t_rel) & (c_s == t_s) & (c_o == t_o)
@@ -293,7 +337,9 @@ def _match_once(
                 p_max, allowed, chosen, alive, queries, similarity, params, ids,
                 (t_s, t_o), (c_rel, c_s, c_o), cand_triple, vectorised,
             )
-        w = round_weights(log_rel, p_max, allowed & alive[:, None], params.h, params.eps)
+        w = round_weights(
+            log_rel, p_max, allowed & alive[:, None], params.h, params.eps, extra
+        )
         pick = solve(
             w, cap, method=params.method, dense_limit=params.dense_limit,
             top_k=params.top_k, seed=params.seed + round_no,
@@ -376,10 +422,14 @@ def _pair_count_log_rel(
 
 
 def round_weights(
-    log_rel: np.ndarray, p_sim: np.ndarray, allowed: np.ndarray, h: float, eps: float
+    log_rel: np.ndarray, p_sim: np.ndarray, allowed: np.ndarray, h: float, eps: float,
+    extra: np.ndarray | None = None,
 ) -> np.ndarray:
-    """W = log P_rel + h * log(1 - P_sim), both logs clipped at log(eps); -inf = excluded."""
+    """W = log P_rel + h * log(1 - P_sim), both logs clipped at log(eps), plus ``extra``
+    (raking's bonus, unclipped); -inf = excluded."""
     w = np.maximum(log_rel, np.log(eps)) + h * np.log(np.clip(1.0 - p_sim, eps, 1.0))
+    if extra is not None:
+        w = w + extra
     return np.where(allowed, w, -np.inf)
 
 
@@ -476,7 +526,7 @@ def run_matching(
     unmatched: dict[str, int] = {}
     t0 = time.perf_counter()
     matched = match_splits(
-        match_split, by_split, relevance, similarity, params, known, geometry, workers
+        match_split_raked, by_split, relevance, similarity, params, known, geometry, workers
     )
     for split in SPLITS:
         items += matched[split].items

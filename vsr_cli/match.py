@@ -79,6 +79,11 @@ def match(
     backoff: float = typer.Option(
         1.0, "--backoff", help="With --balance soft: pseudo-count of the P_rel back-off."
     ),
+    rake_rounds: int = typer.Option(
+        1, "--rake-rounds", help="With a balance: how often each split is matched again with "
+        "every (subject/object/pair, relation) pushed towards k distractors per answer "
+        "(matching/raking.py); 0 turns raking off.",
+    ),
     method: str = typer.Option("auto", "--method", help="auto | grouped | dense | sparse."),
     dense_limit: int = typer.Option(4000, "--dense-limit", help="Largest dense assignment."),
     top_k: int = typer.Option(50, "--top-k", help="Candidates per row for the sparse solver."),
@@ -122,7 +127,7 @@ def match(
     try:
         params = MatchParams(
             h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
-            aim=aim, backoff=backoff,
+            aim=aim, backoff=backoff, rake_rounds=rake_rounds,
             method=method,  # type: ignore[arg-type]
             dense_limit=dense_limit, top_k=top_k, fold_size=fold_size,
         )

@@ -14,7 +14,12 @@ from matching.similarity import TableSimilarity
 from tests.matching.support import VSR_VALIDATED, vsr_validated
 from vsr_dataset.splits import SplitItem, random_split
 
-pytestmark = pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found")
+pytestmark = [
+    pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found"),
+    # Five matchings of the full release (two each with raking) and their suites: minutes
+    # on a busy 2-core machine, more than the default 600 s when other jobs share it.
+    pytest.mark.timeout(2400),
+]
 
 # "A few points above chance" (0.25 at k = 3): the issue's target, 0.30.
 FEW_POINTS = 0.05
@@ -38,10 +43,11 @@ def _run(
 
 @pytest.fixture(scope="module")
 def suites(relevance: RelevanceModel) -> dict[str, dict]:
+    """One run per split seed, each with P_rel fitted on its own train split as `vsr match`
+    does (a P_rel fitted on another seed's train has seen this seed's test truths)."""
     out = {}
-    for i, (balance, split_seed) in enumerate((("off", 0), ("soft", 0), ("soft", 1),
-                                                    ("soft", 2), ("soft", 3))):
-        res = _run(relevance, replace(MatchParams(), balance=balance), fit=i == 0,
+    for balance, split_seed in (("off", 0), ("soft", 0), ("soft", 1), ("soft", 2), ("soft", 3)):
+        res = _run(relevance, replace(MatchParams(), balance=balance), fit=True,
                    split_seed=split_seed)
         out[f"{balance}{split_seed}"] = run_suite(
             res.items_in("train"), res.items_in("test"), relevance, relevance.encoder)
@@ -74,10 +80,11 @@ def test_default_matching_defeats_most_of_what_vcr_weights_leave(
         assert soft["strongest"]["accuracy"] < off["strongest"]["accuracy"] - 0.10, (soft, off)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12 target not met on every split: the strongest "
-                   "adversary measures 0.27-0.32 over split seeds 0-3 (docs/matching.md)")
 def test_default_matching_leaves_every_adversary_near_chance(suites: dict[str, dict]) -> None:
-    # Seeds 2 and 3 were not used to choose MatchParams.aim: they keep the figure honest.
+    """Issue 12's target: the strongest answer-only adversary at most 0.30 at k = 3 on every
+    split seed, every query kept. Seeds 2 and 3 were not used to choose MatchParams.aim or
+    the raking parameters: they keep the figure honest."""
     for key in ("soft0", "soft1", "soft2", "soft3"):
         soft = suites[key]
         assert soft["strongest"]["accuracy"] <= soft["chance"] + FEW_POINTS, soft
+        assert soft["n_test"] > 1100  # every test query keeps its item

@@ -183,6 +183,7 @@ def test_bad_options_are_clear_errors(sqlite_url: str, encoder_path: Path) -> No
         (["--sweep", "0,abc"], "--sweep"),
         (["--k", "0"], "k (distractors"),
         (["--h", "-1"], "h must be"),
+        (["--rake-rounds", "-1"], "rake_rounds must be"),
         (["--method", "magic"], "--method"),
         (["--splits", "zeroshot"], "--splits"),
         (["--workers", "-1"], "--workers"),

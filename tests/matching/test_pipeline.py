@@ -10,6 +10,7 @@ import pytest
 
 from matching.diagnostics import diagnose, sweep
 from matching.pipeline import MatchParams, match_split, round_weights, run_matching
+from matching.raking import Raking
 from matching.records import Record, assign_splits, kept_true, split_of
 from matching.relevance import RelevanceModel, load_encoder
 from matching.similarity import TableSimilarity, load_similarity
@@ -156,12 +157,29 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
     choice so far (truth and earlier distractors), as in VCR. W_rel is VCR's log P_rel
     ("off"), or for "soft" balance log of the split's leave-one-out (pair, relation) counts
     backing off to the subject's and object's answers, then evenly) plus
-    (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|."""
+    (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|. With raking (the default
+    for "soft") each weight also carries raking's bonus, computed here from the first
+    matching's items of the split (the same run with rake_rounds=0)."""
     from dataclasses import replace
 
-    if balance != result.params.balance:
-        result = run_matching(sample, relevance, TableSimilarity(),
-                              replace(result.params, balance=balance), fit=False)
+    first = run_matching(sample, relevance, TableSimilarity(),
+                         replace(result.params, balance=balance, rake_rounds=0), fit=False)
+    raked = None
+    if balance == "soft":
+        assert result.params.balance == "soft" and result.params.rake_rounds == 1
+        raked = result
+    for res in (first, raked):
+        if res is not None:
+            _check_weights(res, first, relevance, sample, balance)
+
+
+def _check_weights(  # type: ignore[no-untyped-def]
+    result, first, relevance: RelevanceModel, sample: list[Record], balance: str
+) -> None:
+    rakes = {}
+    if result is not first:
+        rakes = {sp: Raking(result.params.rake_strength, result.params.k).update(
+            first.items_in(sp)) for sp in ("train", "dev", "test")}
     by_id = {r.id: r for r in sample}
     eps, h, b, aim = (result.params.eps, result.params.h, result.params.backoff,
                       result.params.aim)
@@ -194,6 +212,8 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
                     np.log(eps),
                 )
             expected = w_rel + h * np.log(np.clip(1 - p, eps, 1))
+            if rakes:
+                expected += rakes[it.split]([q], [rel])[0, 0]
             assert it.weights[r] == pytest.approx(expected, abs=1e-9)
             checked += 1
     assert checked == 3 * len(result.items)
