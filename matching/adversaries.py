@@ -184,6 +184,9 @@ def run_suite(
     suite: dict[str, Callable[[], np.ndarray]] = {
         "tfidf_pair_rel_lr": lambda: tfidf_pair_rel_lr(train, test),
         "pair_counts": lambda: pair_counts(train, test),
+        # The same counts read the other way: balancing can push the truth's features
+        # below the neutral odds (pair_counts under chance), which this one would exploit.
+        "pair_counts_least": lambda: -pair_counts(train, test),
     }
     if encoder is not None:
         suite["embedding_mlp"] = lambda: embedding_mlp(train, test, encoder, seed)

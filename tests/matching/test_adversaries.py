@@ -64,7 +64,8 @@ def test_suite_sees_what_vcr_weights_leave(suites: dict[str, dict]) -> None:
     """The audit's finding, reproduced: plain VCR weights are far above chance."""
     off = suites["off0"]
     assert set(off["adversaries"]) == {
-        "tfidf_pair_rel_lr", "pair_counts", "embedding_mlp", "p_rel_least", "p_rel_most"}
+        "tfidf_pair_rel_lr", "pair_counts", "pair_counts_least", "embedding_mlp", "p_rel_least",
+        "p_rel_most"}
     assert off["strongest"]["accuracy"] > 0.40
     assert off["strongest"]["accuracy"] == max(a["accuracy"] for a in off["adversaries"].values())
 

@@ -12,14 +12,16 @@ import hashlib
 from collections import Counter
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Path, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session, col, func, select
 
+from vsr_core.limits import INT32_MAX
 from vsr_core.models import PlatformAction, PlatformCall, PlatformStudy, PlatformSubmission, Study
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import admin_study, back, figure_cache, render
 from webapp.http.deps import SessionDep
+from webapp.http.inputs import DbId
 from webapp.platforms import drafts
 from webapp.platforms import engine as eng
 from webapp.platforms.base import PlatformError
@@ -91,7 +93,7 @@ def _submissions(session: Session, row: PlatformStudy, rules: eng.Rules
 @router.get("/platform", include_in_schema=False)
 def platform_page(
     request: Request, admin: AdminDep, session: SessionDep,
-    ps: Annotated[int | None, Query(ge=1)] = None,
+    ps: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
 ) -> Response:
     rows = _studies(request, session)
@@ -168,7 +170,8 @@ def create(
 
 @router.post("/platform/{ps}/{what}", include_in_schema=False)
 def act(
-    request: Request, admin: AdminPostDep, session: SessionDep, ps: int, what: str,
+    request: Request, admin: AdminPostDep, session: SessionDep, ps: DbId,
+    what: Annotated[str, Path(max_length=16)],
     confirm: Annotated[str, Form(max_length=8)] = "",
     seen: Annotated[str, Form(max_length=64)] = "",
     bonus_cents_per_kept: Annotated[int | None, Form(ge=0, le=100_000)] = None,
