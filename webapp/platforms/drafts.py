@@ -8,6 +8,7 @@ shown next to the platform's minimum; publishing below the minimum is refused.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,19 +149,22 @@ def publish(session: Session, platform: Platform, row: PlatformStudy) -> Pay:
     pay = effective_pay(session, row)
     if pay.below_minimum:
         raise PlatformError(f"refused: {pay.line()}")
-    external_id = row.external_id
-    session.commit()
-    platform.publish(external_id)
-    row.state = "published"
-    session.add(row)
-    session.commit()
+    _transition(session, row, platform.publish, "published")
     return pay
 
 
 def pause(session: Session, platform: Platform, row: PlatformStudy) -> None:
+    _transition(session, row, platform.pause, "paused")
+
+
+def _transition(
+    session: Session, row: PlatformStudy, send: Callable[[str], object], state: str
+) -> None:
+    """Send one state change to the platform, then record it; the transaction ends before the
+    call, so none is held across it."""
     external_id = row.external_id
     session.commit()
-    platform.pause(external_id)
-    row.state = "paused"
+    send(external_id)
+    row.state = state
     session.add(row)
     session.commit()
