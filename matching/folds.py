@@ -55,13 +55,14 @@ def folds(queries: Sequence[Record], fold_size: int, seed: int) -> list[list[Rec
     return [f for f in out if f]
 
 
-# What a forked worker needs; set by the parent just before the pool starts.
+# What a forked worker needs; set by the parent just before the pool starts (a process
+# pool's function takes one pickled argument, and the fitted P_rel is not worth pickling).
 _SHARED: dict[str, Any] = {}
 
 
-def _run_job(job: tuple[str, int]) -> FoldResult:
+def _run_job(job: tuple[str, int], shared: dict[str, Any] | None = None) -> FoldResult:
     split, index = job
-    s = _SHARED
+    s = _SHARED if shared is None else shared
     t0 = time.perf_counter()
     items, missing = s["match_split"](
         s["folds"][split][index], split, s["relevance"], s["similarity"], s["params"],
@@ -86,27 +87,29 @@ def match_splits(
     jobs = [(s, i) for s, fs in per_split.items() for i in range(len(fs))]
     # Biggest first, so the last job to finish is a small one.
     jobs.sort(key=lambda j: -len(per_split[j[0]][j[1]]))
-    _SHARED.update(
+    shared: dict[str, Any] = dict(
         match_split=match_split, folds=per_split, relevance=relevance, similarity=similarity,
         params=params, known=known, geometry=geometry,
     )
-    try:
-        # A model-based P_sim runs torch, which must not run in a forked child.
-        parallel = workers > 1 and len(jobs) > 1 and getattr(similarity, "vectorised", False)
-        if parallel:
-            import multiprocessing
+    # A model-based P_sim runs torch, which must not run in a forked child.
+    parallel = workers > 1 and len(jobs) > 1 and getattr(similarity, "vectorised", False)
+    if parallel:
+        import multiprocessing
 
-            # Children must not encode: every concept they will look up is embedded now.
-            relevance.embed_concepts(
-                sorted({c for qs in by_split.values() for q in qs for c in (q.subj, q.obj)})
-            )
+        # Children must not encode: every concept they will look up is embedded now.
+        relevance.embed_concepts(
+            sorted({c for qs in by_split.values() for q in qs for c in (q.subj, q.obj)})
+        )
+        _SHARED.update(shared)
+        try:
             ctx = multiprocessing.get_context("fork")
             with ctx.Pool(min(workers, len(jobs))) as pool:
                 results = pool.map(_run_job, jobs, chunksize=1)
-        else:
-            results = [_run_job(j) for j in jobs]
-    finally:
-        _SHARED.clear()
+        finally:
+            _SHARED.clear()
+    else:
+        # In this process: no module state, so runs in two threads cannot clear each other's.
+        results = [_run_job(j, shared) for j in jobs]
     out = {s: FoldResult(s, [], 0, 0.0) for s in by_split}
     for r in results:
         merged = out[r.split]

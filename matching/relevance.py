@@ -14,6 +14,7 @@ distractors differ from the truth only in the relation.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -109,9 +110,7 @@ class RelevanceModel:
         self._basis = vt[:PCA_DIMS].T
         # One row per distinct (subj, obj, relation), weighted by its count: the same loss
         # as one row per caption (issue 17: a 10x split repeats triples; the fit is ~n).
-        counts: dict[tuple[str, str, str], int] = {}
-        for r in train:
-            counts[(r.subj, r.obj, r.relation)] = counts.get((r.subj, r.obj, r.relation), 0) + 1
+        counts = Counter((r.subj, r.obj, r.relation) for r in train)
         triples = list(counts)
         y = np.array([self.index[t[2]] for t in triples])
         x = self.pair_features([(t[0], t[1]) for t in triples])
