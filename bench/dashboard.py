@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.databases import fresh_database  # noqa: E402
+
 VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
 PAGES = [
     "/admin",
@@ -49,27 +51,6 @@ PAGES = [
     "/admin/revalidation",
     "/admin/api/revalidation.json",
 ]
-
-
-def _fresh_db(url: str | None, tmp: Path) -> str:
-    from sqlalchemy import text
-
-    from migrations.runner import upgrade
-    from vsr_core.db import make_engine
-
-    if url is None:
-        url = f"sqlite:///{tmp / 'bench.db'}"
-    elif url.startswith("postgresql"):
-        from sqlalchemy.engine import make_url
-
-        name = make_url(url).database
-        admin = make_engine(make_url(url).set(database="postgres").render_as_string(False))
-        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            c.execute(text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
-    upgrade(url)
-    return url
 
 
 def _import(engine: object, path: Path) -> str:
@@ -111,7 +92,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        url = _fresh_db(args.database_url, tmp)
+        url = fresh_database(args.database_url, tmp)
         engine = make_engine(url)
         print(_import(engine, args.raw))
         with Session(engine) as s:

@@ -41,6 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.databases import drop_database, fresh_database  # noqa: E402
+
 CONCEPTS = ["person", "cat", "dog", "teddy bear", "dining table", "bed", "laptop", "pizza",
             "car", "cake", "truck", "couch", "suitcase", "bench", "umbrella", "sandwich", "bus",
             "motorcycle", "banana", "book", "oven", "bowl", "refrigerator", "bicycle", "chair",
@@ -97,42 +99,6 @@ def fill(url: str, n_examples: int, seed: int = 0) -> None:
             conn.execute(insert(Vote.__table__), votes[i : i + 50_000])  # type: ignore[attr-defined]
     engine.dispose()
     print(f"filled {n_examples:,} Examples, {len(votes):,} votes")
-
-
-def fresh_database(url: str | None, tmp: Path, name: str) -> str:
-    """A new, migrated database: a SQLite file in ``tmp``, or (re)created next to --database-url."""
-    from migrations.runner import upgrade
-
-    if url is None:
-        url = f"sqlite:///{tmp / (name + '.db')}"
-    elif url.startswith("postgresql"):
-        from sqlalchemy import text
-        from sqlalchemy.engine import make_url
-
-        from vsr_core.db import make_engine
-
-        url = make_url(url).set(database=name).render_as_string(hide_password=False)
-        admin = make_engine(make_url(url).set(database="postgres").render_as_string(False))
-        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-            c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            c.execute(text(f'CREATE DATABASE "{name}"'))
-        admin.dispose()
-    upgrade(url)
-    return url
-
-
-def drop_database(url: str) -> None:
-    if not url.startswith("postgresql"):
-        return
-    from sqlalchemy import text
-    from sqlalchemy.engine import make_url
-
-    from vsr_core.db import make_engine
-
-    admin = make_engine(make_url(url).set(database="postgres").render_as_string(False))
-    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
-        c.execute(text(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def import_vsr_copies(url: str, factor: int, tmp: Path) -> str:

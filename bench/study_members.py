@@ -24,7 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.dashboard import VSR_RAW, _fresh_db, _import  # noqa: E402
+from bench.dashboard import VSR_RAW, _import  # noqa: E402
+from bench.databases import fresh_database  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +40,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--raw", type=Path, default=VSR_RAW)
     args = ap.parse_args()
-    url = _fresh_db(args.database_url, Path(tempfile.mkdtemp()))
+    url = fresh_database(args.database_url, Path(tempfile.mkdtemp()))
     engine = make_engine(url)
     print(_import(engine, args.raw))
     w, sid = s.WORKER.c.id, 1
