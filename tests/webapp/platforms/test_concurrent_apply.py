@@ -10,15 +10,13 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from tests.support.fake_prolific import TOKEN, State, running
+from tests.support.fake_prolific import TOKEN, State
 from vsr_core.models import Example, Image, PlatformAction, PlatformStudy, Worker
 from webapp.platforms.engine import Rules, apply, plan, sync
 from webapp.platforms.prolific import ProlificPlatform
@@ -26,12 +24,6 @@ from webapp.platforms.prolific import ProlificPlatform
 # Settled by validation, every vote agreeing with the label: kept.
 KEPT: dict[str, Any] = {"queue_settled": True, "queue_votes": 3, "queue_agree": 3}
 N = 20  # participants: even ones wrote a caption (approve + bonus), odd ones nothing (reject)
-
-
-@pytest.fixture
-def fake() -> Iterator[tuple[str, State]]:
-    with running() as served:
-        yield served
 
 
 def _planned_study(engine: Engine, url: str, state: State) -> int:

@@ -4,7 +4,6 @@ the effective hourly pay from measured batch times and the refusal below the min
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from sqlmodel import Session
 
-from tests.support.fake_prolific import TOKEN, State, running
+from tests.support.fake_prolific import TOKEN, State
 from vsr_core.models import Batch, BatchStatus, Worker
 from vsr_core.studies import create_study, default_study
 from vsr_core.types import utcnow
@@ -24,12 +23,6 @@ from webapp.platforms.prolific import ProlificPlatform
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 SITE = "https://vsr.example.org"
-
-
-@pytest.fixture
-def fake() -> Iterator[tuple[str, State]]:
-    with running() as served:
-        yield served
 
 
 def _batches(session: Session, study_id: int, minutes: list[float], source: str) -> None:

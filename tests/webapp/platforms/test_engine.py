@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from tests.support.fake_prolific import TOKEN, State, running
+from tests.support.fake_prolific import TOKEN, State
 from vsr_core.models import (
     Example,
     Image,
@@ -32,12 +31,6 @@ KEPT: dict[str, Any] = {"queue_settled": True, "queue_votes": 3, "queue_agree": 
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = Rules(min_items=1, bonus_cents_per_kept=20)
-
-
-@pytest.fixture
-def fake() -> Iterator[tuple[str, State]]:
-    with running() as served:
-        yield served
 
 
 def _seed(session: Session, url: str, state: State) -> PlatformStudy:

@@ -3,23 +3,11 @@ against the MTurk service model shipped with botocore (a wrong parameter fails t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
 from webapp.platforms.base import PlatformError
 from webapp.platforms.mturk import SANDBOX, MTurkPlatform, external_question
-
-
-@pytest.fixture
-def stubbed() -> Iterator[tuple[MTurkPlatform, Stubber]]:
-    client = boto3.client("mturk", region_name="us-east-1", endpoint_url=SANDBOX,
-                          aws_access_key_id="x", aws_secret_access_key="y")
-    with Stubber(client) as stub:
-        yield MTurkPlatform(client=client), stub
-        stub.assert_no_pending_responses()
 
 
 def test_default_endpoint_is_the_sandbox() -> None:

@@ -4,30 +4,18 @@ apply ends 'done' (MTurk lists it as paid), not 'failed'; any other refusal stay
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import boto3
-import pytest
 from botocore.stub import Stubber
 from sqlmodel import Session, select
 
 from vsr_core.models import PlatformAction, PlatformStudy, PlatformSubmission
 from vsr_core.types import utcnow
 from webapp.platforms.engine import apply
-from webapp.platforms.mturk import SANDBOX, MTurkPlatform
+from webapp.platforms.mturk import MTurkPlatform
 
 SEND = {"WorkerId": "W1", "BonusAmount": "0.40", "AssignmentId": "A1",
         "Reason": "2 kept captions", "UniqueRequestToken": "mturk-1-bonus-A1"}
-
-
-@pytest.fixture
-def stubbed() -> Iterator[tuple[MTurkPlatform, Stubber]]:
-    client = boto3.client("mturk", region_name="us-east-1", endpoint_url=SANDBOX,
-                          aws_access_key_id="x", aws_secret_access_key="y")
-    with Stubber(client) as stub:
-        yield MTurkPlatform(client=client), stub
-        stub.assert_no_pending_responses()
 
 
 def _bonus_left_sending(session: Session) -> PlatformStudy:

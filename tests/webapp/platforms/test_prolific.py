@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.fake_prolific import TOKEN, State, running
+from tests.support.fake_prolific import TOKEN, State
 from webapp.platforms.base import PlatformError
 from webapp.platforms.prolific import ProlificPlatform, rejection_category, rejection_message
 
@@ -17,12 +16,6 @@ SETTINGS = {
     "total_available_places": 5, "reward": 150, "estimated_completion_time": 10,
     "completion_codes": [{"code": "C0DE", "code_type": "COMPLETED", "actions": []}],
 }
-
-
-@pytest.fixture
-def fake() -> Iterator[tuple[str, State]]:
-    with running() as served:
-        yield served
 
 
 def client(url: str, **kw: Any) -> ProlificPlatform:

@@ -5,14 +5,13 @@ worker before the lease would have expired). A participant still working keeps t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from tests.support.fake_prolific import TOKEN, State, running
+from tests.support.fake_prolific import TOKEN, State
 from tests.support.webapp_coco import client_for, start_prolific
 from vsr_core.models import (
     Assignment,
@@ -26,12 +25,6 @@ from webapp.crowd.leases import PairStrategy
 from webapp.platforms.engine import sync
 from webapp.platforms.prolific import ProlificPlatform
 from webapp.validate.strategy import ExampleStrategy
-
-
-@pytest.fixture
-def fake() -> Iterator[tuple[str, State]]:
-    with running() as served:
-        yield served
 
 
 def _lease_of(engine: Engine, pid: str) -> Assignment:
