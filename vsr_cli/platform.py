@@ -121,16 +121,12 @@ KindOpt = Annotated[str, typer.Option(help="generate or validate")]
 
 
 def _site_study(session: Any, slug: str | None) -> Any:
-    from sqlmodel import select
+    from vsr_core.studies import StudyError, resolve_study
 
-    from vsr_core.models import Study
-
-    stmt = select(Study).where(Study.slug == slug) if slug else \
-        select(Study).where(Study.is_default == True)  # noqa: E712
-    found = session.exec(stmt).first()
-    if found is None:
-        raise CliError(f"no study {slug!r} (see `vsr study list`)")
-    return found
+    try:
+        return resolve_study(session, slug)
+    except StudyError:
+        raise CliError(f"no study {slug!r} (see `vsr study list`)") from None
 
 
 @platform_app.command("create")

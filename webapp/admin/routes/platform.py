@@ -50,10 +50,6 @@ def _url(ps: int | None) -> str:
     return f"/admin/platform?ps={ps}" if ps else "/admin/platform"
 
 
-def _rules(session: Session, row: PlatformStudy) -> eng.Rules:
-    return eng.rules_for(session, row)
-
-
 def _planned(session: Session, row: PlatformStudy) -> list[PlatformAction]:
     return list(session.exec(select(PlatformAction).where(
         PlatformAction.study_id == row.id, PlatformAction.state == "planned"
@@ -101,7 +97,7 @@ def platform_page(
     ctx: dict[str, Any] = {"rows": rows, "row": row, "names": NAMES, "page": page, "pages": 1,
                            "pays": {r.id: drafts.effective_pay(session, r) for r in rows}}
     if row is not None:
-        planned, rules = _planned(session, row), _rules(session, row)
+        planned, rules = _planned(session, row), eng.rules_for(session, row)
         total = session.exec(select(func.count()).select_from(PlatformCall).where(
             PlatformCall.platform == row.platform)).one()
         ctx |= {
@@ -186,7 +182,7 @@ def act(
             rules["min_items"] = min_items
         row.settings = {**row.settings, "rules": rules}
         session.add(row)
-        added = eng.plan(session, row, _rules(session, row))
+        added = eng.plan(session, row, eng.rules_for(session, row))
         return back(_url(ps), f"Planned {len(added)} new action(s); nothing sent yet.")
     if what == "apply":
         planned = _planned(session, row)
