@@ -16,13 +16,20 @@ from webapp.http.errors import PageError
 
 router = APIRouter(tags=["instructions"])
 
-# name -> (file under demo/coco/images, COCO id, licence as COCO names it)
-EXAMPLE_PHOTOS: dict[str, tuple[str, int, str]] = {
+# name -> (file under demo/coco/images, COCO id, licence as COCO names it, (width, height) as
+# COCO gives them: the page reserves the photo's box, so nothing below it jumps when it loads)
+EXAMPLE_PHOTOS: dict[str, tuple[str, int, str, tuple[int, int]]] = {
     "cat-under-laptop": (
-        "val2017/000000174231.jpg", 174231, "Flickr, Attribution-NonCommercial-ShareAlike License"
+        "val2017/000000174231.jpg",
+        174231,
+        "Flickr, Attribution-NonCommercial-ShareAlike License",
+        (375, 500),
     ),
     "cat-before-laptop": (
-        "val2017/000000119828.jpg", 119828, "Flickr, Attribution-ShareAlike License"
+        "val2017/000000119828.jpg",
+        119828,
+        "Flickr, Attribution-ShareAlike License",
+        (500, 375),
     ),
 }
 
@@ -43,8 +50,14 @@ def photo_path(name: str) -> Path | None:
 def available() -> dict[str, dict[str, object]]:
     """The example photos this deployment can serve, for the instructions template."""
     return {
-        name: {"src": f"/examples/{name}.jpg", "coco_id": coco_id, "licence": licence}
-        for name, (_, coco_id, licence) in EXAMPLE_PHOTOS.items()
+        name: {
+            "src": f"/examples/{name}.jpg",
+            "coco_id": coco_id,
+            "licence": licence,
+            "width": size[0],
+            "height": size[1],
+        }
+        for name, (_, coco_id, licence, size) in EXAMPLE_PHOTOS.items()
         if photo_path(name) is not None
     }
 
