@@ -434,6 +434,17 @@ def test_quality_figures_match_core_agreement(
         assert svg.status_code == 200 and b"<svg" in svg.content, name
     assert rel.encode() in client.get("/admin/charts/relations.svg").content
     assert client.get("/admin/charts/nosuch.svg").status_code == 404
+    # Each chart's <img> reserves the chart's own box (no jump when it loads).
+    for page_path in ("/admin", "/admin/quality"):
+        html = client.get(page_path).text
+        charts = re.findall(
+            r'<img class="chart" src="([^"]+)"[^>]* width="(\d+)" height="(\d+)"', html
+        )
+        assert charts, page_path
+        for src, w, h in charts:
+            svg_head = client.get(src).text[:300]
+            assert f'width="{w}" height="{h}"' in svg_head, (page_path, src, svg_head)
+        assert html.count('class="chart"') == len(re.findall(r'class="chart"[^>]*height=', html))
 
 
 def test_workers_table_and_history(
