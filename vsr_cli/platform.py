@@ -20,7 +20,12 @@ class PlatformName(StrEnum):
 
 
 PlatformOpt = Annotated[PlatformName, typer.Option(help="prolific or mturk")]
-StudyOpt = Annotated[int, typer.Option(help="Platform study id (as on /admin/platform)", min=1)]
+# A platform study (one Prolific study / MTurk HIT) is named by its id; --study names the
+# site's study by slug, as on every other command, and is checked against it when given.
+PlatformStudyOpt = Annotated[
+    int, typer.Option("--platform-study", help="Platform study id (as on /admin/platform)", min=1)
+]
+SiteStudyOpt = Annotated[str | None, typer.Option("--study", help=STUDY_HELP)]
 DbOpt = Annotated[str | None, typer.Option(help=DB_HELP)]
 BaseUrlOpt = Annotated[
     str | None, typer.Option(help="Prolific API base URL (default: PROLIFIC_BASE_URL or the "
@@ -45,19 +50,17 @@ def _client(name: PlatformName, base_url: str | None, production: bool, log: Any
         raise CliError(str(exc)) from None
 
 
-def _run(action: str, platform: PlatformName, study_id: int, database_url: str | None,
-         base_url: str | None, production: bool, stale_minutes: float = 15) -> None:
+def _run(action: str, platform: PlatformName, study_id: int, slug: str | None,
+         database_url: str | None, base_url: str | None, production: bool,
+         stale_minutes: float = 15) -> None:
     from sqlmodel import Session
 
-    from vsr_core.models import PlatformStudy
     from webapp.platforms import engine as eng
     from webapp.platforms.base import PlatformError
 
     engine = engine_for(database_url)
     with Session(engine) as session:
-        study = session.get(PlatformStudy, study_id)
-        if study is None or study.platform != platform.value:
-            raise CliError(f"no {platform.value} study with id {study_id}")
+        study = _platform_study(session, platform, study_id, slug)
         try:
             if action == "plan":
                 added = eng.plan(session, study, eng.rules_for(session, study))
@@ -96,28 +99,43 @@ def _send(action: str, session: Any, client: Any, study: Any, log: Any,
 
 
 @platform_app.command("sync")
-def sync(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None,
-         base_url: BaseUrlOpt = None, production: ProductionOpt = False) -> None:
+def sync(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
+         database_url: DbOpt = None, base_url: BaseUrlOpt = None,
+         production: ProductionOpt = False) -> None:
     """Fetch submissions; participants who returned or timed out give their leases back."""
-    _run("sync", platform, study, database_url, base_url, production)
+    _run("sync", platform, platform_study, study, database_url, base_url, production)
 
 
 @platform_app.command("plan")
-def plan(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None) -> None:
+def plan(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
+         database_url: DbOpt = None) -> None:
     """Print and store the approve/reject/bonus actions; nothing is sent."""
-    _run("plan", platform, study, database_url, None, False)
+    _run("plan", platform, platform_study, study, database_url, None, False)
 
 
 @platform_app.command("apply")
-def apply(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None,
-          base_url: BaseUrlOpt = None, production: ProductionOpt = False,
-          stale_minutes: StaleOpt = 15) -> None:
+def apply(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
+          database_url: DbOpt = None, base_url: BaseUrlOpt = None,
+          production: ProductionOpt = False, stale_minutes: StaleOpt = 15) -> None:
     """Send every planned action once (safe to re-run after a crash, and beside another
     apply: each action is claimed before it is sent)."""
-    _run("apply", platform, study, database_url, base_url, production, stale_minutes)
+    _run("apply", platform, platform_study, study, database_url, base_url, production,
+         stale_minutes)
 
 
 KindOpt = Annotated[str, typer.Option(help="generate or validate")]
+
+
+def _platform_study(session: Any, platform: PlatformName, study_id: int, slug: str | None) -> Any:
+    """The platform study with this id on this platform; with --study, also of that study."""
+    from vsr_core.models import PlatformStudy
+
+    row = session.get(PlatformStudy, study_id)
+    if row is None or row.platform != platform.value:
+        raise CliError(f"no {platform.value} study with id {study_id}")
+    if slug is not None and row.study_id != _site_study(session, slug).id:
+        raise CliError(f"{platform.value} study {study_id} does not belong to study {slug!r}")
+    return row
 
 
 def _site_study(session: Any, slug: str | None) -> Any:
@@ -136,7 +154,7 @@ def create(
                                               min=1)],
     places: Annotated[int, typer.Option(help="Prolific places / MTurk assignments", min=1)],
     kind: KindOpt = "generate",
-    for_study: Annotated[str | None, typer.Option(help=STUDY_HELP)] = None,
+    study: SiteStudyOpt = None,
     title: Annotated[str, typer.Option(help="Title shown to participants")] = "",
     estimated_minutes: Annotated[
         int | None, typer.Option(help="Default: the measured median batch time, else the "
@@ -166,15 +184,15 @@ def create(
     except ValueError:
         raise CliError("--qualifications must be a JSON list") from None
     with Session(engine_for(database_url)) as session:
-        study = _site_study(session, for_study)
+        site_study = _site_study(session, study)
         log = CallLog(platform.value)
         try:
             settings = drafts.new_settings(
-                session, study, platform.value, kind, reward_cents=reward_cents,
+                session, site_study, platform.value, kind, reward_cents=reward_cents,
                 places=places, base_url=site_url or get_settings().base_url, title=title,
                 estimated_minutes=estimated_minutes, qualifications=quals)
             client = _client(platform, base_url, production, log)
-            row = drafts.create(session, client, study, settings)
+            row = drafts.create(session, client, site_study, settings)
         except PlatformError as exc:
             raise CliError(str(exc)) from None
         finally:
@@ -185,19 +203,16 @@ def create(
         typer.echo(drafts.effective_pay(session, row).line())
 
 
-def _transition(action: str, platform: PlatformName, study_id: int, database_url: str | None,
-                base_url: str | None, production: bool) -> None:
+def _transition(action: str, platform: PlatformName, study_id: int, slug: str | None,
+                database_url: str | None, base_url: str | None, production: bool) -> None:
     from sqlmodel import Session
 
-    from vsr_core.models import PlatformStudy
     from webapp.platforms import drafts
     from webapp.platforms.base import PlatformError
     from webapp.platforms.engine import CallLog
 
     with Session(engine_for(database_url)) as session:
-        row = session.get(PlatformStudy, study_id)
-        if row is None or row.platform != platform.value:
-            raise CliError(f"no {platform.value} study with id {study_id}")
+        row = _platform_study(session, platform, study_id, slug)
         log = CallLog(platform.value)
         try:
             if action == "publish":
@@ -217,14 +232,16 @@ def _transition(action: str, platform: PlatformName, study_id: int, database_url
 
 
 @platform_app.command("publish")
-def publish(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None,
+def publish(platform: PlatformOpt, platform_study: PlatformStudyOpt,
+            study: SiteStudyOpt = None, database_url: DbOpt = None,
             base_url: BaseUrlOpt = None, production: ProductionOpt = False) -> None:
     """Publish a draft, unless the effective hourly pay is below the platform's minimum."""
-    _transition("publish", platform, study, database_url, base_url, production)
+    _transition("publish", platform, platform_study, study, database_url, base_url, production)
 
 
 @platform_app.command("pause")
-def pause(platform: PlatformOpt, study: StudyOpt, database_url: DbOpt = None,
-          base_url: BaseUrlOpt = None, production: ProductionOpt = False) -> None:
+def pause(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
+          database_url: DbOpt = None, base_url: BaseUrlOpt = None,
+          production: ProductionOpt = False) -> None:
     """Pause the study (MTurk: expire the HIT)."""
-    _transition("pause", platform, study, database_url, base_url, production)
+    _transition("pause", platform, platform_study, study, database_url, base_url, production)

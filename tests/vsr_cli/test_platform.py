@@ -16,6 +16,7 @@ from tests.support.fake_prolific import TOKEN, State, running
 from vsr_core.models import PlatformCall, PlatformStudy, Worker
 
 VSR = str(Path(sys.executable).parent / "vsr")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def test_sync_plan_apply(db_url: str, engine: Engine, fake: tuple[str, State]) -
         session.add(study)
         session.commit()
         sid = str(study.id)
-    common = ["--platform", "prolific", "--study", sid, "--database-url", db_url]
+    common = ["--platform", "prolific", "--platform-study", sid, "--database-url", db_url]
     env = {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url}
     r = _vsr("sync", *common, **env)
     assert r.returncode == 0, r.stderr
@@ -56,9 +57,9 @@ def test_sync_plan_apply(db_url: str, engine: Engine, fake: tuple[str, State]) -
 
 def test_errors_are_one_line(db_url: str, fake: tuple[str, State]) -> None:
     url, _ = fake
-    r = _vsr("sync", "--platform", "prolific", "--study", "99", "--database-url", db_url)
+    r = _vsr("sync", "--platform", "prolific", "--platform-study", "99", "--database-url", db_url)
     assert r.returncode != 0 and r.stderr.strip() == "error: no prolific study with id 99"
-    r = _vsr("sync", "--platform", "prolific", "--study", "1", "--database-url", db_url,
+    r = _vsr("sync", "--platform", "prolific", "--platform-study", "1", "--database-url", db_url,
              PROLIFIC_API_TOKEN="")
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
@@ -76,18 +77,28 @@ def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, Stat
         assert "entry URL: https://vsr.example.org/start/generate?PROLIFIC_PID=" in r.stdout
         made.append(first.split()[3])
     common = ["--platform", "prolific", "--database-url", db_url]
-    r = _vsr("publish", "--study", made[0], *common, **env)
+    r = _vsr("publish", "--platform-study", made[0], *common, **env)
     assert r.returncode == 1 and r.stderr.strip() == (
         "error: refused: effective pay £0.75/h (£1.00 for 80.0 min, estimate, no batches "
         "measured yet); platform minimum £6.00/h")
     assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "UNPUBLISHED"]
-    r = _vsr("publish", "--study", made[1], *common, **env)
+    r = _vsr("publish", "--platform-study", made[1], *common, **env)
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == f"prolific study {made[1]}: " \
         "published", r.stderr
-    r = _vsr("pause", "--study", made[1], *common, **env)
+    r = _vsr("pause", "--platform-study", made[1], "--study", "nope", *common, **env)
+    assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study list`)"
+    made_zh = subprocess.run(
+        [VSR, "study", "create", "--file", str(ROOT / "studies" / "vsr-zh.toml"),
+         "--database-url", db_url],
+        capture_output=True, text=True)
+    assert made_zh.returncode == 0, made_zh.stderr
+    r = _vsr("pause", "--platform-study", made[1], "--study", "vsr-zh", *common, **env)
+    assert r.returncode == 1 and r.stderr.strip() == (
+        f"error: prolific study {made[1]} does not belong to study 'vsr-zh'")
+    r = _vsr("pause", "--platform-study", made[1], "--study", "vsr", *common, **env)
     assert r.returncode == 0 and "paused" in r.stdout, r.stderr
     assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "PAUSED"]
     r = _vsr("create", "--platform", "prolific", "--reward-cents", "5", "--places", "1",
-             "--for-study", "nope", "--database-url", db_url, **env)
+             "--study", "nope", "--database-url", db_url, **env)
     assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study " \
         "list`)"

@@ -105,7 +105,7 @@ def test_the_cli_beside_another_apply_sends_each_action_once(
     state.slow = 0.05
     vsr = str(Path(sys.executable).parent / "vsr")
     cli = subprocess.Popen(
-        [vsr, "platform", "apply", "--platform", "prolific", "--study", str(study_id),
+        [vsr, "platform", "apply", "--platform", "prolific", "--platform-study", str(study_id),
          "--database-url", db_url],
         env={**os.environ, "PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
