@@ -10,8 +10,9 @@ import typer
 from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for
 from vsr_cli.failure import CliError
 
-platform_app = typer.Typer(help="Crowd platforms: create, publish, pause, sync, plan, apply.",
-                           no_args_is_help=True)
+platform_app = typer.Typer(
+    help="Crowd platforms: create, publish, pause, resume, sync, plan, apply.",
+    no_args_is_help=True)
 
 
 class PlatformName(StrEnum):
@@ -215,6 +216,7 @@ def _transition(action: str, platform: PlatformName, study_id: int, slug: str | 
         row = _platform_study(session, platform, study_id, slug)
         log = CallLog(platform.value)
         try:
+            drafts.check_step(row, action)
             if action == "publish":
                 pay = drafts.effective_pay(session, row)
                 if pay.below_minimum:  # refused before any client (or token) is needed
@@ -222,7 +224,8 @@ def _transition(action: str, platform: PlatformName, study_id: int, slug: str | 
                 client = _client(platform, base_url, production, log)
                 typer.echo(drafts.publish(session, client, row).line())
             else:
-                drafts.pause(session, _client(platform, base_url, production, log), row)
+                step = drafts.pause if action == "pause" else drafts.resume
+                step(session, _client(platform, base_url, production, log), row)
             typer.echo(f"{platform.value} study {study_id}: {row.state}")
         except PlatformError as exc:
             raise CliError(str(exc)) from None
@@ -237,6 +240,14 @@ def publish(platform: PlatformOpt, platform_study: PlatformStudyOpt,
             base_url: BaseUrlOpt = None, production: ProductionOpt = False) -> None:
     """Publish a draft, unless the effective hourly pay is below the platform's minimum."""
     _transition("publish", platform, platform_study, study, database_url, base_url, production)
+
+
+@platform_app.command("resume")
+def resume(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
+           database_url: DbOpt = None, base_url: BaseUrlOpt = None,
+           production: ProductionOpt = False) -> None:
+    """Take a paused study back to live (Prolific: START; MTurk: the HIT expires later)."""
+    _transition("resume", platform, platform_study, study, database_url, base_url, production)
 
 
 @platform_app.command("pause")

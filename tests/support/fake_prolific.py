@@ -90,10 +90,17 @@ def make_app(state: State) -> FastAPI:
         if study is None:
             return not_found()
         action = (await request.json()).get("action")
-        nxt = {"PUBLISH": "ACTIVE", "PAUSE": "PAUSED", "START": "ACTIVE",
-               "STOP": "COMPLETED"}.get(action)
-        if nxt is None:
+        # Prolific's study transitions: PUBLISH a draft, PAUSE a live study, START a paused
+        # one, STOP either; anything else is a 400 like the real API's.
+        moves = {"PUBLISH": ({"UNPUBLISHED"}, "ACTIVE"), "PAUSE": ({"ACTIVE"}, "PAUSED"),
+                 "START": ({"PAUSED"}, "ACTIVE"), "STOP": ({"ACTIVE", "PAUSED"}, "COMPLETED")}
+        if action not in moves:
             return JSONResponse({"error": {"detail": "bad action"}}, status_code=400)
+        start, nxt = moves[action]
+        if study["status"] not in start:
+            return JSONResponse(
+                {"error": {"detail": f"Cannot {action} a study that is {study['status']}"}},
+                status_code=400)
         study["status"] = nxt
         return study
 

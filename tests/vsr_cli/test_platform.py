@@ -98,6 +98,12 @@ def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, Stat
     r = _vsr("pause", "--platform-study", made[1], "--study", "vsr", *common, **env)
     assert r.returncode == 0 and "paused" in r.stdout, r.stderr
     assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "PAUSED"]
+    r = _vsr("pause", "--platform-study", made[0], *common, **env)
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "error: cannot pause a draft study (it can: publish)")
+    r = _vsr("resume", "--platform-study", made[1], *common, **env)
+    assert r.returncode == 0 and r.stdout.strip() == f"prolific study {made[1]}: published"
+    assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "ACTIVE"]
     r = _vsr("create", "--platform", "prolific", "--reward-cents", "5", "--places", "1",
              "--study", "nope", "--database-url", db_url, **env)
     assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study " \

@@ -30,6 +30,9 @@ class Platform(Protocol):
 
     def pause(self, external_id: str) -> None: ...
 
+    def resume(self, external_id: str) -> None:
+        """Take a paused study back to live (Prolific: START; MTurk: a new expiry)."""
+
     def sync_submissions(self, external_id: str) -> list[RemoteSubmission]: ...
 
     def submission_status(self, submission_id: str) -> str: ...

@@ -144,24 +144,52 @@ def create(session: Session, platform: Platform, study: Study,
     return row
 
 
+# Which state each step starts from and leads to: a draft is published once, a live study
+# is paused, a paused one resumed (Prolific refuses PUBLISH on a paused study: that is START).
+STEPS: dict[str, tuple[frozenset[str], str]] = {
+    "publish": (frozenset({"draft"}), "published"),
+    "pause": (frozenset({"published"}), "paused"),
+    "resume": (frozenset({"paused"}), "published"),
+}
+
+
+def steps_from(state: str) -> list[str]:
+    """The steps a platform study in this state can take (the page shows just these)."""
+    return [step for step, (start, _) in STEPS.items() if state in start]
+
+
 def publish(session: Session, platform: Platform, row: PlatformStudy) -> Pay:
     """Publish unless the effective hourly pay is below the platform's minimum."""
+    check_step(row, "publish")
     pay = effective_pay(session, row)
     if pay.below_minimum:
         raise PlatformError(f"refused: {pay.line()}")
-    _transition(session, row, platform.publish, "published")
+    _transition(session, row, platform.publish, "publish")
     return pay
 
 
 def pause(session: Session, platform: Platform, row: PlatformStudy) -> None:
-    _transition(session, row, platform.pause, "paused")
+    _transition(session, row, platform.pause, "pause")
+
+
+def resume(session: Session, platform: Platform, row: PlatformStudy) -> None:
+    _transition(session, row, platform.resume, "resume")
+
+
+def check_step(row: PlatformStudy, step: str) -> None:
+    """Refuse, in one line, a step this study's state does not allow (before any call)."""
+    if row.state not in STEPS[step][0]:
+        raise PlatformError(f"cannot {step} a {row.state} study (it can: "
+                            f"{', '.join(steps_from(row.state)) or 'nothing more'})")
 
 
 def _transition(
-    session: Session, row: PlatformStudy, send: Callable[[str], object], state: str
+    session: Session, row: PlatformStudy, send: Callable[[str], object], step: str
 ) -> None:
     """Send one state change to the platform, then record it; the transaction ends before the
     call, so none is held across it."""
+    check_step(row, step)
+    state = STEPS[step][1]
     external_id = row.external_id
     session.commit()
     send(external_id)

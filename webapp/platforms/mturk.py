@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
@@ -35,6 +36,7 @@ def _plain(data: dict[str, Any]) -> dict[str, Any]:
 
 class MTurkPlatform:
     name = "mturk"
+    resume_seconds = 3 * 86400  # a resumed HIT lives this long again (create's default lifetime)
 
     def __init__(self, production: bool = False, client: Any | None = None,
                  log: Callable[..., None] | None = None) -> None:
@@ -83,6 +85,11 @@ class MTurkPlatform:
     def pause(self, external_id: str) -> None:
         # Expire the HIT now: no new workers can accept it; accepted ones can still submit.
         self._call("update_expiration_for_hit", HITId=external_id, ExpireAt=0)
+
+    def resume(self, external_id: str) -> None:
+        # An expired HIT takes new workers again once its expiry is in the future.
+        self._call("update_expiration_for_hit", HITId=external_id,
+                   ExpireAt=datetime.now(UTC) + timedelta(seconds=self.resume_seconds))
 
     def sync_submissions(self, external_id: str) -> list[RemoteSubmission]:
         out: list[RemoteSubmission] = []

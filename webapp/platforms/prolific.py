@@ -95,6 +95,9 @@ class ProlificPlatform:
     def pause(self, external_id: str) -> None:
         self._transition(external_id, "PAUSE")
 
+    def resume(self, external_id: str) -> None:
+        self._transition(external_id, "START")  # PUBLISH is for a draft only
+
     # --- submissions -----------------------------------------------------------------------
 
     def sync_submissions(self, external_id: str) -> list[RemoteSubmission]:

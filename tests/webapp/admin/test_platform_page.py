@@ -80,7 +80,18 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     page = client.get(where).text
     assert "effective pay £6.75/h (£9.00 for 80.0 min, estimate, no batches measured yet); " \
         "platform minimum £6.00/h" in page
+    buttons = re.findall(r'name="go" value="(\w+)"', page)
+    assert buttons == ["publish", "sync"]  # a draft can be published, not paused
     _post(client, f"/admin/platform/{ps}/publish", csrf_token=token)
+    assert sent["status"] == "ACTIVE"
+    page = client.get(where).text
+    assert re.findall(r'name="go" value="(\w+)"', page) == ["pause", "sync"]
+    assert "Not done: cannot publish a published study" in client.get(
+        _post(client, f"/admin/platform/{ps}/publish", csrf_token=token)).text
+    _post(client, f"/admin/platform/{ps}/pause", csrf_token=token)
+    assert sent["status"] == "PAUSED"
+    assert re.findall(r'name="go" value="(\w+)"', client.get(where).text) == ["resume", "sync"]
+    _post(client, f"/admin/platform/{ps}/resume", csrf_token=token)
     assert sent["status"] == "ACTIVE"
 
     _workers(engine)

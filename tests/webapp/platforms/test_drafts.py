@@ -82,8 +82,18 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
     session.commit()
     assert drafts.publish(session, p, row).per_hour_cents == 750
     assert sent["status"] == "ACTIVE" and row.state == "published"
+    with pytest.raises(PlatformError, match=r"^cannot publish a published study \(it can: pause"):
+        drafts.publish(session, p, row)
     drafts.pause(session, p, row)
     assert sent["status"] == "PAUSED" and row.state == "paused"
+    with pytest.raises(PlatformError, match=r"^cannot pause a paused study \(it can: resume\)$"):
+        drafts.pause(session, p, row)
+    drafts.resume(session, p, row)  # START on Prolific: PUBLISH would be refused there
+    assert sent["status"] == "ACTIVE" and row.state == "published"
+    # The fake refuses what Prolific refuses: a paused study is not published again.
+    sent["status"] = "PAUSED"
+    with pytest.raises(PlatformError, match="Cannot PUBLISH a study that is PAUSED"):
+        p.publish(row.external_id)
 
 
 def test_mturk_hit_from_settings(session: Session) -> None:

@@ -3,6 +3,8 @@ against the MTurk service model shipped with botocore (a wrong parameter fails t
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from botocore.stub import ANY, Stubber
 
@@ -32,6 +34,23 @@ def test_create_hit_with_external_question(stubbed: tuple[MTurkPlatform, Stubber
                               "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [95]}]})
     assert hit == "H1"
     assert "&amp;b=2" in external_question(url)
+
+
+def test_pause_expires_and_resume_extends_the_hit(stubbed: tuple[MTurkPlatform, Stubber]) -> None:
+    p, stub = stubbed
+
+    class Later:
+        """Equal to an expiry about ``resume_seconds`` from now (the Stubber compares with ==)."""
+
+        def __eq__(self, other: object) -> bool:
+            soon = datetime.now(UTC) + timedelta(seconds=p.resume_seconds)
+            return isinstance(other, datetime) and abs((other - soon).total_seconds()) < 60
+
+    stub.add_response("update_expiration_for_hit", {}, {"HITId": "H1", "ExpireAt": 0})
+    p.pause("H1")
+    stub.add_response("update_expiration_for_hit", {}, {"HITId": "H1", "ExpireAt": Later()})
+    p.resume("H1")
+    stub.assert_no_pending_responses()
 
 
 def test_sync_pages_approve_reject_bonus(stubbed: tuple[MTurkPlatform, Stubber]) -> None:

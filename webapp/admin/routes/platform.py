@@ -102,6 +102,7 @@ def platform_page(
             PlatformCall.platform == row.platform)).one()
         ctx |= {
             "subs": _submissions(session, row, rules), "planned": planned,
+            "steps": drafts.steps_from(row.state),
             "preview": _preview(row, planned), "rules": rules,
             "states": dict(Counter(a.state for a in session.exec(
                 select(PlatformAction).where(PlatformAction.study_id == row.id)))),
@@ -129,6 +130,9 @@ def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> s
         if what == "pause":
             drafts.pause(session, client, row)
             return "Paused."
+        if what == "resume":
+            drafts.resume(session, client, row)
+            return "Resumed."
         counts = eng.apply(session, client, row, calls=log)
         return f"Applied: {counts['done']} done, {counts['failed']} failed."
     except PlatformError as exc:
@@ -191,6 +195,6 @@ def act(
         if seen != fingerprint(planned):
             return back(_url(ps), "Not applied: the plan changed since you looked at it; "
                                   "check it again.")
-    elif what not in ("sync", "publish", "pause"):
+    elif what not in ("sync", *drafts.STEPS):
         raise HTTPException(404, "No such platform action.")
     return back(_url(ps), _run(request, session, row, what))
