@@ -70,7 +70,7 @@ def _run(action: str, platform: PlatformName, study_id: int, slug: str | None,
                     typer.echo(f"{a.kind} {a.target}{cents} {a.reason}".rstrip())
                 typer.echo(f"{len(added)} new actions planned")
                 return
-            log = eng.CallLog(platform.value)
+            log = eng.CallLog(platform.value, study.id)
             client = _client(platform, base_url, production, log)
             try:
                 _send(action, session, client, study, log, stale_minutes)
@@ -194,6 +194,7 @@ def create(
                 estimated_minutes=estimated_minutes, qualifications=quals)
             client = _client(platform, base_url, production, log)
             row = drafts.create(session, client, site_study, settings)
+            log.platform_study_id = row.id
         except PlatformError as exc:
             raise CliError(str(exc)) from None
         finally:
@@ -214,7 +215,7 @@ def _transition(action: str, platform: PlatformName, study_id: int, slug: str | 
 
     with Session(engine_for(database_url)) as session:
         row = _platform_study(session, platform, study_id, slug)
-        log = CallLog(platform.value)
+        log = CallLog(platform.value, row.id)
         try:
             drafts.check_step(row, action)
             if action == "publish":

@@ -541,6 +541,10 @@ class PlatformCall(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     platform: str = Field(max_length=16, index=True)
+    # The platform study the call was for (each study's page shows its own calls only; a
+    # create that failed, or a call from before migration 0009 that could not be traced, has none).
+    platform_study_id: int | None = Field(default=None, foreign_key="platformstudy.id",
+                                          index=True)
     method: str = Field(max_length=64)
     path: str = Field(max_length=500)
     request: dict[str, Any] | None = _json()

@@ -69,8 +69,9 @@ class CallLog:
     them as PlatformCall rows. Buffered because a second connection writing mid-call would wait
     on the engine's own open transaction (SQLite locks the whole file)."""
 
-    def __init__(self, platform: str) -> None:
+    def __init__(self, platform: str, platform_study_id: int | None = None) -> None:
         self.platform = platform
+        self.platform_study_id = platform_study_id  # set after a create once the row exists
         self.rows: list[PlatformCall] = []
 
     def __call__(self, method: str, path: str, body: Any, status: int | None, answer: Any,
@@ -79,10 +80,17 @@ class CallLog:
                                       request=body, status=status, response=_small(answer),
                                       error=err[:500]))
 
+    def take(self) -> list[PlatformCall]:
+        """The calls collected so far, each naming the platform study (known after a create
+        only once the row exists), and an empty log."""
+        rows, self.rows = self.rows, []
+        for row in rows:
+            row.platform_study_id = row.platform_study_id or self.platform_study_id
+        return rows
+
     def save(self, session: Session) -> None:
-        session.add_all(self.rows)
+        session.add_all(self.take())
         session.commit()
-        self.rows = []
 
 
 def _small(answer: Any) -> Any:
@@ -386,8 +394,7 @@ def _already_done(platform: Platform, a: _Claimed) -> bool:
 
 def _save_calls(session: Session, calls: CallLog | None) -> None:
     if calls is not None and calls.rows:
-        session.add_all(calls.rows)
-        calls.rows = []
+        session.add_all(calls.take())
 
 
 def _crash_hook(point: str) -> None:

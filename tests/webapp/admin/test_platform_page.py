@@ -125,8 +125,8 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     assert "POST /submissions/s1/transition/" in page  # the call log, with the answer
     assert '"status": "APPROVED"' in page and TOKEN not in page
     with Session(engine) as s:  # 25 more calls: the log pages, oldest on page 2
-        s.add_all(PlatformCall(platform="prolific", method="GET", path=f"/x/{i}/")
-                  for i in range(25))
+        s.add_all(PlatformCall(platform="prolific", platform_study_id=ps, method="GET",
+                               path=f"/x/{i}/") for i in range(25))
         s.commit()
     page = client.get(where).text
     assert 'aria-label="pages"' in page and "POST /studies/<" not in page
@@ -144,11 +144,18 @@ def test_scoped_by_the_study_switcher(admin: tuple[TestClient, str], engine: Eng
         s.add(row)
         s.commit()
         ps = row.id
-    assert "zh1" not in client.get("/admin/platform").text  # the default study's page
+    with Session(engine) as s:  # the default study's own Prolific study, and a call made
+        # for the other study's: the default study's page shows its study, not that call
+        s.add(PlatformStudy(platform="prolific", external_id="en1", settings={"url": "x"}))
+        s.add(PlatformCall(platform="prolific", platform_study_id=ps, method="GET",
+                           path="/studies/zh1/secret-call/"))
+        s.commit()
+    own = client.get("/admin/platform").text  # the default study's page
+    assert "en1" in own and "zh1" not in own and "secret-call" not in own
     assert client.get(f"/admin/platform?ps={ps}").status_code == 404
     r = client.post(f"/admin/platform/{ps}/sync", data={"csrf_token": token})
     assert r.status_code == 404
     page = client.get("/admin/platform?study=vsr-zh").text  # the switcher's own ?study=
-    assert "zh1" in page and f'data-ps="{ps}"' in page
+    assert "zh1" in page and f'data-ps="{ps}"' in page and "/studies/zh1/secret-call/" in page
     assert client.get(f"/admin/platform?ps={ps}").status_code == 200  # remembered choice
     assert csrf_of(page)

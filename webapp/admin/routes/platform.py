@@ -99,7 +99,7 @@ def platform_page(
     if row is not None:
         planned, rules = _planned(session, row), eng.rules_for(session, row)
         total = session.exec(select(func.count()).select_from(PlatformCall).where(
-            PlatformCall.platform == row.platform)).one()
+            PlatformCall.platform_study_id == row.id)).one()
         ctx |= {
             "subs": _submissions(session, row, rules), "planned": planned,
             "steps": drafts.steps_from(row.state),
@@ -107,7 +107,7 @@ def platform_page(
             "states": dict(Counter(a.state for a in session.exec(
                 select(PlatformAction).where(PlatformAction.study_id == row.id)))),
             "calls": session.exec(select(PlatformCall).where(
-                PlatformCall.platform == row.platform
+                PlatformCall.platform_study_id == row.id
             ).order_by(col(PlatformCall.id).desc()).offset((page - 1) * CALLS_PER_PAGE)
                 .limit(CALLS_PER_PAGE)).all(),
             "pages": max(1, -(-int(total) // CALLS_PER_PAGE)),
@@ -117,7 +117,7 @@ def platform_page(
 
 def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> str:
     """One platform step with its calls logged; the message for the flash."""
-    log = eng.CallLog(row.platform)
+    log = eng.CallLog(row.platform, row.id)
     try:
         client = client_for(row.platform, log)
         if what == "sync":
@@ -159,6 +159,7 @@ def create(
             session, study, platform, kind, reward_cents=reward_cents, places=places,
             base_url=request.app.state.settings.base_url, title=title.strip())
         row = drafts.create(session, client_for(platform, log), study, settings)
+        log.platform_study_id = row.id
         msg, ps = f"Created {platform} study {row.external_id} ({row.state}).", row.id
     except PlatformError as exc:
         msg, ps = f"Not created: {exc}", None
