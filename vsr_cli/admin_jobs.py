@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from vsr_core.models import Job
+from vsr_core.models import JOB_HEARTBEAT_SECONDS, Job
 from vsr_core.types import utcnow
 
 Progress = Callable[[float, str], None]
@@ -191,6 +191,48 @@ HANDLERS: dict[str, Callable[[Engine, dict[str, Any], Progress, int], dict[str, 
 }
 
 
+class Heartbeat:
+    """Writes ``heartbeat_at`` of a running job every ``interval`` seconds from a thread, so
+    servers on other hosts (which cannot see this process) know the job is alive. Like
+    progress it is best effort: a busy SQLite file skips a beat (SQLite is one host anyway,
+    where the pid is judged instead)."""
+
+    def __init__(self, engine: Engine, job_id: int, interval: float | None = None) -> None:
+        import threading
+
+        self.engine, self.job_id = engine, job_id
+        self.interval = interval or JOB_HEARTBEAT_SECONDS
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"job-{job_id}-heartbeat",
+                                        daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self.beat()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.beat()
+
+    def beat(self) -> None:
+        from sqlalchemy import update
+        from sqlalchemy.exc import OperationalError
+
+        table = Job.__table__  # type: ignore[attr-defined]
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(update(table).where(table.c.id == self.job_id,
+                                                 table.c.status == "running")
+                             .values(heartbeat_at=utcnow()))
+        except OperationalError:
+            return  # busy or briefly unreachable: the next beat tries again
+
+
 def run_job(engine: Engine, job_id: int) -> Job:
     """Run one queued job to the end; its row ends succeeded, failed or cancelled."""
     with Session(engine) as session:
@@ -213,7 +255,8 @@ def run_job(engine: Engine, job_id: int) -> Job:
     report = JobReporter(engine, job_id)
     status, message, result = "succeeded", "done", None
     try:
-        result = handler(engine, params, report, study_id)
+        with Heartbeat(report.engine, job_id):
+            result = handler(engine, params, report, study_id)
     except JobCancelled:
         status, message = "cancelled", "cancelled by an admin"
     except Exception as exc:  # the job fails, with the reason for the admin, never silently

@@ -462,6 +462,12 @@ class StudySetting(SQLModel, table=True):
     updated_at: datetime = _ts()
 
 
+# How often a running job's process writes Job.heartbeat_at, and after how many missed beats
+# a server on another host takes the job for gone (its host or container vanished).
+JOB_HEARTBEAT_SECONDS = 20
+JOB_HEARTBEAT_MISSED = 6
+
+
 class Job(SQLModel, table=True):
     """A background job started from the dashboard; survives a page reload."""
 
@@ -476,6 +482,9 @@ class Job(SQLModel, table=True):
     created_at: datetime = _ts()
     started_at: datetime | None = _opt_ts()
     finished_at: datetime | None = _opt_ts()
+    # Written by the job's own process while it runs (vsr_cli.admin_jobs.Heartbeat): a server
+    # on another host, which cannot see the process, knows it is gone when this goes stale.
+    heartbeat_at: datetime | None = _opt_ts()
 
 
 # --- crowd platforms (Prolific, MTurk) ----------------------------------------------------

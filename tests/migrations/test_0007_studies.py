@@ -140,7 +140,7 @@ def test_upgrade_keeps_every_row_in_the_default_study(
         assert all(before[t] for t in OWNED), {t: len(before[t]) for t in OWNED}
         old.dispose()
 
-        upgrade(old_url)
+        upgrade(old_url, "0007")  # this migration alone (later ones add columns of their own)
         after = _snapshot(old, drop=("study_id",))
         for name, rows in before.items():
             if name in ("platformsubmission", "platformaction"):

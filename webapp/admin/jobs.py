@@ -9,8 +9,10 @@ server's threads. A small reaper thread marks a job failed if its process dies s
 Several replicas behind a proxy share the Job table but not their process tables: a pid is
 recorded with the host that started it (``host_id``: host name and boot), and only a server on
 that host judges the pid. A job started on another host is left alone here (its own server's
-reaper and orphan check cover it); cancelling it sets the status, which the job's process
-reads at its next progress report and stops.
+reaper and orphan check cover it) while its process keeps writing its heartbeat; once the
+heartbeat is stale (the host or container vanished for good) any server marks it failed.
+Cancelling it sets the status, which the job's process reads at its next progress report
+and stops.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
+from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from vsr_core.models import DEFAULT_STUDY_ID, Job
+from vsr_core.models import DEFAULT_STUDY_ID, JOB_HEARTBEAT_MISSED, JOB_HEARTBEAT_SECONDS, Job
 from vsr_core.settings import Settings
 from vsr_core.types import utcnow
 from webapp.admin.job_results import describe
@@ -251,21 +254,43 @@ def _gone(job: Job) -> bool:
     return not here or not _alive(pid)
 
 
+def _silent_elsewhere(job: Job) -> bool:
+    """A running job of another host whose process has missed its heartbeats: its host or
+    container is gone (that host's own server would otherwise have judged the pid)."""
+    if job.status != "running" or _same_host(job.params.get("_host")) is not None:
+        return False
+    last = job.heartbeat_at or job.started_at or job.created_at
+    return (utcnow() - last).total_seconds() > JOB_HEARTBEAT_SECONDS * JOB_HEARTBEAT_MISSED
+
+
 def mark_orphans(session: Session) -> int:
-    """Active jobs whose process is gone (e.g. the server restarted) become failed."""
+    """Active jobs whose process is gone (e.g. the server restarted, or the replica's host
+    vanished) become failed."""
     n = 0
-    for job in session.exec(select(Job).where(col(Job.status).in_(ACTIVE))):
+    for job in list(session.exec(select(Job).where(col(Job.status).in_(ACTIVE)))):
         pid = job.params.get("_pid")
         started = job.started_at or job.created_at
         stale_queue = pid is None and (utcnow() - started).total_seconds() > 60
-        if _gone(job) or stale_queue:
-            job.status = "failed"
-            job.finished_at = utcnow()
-            job.message = "the job stopped without finishing (server restarted or crashed)"
-            session.add(job)
-            n += 1
+        if _silent_elsewhere(job):
+            host = str(job.params.get("_host", "?")).split("/", 1)[0]
+            message = (f"the job stopped without finishing: its server on host {host} has not "
+                       f"reported for over {JOB_HEARTBEAT_SECONDS * JOB_HEARTBEAT_MISSED} s")
+        elif _gone(job) or stale_queue:
+            message = "the job stopped without finishing (server restarted or crashed)"
+        else:
+            continue
+        # Conditional: the job may have finished, or beaten, since it was read.
+        beat = col(Job.heartbeat_at)
+        done = session.execute(
+            update(Job)
+            .where(col(Job.id) == job.id, col(Job.status).in_(ACTIVE),
+                   beat.is_(None) if job.heartbeat_at is None else beat == job.heartbeat_at)
+            .values(status="failed", finished_at=utcnow(), message=message)
+        )
+        n += int(getattr(done, "rowcount", 0) or 0)
     if n:
         session.commit()
+        session.expire_all()
     return n
 
 

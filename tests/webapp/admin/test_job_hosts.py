@@ -128,4 +128,89 @@ def test_launch_records_the_host_with_the_pid(
         s.refresh(job)
         assert job.params["_pid"] == pid
         assert job.params["_host"] == jobs.host_id()
+    # Wait for the child and its reaper: left running, they would write to a later test's job
+    # that reuses this id (the tables are emptied between tests).
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == f"job-{job.id}":
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+    assert _status(engine, job.id or 0) == "failed"
     assert "/" in jobs.host_id() and jobs.host_id().split("/", 1)[0]
+
+
+def _age_heartbeat(engine: Engine, job_id: int, seconds: float | None) -> None:
+    from datetime import timedelta
+
+    from vsr_core.types import utcnow
+
+    with Session(engine) as s:
+        job = s.get(Job, job_id)
+        assert job is not None
+        job.started_at = utcnow() - timedelta(hours=1)
+        job.heartbeat_at = None if seconds is None else utcnow() - timedelta(seconds=seconds)
+        s.add(job)
+        s.commit()
+
+
+def test_a_job_of_a_vanished_host_fails_once_its_heartbeat_is_stale(
+    engine: Engine, dead_pid: int
+) -> None:
+    # Replica A's host is gone for good: its job's heartbeat stops; B cannot see A's pid
+    # but knows from the heartbeat. A job of A still beating stays running.
+    from vsr_core.models import JOB_HEARTBEAT_MISSED, JOB_HEARTBEAT_SECONDS
+
+    stale = JOB_HEARTBEAT_SECONDS * JOB_HEARTBEAT_MISSED
+    silent = _running_job(engine, _pid=dead_pid, _host=_other_host())
+    _age_heartbeat(engine, silent, stale + 30)
+    beating = _running_job(engine, _pid=dead_pid, _host=_other_host())
+    _age_heartbeat(engine, beating, JOB_HEARTBEAT_SECONDS)
+    never = _running_job(engine, _pid=dead_pid, _host=_other_host())  # started an hour ago
+    _age_heartbeat(engine, never, None)
+    with Session(engine) as s:
+        assert jobs.mark_orphans(s) == 2
+    assert _status(engine, silent) == "failed" and _status(engine, never) == "failed"
+    assert _status(engine, beating) == "running"
+    with Session(engine) as s:
+        job = s.get(Job, silent)
+        assert job is not None and job.finished_at is not None
+        assert job.message == (
+            f"the job stopped without finishing: its server on host replica-b-"
+            f"{jobs.host_id().split('/', 1)[0]} has not reported for over {stale} s")
+
+
+def test_the_job_process_writes_its_heartbeat_while_it_runs(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from vsr_cli import admin_jobs
+
+    beats: list[object] = []
+
+    def slow(engine_: Engine, params: dict[str, object], report: object, study: int) -> dict:
+        for _ in range(3):  # the heartbeat moves on while the work runs
+            time.sleep(0.3)
+            with Session(engine_) as s:
+                job = s.get(Job, job_id)
+                assert job is not None
+                beats.append(job.heartbeat_at)
+        return {}
+
+    monkeypatch.setitem(admin_jobs.HANDLERS, "slow-test", slow)
+    monkeypatch.setattr(admin_jobs, "JOB_HEARTBEAT_SECONDS", 0.1)
+    with Session(engine) as s:
+        job = Job(kind="slow-test", status="queued", params={})
+        s.add(job)
+        s.commit()
+        assert job.id is not None
+        job_id = job.id
+    done = admin_jobs.run_job(engine, job_id)
+    assert done.status == "succeeded", done.message
+    assert all(b is not None for b in beats) and len(set(beats)) == 3, beats
+    last = done.heartbeat_at
+    time.sleep(0.3)  # stopped with the job: no beat after it ended
+    with Session(engine) as s:
+        again = s.get(Job, job_id)
+        assert again is not None and again.heartbeat_at == last
