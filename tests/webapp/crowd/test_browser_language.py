@@ -129,6 +129,17 @@ def validator(browser: Any, link: str, server: str, errors: list[str], sqlite_ur
 MORE = [("左边", "left of"), ("右边", "right of"), ("下方", "below"), ("很远", "far from")]
 
 
+def _photos_loaded(page: Any) -> None:
+    """Both photos of the pair really arrived (so the screenshot shows them)."""
+    from playwright.sync_api import expect
+
+    photos = page.locator(".photo img")
+    expect(photos).to_have_count(2)
+    for img in photos.all():
+        expect(img).to_have_js_property("complete", True)
+        assert img.evaluate("i => i.naturalWidth") > 0
+
+
 def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -151,6 +162,7 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
         english = re.compile(r"^The .+ is on top of the .+\.$")
         expect(page.locator("#caption-preview")).to_have_text(english)
         en_caption = page.locator("#caption-preview").inner_text()
+        _photos_loaded(page)
         page.screenshot(path=str(out / "en_generate.png"))
         page.keyboard.press("Enter")
         expect(page.locator("#completion-code")).to_be_visible()
@@ -184,6 +196,7 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
         expect(page.locator("#truth-preview")).to_have_text("对照片 2 成立，对照片 1 不成立。")
         expect(page.locator(".photo").nth(1).locator(".photo-verdict")).to_have_text("成立")
         expect(page.locator("#form-hint")).to_have_text("准备好了：按 Enter 提交。")
+        _photos_loaded(page)
         page.screenshot(path=str(out / "zh_generate.png"))
         page.keyboard.press("Enter")
         captions = [caption]
