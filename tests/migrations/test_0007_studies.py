@@ -11,7 +11,7 @@ with two studies downgrade refuses.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,6 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from migrations.runner import downgrade, upgrade
-from tests.conftest import _create_pg_database, _drop_pg_database
 from vsr_core.db import make_engine
 from vsr_core.models import (
     Assignment,
@@ -43,13 +42,9 @@ OWNED = ("imagepair", "example", "batch", "job", "matchrun", "invitetoken", "pla
 
 
 @pytest.fixture
-def old_url(backend: str, tmp_path: Path) -> Iterator[str]:
+def old_url(database_at: Callable[[str], str]) -> str:
     """A fresh database of the current backend, migrated to 0006 only."""
-    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else _create_pg_database()
-    upgrade(url, "0006")
-    yield url
-    if backend == "postgresql":
-        _drop_pg_database(url)
+    return database_at("0006")
 
 
 def _populate(engine: Engine, vsr_dir: Path, coco_dir: Path, tmp_path: Path) -> None:

@@ -4,24 +4,19 @@ to it; the others stay unattributed; every row and value is kept; downgrade drop
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import inspect, text
 
 from migrations.runner import downgrade, upgrade
-from tests.conftest import _create_pg_database, _drop_pg_database
 from vsr_core.db import make_engine
 
 
 @pytest.fixture
-def old_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else _create_pg_database()
-    upgrade(url, "0008")
-    yield url
-    if backend == "postgresql":
-        _drop_pg_database(url)
+def old_url(database_at: Callable[[str], str]) -> str:
+    """A fresh database of the current backend, migrated to 0008 only."""
+    return database_at("0008")
 
 
 CALLS = [  # (platform, method, path): what 0008's call log held
