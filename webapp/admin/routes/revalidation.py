@@ -13,7 +13,7 @@ from sqlmodel import Session
 from vsr_core.revalidation import MAX_SAMPLE, RevalidationError, open_round, report, rounds
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
-from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
 from webapp.admin.stats import distinct_values
 from webapp.http.deps import SessionDep
 
@@ -60,7 +60,8 @@ def _page(
     typed: dict[str, Any] | None = None,
     status: int = 200,
 ) -> Response:
-    cfg = study_config(session, admin_study(request).id)
+    study_id = admin_study(request).id
+    cfg = study_config(session, study_id)
     return render(
         request,
         admin,
@@ -69,7 +70,10 @@ def _page(
         status_code=status,
         r=report(session, cfg, round_name),
         rounds=rounds(session),
-        relations=distinct_values(session)["relations"],
+        # The data browser's cached choices of the chosen study: four DISTINCT scans of the
+        # Example table took ~200 ms at 10x on every view of this page.
+        relations=cached(request, session, "choices",
+                         lambda s: distinct_values(s, study_id))["relations"],
         values={"votes": cfg.votes_per_example, **(typed or {})},
         errors=errors or {},
         msg=msg,
