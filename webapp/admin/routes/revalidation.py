@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session
 
-from vsr_core.revalidation import MAX_SAMPLE, RevalidationError, open_round, report, rounds
+from vsr_core.revalidation import MAX_SAMPLE, RevalidationError, open_round, report
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
@@ -62,14 +62,15 @@ def _page(
 ) -> Response:
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
+    r = report(session, cfg, round_name)
     return render(
         request,
         admin,
         "revalidation.html",
         "revalidation",
         status_code=status,
-        r=report(session, cfg, round_name),
-        rounds=rounds(session),
+        r=r,
+        rounds=r["rounds"],  # the report has read them already (a scan of the Examples)
         # The data browser's cached choices of the chosen study: four DISTINCT scans of the
         # Example table took ~200 ms at 10x on every view of this page.
         relations=cached(request, session, "choices",
