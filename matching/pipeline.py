@@ -206,8 +206,23 @@ def match_split_raked(
     """`match_split`, then raking (matching.raking): match again, pushing every
     (subject / object / pair, relation) towards k distractors per answer. Runs per split,
     or per fold where a split is matched fold by fold (matching.folds)."""
+    raking = params.remap and params.balance != "off" and params.rake_strength > 0
+    rounds = params.rake_rounds if raking else 0
+    if not (params.balance == "pair" and params.remap):
+        # One preparation for the first pass and every raking round: only raking's bonus
+        # changes between them (issue 17).
+        prep = _prepare(queries, relevance, similarity, params, known_true, geometry)
+        if prep is None:
+            return [], 0
+        got, missing = _rounds(prep, split, similarity, params, None, render=rounds == 0)
+        rake = Raking(params.rake_strength, params.k)
+        for r in range(rounds):
+            extra = _extra(prep, rake.update(got), params)
+            got, missing = _rounds(prep, split, similarity, params, extra, render=r == rounds - 1)
+        return got, missing
+    # "pair" balance drops queries and matches again until the rest is balanced.
     got, missing = match_split(queries, split, relevance, similarity, params, known_true, geometry)
-    if params.remap and params.balance != "off" and params.rake_strength > 0:
+    if raking:
         rake = Raking(params.rake_strength, params.k)
         for _ in range(params.rake_rounds):
             got, missing = match_split(
@@ -227,10 +242,56 @@ def _match_once(
     geometry: Mapping[int, PairShapes] | None = None,
     adjust: Adjust | None = None,
 ) -> tuple[list[Item], int]:
+    prep = _prepare(queries, relevance, similarity, params, known_true, geometry)
+    if prep is None:
+        return [], 0
+    return _rounds(prep, split, similarity, params, _extra(prep, adjust, params))
+
+
+@dataclass
+class _Prepared:
+    """What every matching of one split (or fold) shares, whatever raking adds: the groups,
+    P_rel, the filters and P_sim to the truth. Computed once for the first pass and every
+    raking round (issue 17)."""
+
+    queries: list[Record]
+    ids: _Ids
+    members: list[list[int]]
+    cap: np.ndarray
+    g_first: list[Record]
+    truth: tuple[np.ndarray, np.ndarray, np.ndarray]  # t_rel, t_s, t_o (n x 1)
+    cand: tuple[np.ndarray, np.ndarray, np.ndarray]  # c_rel, c_s, c_o
+    log_rel: np.ndarray
+    allowed: np.ndarray
+    p_truth: np.ndarray
+    vectorised: bool
+    remap: bool
+
+    def cand_triple(self, i: int, g: int) -> Triple:
+        q, r = self.queries[i], self.g_first[g]
+        return (q.subj, r.relation, q.obj) if self.remap else r.triple
+
+
+def _extra(prep: _Prepared, adjust: Adjust | None, params: MatchParams) -> np.ndarray | None:
+    """Raking's bonus (matching.raking): added after the clip, so it still orders candidates
+    that P_rel puts at the floor (see round_weights' ``extra``)."""
+    if adjust is None or not params.remap:
+        return None
+    return adjust(prep.queries, [r.relation for r in prep.g_first])
+
+
+def _prepare(
+    queries: Sequence[Record],
+    relevance: RelevanceModel,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    known_true: Mapping[str, Sequence[Triple]] | None = None,
+    geometry: Mapping[int, PairShapes] | None = None,
+) -> _Prepared | None:
     queries = sorted(queries, key=lambda r: r.id)
     n = len(queries)
     if n == 0:
-        return [], 0
+        return None
     ids = _Ids()
     t_rel, t_s, t_o = (np.array(v, dtype=int)[:, None] for v in zip(
         *(ids.triple(q.triple) for q in queries), strict=True))
@@ -273,9 +334,6 @@ def _match_once(
         match = ((1 + sim[t_s, c_s]) / 2) * ((1 + sim[t_o, c_o]) / 2)
         log_rel = log_rel + np.log(np.clip(match, params.eps, 1.0))
     log_rel = np.maximum(log_rel, np.log(params.eps))
-    # Raking's bonus (matching.raking): added after the clip, so it still
-    # orders candidates that P_rel puts at the floor (see round_weights' ``extra``).
-    extra = adjust(queries, [r.relation for r in g_first]) if adjust and params.remap else None
 
     # Filters that hold in every round.
     same_as_truth = (c_rel == t_rel) & (c_s == t_s) & (c_o == t_o)
@@ -326,6 +384,30 @@ def _match_once(
                 [cand_triple(int(i), int(g)) for i, g in zip(ii, gg, strict=True)],
             )
 
+    return _Prepared(
+        queries, ids, members, cap, g_first, (t_rel, t_s, t_o), (c_rel, c_s, c_o), log_rel,
+        allowed, p_truth, vectorised, params.remap,
+    )
+
+
+def _rounds(
+    prep: _Prepared,
+    split: str,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    extra: np.ndarray | None,
+    render: bool = True,
+) -> tuple[list[Item], int]:
+    """The k rounds of max-weight bipartite matching; without ``render`` the items have no
+    captions and no shuffled order (an intermediate pass that raking only counts)."""
+    queries, members, cap, g_first = prep.queries, prep.members, prep.cap, prep.g_first
+    n = len(queries)
+    ids, cand_triple, vectorised = prep.ids, prep.cand_triple, prep.vectorised
+    t_rel, t_s, t_o = prep.truth
+    c_rel, c_s, c_o = prep.cand
+    log_rel = prep.log_rel
+    allowed = prep.allowed.copy()  # the diversity update removes duplicates round by round
+    p_truth = prep.p_truth
     chosen: list[list[int]] = [[] for _ in range(n)]  # groups taken by each query so far
     sources: list[list[int]] = [[] for _ in range(n)]
     weights_taken: list[list[float]] = [[] for _ in range(n)]
@@ -344,7 +426,7 @@ def _match_once(
             w, cap, method=params.method, dense_limit=params.dense_limit,
             top_k=params.top_k, seed=params.seed + round_no,
         )
-        next_member = np.zeros(len(keys), dtype=int)
+        next_member = np.zeros(len(members), dtype=int)
         for i in range(n):
             g = int(pick[i])
             if not alive[i] or g < 0:
@@ -361,6 +443,10 @@ def _match_once(
         if not alive[i]:
             continue
         triples = [q.triple] + [cand_triple(i, g) for g in chosen[i]]
+        if not render:  # raking counts (answer, distractors); order and captions unused
+            items.append(Item(q, split, [], triples, 0, [q.id, *sources[i]],
+                              weights_taken[i], sources[i]))
+            continue
         captions = [q.caption] + [
             render_caption(*cand_triple(i, g)) if params.remap else g_first[g].caption
             for g in chosen[i]
