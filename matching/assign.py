@@ -30,6 +30,8 @@ from typing import Literal
 
 import numpy as np
 
+from matching import highs_lp
+
 Method = Literal["auto", "dense", "sparse", "grouped", "grouped_full"]
 # Above this many variables (rows x groups) the grouped LP is not worth it.
 GROUPED_MAX_VARIABLES = 5_000_000
@@ -78,6 +80,11 @@ def solve(
     if method == "auto":
         method = choose_method(n, cap, dense_limit, int(allowed.sum()))
     if method == "grouped":
+        if highs_lp.available():
+            try:
+                return highs_lp.solve_grouped(weights, cap, allowed, _penalty(weights[allowed], n))
+            except ArithmeticError:  # not a vertex (cannot happen): the exact dense solver
+                return _dense(weights, allowed, np.repeat(np.arange(g), cap))
         return _grouped(weights, cap, allowed)
     if method == "grouped_full":
         return _grouped_lp(weights, cap, allowed, allowed)[0]

@@ -138,3 +138,24 @@ def test_auto_picks_grouped_for_shared_responses_and_bad_capacity_fails() -> Non
         solve(w, np.array([1, -1]))
     with pytest.raises(ValueError, match="capacity"):
         solve(w, np.array([1, 1, 1]))
+
+
+
+def test_highs_grouped_merges_identical_rows_and_keeps_the_optimum() -> None:
+    # Many queries share a weight row (same truth, same filters): they become one row with a
+    # supply in the LP, and must still fill the groups as the one-shot LP does.
+    from matching import highs_lp
+
+    if not highs_lp.available():
+        pytest.skip("scipy has no HiGHS bindings")
+    rng = np.random.default_rng(5)
+    g = 20
+    base = np.round(np.log(rng.dirichlet(np.ones(g), size=60) + 1e-4), 1)
+    base[rng.uniform(size=base.shape) < 0.2] = -np.inf
+    w = base[rng.integers(0, 60, size=400)]  # 400 rows, at most 60 distinct
+    cap = rng.integers(5, 30, size=g)
+    got = _score(w, cap, solve(w, cap, method="grouped"))
+    full = _score(w, cap, solve(w, cap, method="grouped_full"))
+    dense = _score(w, cap, solve(w, cap, method="dense"))
+    assert got[0] == full[0] == dense[0]
+    assert got[1] == pytest.approx(full[1], abs=1e-6)
