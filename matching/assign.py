@@ -18,6 +18,8 @@ Three solvers, all from scipy:
   (from the LP's row and group prices) says they would improve it are added until none
   does, which proves the optimum of the full LP (issue 17: 3x faster on VSR's train split,
   and the solve no longer grows with n x 71 edges). ``grouped_full`` is the one-shot LP.
+  Where scipy ships its HiGHS bindings, ``grouped`` runs on them directly with identical
+  rows merged (matching.highs_lp: another 4-5x); else on ``linprog`` as here.
 
 Rows that cannot be matched take a per-row "unmatched" option with a penalty larger than
 any total loss a rematch could cause, so the solvers first match as many queries as
