@@ -408,15 +408,20 @@ def _rounds(
     log_rel = prep.log_rel
     allowed = prep.allowed.copy()  # the diversity update removes duplicates round by round
     p_truth = prep.p_truth
-    chosen: list[list[int]] = [[] for _ in range(n)]  # groups taken by each query so far
-    sources: list[list[int]] = [[] for _ in range(n)]
-    weights_taken: list[list[float]] = [[] for _ in range(n)]
+    # Per query and round (arrays, not per-row Python lists: issue 17): the group taken,
+    # the Example whose response it is, its weight.
+    chosen = np.full((n, params.k), -1, dtype=int)
+    source_ids = np.zeros((n, params.k), dtype=np.int64)
+    weights_taken = np.zeros((n, params.k))
+    # A group's members in order, flattened: the r-th taker of group g gets member r.
+    member_ids = np.array([queries[m].id for ms in members for m in ms], dtype=np.int64)
+    member_start = np.concatenate([[0], np.cumsum([len(ms) for ms in members])])
     alive = np.ones(n, dtype=bool)
     p_max = p_truth.copy()
     for round_no in range(params.k):
         if round_no > 0:
             _diversity_update(
-                p_max, allowed, chosen, alive, queries, similarity, params, ids,
+                p_max, allowed, chosen[:, round_no - 1], alive, queries, similarity, params, ids,
                 (t_s, t_o), (c_rel, c_s, c_o), cand_triple, vectorised,
             )
         w = round_weights(
@@ -426,32 +431,33 @@ def _rounds(
             w, cap, method=params.method, dense_limit=params.dense_limit,
             top_k=params.top_k, seed=params.seed + round_no,
         )
-        next_member = np.zeros(len(members), dtype=int)
-        for i in range(n):
-            g = int(pick[i])
-            if not alive[i] or g < 0:
-                alive[i] = False
-                continue
-            member = members[g][next_member[g]]
-            next_member[g] += 1
-            chosen[i].append(g)
-            sources[i].append(queries[member].id)
-            weights_taken[i].append(float(w[i, g]))
+        alive &= pick >= 0
+        rows = np.flatnonzero(alive)  # in row order, as the members are handed out
+        taken = pick[rows]
+        by_group = np.argsort(taken, kind="stable")
+        sorted_g = taken[by_group]
+        rank = np.empty(len(rows), dtype=int)
+        rank[by_group] = np.arange(len(rows)) - np.searchsorted(sorted_g, sorted_g, side="left")
+        chosen[rows, round_no] = taken
+        source_ids[rows, round_no] = member_ids[member_start[taken] + rank]
+        weights_taken[rows, round_no] = w[rows, taken]
 
     items: list[Item] = []
     for i, q in enumerate(queries):
         if not alive[i]:
             continue
-        triples = [q.triple] + [cand_triple(i, g) for g in chosen[i]]
+        picks = chosen[i].tolist()
+        sources = source_ids[i].tolist()
+        taken_w = weights_taken[i].tolist()
+        triples = [q.triple] + [cand_triple(i, g) for g in picks]
         if not render:  # raking counts (answer, distractors); order and captions unused
-            items.append(Item(q, split, [], triples, 0, [q.id, *sources[i]],
-                              weights_taken[i], sources[i]))
+            items.append(Item(q, split, [], triples, 0, [q.id, *sources], taken_w, sources))
             continue
         captions = [q.caption] + [
             render_caption(*cand_triple(i, g)) if params.remap else g_first[g].caption
-            for g in chosen[i]
+            for g in picks
         ]
-        src = [q.id, *sources[i]]
+        src = [q.id, *sources]
         order = np.random.default_rng([params.seed, q.id]).permutation(len(triples))
         items.append(
             Item(
@@ -461,8 +467,8 @@ def _rounds(
                 triples=[triples[o] for o in order],
                 answer_index=int(np.flatnonzero(order == 0)[0]),
                 source_ids=[src[o] for o in order],
-                weights=weights_taken[i],
-                round_sources=sources[i],
+                weights=taken_w,
+                round_sources=sources,
             )
         )
     return items, int((~alive).sum())
@@ -522,7 +528,7 @@ def round_weights(
 def _diversity_update(
     p_max: np.ndarray,
     allowed: np.ndarray,
-    chosen: list[list[int]],
+    last: np.ndarray,
     alive: np.ndarray,
     queries: Sequence[Record],
     similarity: SimilarityScorer,
@@ -539,7 +545,7 @@ def _diversity_update(
     rows = np.flatnonzero(alive)
     if len(rows) == 0:
         return
-    last = np.array([chosen[i][-1] for i in rows])
+    last = last[rows]
     d_rel = c_rel[0][last][:, None]
     if params.remap:
         d_s, d_o = truth_so[0][rows], truth_so[1][rows]
@@ -563,7 +569,7 @@ def _diversity_update(
     if len(ri) == 0:
         return
     qi = rows[ri]
-    prev = [cand_triple(int(i), int(chosen[int(i)][-1])) for i in qi]
+    prev = [cand_triple(int(i), int(g)) for i, g in zip(qi, last[ri], strict=True)]
     cands = [cand_triple(int(i), int(g)) for i, g in zip(qi, gg, strict=True)]
     both = np.maximum(similarity.score(prev, cands), similarity.score(cands, prev))
     p_max[qi, gg] = np.maximum(p_max[qi, gg], both)
