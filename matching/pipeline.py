@@ -206,8 +206,23 @@ def match_split_raked(
     """`match_split`, then raking (matching.raking): match again, pushing every
     (subject / object / pair, relation) towards k distractors per answer. Runs per split,
     or per fold where a split is matched fold by fold (matching.folds)."""
+    raking = params.remap and params.balance != "off" and params.rake_strength > 0
+    rounds = params.rake_rounds if raking else 0
+    if not (params.balance == "pair" and params.remap):
+        # One preparation for the first pass and every raking round: only raking's bonus
+        # changes between them (issue 17).
+        prep = _prepare(queries, relevance, similarity, params, known_true, geometry)
+        if prep is None:
+            return [], 0
+        got, missing = _rounds(prep, split, similarity, params, None, render=rounds == 0)
+        rake = Raking(params.rake_strength, params.k)
+        for r in range(rounds):
+            extra = _extra(prep, rake.update(got), params)
+            got, missing = _rounds(prep, split, similarity, params, extra, render=r == rounds - 1)
+        return got, missing
+    # "pair" balance drops queries and matches again until the rest is balanced.
     got, missing = match_split(queries, split, relevance, similarity, params, known_true, geometry)
-    if params.remap and params.balance != "off" and params.rake_strength > 0:
+    if raking:
         rake = Raking(params.rake_strength, params.k)
         for _ in range(params.rake_rounds):
             got, missing = match_split(
@@ -227,10 +242,56 @@ def _match_once(
     geometry: Mapping[int, PairShapes] | None = None,
     adjust: Adjust | None = None,
 ) -> tuple[list[Item], int]:
+    prep = _prepare(queries, relevance, similarity, params, known_true, geometry)
+    if prep is None:
+        return [], 0
+    return _rounds(prep, split, similarity, params, _extra(prep, adjust, params))
+
+
+@dataclass
+class _Prepared:
+    """What every matching of one split (or fold) shares, whatever raking adds: the groups,
+    P_rel, the filters and P_sim to the truth. Computed once for the first pass and every
+    raking round (issue 17)."""
+
+    queries: list[Record]
+    ids: _Ids
+    members: list[list[int]]
+    cap: np.ndarray
+    g_first: list[Record]
+    truth: tuple[np.ndarray, np.ndarray, np.ndarray]  # t_rel, t_s, t_o (n x 1)
+    cand: tuple[np.ndarray, np.ndarray, np.ndarray]  # c_rel, c_s, c_o
+    log_rel: np.ndarray
+    allowed: np.ndarray
+    p_truth: np.ndarray
+    vectorised: bool
+    remap: bool
+
+    def cand_triple(self, i: int, g: int) -> Triple:
+        q, r = self.queries[i], self.g_first[g]
+        return (q.subj, r.relation, q.obj) if self.remap else r.triple
+
+
+def _extra(prep: _Prepared, adjust: Adjust | None, params: MatchParams) -> np.ndarray | None:
+    """Raking's bonus (matching.raking): added after the clip, so it still orders candidates
+    that P_rel puts at the floor (see round_weights' ``extra``)."""
+    if adjust is None or not params.remap:
+        return None
+    return adjust(prep.queries, [r.relation for r in prep.g_first])
+
+
+def _prepare(
+    queries: Sequence[Record],
+    relevance: RelevanceModel,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    known_true: Mapping[str, Sequence[Triple]] | None = None,
+    geometry: Mapping[int, PairShapes] | None = None,
+) -> _Prepared | None:
     queries = sorted(queries, key=lambda r: r.id)
     n = len(queries)
     if n == 0:
-        return [], 0
+        return None
     ids = _Ids()
     t_rel, t_s, t_o = (np.array(v, dtype=int)[:, None] for v in zip(
         *(ids.triple(q.triple) for q in queries), strict=True))
@@ -273,9 +334,6 @@ def _match_once(
         match = ((1 + sim[t_s, c_s]) / 2) * ((1 + sim[t_o, c_o]) / 2)
         log_rel = log_rel + np.log(np.clip(match, params.eps, 1.0))
     log_rel = np.maximum(log_rel, np.log(params.eps))
-    # Raking's bonus (matching.raking): added after the clip, so it still
-    # orders candidates that P_rel puts at the floor (see round_weights' ``extra``).
-    extra = adjust(queries, [r.relation for r in g_first]) if adjust and params.remap else None
 
     # Filters that hold in every round.
     same_as_truth = (c_rel == t_rel) & (c_s == t_s) & (c_o == t_o)
@@ -326,15 +384,44 @@ def _match_once(
                 [cand_triple(int(i), int(g)) for i, g in zip(ii, gg, strict=True)],
             )
 
-    chosen: list[list[int]] = [[] for _ in range(n)]  # groups taken by each query so far
-    sources: list[list[int]] = [[] for _ in range(n)]
-    weights_taken: list[list[float]] = [[] for _ in range(n)]
+    return _Prepared(
+        queries, ids, members, cap, g_first, (t_rel, t_s, t_o), (c_rel, c_s, c_o), log_rel,
+        allowed, p_truth, vectorised, params.remap,
+    )
+
+
+def _rounds(
+    prep: _Prepared,
+    split: str,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    extra: np.ndarray | None,
+    render: bool = True,
+) -> tuple[list[Item], int]:
+    """The k rounds of max-weight bipartite matching; without ``render`` the items have no
+    captions and no shuffled order (an intermediate pass that raking only counts)."""
+    queries, members, cap, g_first = prep.queries, prep.members, prep.cap, prep.g_first
+    n = len(queries)
+    ids, cand_triple, vectorised = prep.ids, prep.cand_triple, prep.vectorised
+    t_rel, t_s, t_o = prep.truth
+    c_rel, c_s, c_o = prep.cand
+    log_rel = prep.log_rel
+    allowed = prep.allowed.copy()  # the diversity update removes duplicates round by round
+    p_truth = prep.p_truth
+    # Per query and round (arrays, not per-row Python lists: issue 17): the group taken,
+    # the Example whose response it is, its weight.
+    chosen = np.full((n, params.k), -1, dtype=int)
+    source_ids = np.zeros((n, params.k), dtype=np.int64)
+    weights_taken = np.zeros((n, params.k))
+    # A group's members in order, flattened: the r-th taker of group g gets member r.
+    member_ids = np.array([queries[m].id for ms in members for m in ms], dtype=np.int64)
+    member_start = np.concatenate([[0], np.cumsum([len(ms) for ms in members])])
     alive = np.ones(n, dtype=bool)
     p_max = p_truth.copy()
     for round_no in range(params.k):
         if round_no > 0:
             _diversity_update(
-                p_max, allowed, chosen, alive, queries, similarity, params, ids,
+                p_max, allowed, chosen[:, round_no - 1], alive, queries, similarity, params, ids,
                 (t_s, t_o), (c_rel, c_s, c_o), cand_triple, vectorised,
             )
         w = round_weights(
@@ -344,28 +431,33 @@ def _match_once(
             w, cap, method=params.method, dense_limit=params.dense_limit,
             top_k=params.top_k, seed=params.seed + round_no,
         )
-        next_member = np.zeros(len(keys), dtype=int)
-        for i in range(n):
-            g = int(pick[i])
-            if not alive[i] or g < 0:
-                alive[i] = False
-                continue
-            member = members[g][next_member[g]]
-            next_member[g] += 1
-            chosen[i].append(g)
-            sources[i].append(queries[member].id)
-            weights_taken[i].append(float(w[i, g]))
+        alive &= pick >= 0
+        rows = np.flatnonzero(alive)  # in row order, as the members are handed out
+        taken = pick[rows]
+        by_group = np.argsort(taken, kind="stable")
+        sorted_g = taken[by_group]
+        rank = np.empty(len(rows), dtype=int)
+        rank[by_group] = np.arange(len(rows)) - np.searchsorted(sorted_g, sorted_g, side="left")
+        chosen[rows, round_no] = taken
+        source_ids[rows, round_no] = member_ids[member_start[taken] + rank]
+        weights_taken[rows, round_no] = w[rows, taken]
 
     items: list[Item] = []
     for i, q in enumerate(queries):
         if not alive[i]:
             continue
-        triples = [q.triple] + [cand_triple(i, g) for g in chosen[i]]
+        picks = chosen[i].tolist()
+        sources = source_ids[i].tolist()
+        taken_w = weights_taken[i].tolist()
+        triples = [q.triple] + [cand_triple(i, g) for g in picks]
+        if not render:  # raking counts (answer, distractors); order and captions unused
+            items.append(Item(q, split, [], triples, 0, [q.id, *sources], taken_w, sources))
+            continue
         captions = [q.caption] + [
             render_caption(*cand_triple(i, g)) if params.remap else g_first[g].caption
-            for g in chosen[i]
+            for g in picks
         ]
-        src = [q.id, *sources[i]]
+        src = [q.id, *sources]
         order = np.random.default_rng([params.seed, q.id]).permutation(len(triples))
         items.append(
             Item(
@@ -375,8 +467,8 @@ def _match_once(
                 triples=[triples[o] for o in order],
                 answer_index=int(np.flatnonzero(order == 0)[0]),
                 source_ids=[src[o] for o in order],
-                weights=weights_taken[i],
-                round_sources=sources[i],
+                weights=taken_w,
+                round_sources=sources,
             )
         )
     return items, int((~alive).sum())
@@ -436,7 +528,7 @@ def round_weights(
 def _diversity_update(
     p_max: np.ndarray,
     allowed: np.ndarray,
-    chosen: list[list[int]],
+    last: np.ndarray,
     alive: np.ndarray,
     queries: Sequence[Record],
     similarity: SimilarityScorer,
@@ -453,7 +545,7 @@ def _diversity_update(
     rows = np.flatnonzero(alive)
     if len(rows) == 0:
         return
-    last = np.array([chosen[i][-1] for i in rows])
+    last = last[rows]
     d_rel = c_rel[0][last][:, None]
     if params.remap:
         d_s, d_o = truth_so[0][rows], truth_so[1][rows]
@@ -477,7 +569,7 @@ def _diversity_update(
     if len(ri) == 0:
         return
     qi = rows[ri]
-    prev = [cand_triple(int(i), int(chosen[int(i)][-1])) for i in qi]
+    prev = [cand_triple(int(i), int(g)) for i, g in zip(qi, last[ri], strict=True)]
     cands = [cand_triple(int(i), int(g)) for i, g in zip(qi, gg, strict=True)]
     both = np.maximum(similarity.score(prev, cands), similarity.score(cands, prev))
     p_max[qi, gg] = np.maximum(p_max[qi, gg], both)

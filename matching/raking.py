@@ -81,8 +81,27 @@ class Raking:
         return self
 
     def __call__(self, queries: Sequence[Record], relations: Sequence[str]) -> np.ndarray:
-        b = self.bonus
+        """bonus(sr) + bonus(or) + bonus(pr) of every (query, relation): one vector per
+        subject, object and pair, gathered per query (issue 17: a dict look-up per cell
+        was a second per 5,000-query fold)."""
+        col = {r: j for j, r in enumerate(relations)}
+        keys: dict[str, dict[tuple[str, ...], int]] = {"sr": {}, "or": {}, "pr": {}}
+        rows = {
+            level: np.array([keys[level].setdefault(k, len(keys[level])) for k in ks], dtype=int)
+            for level, ks in (
+                ("sr", [(q.subj,) for q in queries]),
+                ("or", [(q.obj,) for q in queries]),
+                ("pr", [(q.subj, q.obj) for q in queries]),
+            )
+        }
+        table = {level: np.zeros((len(keys[level]), len(relations))) for level in keys}
+        for f, v in self.bonus.items():
+            level, who, rel = f[0], f[1:-1], f[-1]
+            k, j = keys[level].get(who), col.get(rel)
+            if k is not None and j is not None:
+                table[level][k, j] = v
+        # In the order of the sum it replaces (sr, or, pr), so the floats are the same.
         out = np.zeros((len(queries), len(relations)))
-        for i, q in enumerate(queries):
-            out[i] = [sum(b.get(f, 0.0) for f in features(q.subj, r, q.obj)) for r in relations]
+        for level in ("sr", "or", "pr"):
+            out = out + table[level][rows[level]]
         return out

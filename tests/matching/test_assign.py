@@ -85,13 +85,18 @@ def test_grouped_equals_dense_on_the_expanded_matrix_with_ties() -> None:
     assert full[r, c].sum() == pytest.approx(grouped[1], abs=1e-6)
 
 
+@pytest.mark.parametrize("bindings", [True, False])
 def test_grouped_column_generation_adds_the_edges_the_optimum_needs(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, bindings: bool
 ) -> None:
     # Every row likes groups 0-9 best, but they hold 30 responses for 200 rows: the optimum
     # needs edges far below each row's first GROUPED_START, which only the price check adds.
+    # Both paths: HiGHS's bindings (matching.highs_lp) and the linprog fallback.
     from matching import assign
     from matching.assign import GROUPED_START
+
+    if not bindings:
+        monkeypatch.setattr(assign.highs_lp, "available", lambda: False)
 
     rng = np.random.default_rng(4)
     n, g = 200, 24
@@ -138,3 +143,24 @@ def test_auto_picks_grouped_for_shared_responses_and_bad_capacity_fails() -> Non
         solve(w, np.array([1, -1]))
     with pytest.raises(ValueError, match="capacity"):
         solve(w, np.array([1, 1, 1]))
+
+
+
+def test_highs_grouped_merges_identical_rows_and_keeps_the_optimum() -> None:
+    # Many queries share a weight row (same truth, same filters): they become one row with a
+    # supply in the LP, and must still fill the groups as the one-shot LP does.
+    from matching import highs_lp
+
+    if not highs_lp.available():
+        pytest.skip("scipy has no HiGHS bindings")
+    rng = np.random.default_rng(5)
+    g = 20
+    base = np.round(np.log(rng.dirichlet(np.ones(g), size=60) + 1e-4), 1)
+    base[rng.uniform(size=base.shape) < 0.2] = -np.inf
+    w = base[rng.integers(0, 60, size=400)]  # 400 rows, at most 60 distinct
+    cap = rng.integers(5, 30, size=g)
+    got = _score(w, cap, solve(w, cap, method="grouped"))
+    full = _score(w, cap, solve(w, cap, method="grouped_full"))
+    dense = _score(w, cap, solve(w, cap, method="dense"))
+    assert got[0] == full[0] == dense[0]
+    assert got[1] == pytest.approx(full[1], abs=1e-6)
