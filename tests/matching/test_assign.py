@@ -151,8 +151,9 @@ def test_highs_grouped_merges_identical_rows_and_keeps_the_optimum() -> None:
     # supply in the LP, and must still fill the groups as the one-shot LP does.
     from matching import highs_lp
 
-    if not highs_lp.available():
-        pytest.skip("scipy has no HiGHS bindings")
+    # scipy >= 1.15 (pyproject) ships the bindings: if a scipy upgrade moved them, matching
+    # would quietly fall back to the ~5x slower linprog path; this says so instead.
+    assert highs_lp.available(), "scipy.optimize._highspy._core is gone: see matching/highs_lp"
     rng = np.random.default_rng(5)
     g = 20
     base = np.round(np.log(rng.dirichlet(np.ones(g), size=60) + 1e-4), 1)
