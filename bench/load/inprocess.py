@@ -8,7 +8,9 @@ ASGI transport); then, in turn, each does ``POST /api/validate/votes?next=1`` ro
 Printed: this process's CPU per round trip (the app's work plus a few microseconds of
 calling it) and this database's PostgreSQL backends' CPU per round trip, each also as a ratio
 against a baseline measured in the same run: ``GET /healthz`` (one trivial query) through
-the same stack. ``--profile`` adds cProfile's top functions of the measured round trips.
+the same stack; and the SQL statements the API ran per round trip (a count, which other work
+on the machine does not disturb). ``--profile`` adds cProfile's top functions of the
+measured round trips.
 
     python -m bench.load.inprocess                 # 60 validators, 3,000 round trips
     python -m bench.load.inprocess --profile 40    # and the 40 costliest functions
@@ -30,6 +32,7 @@ from typing import Any
 
 import httpx
 import orjson
+from sqlalchemy import event
 
 from bench.load.database import create_database, drop_database, seed
 from bench.load.validators import enter
@@ -195,7 +198,20 @@ async def main_async(args: argparse.Namespace, url: str) -> None:
             return in_thread.runcall(plain, *a)
 
         routes._retrying = profiled  # type: ignore[assignment]
+    counted = {"statements": 0, "commits": 0}
+    api_engine = app.state.api_engine  # made by the warm-up's first API call
+
+    def on_statement(*_: Any) -> None:
+        counted["statements"] += 1
+
+    def on_commit(*_: Any) -> None:
+        counted["commits"] += 1
+
+    event.listen(api_engine, "before_cursor_execute", on_statement)
+    event.listen(api_engine, "commit", on_commit)
     n, cpu, pg, wall = await measure(clients, args.rounds, seeded.p_true, database, profile)
+    event.remove(api_engine, "before_cursor_execute", on_statement)
+    event.remove(api_engine, "commit", on_commit)
     print(f"{n} round trips (POST vote ?next=1), {len(clients)} validators, one at a time, "
           f"{wall:.1f} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print(f"baseline GET /healthz per request: app {1000 * base_cpu:.3f} ms CPU, "
@@ -203,6 +219,8 @@ async def main_async(args: argparse.Namespace, url: str) -> None:
     print(f"round trip: app {1000 * cpu / n:.3f} ms CPU, PostgreSQL {1000 * pg / n:.3f} ms, "
           f"total {1000 * (cpu + pg) / n:.3f} ms")
     print(f"ratio round trip / baseline request (app CPU): {cpu / n / base_cpu:.2f}")
+    print(f"SQL statements per round trip: {counted['statements'] / n:.2f} "
+          f"(and {counted['commits'] / n:.2f} commits; the figure machine load does not move)")
     if args.plans:
         print_plans(app)
     for name, prof in (("event loop", profile), ("API thread", in_thread)):
