@@ -51,13 +51,25 @@ def make_lean_engine(engine: Engine, pool_size: int) -> Engine:
     that runs in at most ``pool_size`` threads and retries once on a dropped connection
     (``is_dropped_connection``). The ping is a network round trip on every checkout (about
     a tenth of a validation round trip's CPU); the retry makes it unnecessary where the work
-    is idempotent. SQLite has no connection to lose: the same engine is returned.
+    is idempotent. Its connections plan each prepared statement once (``GENERIC_PLANS``).
+    SQLite has no connection to lose: the same engine is returned.
     """
     if engine.dialect.name != "postgresql":
         return engine
     return create_engine(
-        engine.url, echo=engine.echo, pool_pre_ping=False, pool_size=pool_size, max_overflow=0
+        engine.url, echo=engine.echo, pool_pre_ping=False, pool_size=pool_size, max_overflow=0,
+        connect_args={"options": GENERIC_PLANS},
     )
+
+
+# The hot path's connections reuse one plan per prepared statement (psycopg prepares a
+# statement on its fifth run). In PostgreSQL's default mode, a statement whose generic plan
+# it estimates costlier than planning each run afresh is planned on every run: the lease
+# statement was (0.5-0.75 ms of PostgreSQL CPU per validation round trip), though its generic
+# plan is the same ordered walk of ix_example_open (tests/webapp/validate/test_queue_plan.py
+# checks that plan at 10x). Every statement on this pool looks rows up by key or walks an
+# index the same way whatever the values.
+GENERIC_PLANS = "-c plan_cache_mode=force_generic_plan"
 
 
 def is_dropped_connection(exc: BaseException) -> bool:

@@ -123,12 +123,14 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     from webapp.http import health
     from webapp.validate import routes as validate_routes
 
+    # First: routes are matched in order, one by one (FastAPI compares every route before the
+    # one that matches), and the validation API is the hottest path. No other router has a
+    # path its routes would match (/validate, /api/validate/..., /images/validate/...).
+    app.include_router(validate_routes.router)
     app.include_router(health.router)
     app.include_router(home.router)
     app.include_router(examples.router)
     app.include_router(crowd_routes.router)
     app.include_router(generate_routes.router)
-    # Before admin: routes are matched in order and the validation API is the hottest path.
-    app.include_router(validate_routes.router)
     app.include_router(admin_routes.router)
     return app

@@ -37,6 +37,22 @@ def content_security_policy(nonce: str, admin: bool) -> str:
 HSTS = "max-age=31536000"  # a year; set only when the site is served over https
 
 
+class LazyNonce:
+    """The request's nonce, drawn the first time a page or the policy header asks for it:
+    a JSON answer (the validation API, most requests) never does, and drawing one costs a
+    ``getrandom`` call and an encoding per request. Renders as its value (``str``)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value: str | None = None
+
+    def __str__(self) -> str:
+        if self._value is None:
+            self._value = secrets.token_urlsafe(16)
+        return self._value
+
+
 class SecurityHeaders:
     def __init__(self, app: ASGIApp, hsts: bool = False) -> None:
         self.app = app
@@ -46,7 +62,7 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        nonce = secrets.token_urlsafe(16)
+        nonce = LazyNonce()
         scope.setdefault("state", {})["csp_nonce"] = nonce
         admin = str(scope.get("path", "")).startswith("/admin")
 
@@ -58,7 +74,9 @@ class SecurityHeaders:
                 if self.hsts:
                     headers.setdefault("Strict-Transport-Security", HSTS)
                 if headers.get("content-type", "").startswith("text/html"):
-                    headers["Content-Security-Policy"] = content_security_policy(nonce, admin)
+                    headers["Content-Security-Policy"] = content_security_policy(
+                        str(nonce), admin
+                    )
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -218,20 +218,24 @@ def statements_for(dialect: str) -> Statements:
     at_floor = (col(Example.id) + literal_column("0") >= floor) if postgres else (
         col(Example.id) >= floor
     )
-    regular = (
+    # The origins are the code's own constants, written into the SQL: an IN list of bind
+    # parameters is expanded anew on every execution (Python CPU), and PostgreSQL cannot
+    # estimate it in a generic plan (see lease_regular).
+    votable = col(Example.origin).in_([literal_column(f"'{o}'") for o in VOTABLE_ORIGINS])
+    candidates = (
         select(Example.id)
         .where(
             col(Example.study_id) == STUDY_PARAM,
             *open_non_gold,
             at_floor,
-            col(Example.origin).in_(VOTABLE_ORIGINS),
+            votable,
             has_room(),
             *_not_seen_by(WORKER_PARAM, floor),
             _no_sibling_nearby(WORKER_PARAM),
         )
         .order_by(col(Example.id))
-        .limit(bindparam("q_limit", type_=Integer))
     )
+    regular = candidates.limit(bindparam("q_limit", type_=Integer))
     # Gold rows are shared by every validator and their counters are not touched, so they
     # are read without a lock; random order so validators do not all meet the same one first.
     gold = (
@@ -320,7 +324,12 @@ def statements_for(dialect: str) -> Statements:
         # One statement each for the two halves of a round trip (data-modifying CTEs):
         # find, lock, count and lease the next regular item; store the vote, finish the
         # lease and count it on the batch. SQLite runs the same steps one by one.
-        cand = regular.cte("cand")
+        # LIMIT 1 in the SQL, not a parameter: the API pool has PostgreSQL reuse one generic
+        # plan per prepared statement (vsr_core.db.GENERIC_PLANS), and a generic plan for
+        # LIMIT $n is costed as if a tenth of the candidates were wanted. With the limit and
+        # the origins in the SQL it is the same ordered walk of ix_example_open as a plan
+        # made for the values (tests/webapp/validate/test_queue_plan.py).
+        cand = candidates.limit(literal_column("1")).with_for_update(skip_locked=True).cte("cand")
         taken = (
             update(Example)
             .where(col(Example.id).in_(sa_select(cand.c.id)))
