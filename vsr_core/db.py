@@ -58,8 +58,15 @@ def make_lean_engine(engine: Engine, pool_size: int) -> Engine:
         return engine
     return create_engine(
         engine.url, echo=engine.echo, pool_pre_ping=False, pool_size=pool_size, max_overflow=0,
-        connect_args={"options": GENERIC_PLANS},
+        connect_args={"options": _with_generic_plans(engine.url.query.get("options"))},
     )
+
+
+def _with_generic_plans(options: str | tuple[str, ...] | None) -> str:
+    """The URL's own ``options`` (e.g. ``-c search_path=...``) with GENERIC_PLANS added:
+    connect_args replace the URL's value, so it is kept here rather than lost."""
+    given = " ".join(options) if isinstance(options, tuple) else (options or "")
+    return f"{given} {GENERIC_PLANS}".strip()
 
 
 # The hot path's connections reuse one plan per prepared statement (psycopg prepares a
