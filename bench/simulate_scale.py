@@ -12,8 +12,12 @@ were measured: one host with 2 cores shared by the web tier, PostgreSQL and the 
 (``--client-ms``), with 100 validators pacing themselves as bench.load's do. It is checked
 against the p99 that ``python -m bench.load.scale`` measured there at the same offered rates
 (``--measured RATE:P99_MS``). Every prediction is printed as a
-ratio to that baseline. A model that cannot reproduce the measured knee near 2 cores' worth of
-CPU per second would not be worth its 100x figures.
+ratio to that baseline. On this machine the model comes out 4-6x under the measured p99 at
+83 % CPU: it leaves out the contention of two server processes, ~40 PostgreSQL backends and
+the client on 2 cores, which docs/scaling.md shows in bench.load's timeline (CPU per round
+trip rises from 3.2 to 4.3 ms while a queue builds). So the sizing is conservative in two
+ways: the simulated p99 times that measured shortfall must meet the goal, and the web tier
+is planned at most ``--max-busy`` (60 %) busy.
 
 Then it sizes 100x VSR. The round trip's cost does not grow with the data (docs/scaling.md:
 PostgreSQL CPU per round trip 1.00-1.05x from 1x to 10x), so 100x changes the rate, not the
@@ -92,19 +96,22 @@ def pct(values: Sequence[float], q: float) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--web-ms", type=float, default=4.5,
+    ap.add_argument("--web-ms", type=float, default=3.3,
                     help="server CPU ms per round trip (bench.load: 'CPU ms per round trip')")
-    ap.add_argument("--pg-ms", type=float, default=2.3, help="PostgreSQL CPU ms per round trip")
-    ap.add_argument("--client-ms", type=float, default=0.5,
+    ap.add_argument("--pg-ms", type=float, default=1.9, help="PostgreSQL CPU ms per round trip")
+    ap.add_argument("--client-ms", type=float, default=0.32,
                     help="the load client's CPU ms per round trip on the measuring machine "
                          "(bench.load's raw client)")
     ap.add_argument("--clients", type=int, default=100,
                     help="simulated validators of the measurement (bench.load -c)")
     ap.add_argument("--cores", type=int, default=2, help="cores of the measuring machine")
-    ap.add_argument("--measured", nargs="*", default=["100:63.5", "300:423.0"],
+    ap.add_argument("--measured", nargs="*", default=["300:382.5", "300:240.5"],
                     help="RATE:P99_MS pairs that bench.load.scale measured on that machine")
     ap.add_argument("--cv", type=float, default=1.0,
                     help="coefficient of variation of the service times (1 = exponential)")
+    ap.add_argument("--max-busy", type=float, default=0.6,
+                    help="highest share of the web tier's CPU to plan for: above it the "
+                         "measured tails grew faster than any queue model (contention)")
     ap.add_argument("--cores-per-replica", type=int, default=2)
     ap.add_argument("--pg-cores", type=int, default=8)
     ap.add_argument("--max-connections", type=int, default=400,
@@ -134,28 +141,37 @@ def main() -> int:
               f"{p99:8.1f} ms, measured {measured:7.1f} ms (simulated / measured "
               f"{p99 / measured:5.2f})")
 
+    # The model's tails are only as good as its baseline: where it came out under the
+    # measured p99 (contention a queue model leaves out: processes, GIL, locks on 2 shared
+    # cores), the sizing below asks the simulated p99 times that shortfall to meet the goal.
+    margin = max([1.0] + [1.0 / r for r in base_ratio])
     print(f"\n100x: replicas of {args.cores_per_replica} cores, PostgreSQL on "
-          f"{args.pg_cores} cores; goal p99 < {GOAL_P99_MS:.0f} ms")
+          f"{args.pg_cores} cores; goal p99 < {GOAL_P99_MS:.0f} ms for the simulated p99 x "
+          f"{margin:.2f} (the baseline's worst measured / simulated), web at most "
+          f"{100 * args.max_busy:.0f}% busy")
     for rate in args.rates:
         pg_load = rate * args.pg_ms / 1000.0 / args.pg_cores
         if pg_load >= 1:
             print(f"  {rate:6.0f} rt/s: PostgreSQL needs {rate * args.pg_ms / 1000:.1f} cores "
                   f"(> {args.pg_cores}): the primary is the limit")
             continue
-        least = max(1, math.ceil(rate * args.web_ms / 1000.0 / args.cores_per_replica))
+        least = max(1, math.ceil(rate * args.web_ms / 1000.0
+                                 / (args.cores_per_replica * args.max_busy)))
         for replicas in range(least, least + 64):
             stages = [(replicas * args.cores_per_replica, args.web_ms),
                       (args.pg_cores, args.pg_ms)]
             lat = simulate(rate, stages, args.cv, args.requests, args.seed)
             p99 = pct(lat, 0.99)
-            if p99 < GOAL_P99_MS:
+            if p99 * margin < GOAL_P99_MS:
                 break
         conns = replicas * 2 * CONNECTIONS_PER_PROCESS  # 2 uvicorn workers per replica
         # Little's law: round trips inside the database at once = rate x time spent there.
         busy = rate * args.pg_ms / 1000.0 / (1 - pg_load)
-        ratio = p99 / GOAL_P99_MS
+        ratio = p99 * margin / GOAL_P99_MS
         print(f"  {rate:6.0f} rt/s: {replicas} replicas -> p50 {pct(lat, 0.5):5.1f} ms, p99 "
-              f"{p99:5.1f} ms ({ratio:.2f} of the goal); PostgreSQL {100 * pg_load:4.1f}% busy, "
+              f"{p99:5.1f} ms (x margin: {ratio:.2f} of the goal); web "
+              f"{100 * rate * args.web_ms / 1000 / (replicas * args.cores_per_replica):4.1f}% "
+              f"busy, PostgreSQL {100 * pg_load:4.1f}% busy, "
               f"~{busy:4.1f} connections in use, {conns} possible against max_connections "
               f"{args.max_connections}"
               + (" -> PgBouncer needed" if conns > args.max_connections - 10 else ""))
