@@ -8,7 +8,8 @@ in milliseconds and as a ratio against ``/healthz`` (a trivial request) measured
 same run. Target: every page < 300 ms.
 
     python bench/dashboard.py                      # SQLite file in a temp dir
-    python bench/dashboard.py --database-url postgresql+psycopg://postgres@127.0.0.1/bench
+    python bench/dashboard.py --database-url postgresql+psycopg://postgres@127.0.0.1/postgres
+                                                   # (its own database vsr_bench_dashboard there)
     python bench/dashboard.py --repeat 15 --cold   # --cold: clear the figure cache first
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.databases import fresh_database  # noqa: E402
+from bench.databases import drop_database, fresh_database  # noqa: E402
 
 VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
 PAGES = [
@@ -92,7 +93,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        url = fresh_database(args.database_url, tmp)
+        url = fresh_database(args.database_url, tmp, "vsr_bench_dashboard")
         engine = make_engine(url)
         print(_import(engine, args.raw))
         with Session(engine) as s:
@@ -153,6 +154,7 @@ def main() -> None:
         cache = "cleared before each request" if args.cold else "warm"
         print(f"slowest page: {worst:.1f} ms (target < 300 ms; figure cache {cache})")
         engine.dispose()
+        drop_database(url)
 
 
 if __name__ == "__main__":

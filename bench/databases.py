@@ -5,22 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def fresh_database(url: str | None, tmp: Path, name: str | None = None) -> str:
-    """A new, migrated database: a SQLite file ``<name or bench>.db`` in ``tmp`` when ``url`` is
-    None, or, next to a PostgreSQL ``url``, the database ``name`` (default: the URL's own)
-    dropped and created again."""
+def fresh_database(url: str | None, tmp: Path, name: str = "vsr_bench") -> str:
+    """A new, migrated database: a SQLite file ``<name>.db`` in ``tmp`` when ``url`` is None,
+    or, on the server of a PostgreSQL ``url``, the database ``name`` dropped and created
+    again. Never the URL's own database: a benchmark pointed at a real deployment's URL must
+    not wipe it."""
     from migrations.runner import upgrade
 
     if url is None:
-        url = f"sqlite:///{tmp / ((name or 'bench') + '.db')}"
+        url = f"sqlite:///{tmp / (name + '.db')}"
     elif url.startswith("postgresql"):
         from sqlalchemy import text
         from sqlalchemy.engine import make_url
 
         from vsr_core.db import make_engine
 
-        if name:
-            url = make_url(url).set(database=name).render_as_string(hide_password=False)
+        url = make_url(url).set(database=name).render_as_string(hide_password=False)
         db = make_url(url).database
         admin = make_engine(make_url(url).set(database="postgres").render_as_string(False))
         with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:

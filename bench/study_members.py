@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--raw", type=Path, default=VSR_RAW)
     args = ap.parse_args()
-    url = fresh_database(args.database_url, Path(tempfile.mkdtemp()))
+    url = fresh_database(args.database_url, Path(tempfile.mkdtemp()), "vsr_bench_members")
     engine = make_engine(url)
     print(_import(engine, args.raw))
     w, sid = s.WORKER.c.id, 1
