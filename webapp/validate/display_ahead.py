@@ -18,7 +18,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance
-from webapp.validate.view import DisplayCache, displayed, remember
+from webapp.validate.shown import DisplayCache, displayed, remember
 
 AHEAD = 32  # Examples read per miss
 SPAN = 256  # at most this far above the missed id (a bounded primary-key range)

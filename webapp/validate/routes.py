@@ -38,8 +38,9 @@ from webapp.http.study import current_study
 from webapp.images import render as images
 from webapp.validate.queue import Display, NextItem, VoteError, next_item, record_vote
 from webapp.validate.rules import REFERENCE_FRAMES
+from webapp.validate.shown import DisplayCache
 from webapp.validate.strategy import ExampleStrategy
-from webapp.validate.view import DisplayCache, example_display, example_instances, leased_item
+from webapp.validate.view import example_display, example_instances, leased_item
 
 router = APIRouter(tags=["validate"])
 KIND = "validate"

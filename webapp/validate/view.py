@@ -4,7 +4,6 @@ so gold items look exactly like the others."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 from sqlalchemy import Integer, bindparam
@@ -12,14 +11,8 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col
 
 from vsr_core.models import Example, Image, ImagePair, Instance
-from webapp.images import render as images
-
-# Relations whose truth depends on the frame of reference (VSR 3.2): left/right, front/behind.
-FRAME_WORDS = ("left", "right", "front", "behind", "back of")
-
-
-def needs_frame_question(relation: str) -> bool:
-    return any(word in relation for word in FRAME_WORDS)
+from webapp.validate.display_ahead import fill_ahead
+from webapp.validate.shown import DisplayCache, displayed, remember
 
 
 def example_instances(session: Session, example: Example) -> tuple[Instance, Instance] | None:
@@ -73,7 +66,6 @@ _IMAGE_INSTANCES = sa_select(col(Instance.id), col(Instance.category)).where(
 )
 
 
-DISPLAY_CACHE_SIZE = 20_000
 _DISPLAY_ROW = (
     sa_select(
         col(Example.caption), col(Example.subj), col(Example.obj), col(Example.relation),
@@ -84,7 +76,6 @@ _DISPLAY_ROW = (
     .join(Image, col(Image.id) == col(Example.image_id))
     .where(col(Example.id) == bindparam("q_id", type_=Integer))
 )
-DisplayCache = OrderedDict[int, dict[str, Any]]
 
 
 def example_display(
@@ -103,8 +94,6 @@ def example_display(
     if hit is not None:
         return hit
     if cache is not None:
-        from webapp.validate.display_ahead import fill_ahead
-
         fill_ahead(session, example_id, local_images, cache)
         hit = cache.get(example_id)
         if hit is not None:
@@ -124,36 +113,6 @@ def display_one(
     if cache is not None:
         remember(cache, example_id, shown)
     return shown
-
-
-def displayed(
-    row: Any, insts: tuple[Instance, Instance] | None, local_images: bool
-) -> dict[str, Any]:
-    """What is shown of an Example: ``row`` has the columns of ``_DISPLAY_ROW``."""
-    marked = local_images and insts is not None
-    return {
-        "caption": row.caption,
-        "subj": row.subj,
-        "obj": row.obj,
-        "relation": row.relation,
-        "frame_question": needs_frame_question(row.relation),
-        "image": {
-            "src": None if marked else row.coco_url,
-            "marked": marked,
-            "width": row.width,
-            "height": row.height,
-            "coco_id": row.coco_id,
-            "license_name": row.license_name,
-            "shapes_subj": [] if marked or insts is None else images.svg_shapes(insts[0]),
-            "shapes_obj": [] if marked or insts is None else images.svg_shapes(insts[1]),
-        },
-    }
-
-
-def remember(cache: DisplayCache, example_id: int, shown: dict[str, Any]) -> None:
-    cache[example_id] = shown
-    while len(cache) > DISPLAY_CACHE_SIZE:
-        cache.popitem(last=False)
 
 
 def leased_item(shown: dict[str, Any], lease_token: str) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from sqlmodel import Session, select
 from tests.webapp.validate.test_routes import seed_examples
 from vsr_core.models import Example, Instance
 from webapp.validate.display_ahead import fill_ahead
-from webapp.validate.view import DisplayCache, display_one, example_display
+from webapp.validate.shown import DisplayCache
+from webapp.validate.view import display_one, example_display
 
 
 def _more(session: Session, first: Example) -> list[int]:
