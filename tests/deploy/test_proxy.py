@@ -169,8 +169,14 @@ def test_every_url_is_https_on_the_public_host(stack: Stack) -> None:
         forged = re.sub(r"s=[0-9a-f]+", "s=" + "0" * 32, signed)
         assert [c.get(forged).status_code for _ in range(2)] == [404, 404]
         assert c.get("/static/site.css").status_code == 200
-    log = (stack.proxy.prefix / "access.log").read_text()
-    static_lines = [line for line in log.splitlines() if "/static/site.css" in line]
+    # nginx writes a request's log line after it has sent the answer: wait for it.
+    static_lines: list[str] = []
+    for _ in range(100):
+        log = (stack.proxy.prefix / "access.log").read_text()
+        static_lines = [line for line in log.splitlines() if "/static/site.css" in line]
+        if static_lines:
+            break
+        time.sleep(0.05)
     assert static_lines and all("upstream=-" in line for line in static_lines)
     # The client's own X-Forwarded-For is replaced by the address nginx saw.
     conf = (stack.proxy.prefix / "vsr.conf").read_text()
