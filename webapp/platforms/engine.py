@@ -85,7 +85,7 @@ class CallLog:
         only once the row exists), and an empty log."""
         rows, self.rows = self.rows, []
         for row in rows:
-            row.platform_study_id = row.platform_study_id or self.platform_study_id
+            row.platform_study_id = self.platform_study_id
         return rows
 
     def save(self, session: Session) -> None:

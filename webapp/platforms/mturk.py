@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from webapp.platforms.base import PlatformError, RemoteSubmission
 
 SANDBOX = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
+DEFAULT_LIFETIME_SECONDS = 3 * 86400
 PRODUCTION = "https://mturk-requester.us-east-1.amazonaws.com"
 _XMLNS = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
           "2006-07-14/ExternalQuestion.xsd")
@@ -36,7 +37,8 @@ def _plain(data: dict[str, Any]) -> dict[str, Any]:
 
 class MTurkPlatform:
     name = "mturk"
-    resume_seconds = 3 * 86400  # a resumed HIT lives this long again (create's default lifetime)
+    # A HIT's lifetime unless its settings say otherwise; a resumed HIT lives this long again.
+    resume_seconds = DEFAULT_LIFETIME_SECONDS
 
     def __init__(self, production: bool = False, client: Any | None = None,
                  log: Callable[..., None] | None = None) -> None:
@@ -71,7 +73,7 @@ class MTurkPlatform:
             Keywords=settings.get("keywords", "images, captions"),
             Reward=f"{settings['reward_cents'] / 100:.2f}",
             MaxAssignments=int(settings.get("assignments", 1)),
-            LifetimeInSeconds=int(settings.get("lifetime_seconds", 3 * 86400)),
+            LifetimeInSeconds=int(settings.get("lifetime_seconds", DEFAULT_LIFETIME_SECONDS)),
             AssignmentDurationInSeconds=int(settings.get("duration_seconds", 3600)),
             AutoApprovalDelayInSeconds=int(settings.get("auto_approve_seconds", 7 * 86400)),
             Question=external_question(settings["url"]),
