@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,26 @@ from bench.load.server import Server
 # --- CPU accounting (robust to other load on the machine) -------------------------------------
 
 CLK = os.sysconf("SC_CLK_TCK")
+
+
+def processes_cpu(database: str, pgid: int = -1) -> Iterator[tuple[str, int, float]]:
+    """(kind, pid, CPU seconds so far) of the processes in process group ``pgid`` ("server")
+    and of the PostgreSQL backends serving ``database`` ("postgres"), from /proc."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:  # field 5: process group
+                kind = "server"
+            elif "(postgres)" in stat and database in (d / "cmdline").read_text():
+                kind = "postgres"
+            else:
+                continue
+        except (OSError, IndexError, ValueError):
+            continue
+        yield kind, int(d.name), (int(fields[11]) + int(fields[12])) / CLK
 
 
 class CpuMeter:
@@ -39,23 +60,8 @@ class CpuMeter:
 
     def sample(self, initial: bool = False) -> None:
         pgid = self.server.proc.pid if self.server.proc else -1
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            try:
-                stat = (d / "stat").read_text()
-                fields = stat.rsplit(")", 1)[1].split()
-                kind = None
-                if int(fields[2]) == pgid:  # field 5: process group
-                    kind = "server"
-                elif "(postgres)" in stat and self.database in (d / "cmdline").read_text():
-                    kind = "postgres"
-            except (OSError, IndexError, ValueError):
-                continue
-            if kind is None:
-                continue
-            key = (kind, int(d.name))
-            cpu = (int(fields[11]) + int(fields[12])) / CLK
+        for kind, pid, cpu in processes_cpu(self.database, pgid):
+            key = (kind, pid)
             if key not in self.first:
                 self.first[key] = cpu if initial else 0.0
             self.last[key] = cpu

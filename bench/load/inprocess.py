@@ -27,13 +27,13 @@ import random
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 from sqlalchemy import event
 
+from bench.load.cpu import processes_cpu
 from bench.load.database import create_database, drop_database, seed
 from bench.load.validators import enter
 
@@ -79,21 +79,8 @@ class Direct:
 
 
 def pg_cpu(database: str) -> float:
-    """CPU seconds so far of the PostgreSQL backends serving ``database`` (/proc)."""
-    clk = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            if "(postgres)" not in stat or database not in Path(f"/proc/{pid}/cmdline").read_text():
-                continue
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / clk
-    return total
+    """CPU seconds so far of the PostgreSQL backends serving ``database``."""
+    return sum(cpu for kind, _, cpu in processes_cpu(database) if kind == "postgres")
 
 
 async def entered(app: Asgi, n: int, author_tokens: list[str]) -> list[Direct]:
