@@ -72,16 +72,14 @@ def fill_ahead(session: Session, example_id: int, local_images: bool, cache: Dis
     if not rows:
         return
     by_pair = {r.id: _from_pair(r) for r in rows}
-    wanted = {i for pair in by_pair.values() if pair is not None for i in pair}
-    loaded = _load(session, wanted)
-    # view._instances falls back to the image's only instance of each concept when the pair
-    # does not settle it (no pair, or one of its instances missing).
-    fallback = [r for r in rows
-                if by_pair[r.id] is None or not set(by_pair[r.id] or ()) <= loaded.keys()]
-    fallback_ids = {r.id for r in fallback}
-    by_image: dict[int, list[tuple[int, str]]] = {}
-    picks: dict[int, tuple[int, int]] = {}
+    loaded = _load(session, {i for pair in by_pair.values() if pair is not None for i in pair})
+    # The (subj, obj) instances each row shows: its pair's where they exist, else, as
+    # view._instances does, the image's only instance of each concept.
+    chosen = {k: pair for k, pair in by_pair.items()
+              if pair is not None and set(pair) <= loaded.keys()}
+    fallback = [r for r in rows if r.id not in chosen]
     if fallback:
+        by_image: dict[int, list[tuple[int, str]]] = {}
         found: Any = conn.execute(
             sa_select(col(Instance.id), col(Instance.image_id), col(Instance.category))
             .where(col(Instance.image_id).in_({r.image_id for r in fallback}))
@@ -93,17 +91,12 @@ def fill_ahead(session: Session, example_id: int, local_images: bool, cache: Dis
             subj = [i for i, category in on_image if category == r.subj]
             obj = [i for i, category in on_image if category == r.obj]
             if len(subj) == 1 and len(obj) == 1:
-                picks[r.id] = (subj[0], obj[0])
-        loaded.update(_load(session, {i for p in picks.values() for i in p} - loaded.keys()))
+                chosen[r.id] = (subj[0], obj[0])
+        picked = {i for r in fallback if r.id in chosen for i in chosen[r.id]}
+        loaded.update(_load(session, picked - loaded.keys()))
     for r in rows:
-        insts = None
-        pair = by_pair[r.id]
-        if pair is not None and set(pair) <= loaded.keys():
-            insts = (loaded[pair[0]], loaded[pair[1]])
-        elif r.id in fallback_ids:
-            pick = picks.get(r.id)
-            if pick is not None and set(pick) <= loaded.keys():
-                insts = (loaded[pick[0]], loaded[pick[1]])
+        ids = chosen.get(r.id)
+        insts = (loaded[ids[0]], loaded[ids[1]]) if ids and set(ids) <= loaded.keys() else None
         remember(cache, r.id, displayed(r, insts, local_images))
 
 
