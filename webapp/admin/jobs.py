@@ -254,13 +254,17 @@ def _gone(job: Job) -> bool:
     return not here or not _alive(pid)
 
 
+# A job of another host silent this long is gone (its process beats every few seconds).
+SILENT_AFTER_SECONDS = JOB_HEARTBEAT_SECONDS * JOB_HEARTBEAT_MISSED
+
+
 def _silent_elsewhere(job: Job) -> bool:
     """A running job of another host whose process has missed its heartbeats: its host or
     container is gone (that host's own server would otherwise have judged the pid)."""
     if job.status != "running" or _same_host(job.params.get("_host")) is not None:
         return False
     last = job.heartbeat_at or job.started_at or job.created_at
-    return (utcnow() - last).total_seconds() > JOB_HEARTBEAT_SECONDS * JOB_HEARTBEAT_MISSED
+    return (utcnow() - last).total_seconds() > SILENT_AFTER_SECONDS
 
 
 def mark_orphans(session: Session) -> int:
@@ -274,7 +278,7 @@ def mark_orphans(session: Session) -> int:
         if _silent_elsewhere(job):
             host = str(job.params.get("_host", "?")).split("/", 1)[0]
             message = (f"the job stopped without finishing: its server on host {host} has not "
-                       f"reported for over {JOB_HEARTBEAT_SECONDS * JOB_HEARTBEAT_MISSED} s")
+                       f"reported for over {SILENT_AFTER_SECONDS} s")
         elif _gone(job) or stale_queue:
             message = "the job stopped without finishing (server restarted or crashed)"
         else:
