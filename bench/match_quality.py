@@ -25,22 +25,16 @@ if not os.environ.get("PYTHONPATH"):  # else the tree PYTHONPATH names
 def main() -> int:
     import matching
     from matching.adversaries import run_suite
-    from matching.pipeline import MatchParams, run_matching
+    from matching.pipeline import MatchParams
     from matching.relevance import RelevanceModel, load_encoder
-    from matching.similarity import TableSimilarity
-    from tests.matching.support import vsr_validated
-    from vsr_dataset.splits import SplitItem, random_split
+    from tests.matching.support import ADVERSARY_RUNS, run_on_export_split
 
     print(f"tree: {Path(matching.__file__).resolve().parents[1]}", flush=True)
     relevance = RelevanceModel(load_encoder(None))
-    records = list(vsr_validated())
-    items = [SplitItem(r.id, r.caption, r.subj, r.obj) for r in records if r.kept()]
     worst = 0.0
-    for balance, seed in (("off", 0), ("soft", 0), ("soft", 1), ("soft", 2), ("soft", 3)):
-        mapping = {k: p for p, ks in random_split(items, seed).items() for k in ks}
+    for balance, seed in ADVERSARY_RUNS:
         t0 = time.perf_counter()
-        res = run_matching(records, relevance, TableSimilarity(),
-                           replace(MatchParams(), balance=balance), splits=mapping)
+        res = run_on_export_split(relevance, replace(MatchParams(), balance=balance), seed)
         seconds = time.perf_counter() - t0
         suite = run_suite(res.items_in("train"), res.items_in("test"), relevance,
                           relevance.encoder)

@@ -95,3 +95,22 @@ def vsr_sample(per_relation: int, seed: int = 0) -> list[Record]:
 
 def concepts_of(records: list[Record]) -> list[str]:
     return sorted({r.subj for r in records} | {r.obj for r in records})
+
+
+# The matchings tests/matching/test_adversaries.py checks and bench/match_quality.py prints:
+# VCR's weights (balance "off") on split seed 0, then the default on split seeds 0-3.
+ADVERSARY_RUNS = (("off", 0), ("soft", 0), ("soft", 1), ("soft", 2), ("soft", 3))
+
+
+def run_on_export_split(relevance: Any, params: Any, split_seed: int = 0, fit: bool = True) -> Any:
+    """`run_matching` on the real validated release as `vsr match` runs it by default: the
+    export's random split (annotation groups: the two halves of a caption share one part)."""
+    from matching.pipeline import run_matching
+    from matching.similarity import TableSimilarity
+    from vsr_dataset.splits import SplitItem, random_split
+
+    records = list(vsr_validated())
+    items = [SplitItem(r.id, r.caption, r.subj, r.obj) for r in records if r.kept()]
+    mapping = {k: p for p, ks in random_split(items, split_seed).items() for k in ks}
+    return run_matching(records, relevance, TableSimilarity(), params, splits=mapping, fit=fit)
+

@@ -8,11 +8,9 @@ from dataclasses import replace
 import pytest
 
 from matching.adversaries import run_suite, wilson
-from matching.pipeline import MatchParams, MatchResult, run_matching
+from matching.pipeline import MatchParams
 from matching.relevance import RelevanceModel, load_encoder
-from matching.similarity import TableSimilarity
-from tests.matching.support import VSR_VALIDATED, vsr_validated
-from vsr_dataset.splits import SplitItem, random_split
+from tests.matching.support import ADVERSARY_RUNS, VSR_VALIDATED, run_on_export_split
 
 pytestmark = [
     pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found"),
@@ -30,25 +28,13 @@ def relevance() -> RelevanceModel:
     return RelevanceModel(load_encoder(None))
 
 
-def _run(
-    relevance: RelevanceModel, params: MatchParams, fit: bool, split_seed: int = 0
-) -> MatchResult:
-    """As `vsr match` by default: the export's random split (annotation groups: the two
-    halves of a caption share one part)."""
-    records = list(vsr_validated())
-    items = [SplitItem(r.id, r.caption, r.subj, r.obj) for r in records if r.kept()]
-    mapping = {k: p for p, ks in random_split(items, split_seed).items() for k in ks}
-    return run_matching(records, relevance, TableSimilarity(), params, splits=mapping, fit=fit)
-
-
 @pytest.fixture(scope="module")
 def suites(relevance: RelevanceModel) -> dict[str, dict]:
     """One run per split seed, each with P_rel fitted on its own train split as `vsr match`
     does (a P_rel fitted on another seed's train has seen this seed's test truths)."""
     out = {}
-    for balance, split_seed in (("off", 0), ("soft", 0), ("soft", 1), ("soft", 2), ("soft", 3)):
-        res = _run(relevance, replace(MatchParams(), balance=balance), fit=True,
-                   split_seed=split_seed)
+    for balance, split_seed in ADVERSARY_RUNS:
+        res = run_on_export_split(relevance, replace(MatchParams(), balance=balance), split_seed)
         out[f"{balance}{split_seed}"] = run_suite(
             res.items_in("train"), res.items_in("test"), relevance, relevance.encoder)
     return out
