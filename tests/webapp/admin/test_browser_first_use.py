@@ -34,6 +34,7 @@ PAGES = [
     ("/admin/settings", "Study settings"),
     ("/admin/pipeline", "Pipeline"),
     ("/admin/revalidation", "Re-validation"),
+    ("/admin/platform", "Crowd platforms"),
 ]
 
 
@@ -148,6 +149,7 @@ def test_dashboard_first_use_in_chromium(
         after = link.bounding_box()
         assert before is not None and after is not None
         assert abs(before["y"] - after["y"]) < 1, (before, after)
+        page.screenshot(path=str(shots / f"{width}_example.png"), full_page=True)
         link.click()
         expect(page).to_have_url(f"{base}/admin/examples/{ids['second']}")
         when = page.locator("time.local").first.inner_text()
