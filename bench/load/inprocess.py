@@ -14,6 +14,8 @@ measured round trips.
 
     python -m bench.load.inprocess                 # 60 validators, 3,000 round trips
     python -m bench.load.inprocess --profile 40    # and the 40 costliest functions
+    python -m bench.load.inprocess --driver-ab 15  # statements on psycopg's cursor against
+                                                   # SQLAlchemy's execute, ABBA blocks
 """
 
 from __future__ import annotations
@@ -139,6 +141,42 @@ async def baseline(clients: list[Direct], n: int, database: str) -> tuple[float,
     return (time.process_time() - cpu0) / n, (pg_cpu(database) - pg0) / n
 
 
+async def driver_ab(
+    clients: list[Direct], blocks: int, p_true: dict[str, float], database: str
+) -> None:
+    """The hot path's statements on psycopg's cursor (webapp.validate.driver) against the same
+    statements through SQLAlchemy's ``Connection.execute``, in alternating blocks of one round
+    trip per validator: drift of the machine's speed falls on both alike, and each pair of
+    neighbouring blocks gives one ratio."""
+    from webapp.validate import driver
+
+    straight = driver.execute
+
+    def through_sqlalchemy(connection: Any, stmt: Any, params: dict[str, Any]) -> Any:
+        return connection.execute(stmt, params)
+
+    per: dict[str, list[float]] = {"driver": [], "sqlalchemy": []}
+    try:
+        for k in range(2 * blocks):
+            mode = ("driver", "sqlalchemy")[(k + k // 2) % 2]  # ABBA order
+            driver.execute = straight if mode == "driver" else through_sqlalchemy  # type: ignore[assignment]
+            n, cpu, pg, _ = await measure(clients, 1, p_true, database, None)
+            if n:
+                per[mode].append((cpu + pg) / n)
+    finally:
+        driver.execute = straight  # type: ignore[assignment]
+    ratios = sorted(a / b for a, b in zip(per["driver"], per["sqlalchemy"], strict=False))
+    if not ratios:
+        print("driver A/B: no round trips left (batches finished)")
+        return
+    med = {m: 1000 * sorted(v)[len(v) // 2] for m, v in per.items()}
+    print(f"driver A/B over {len(ratios)} block pairs of {len(clients)} round trips: median "
+          f"CPU per round trip (app + PostgreSQL) {med['driver']:.3f} ms on psycopg's cursor, "
+          f"{med['sqlalchemy']:.3f} ms through SQLAlchemy; ratio median "
+          f"{ratios[len(ratios) // 2]:.3f} (quartiles {ratios[len(ratios) // 4]:.3f}-"
+          f"{ratios[3 * len(ratios) // 4]:.3f})")
+
+
 def print_plans(app: Any) -> None:
     """How PostgreSQL planned each statement the API pool prepared: custom plans are
     planned again on every execution (pg_prepared_statements, per connection)."""
@@ -194,9 +232,12 @@ async def main_async(args: argparse.Namespace, url: str) -> None:
     def on_commit(*_: Any) -> None:
         counted["commits"] += 1
 
+    n, cpu, pg, wall = await measure(clients, args.rounds, seeded.p_true, database, profile)
+    # The statements counted in a pass of their own: a statement-event listener sends the hot
+    # path's statements through SQLAlchemy (webapp.validate.driver), which costs more CPU.
     event.listen(api_engine, "before_cursor_execute", on_statement)
     event.listen(api_engine, "commit", on_commit)
-    n, cpu, pg, wall = await measure(clients, args.rounds, seeded.p_true, database, profile)
+    n_counted, *_ = await measure(clients, 2, seeded.p_true, database, None)
     event.remove(api_engine, "before_cursor_execute", on_statement)
     event.remove(api_engine, "commit", on_commit)
     print(f"{n} round trips (POST vote ?next=1), {len(clients)} validators, one at a time, "
@@ -206,10 +247,13 @@ async def main_async(args: argparse.Namespace, url: str) -> None:
     print(f"round trip: app {1000 * cpu / n:.3f} ms CPU, PostgreSQL {1000 * pg / n:.3f} ms, "
           f"total {1000 * (cpu + pg) / n:.3f} ms")
     print(f"ratio round trip / baseline request (app CPU): {cpu / n / base_cpu:.2f}")
-    print(f"SQL statements per round trip: {counted['statements'] / n:.2f} "
-          f"(and {counted['commits'] / n:.2f} commits; the figure machine load does not move)")
+    print(f"SQL statements per round trip: {counted['statements'] / max(n_counted, 1):.2f} "
+          f"(and {counted['commits'] / max(n_counted, 1):.2f} commits; the figure machine load "
+          "does not move)")
     if args.plans:
         print_plans(app)
+    if args.driver_ab:
+        await driver_ab(clients, args.driver_ab, seeded.p_true, database)
     for name, prof in (("event loop", profile), ("API thread", in_thread)):
         if prof is not None:
             print(f"--- {name}")
@@ -226,6 +270,9 @@ def main() -> int:
     ap.add_argument("--gold", type=int, default=60)
     ap.add_argument("--plans", action="store_true",
                     help="print generic / custom plan counts of the prepared statements")
+    ap.add_argument("--driver-ab", type=int, default=0, metavar="PAIRS",
+                    help="then compare the statements on psycopg's cursor with SQLAlchemy's "
+                         "execute in PAIRS alternating pairs of blocks")
     ap.add_argument("--profile", type=int, default=0, help="print the N costliest functions")
     args = ap.parse_args()
     url = create_database()

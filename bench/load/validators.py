@@ -274,6 +274,10 @@ def print_timeline(stats: Stats, step: float = 2.0) -> None:
     if not stats.stamps:
         return
     t0 = stats.stamps[0]
+    # Wall-clock time of the first window, to line the windows up with other logs (the
+    # database's, a sampler's) that stamp with the wall clock.
+    print(f"  timeline from {time.time() - (time.monotonic() - t0):.1f} (Unix time), "
+          f"windows of {step:g} s")
     buckets: dict[int, list[float]] = defaultdict(list)
     for stamp, latency in zip(stats.stamps, stats.latencies, strict=True):
         buckets[int((stamp - t0) // step)].append(latency)

@@ -40,6 +40,7 @@ from vsr_core.models import (
 from vsr_core.study import StudyConfig
 from vsr_core.types import UTCDateTime
 from webapp.crowd import leases
+from webapp.validate import driver
 from webapp.validate.rules import (
     VOTABLE_ORIGINS,
     VOTE_FIELDS,
@@ -61,11 +62,15 @@ def run_prebuilt(session: Session, stmt: Any, params: dict[str, Any]) -> Any:
     synchronise matching objects in the identity map), which costs more CPU than the
     statement itself on the hot path. Pending ORM changes are flushed first, as autoflush
     would. Example rows changed this way are not refreshed in the session; the hot path does
-    not load them as objects.
+    not load them as objects. On PostgreSQL the statement runs straight on psycopg's cursor
+    (webapp.validate.driver, why there).
     """
     if session.new or session.dirty or session.deleted:
         session.flush()
-    return session.connection().execute(stmt, params)
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        return driver.execute(connection, stmt, params)
+    return connection.execute(stmt, params)
 
 
 def _not_seen_by(worker: Any, floor: Any = None) -> list[Any]:
