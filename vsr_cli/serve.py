@@ -24,6 +24,11 @@ def serve(
         typer.Option(help="Folder of COCO images (<split>/<file> or <file>) to mark server-side"),
     ] = None,
     reload: Annotated[bool, typer.Option(help="Restart on code changes (development)")] = False,
+    access_log: Annotated[
+        bool,
+        typer.Option(help="Log every request (off behind a proxy that logs them: a log line "
+                          "costs CPU on every round trip, docs/scaling.md)"),
+    ] = True,
 ) -> None:
     """Start the annotation site (FastAPI app factory under uvicorn)."""
     import uvicorn
@@ -55,6 +60,7 @@ def serve(
         port=port,
         workers=workers,
         reload=reload,
+        access_log=access_log,
         # X-Forwarded-For/-Proto are believed only from TRUSTED_PROXIES (default none): a
         # client could otherwise pick its own address (and dodge per-address limits).
         proxy_headers=bool(trusted),

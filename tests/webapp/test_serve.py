@@ -47,5 +47,55 @@ def test_serve_checks_the_image_root(tmp_path: Path) -> None:
 def test_serve_help_lists_its_options() -> None:
     r = _vsr("serve", "--help")
     assert r.returncode == 0
-    for option in ("--host", "--port", "--workers", "--database-url", "--image-root", "--reload"):
+    for option in ("--host", "--port", "--workers", "--database-url", "--image-root", "--reload",
+                   "--no-access-log"):
         assert option in r.stdout
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_and_get(sqlite_url: str, *flags: str) -> str:
+    """Start `vsr serve` for real, answer one /healthz, stop it: what it printed."""
+    import os
+    import signal
+    import time
+
+    import httpx
+
+    own = Path(sys.executable).with_name("vsr")
+    exe = str(own) if own.exists() else (shutil.which("vsr") or "vsr")
+    port = _free_port()
+    env = dict(os.environ, SECRET_KEY="serve-test-" + "k" * 40)
+    proc = subprocess.Popen(
+        [exe, "serve", "--database-url", sqlite_url, "--port", str(port), *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "vsr serve did not start"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    return out
+
+
+def test_serve_logs_requests_unless_told_not_to(sqlite_url: str) -> None:
+    """Behind nginx, which logs every request, `--no-access-log` spares the app's own line
+    per request (docker-compose.yml)."""
+    assert '"GET /healthz HTTP/1.1" 200' in _serve_and_get(sqlite_url)
+    quiet = _serve_and_get(sqlite_url, "--no-access-log")
+    assert "Uvicorn running" in quiet or "Application startup complete" in quiet
+    assert "GET /healthz" not in quiet
