@@ -41,6 +41,9 @@ class Plan:
 
 _plans: dict[tuple[int, frozenset[str]], tuple[Any, Plan | None]] = {}
 _plans_lock = threading.Lock()
+# The hot path's statements are built once per process (a few dozen plans); a caller that
+# built a new statement per call would otherwise grow this without end.
+MAX_PLANS = 1024
 
 
 def plan_for(stmt: Any, dialect: Dialect, keys: frozenset[str] = frozenset()) -> Plan | None:
@@ -67,7 +70,8 @@ def plan_for(stmt: Any, dialect: Dialect, keys: frozenset[str] = frozenset()) ->
         constants = {name: b.value for name, b in binds if not b.required and b.callable is None}
         plan = Plan(compiled.string, constants, processors, results)
     with _plans_lock:  # the statement is kept alive with its plan, so its id stays its own
-        _plans[(id(stmt), keys)] = (stmt, plan)
+        if len(_plans) < MAX_PLANS:
+            _plans[(id(stmt), keys)] = (stmt, plan)
     return plan
 
 

@@ -186,3 +186,20 @@ def test_statements_it_cannot_run_go_through_sqlalchemy(
     with engine.connect() as conn:
         rows = driver.execute(conn, expanding, {"ids": [ids["example"]]}).all()
     assert [r.id for r in rows] == [ids["example"]]
+
+
+def test_plans_are_kept_once_per_statement_and_no_more_than_the_cap(
+    voted: tuple[Engine, dict[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, ids = voted
+    stmt = statements_for("postgresql").lock_lease
+    keys = frozenset({"q_lease"})
+    first = driver.plan_for(stmt, engine.dialect, keys)
+    assert first is not None and driver.plan_for(stmt, engine.dialect, keys) is first
+    # A statement built anew on every call is planned every time but not kept past the cap.
+    monkeypatch.setattr(driver, "MAX_PLANS", len(driver._plans))
+    fresh = select(col(Example.id)).where(col(Example.id) == bindparam("q_id"))
+    assert driver.plan_for(fresh, engine.dialect, frozenset({"q_id"})) is not None
+    assert all(kept is not fresh for kept, _ in driver._plans.values())
+    with engine.connect() as conn:
+        assert driver.execute(conn, fresh, {"q_id": ids["example"]}).scalar_one() == ids["example"]
