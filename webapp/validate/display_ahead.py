@@ -18,7 +18,13 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance
-from webapp.validate.shown import DisplayCache, displayed, remember
+from webapp.validate.shown import (
+    DisplayCache,
+    displayed,
+    only_instance_ids,
+    pair_instance_ids,
+    remember,
+)
 
 AHEAD = 32  # Examples read per miss
 SPAN = 256  # at most this far above the missed id (a bounded primary-key range)
@@ -55,13 +61,7 @@ _AHEAD_ROWS = (
 
 def _from_pair(row: Any) -> tuple[int, int] | None:
     """(subj, obj) instance ids from the row's image pair, as view._instances takes them."""
-    if row.pair_id is None or row.image_id not in (row.image1_id, row.image2_id):
-        return None
-    slot = 1 if row.image1_id == row.image_id else 2
-    a, b = getattr(row, f"image{slot}_a_id"), getattr(row, f"image{slot}_b_id")
-    if a is None or b is None:
-        return None
-    return (a, b) if row.concept_a == row.subj else (b, a)
+    return None if row.pair_id is None else pair_instance_ids(row, row.image_id, row.subj)
 
 
 def fill_ahead(session: Session, example_id: int, local_images: bool, cache: DisplayCache) -> None:
@@ -87,11 +87,9 @@ def fill_ahead(session: Session, example_id: int, local_images: bool, cache: Dis
         for inst_id, image_id, category in found:
             by_image.setdefault(image_id, []).append((inst_id, category))
         for r in fallback:
-            on_image = by_image.get(r.image_id, [])
-            subj = [i for i, category in on_image if category == r.subj]
-            obj = [i for i, category in on_image if category == r.obj]
-            if len(subj) == 1 and len(obj) == 1:
-                chosen[r.id] = (subj[0], obj[0])
+            only = only_instance_ids(by_image.get(r.image_id, []), r.subj, r.obj)
+            if only is not None:
+                chosen[r.id] = only
         picked = {i for r in fallback if r.id in chosen for i in chosen[r.id]}
         loaded.update(_load(session, picked - loaded.keys()))
     for r in rows:

@@ -12,7 +12,13 @@ from sqlmodel import Session, col
 
 from vsr_core.models import Example, Image, ImagePair, Instance
 from webapp.validate.display_ahead import fill_ahead
-from webapp.validate.shown import DisplayCache, displayed, remember
+from webapp.validate.shown import (
+    DisplayCache,
+    displayed,
+    only_instance_ids,
+    pair_instance_ids,
+    remember,
+)
 
 
 def example_instances(session: Session, example: Example) -> tuple[Instance, Instance] | None:
@@ -43,19 +49,17 @@ def _instances(
 
         annotation = session.get(Annotation, annotation_id)
         pair = session.get(ImagePair, annotation.pair_id) if annotation else None
-        if pair is not None and image_id in (pair.image1_id, pair.image2_id):
-            slot = 1 if pair.image1_id == image_id else 2
-            a = session.get(Instance, getattr(pair, f"image{slot}_a_id"))
-            b = session.get(Instance, getattr(pair, f"image{slot}_b_id"))
+        ids = pair_instance_ids(pair, image_id, subj) if pair is not None else None
+        if ids is not None:
+            a, b = session.get(Instance, ids[0]), session.get(Instance, ids[1])
             if a is not None and b is not None:
-                return (a, b) if pair.concept_a == subj else (b, a)
+                return a, b
     # Ids and categories first (plain rows); the two instances, when they can be told, are
     # then loaded whole. Most images have more instances than the two an Example is about.
     found = session.connection().execute(_IMAGE_INSTANCES, {"q_image": image_id}).all()
-    subj_ids = [i for i, category in found if category == subj]
-    obj_ids = [i for i, category in found if category == obj]
-    if len(subj_ids) == 1 and len(obj_ids) == 1:
-        a, b = session.get(Instance, subj_ids[0]), session.get(Instance, obj_ids[0])
+    ids = only_instance_ids(found, subj, obj)
+    if ids is not None:
+        a, b = session.get(Instance, ids[0]), session.get(Instance, ids[1])
         if a is not None and b is not None:
             return a, b
     return None
