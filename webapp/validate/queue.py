@@ -38,8 +38,10 @@ from vsr_core.types import utcnow
 from webapp.crowd import batches, leases
 from webapp.validate.gold import check_gold_accuracy
 from webapp.validate.rules import (
+    DECISION_OF_CHAR,
     REFERENCE_FRAMES,
     decision_state,
+    decision_states,
     room_params,
 )
 from webapp.validate.statements import (
@@ -377,12 +379,13 @@ def _store_vote(
     and count that on the batch: (vote id, or None when this validator already judged the
     Example through another lease; leases done; the Example is gold).
 
-    On PostgreSQL one statement (then a second only when the keep decision changes); on
+    On PostgreSQL one statement (then a second only for an Example with its own target); on
     SQLite the same steps one by one, counting first.
     """
     statements = statements_for(dialect_of(session))
     example_id = values["example_id"]
-    count = {"q_id": example_id, "q_value": values["value"], "q_release": 1 if held else 0}
+    count = {"q_id": example_id, "q_value": values["value"], "q_release": 1 if held else 0,
+             **decision_states(config)}
     lease = {"q_lease": values["assignment_id"], "q_now": now, "q_batch": batch_id}
     if statements.write_vote is not None:
         params = {f"v_{name}": value for name, value in values.items()}
@@ -393,8 +396,16 @@ def _store_vote(
         vote_id = run_prebuilt(session, statements.insert_vote, values).scalar()
         run_prebuilt(session, leases.FINISH_LEASE, lease)
         done = int(run_prebuilt(session, leases.COUNT_DONE_ON_BATCH, lease).scalar_one())
-    target = row.target_votes or config.votes_per_example
-    settled, still_open = decision_state(row.queue_agree, row.queue_votes, target, config)
+    # The counting UPDATE wrote the decision state from the study's table (rules.
+    # decision_states, made by decision_state); an Example with its own target, or counts
+    # beyond the table, get theirs from decision_state here, in a second statement.
+    states = count["q_states"]
+    width = count["q_states_width"]
+    if row.target_votes is None and row.queue_votes < width:
+        settled, still_open = DECISION_OF_CHAR[states[row.queue_votes * width + row.queue_agree]]
+    else:
+        target = row.target_votes or config.votes_per_example
+        settled, still_open = decision_state(row.queue_agree, row.queue_votes, target, config)
     if vote_id is not None and (settled, still_open) != (row.queue_settled, row.queue_open):
         run_prebuilt(
             session, statements.set_state,

@@ -3,6 +3,7 @@ Example row (its ``queue_*`` counters), the decision state, and the values a vot
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from sqlalchemy import (
@@ -14,6 +15,7 @@ from sqlalchemy import (
     case,
     false,
     func,
+    literal_column,
     or_,
 )
 from sqlmodel import col
@@ -94,3 +96,59 @@ def decision_state(
     settled = is_decided(n_agree, n_votes, min_votes=0, **kwargs)
     decided = is_decided(n_agree, n_votes, min_votes=target, **kwargs)
     return settled, not decided
+
+
+# --- the decision state, as SQL over the counting UPDATE ------------------------------------
+#
+# The vote's counting UPDATE also writes the Example's new (settled, open) pair, looked up in a
+# table of every (votes, agree) for the study's own target, passed as one short string. Without
+# it, the pair was written by a second UPDATE of the same row in four of five round trips (a
+# statement of its own: app CPU, a new row version and WAL). decision_state stays the rule:
+# the hot path compares what the UPDATE wrote with it and writes the pair itself when they
+# differ (an Example with its own target_votes, or counts beyond the table).
+
+STATES_PARAM = bindparam("q_states", type_=String)
+STATES_WIDTH_PARAM = bindparam("q_states_width", type_=Integer)
+_STATE_CHARS = {(False, False): "0", (False, True): "1", (True, False): "2", (True, True): "3"}
+DECISION_OF_CHAR = {char: state for state, char in _STATE_CHARS.items()}
+
+
+def decision_states(config: StudyConfig) -> dict[str, Any]:
+    """The parameters of :func:`decided_columns` for a study: the (settled, open) pair of
+    every (votes, agree) up to the study's maximum, at its own target, one character each."""
+    return _decision_states(
+        config.votes_per_example, config.max_votes_per_example, config.keep_threshold,
+        config.decide_method, config.decide_confidence,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _decision_states(
+    target: int, max_votes: int, threshold: float, method: str, confidence: float
+) -> dict[str, Any]:
+    config = StudyConfig(
+        votes_per_example=target, max_votes_per_example=max_votes, keep_threshold=threshold,
+        decide_method=method, decide_confidence=confidence,
+    )
+    width = max(target, max_votes) + 1  # votes 0..maximum; agree 0..votes
+    chars = [
+        _STATE_CHARS[decision_state(agree, votes, target, config)] if agree <= votes else "0"
+        for votes in range(width) for agree in range(width)
+    ]
+    return {"q_states": "".join(chars), "q_states_width": width}
+
+
+def decided_columns(new_votes: Any, new_agree: Any) -> dict[str, Any]:
+    """SET clauses: ``queue_settled`` and ``queue_open`` for the counts after this vote, from
+    the table :func:`decision_states` passes; unchanged for an Example with its own target or
+    counts beyond the table (the caller then writes them, see above)."""
+    state = func.substr(STATES_PARAM, new_votes * STATES_WIDTH_PARAM + new_agree + 1, 1)
+    known = and_(col(Example.target_votes).is_(None), new_votes < STATES_WIDTH_PARAM)
+
+    def one_of(chars: str) -> Any:  # constants in the SQL: no IN list expanded per execution
+        return state.in_([literal_column(f"'{c}'") for c in chars])
+
+    return {
+        "queue_settled": case((known, one_of("23")), else_=col(Example.queue_settled)),
+        "queue_open": case((known, one_of("13")), else_=col(Example.queue_open)),
+    }

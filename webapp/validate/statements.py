@@ -46,6 +46,7 @@ from webapp.validate.rules import (
     VOTE_FIELDS,
     VOTE_TYPES,
     WORKER_PARAM,
+    decided_columns,
     has_room,
     room_params,
 )
@@ -302,14 +303,17 @@ def statements_for(dialect: str) -> Statements:
         late_ok = late_ok.with_for_update()
     value = bindparam("q_value", type_=Boolean)
     release = bindparam("q_release", type_=Integer)
+    agrees = case((col(Example.label) == value, 1), else_=0)
+    # RETURNING gives the row as written: the new counts and decision state (decided_columns).
     count_vote = (
         update(Example)
         .where(col(Example.id) == example_id)
         .values(
             queue_votes=col(Example.queue_votes) + 1,
-            queue_agree=col(Example.queue_agree) + case((col(Example.label) == value, 1), else_=0),
+            queue_agree=col(Example.queue_agree) + agrees,
             queue_leases=col(Example.queue_leases)
             - case((col(Example.is_gold) == true(), 0), else_=release),
+            **decided_columns(col(Example.queue_votes) + 1, col(Example.queue_agree) + agrees),
         )
         .returning(
             col(Example.queue_votes),

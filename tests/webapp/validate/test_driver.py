@@ -25,7 +25,7 @@ from vsr_core.study import StudyConfig
 from vsr_core.types import utcnow
 from webapp.validate import driver
 from webapp.validate import queue as vq
-from webapp.validate.rules import room_params
+from webapp.validate.rules import decision_states, room_params
 from webapp.validate.statements import run_prebuilt, statements_for
 from webapp.validate.strategy import ExampleStrategy
 
@@ -106,7 +106,8 @@ def test_every_read_statement_gives_the_same_rows(
 def test_writing_statements_give_the_same_rows(voted: tuple[Engine, dict[str, int]]) -> None:
     engine, ids = voted
     now = utcnow()
-    count = {"q_id": ids["example"], "q_value": False, "q_release": 1}
+    count = {"q_id": ids["example"], "q_value": False, "q_release": 1,
+             **decision_states(StudyConfig())}
     lease = {"q_lease": ids["open_lease"], "q_now": now, "q_batch": ids["batch"]}
     values = {"v_example_id": ids["example"], "v_worker_id": ids["worker"], "v_value": False,
               "v_reference_frame": None, "v_duration_ms": 900,
