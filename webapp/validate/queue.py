@@ -249,13 +249,15 @@ def record_vote(
     now: datetime | None = None,
     then_next: bool = False,
     display: Display | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> VoteOutcome:
     """Record a validator's vote for the item leased to them. Commits, or changes nothing.
 
     Resubmitting the same assignment returns the stored vote (idempotent). A vote that
     arrives after its lease ran out is still taken if the Example has room for it.
     With ``then_next`` the next item is leased in the same transaction (``outcome.next``):
-    one commit per round trip instead of two.
+    one commit per round trip instead of two. ``study_id`` is the study the request works in:
+    a vote on a lease of that study takes the one-statement path (the same rules either way).
     Raises :class:`VoteError` (404 not this worker's item, 409 no longer acceptable, 403 a
     blocked worker).
     """
@@ -268,7 +270,7 @@ def record_vote(
     try:
         outcome, state = _record_vote(
             session, worker, worker_id, assignment_id, value, strategy,
-            reference_frame, duration_ms, now,
+            reference_frame, duration_ms, now, study_id,
         )
         if then_next and outcome.batch_status == BatchStatus.open:
             active = (state.active_id, state.active_example_id) if state.active_id else None
@@ -292,8 +294,17 @@ def _record_vote(
     reference_frame: str | None,
     duration_ms: int | None,
     now: datetime,
+    study_id: int,
 ) -> tuple[VoteOutcome, Any]:
+    """(the outcome, a row with the batch's state for the next item)."""
     statements = statements_for(dialect_of(session))
+    if statements.vote_on_active is not None:
+        fast = _vote_on_active(
+            session, worker, worker_id, assignment_id, value, strategy, reference_frame,
+            duration_ms, now, study_id,
+        )
+        if fast is not None:
+            return fast
     params = {"q_lease": assignment_id}
     lease = run_prebuilt(session, statements.lock_lease, params).first()
     if lease is not None and lease.vote_id is None and lease.status == LeaseStatus.done:
@@ -344,6 +355,64 @@ def _record_vote(
         "created_at": now,
     }
     vote_id, done, is_gold = _store_vote(session, values, held, lease.batch_id, config, now)
+    return _after_vote(
+        session, worker, worker_id, vote_id, values, done, is_gold, lease, strategy, config, now
+    ), lease
+
+
+def _vote_on_active(
+    session: Session,
+    worker: Worker | int,
+    worker_id: int,
+    assignment_id: int,
+    value: bool,
+    strategy: ExampleStrategy,
+    reference_frame: str | None,
+    duration_ms: int | None,
+    now: datetime,
+    study_id: int,
+) -> tuple[VoteOutcome, Any] | None:
+    """PostgreSQL, the common vote: the worker's own active lease in the request's study, in
+    one statement (statements.vote_on_active). None when the lease is anything else; then
+    nothing was written and the general path decides (a replay, a late vote, a refusal)."""
+    statements = statements_for("postgresql")
+    config = strategy.study(session, study_id)
+    states = decision_states(config)
+    row = run_prebuilt(session, statements.vote_on_active, {
+        "q_lease": assignment_id, "q_worker": worker_id, "q_study": study_id, "q_value": value,
+        "q_now": now, "v_reference_frame": reference_frame, "v_duration_ms": duration_ms,
+        **states,
+    }).first()
+    if row is None:
+        return None
+    if row.vote_id is not None:
+        _settle(session, row, config, states)
+    values: dict[str, Any] = {
+        "example_id": row.example_id, "worker_id": worker_id, "value": value,
+        "reference_frame": reference_frame, "duration_ms": duration_ms,
+        "assignment_id": assignment_id, "created_at": now,
+    }
+    return _after_vote(
+        session, worker, worker_id, row.vote_id, values, row.done, bool(row.is_gold), row,
+        strategy, config, now,
+    ), row
+
+
+def _after_vote(
+    session: Session,
+    worker: Worker | int,
+    worker_id: int,
+    vote_id: int | None,
+    values: dict[str, Any],
+    done: int,
+    is_gold: bool,
+    lease: Any,
+    strategy: ExampleStrategy,
+    config: StudyConfig,
+    now: datetime,
+) -> VoteOutcome:
+    """What follows a stored vote: refuse a second judgement of the same Example, check a
+    gold answer, complete the batch when this was its last item."""
     if vote_id is None:
         raise VoteError(409, "You have already judged this caption.")
     vote = Vote(id=vote_id, **values)
@@ -364,7 +433,7 @@ def _record_vote(
         assert batch is not None
         batches.complete(session, batch, config, strategy, now)
         outcome.batch_status, outcome.completion_code = batch.status, batch.completion_code
-    return outcome, lease
+    return outcome
 
 
 def _store_vote(
@@ -396,19 +465,24 @@ def _store_vote(
         vote_id = run_prebuilt(session, statements.insert_vote, values).scalar()
         run_prebuilt(session, leases.FINISH_LEASE, lease)
         done = int(run_prebuilt(session, leases.COUNT_DONE_ON_BATCH, lease).scalar_one())
-    # The counting UPDATE wrote the decision state from the study's table (rules.
-    # decision_states, made by decision_state); an Example with its own target, or counts
-    # beyond the table, get theirs from decision_state here, in a second statement.
-    states = count["q_states"]
-    width = count["q_states_width"]
+    if vote_id is not None:
+        _settle(session, row, config, count)
+    return vote_id, done, bool(row.is_gold)
+
+
+def _settle(session: Session, row: Any, config: StudyConfig, states: dict[str, Any]) -> None:
+    """The counting UPDATE (``row``: what it returned) wrote the decision state from the
+    study's table (rules.decision_states, made by decision_state); an Example with its own
+    target, or counts beyond the table, get theirs from decision_state here, in a second
+    statement."""
+    table, width = states["q_states"], states["q_states_width"]
     if row.target_votes is None and row.queue_votes < width:
-        settled, still_open = DECISION_OF_CHAR[states[row.queue_votes * width + row.queue_agree]]
+        settled, still_open = DECISION_OF_CHAR[table[row.queue_votes * width + row.queue_agree]]
     else:
         target = row.target_votes or config.votes_per_example
         settled, still_open = decision_state(row.queue_agree, row.queue_votes, target, config)
-    if vote_id is not None and (settled, still_open) != (row.queue_settled, row.queue_open):
+    if (settled, still_open) != (row.queue_settled, row.queue_open):
         run_prebuilt(
-            session, statements.set_state,
-            {"q_id": example_id, "q_settled": settled, "q_open": still_open},
+            session, statements_for(dialect_of(session)).set_state,
+            {"q_id": row.counted_id, "q_settled": settled, "q_open": still_open},
         )
-    return vote_id, done, bool(row.is_gold)

@@ -197,6 +197,7 @@ def task_submit(
             record_vote(
                 session, worker, lease_id, form.answer == "true", _strategy(request),
                 reference_frame=form.reference_frame or None, duration_ms=duration,
+                study_id=current_study(request).id,
             )
         except VoteError as exc:
             if exc.status == 409:
@@ -419,7 +420,7 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
         out = record_vote(
             session, worker_id, lease_id, body.value, _strategy(request),
             reference_frame=body.reference_frame, duration_ms=body.duration_ms,
-            then_next=then_next, display=_display(request),
+            then_next=then_next, display=_display(request), study_id=current_study(request).id,
         )
     except VoteError as exc:
         raise _refused(request, session, exc) from exc

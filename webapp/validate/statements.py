@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     Integer,
+    String,
     and_,
     bindparam,
     case,
@@ -155,6 +156,7 @@ class Statements:
     batch_state: Any
     lease_regular: Any  # PostgreSQL only
     write_vote: Any  # PostgreSQL only
+    vote_on_active: Any  # PostgreSQL only
     late_ok: Any
     count_vote: Any
     insert_vote: Any
@@ -167,7 +169,7 @@ _V = Vote.__table__  # type: ignore[attr-defined]
 _W = Worker.__table__  # type: ignore[attr-defined]
 
 
-def batch_columns(exclude_lease: Any = None) -> list[Any]:
+def batch_columns(exclude_lease: Any = None, batch: Any = _B) -> list[Any]:
     """The batch's state in one row: its own columns (with the done count it keeps) and its
     active lease, if the newest lease (other than ``exclude_lease``) is one. Constant work
     however far the batch has got: one step down ix_assignment_batch_lease.
@@ -176,7 +178,7 @@ def batch_columns(exclude_lease: Any = None) -> list[Any]:
     still active was left behind in another tab, and it expires like any other.
     """
     newest = _A.alias("newest_lease")
-    where = [newest.c.batch_id == _B.c.id]
+    where = [newest.c.batch_id == batch.c.id]
     if exclude_lease is not None:
         where.append(newest.c.id != exclude_lease)
 
@@ -190,13 +192,13 @@ def batch_columns(exclude_lease: Any = None) -> list[Any]:
         )
 
     return [
-        _B.c.id.label("batch_id"),
-        _B.c.study_id.label("batch_study"),
-        _B.c.status.label("batch_status"),
-        _B.c.size.label("batch_size"),
-        _B.c.deadline.label("batch_deadline"),
-        _B.c.completion_code.label("completion_code"),
-        _B.c.done_count.label("done"),
+        batch.c.id.label("batch_id"),
+        batch.c.study_id.label("batch_study"),
+        batch.c.status.label("batch_status"),
+        batch.c.size.label("batch_size"),
+        batch.c.deadline.label("batch_deadline"),
+        batch.c.completion_code.label("completion_code"),
+        batch.c.done_count.label("done"),
         if_active(newest.c.id).label("active_id"),
         if_active(newest.c.example_id).label("active_example_id"),
     ]
@@ -303,95 +305,21 @@ def statements_for(dialect: str) -> Statements:
         late_ok = late_ok.with_for_update()
     value = bindparam("q_value", type_=Boolean)
     release = bindparam("q_release", type_=Integer)
-    agrees = case((col(Example.label) == value, 1), else_=0)
-    # RETURNING gives the row as written: the new counts and decision state (decided_columns).
-    count_vote = (
-        update(Example)
-        .where(col(Example.id) == example_id)
-        .values(
-            queue_votes=col(Example.queue_votes) + 1,
-            queue_agree=col(Example.queue_agree) + agrees,
-            queue_leases=col(Example.queue_leases)
-            - case((col(Example.is_gold) == true(), 0), else_=release),
-            **decided_columns(col(Example.queue_votes) + 1, col(Example.queue_agree) + agrees),
-        )
-        .returning(
-            col(Example.queue_votes),
-            col(Example.queue_agree),
-            col(Example.target_votes),
-            col(Example.is_gold),
-            col(Example.queue_settled),
-            col(Example.queue_open),
-        )
-    )
+    count_vote = _count_vote(col(Example.id) == example_id, value, release)
     # ON CONFLICT DO NOTHING instead of a savepoint: a clash with uq_vote_example_worker (the
     # same validator, another lease of this Example) returns no row. Both backends have it.
     insert = pg_insert if postgres else sqlite_insert
     insert_vote = insert(Vote).on_conflict_do_nothing().returning(col(Vote.id))
-    lease_regular = write_vote = None
+    lease_regular = write_vote = vote_on_active = None
     if postgres:
-        # One statement each for the two halves of a round trip (data-modifying CTEs):
-        # find, lock, count and lease the next regular item; store the vote, finish the
-        # lease and count it on the batch. SQLite runs the same steps one by one.
-        # LIMIT 1 in the SQL, not a parameter: the API pool has PostgreSQL reuse one generic
-        # plan per prepared statement (vsr_core.db.GENERIC_PLANS), and a generic plan for
-        # LIMIT $n is costed as if a tenth of the candidates were wanted. With the limit and
-        # the origins in the SQL it is the same ordered walk of ix_example_open as a plan
-        # made for the values (tests/webapp/validate/test_queue_plan.py).
-        cand = candidates.limit(literal_column("1")).with_for_update(skip_locked=True).cte("cand")
-        taken = (
-            update(Example)
-            .where(col(Example.id).in_(sa_select(cand.c.id)))
-            .values(queue_leases=col(Example.queue_leases) + 1)
-            .returning(col(Example.id))
-            .cte("taken")
-        )
-        lease_regular = (
-            insert(Assignment)
-            .from_select(
-                ["batch_id", "worker_id", "kind", "example_id", "status", "leased_at",
-                 "lease_expires_at"],
-                sa_select(
-                    bindparam("q_batch", type_=Integer), WORKER_PARAM,
-                    literal(BatchKind.validate.value), cand.c.id,
-                    literal(LeaseStatus.active.value),
-                    bindparam("q_now", type_=UTCDateTime()),
-                    bindparam("q_expires", type_=UTCDateTime()),
-                ).select_from(cand),
-            )
-            .returning(col(Assignment.id), col(Assignment.example_id))
-            .add_cte(taken)
-        )
-        # The vote is inserted from the counting UPDATE's row, a data dependency: the
-        # Example is locked and counted before the vote takes its id, so votes of one
-        # Example get ids in the order they were counted.
-        counted_example = count_vote.cte("counted_example")
-        finished = leases.FINISH_LEASE.returning(col(Assignment.id)).cte("finished")
-        counted = leases.COUNT_DONE_ON_BATCH.cte("counted")
-        stored = (
-            pg_insert(Vote)
-            .from_select(
-                list(VOTE_FIELDS),
-                # "v_" names: an UPDATE in the same statement would take execution
-                # parameters named like its table's columns (worker_id, ...) as values to SET.
-                sa_select(*(bindparam(f"v_{name}", type_=VOTE_TYPES.get(name))
-                            for name in VOTE_FIELDS)).select_from(counted_example),
-            )
-            .on_conflict_do_nothing()
-            .returning(col(Vote.id))
-            .cte("stored")
-        )
-        write_vote = (
-            sa_select(
-                *counted_example.c, counted.c.done_count, stored.c.id.label("vote_id")
-            )
-            .select_from(counted_example.join(counted, true()).outerjoin(stored, true()))
-            .add_cte(finished)
-        )
+        lease_regular = _lease_regular(candidates)
+        write_vote = _write_vote(count_vote)
+        vote_on_active = _vote_on_active(value)
     return Statements(
         regular=regular,
         lease_regular=lease_regular,
         write_vote=write_vote,
+        vote_on_active=vote_on_active,
         open_floor=sa_select(func.min(col(Example.id))).where(
             col(Example.study_id) == STUDY_PARAM, *open_non_gold
         ),
@@ -436,3 +364,176 @@ def gold_candidates(
     params = {"q_worker": worker_id, "q_limit": limit, "q_study": study_id}
     rows = run_prebuilt(session, statements_for(dialect_of(session)).gold, params).scalars()
     return [i for i in rows if i is not None]
+
+
+# PostgreSQL: one statement each for the two halves of a round trip (data-modifying CTEs):
+# find, lock, count and lease the next regular item; store the vote, finish the lease and count
+# it on the batch. SQLite runs the same steps one by one.
+
+
+def _count_vote(where: Any, value: Any, release: Any) -> Any:
+    """Count a vote on its Example (and free its lease, unless gold); RETURNING gives the row
+    as written: the new counts and decision state (rules.decided_columns)."""
+    agrees = case((col(Example.label) == value, 1), else_=0)
+    return (
+        update(Example)
+        .where(where)
+        .values(
+            queue_votes=col(Example.queue_votes) + 1,
+            queue_agree=col(Example.queue_agree) + agrees,
+            queue_leases=col(Example.queue_leases)
+            - case((col(Example.is_gold) == true(), 0), else_=release),
+            **decided_columns(col(Example.queue_votes) + 1, col(Example.queue_agree) + agrees),
+        )
+        .returning(
+            col(Example.id).label("counted_id"),
+            col(Example.queue_votes),
+            col(Example.queue_agree),
+            col(Example.target_votes),
+            col(Example.is_gold),
+            col(Example.queue_settled),
+            col(Example.queue_open),
+        )
+    )
+
+
+def _lease_regular(candidates: Any) -> Any:
+    """Find, lock, count and lease the next regular item.
+
+    LIMIT 1 in the SQL, not a parameter: the API pool has PostgreSQL reuse one generic plan
+    per prepared statement (vsr_core.db.GENERIC_PLANS), and a generic plan for LIMIT $n is
+    costed as if a tenth of the candidates were wanted. With the limit and the origins in the
+    SQL it is the same ordered walk of ix_example_open as a plan made for the values
+    (tests/webapp/validate/test_queue_plan.py).
+    """
+    cand = candidates.limit(literal_column("1")).with_for_update(skip_locked=True).cte("cand")
+    taken = (
+        update(Example)
+        .where(col(Example.id).in_(sa_select(cand.c.id)))
+        .values(queue_leases=col(Example.queue_leases) + 1)
+        .returning(col(Example.id))
+        .cte("taken")
+    )
+    lease_regular = (
+        pg_insert(Assignment)
+        .from_select(
+            ["batch_id", "worker_id", "kind", "example_id", "status", "leased_at",
+             "lease_expires_at"],
+            sa_select(
+                bindparam("q_batch", type_=Integer), WORKER_PARAM,
+                literal(BatchKind.validate.value), cand.c.id,
+                literal(LeaseStatus.active.value),
+                bindparam("q_now", type_=UTCDateTime()),
+                bindparam("q_expires", type_=UTCDateTime()),
+            ).select_from(cand),
+        )
+        .returning(col(Assignment.id), col(Assignment.example_id))
+        .add_cte(taken)
+    )
+    return lease_regular
+
+
+def _write_vote(count_vote: Any) -> Any:
+    """Store the vote of a lease already locked (``lock_lease``), finish the lease and count
+    it on the batch.
+
+    The vote is inserted from the counting UPDATE's row, a data dependency: the Example is
+    locked and counted before the vote takes its id, so votes of one Example get ids in the
+    order they were counted.
+    """
+    counted_example = count_vote.cte("counted_example")
+    finished = leases.FINISH_LEASE.returning(col(Assignment.id)).cte("finished")
+    counted = leases.COUNT_DONE_ON_BATCH.cte("counted")
+    stored = (
+        pg_insert(Vote)
+        .from_select(
+            list(VOTE_FIELDS),
+            # "v_" names: an UPDATE in the same statement would take execution
+            # parameters named like its table's columns (worker_id, ...) as values to SET.
+            sa_select(*(bindparam(f"v_{name}", type_=VOTE_TYPES.get(name))
+                        for name in VOTE_FIELDS)).select_from(counted_example),
+        )
+        .on_conflict_do_nothing()
+        .returning(col(Vote.id))
+        .cte("stored")
+    )
+    write_vote = (
+        sa_select(
+            *counted_example.c, counted.c.done_count, stored.c.id.label("vote_id")
+        )
+        .select_from(counted_example.join(counted, true()).outerjoin(stored, true()))
+        .add_cte(finished)
+    )
+    return write_vote
+
+
+def _vote_on_active(value: Any) -> Any:
+    """The common vote in one statement, with no ``lock_lease`` before it: finish the
+    worker's own active validation lease of an Example in the request's study (the worker
+    not blocked), count the vote on the Example, store it, count it on the batch, and return
+    what ``lock_lease`` and ``write_vote`` return together.
+
+    The lease is finished first and the rest is keyed on it, so it is locked before its
+    Example, as on every other path. When the lease is anything else (not this worker's, not
+    active, already voted, another study; a second submit of the same lease waits for the
+    first and then finds it done) nothing matches, nothing is written and no row comes back:
+    the caller takes the general path (``lock_lease``, then ``write_vote`` or a replay or a
+    refusal).
+    """
+    lease_id = bindparam("q_lease", type_=Integer)
+    now = bindparam("q_now", type_=UTCDateTime())
+    blocked = sa_select(literal(1)).where(_W.c.id == WORKER_PARAM, _W.c.blocked == true())
+    in_study = sa_select(_B.c.id).where(_B.c.study_id == STUDY_PARAM)
+    finished = (
+        update(Assignment)
+        .where(
+            col(Assignment.id) == lease_id,
+            col(Assignment.worker_id) == WORKER_PARAM,
+            col(Assignment.kind) == literal_column(f"'{BatchKind.validate.value}'"),
+            col(Assignment.status) == literal_column(f"'{LeaseStatus.active.value}'"),
+            col(Assignment.example_id).is_not(None),
+            col(Assignment.batch_id).in_(in_study),
+            ~blocked.exists(),
+        )
+        .values(status=LeaseStatus.done.value, finished_at=now)
+        .returning(col(Assignment.batch_id), col(Assignment.example_id))
+        .cte("finished")
+    )
+    counted_example = _count_vote(
+        col(Example.id) == sa_select(finished.c.example_id).scalar_subquery(),
+        value, literal(1),
+    ).cte("counted_example")
+    counted = (
+        update(Batch)
+        .where(col(Batch.id) == sa_select(finished.c.batch_id).scalar_subquery())
+        .values(done_count=col(Batch.done_count) + 1)
+        .returning(*(_B.c[name] for name in (
+            "id", "study_id", "status", "size", "deadline", "completion_code", "done_count")))
+        .cte("counted")
+    )
+    vote_values = {
+        "example_id": counted_example.c.counted_id, "worker_id": WORKER_PARAM,
+        "value": value, "assignment_id": lease_id, "created_at": now,
+        # "v_" names, as in _write_vote
+        "reference_frame": bindparam("v_reference_frame", type_=String),
+        "duration_ms": bindparam("v_duration_ms", type_=Integer),
+    }
+    stored = (
+        pg_insert(Vote)
+        .from_select(
+            list(VOTE_FIELDS),
+            sa_select(*(vote_values[name] for name in VOTE_FIELDS)).select_from(counted_example),
+        )
+        .on_conflict_do_nothing()
+        .returning(col(Vote.id))
+        .cte("stored")
+    )
+    return (
+        sa_select(
+            *counted_example.c, *batch_columns(exclude_lease=lease_id, batch=counted),
+            finished.c.example_id, stored.c.id.label("vote_id"),
+        )
+        .select_from(
+            finished.join(counted_example, true()).join(counted, true()).outerjoin(stored, true())
+        )
+    )
