@@ -63,8 +63,9 @@ class VoteError(Exception):
 # --- serving and voting --------------------------------------------------------------------
 #
 # The hot path (every validation round trip) runs prebuilt Core statements on the session's
-# connection and reads plain rows: a vote with the next item is about eight statements and
-# one commit. ORM objects are loaded only on the rare turns (a batch ending, a gold check).
+# connection and reads plain rows. On PostgreSQL a vote with the next item is two statements
+# (vote_on_active, lease_regular) and one commit; SQLite runs the same steps one by one.
+# ORM objects are loaded only on the rare turns (a batch ending, a gold check).
 
 Display = Callable[[Session, int], dict[str, Any]]
 """Builds what the validator is shown of an Example (``webapp.validate.view``); called
