@@ -43,6 +43,10 @@ above must still hold: nothing acknowledged is lost.
                                                # Examples, 390,570 votes); bench/load/scale.py
                                                # compares 1x and 10x in one run
 
+Paced, a round trip is timed from when the validator's turn was due, not from when the client
+got round to it (no coordinated omission: a late client or server shows as latency), and turns
+missed altogether because the previous one ran past them are printed ("skipped turns").
+
 Flat out, C clients with no think time keep C round trips in flight, so by Little's law the
 mean latency is C / throughput (100 / 300 rt/s = 333 ms): a p99 below 150 ms at C=100 needs
 either pacing (``--rate``, as human validators who read each item) or > 670 rt/s.
@@ -157,7 +161,8 @@ def main() -> int:
         print(f"  (load average now {busy:.1f} on {os.cpu_count()} CPUs; other work on the "
               "machine slows both phases alike, so compare the ratio and CPU per round trip)")
         print(f"  retries (server down / 5xx): {stats.retries}  errors: {dict(stats.errors)}  "
-              f"finished batches: {stats.finished_batches}")
+              f"finished batches: {stats.finished_batches}  "
+              f"skipped turns: {stats.skipped_turns}")
         problems = check(url, stats)
         if problems:
             print("INVARIANTS VIOLATED:\n  " + "\n  ".join(problems))
