@@ -237,6 +237,11 @@ async def run(
             ))
         stats = Stats()
         stats.acked.extend(warm.acked)
+        # A validator whose batch ended (or whose item failed) in the warm-up offers nothing in
+        # the measured phase: counted with the measured phase's, so "finished batches" says how
+        # many validators the measured rate is short of.
+        stats.finished_batches = warm.finished_batches
+        stats.errors.update({f"warm-up {what}": n for what, n in warm.errors.items()})
         deadline = time.monotonic() + args.duration
         killer = None
         if args.kill:
