@@ -360,15 +360,9 @@ def _record_vote(
                 409, "The time for this item ran out and it went to someone else. "
                 "Please reload the page for the next one."
             )
-    values: dict[str, Any] = {
-        "example_id": example_id,
-        "worker_id": worker_id,
-        "value": value,
-        "reference_frame": reference_frame,
-        "duration_ms": duration_ms,
-        "assignment_id": assignment_id,
-        "created_at": now,
-    }
+    values = _vote_values(
+        example_id, worker_id, value, reference_frame, duration_ms, assignment_id, now
+    )
     vote_id, done, is_gold = _store_vote(session, values, held, lease.batch_id, config, now)
     return _after_vote(
         session, worker, worker_id, vote_id, values, done, is_gold, lease, strategy, config, now
@@ -402,15 +396,29 @@ def _vote_on_active(
         return None
     if row.vote_id is not None:
         _settle(session, row, config, states)
-    values: dict[str, Any] = {
-        "example_id": row.example_id, "worker_id": worker_id, "value": value,
-        "reference_frame": reference_frame, "duration_ms": duration_ms,
-        "assignment_id": assignment_id, "created_at": now,
-    }
+    values = _vote_values(
+        row.example_id, worker_id, value, reference_frame, duration_ms, assignment_id, now
+    )
     return _after_vote(
         session, worker, worker_id, row.vote_id, values, row.done, bool(row.is_gold), row,
         strategy, config, now,
     ), row
+
+
+def _vote_values(
+    example_id: int, worker_id: int, value: bool, reference_frame: str | None,
+    duration_ms: int | None, assignment_id: int, now: datetime,
+) -> dict[str, Any]:
+    """A new vote's columns (rules.VOTE_FIELDS), as both vote paths store and return them."""
+    return {
+        "example_id": example_id,
+        "worker_id": worker_id,
+        "value": value,
+        "reference_frame": reference_frame,
+        "duration_ms": duration_ms,
+        "assignment_id": assignment_id,
+        "created_at": now,
+    }
 
 
 def _after_vote(

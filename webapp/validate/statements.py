@@ -433,6 +433,21 @@ def _lease_regular(candidates: Any) -> Any:
     return lease_regular
 
 
+def _stored_vote(counted_example: Any, columns: dict[str, Any]) -> Any:
+    """CTE: the vote inserted from the counting UPDATE's row (``columns``: an expression for
+    each of rules.VOTE_FIELDS), none when this validator already judged the Example."""
+    return (
+        pg_insert(Vote)
+        .from_select(
+            list(VOTE_FIELDS),
+            sa_select(*(columns[name] for name in VOTE_FIELDS)).select_from(counted_example),
+        )
+        .on_conflict_do_nothing()
+        .returning(col(Vote.id))
+        .cte("stored")
+    )
+
+
 def _write_vote(count_vote: Any) -> Any:
     """Store the vote of a lease already locked (``lock_lease``), finish the lease and count
     it on the batch.
@@ -444,19 +459,11 @@ def _write_vote(count_vote: Any) -> Any:
     counted_example = count_vote.cte("counted_example")
     finished = leases.FINISH_LEASE.returning(col(Assignment.id)).cte("finished")
     counted = leases.COUNT_DONE_ON_BATCH.cte("counted")
-    stored = (
-        pg_insert(Vote)
-        .from_select(
-            list(VOTE_FIELDS),
-            # "v_" names: an UPDATE in the same statement would take execution
-            # parameters named like its table's columns (worker_id, ...) as values to SET.
-            sa_select(*(bindparam(f"v_{name}", type_=VOTE_TYPES.get(name))
-                        for name in VOTE_FIELDS)).select_from(counted_example),
-        )
-        .on_conflict_do_nothing()
-        .returning(col(Vote.id))
-        .cte("stored")
-    )
+    # "v_" names: an UPDATE in the same statement would take execution parameters named
+    # like its table's columns (worker_id, ...) as values to SET.
+    stored = _stored_vote(counted_example, {
+        name: bindparam(f"v_{name}", type_=VOTE_TYPES.get(name)) for name in VOTE_FIELDS
+    })
     write_vote = (
         sa_select(
             *counted_example.c, counted.c.done_count, stored.c.id.label("vote_id")
@@ -511,23 +518,13 @@ def _vote_on_active(value: Any) -> Any:
             "id", "study_id", "status", "size", "deadline", "completion_code", "done_count")))
         .cte("counted")
     )
-    vote_values = {
+    stored = _stored_vote(counted_example, {
         "example_id": counted_example.c.counted_id, "worker_id": WORKER_PARAM,
         "value": value, "assignment_id": lease_id, "created_at": now,
         # "v_" names, as in _write_vote
         "reference_frame": bindparam("v_reference_frame", type_=String),
         "duration_ms": bindparam("v_duration_ms", type_=Integer),
-    }
-    stored = (
-        pg_insert(Vote)
-        .from_select(
-            list(VOTE_FIELDS),
-            sa_select(*(vote_values[name] for name in VOTE_FIELDS)).select_from(counted_example),
-        )
-        .on_conflict_do_nothing()
-        .returning(col(Vote.id))
-        .cte("stored")
-    )
+    })
     return (
         sa_select(
             *counted_example.c, *batch_columns(exclude_lease=lease_id, batch=counted),
