@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from tests.conftest import require_backend
 from tests.webapp.validate.support import make_example, make_image, make_worker
-from vsr_core.db import make_engine
 from vsr_core.models import Assignment, Batch, Example, Vote, Worker
 from vsr_core.study import StudyConfig
 from webapp.validate import driver, statements
@@ -27,10 +25,11 @@ CONFIG = StudyConfig(gold_rate=0.0, validate_batch_size=50)
 
 
 @pytest.fixture
-def pg(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
+def backend() -> str:
+    """PostgreSQL only (the one-statement path is PostgreSQL's): conftest's ``session``
+    fixture, on that backend alone."""
+    require_backend("postgresql")
+    return "postgresql"
 
 
 @pytest.fixture
@@ -69,90 +68,86 @@ def _lease(s: Session, worker: Worker, strat: ExampleStrategy) -> int:
     return item.lease_id
 
 
-def test_the_common_vote_is_one_statement(pg: Engine, ran: Counter[str]) -> None:
-    with Session(pg) as s:
-        worker, strat = _setup(s)
-        lease_id = _lease(s, worker, strat)
-        ran.clear()
-        out = vq.record_vote(s, worker, lease_id, True, strat, then_next=True, duration_ms=700)
-        assert ran["vote_on_active"] == 1 and ran["lease_regular"] == 1
-        assert not ran["lock_lease"] and not ran["write_vote"] and not ran["set_state"]
-        assert out.created and out.done == 1 and out.next is not None
-        vote = s.exec(select(Vote).where(Vote.assignment_id == lease_id)).one()
-        assert (vote.value, vote.duration_ms, vote.worker_id) == (True, 700, worker.id)
-        lease = s.get(Assignment, lease_id)
-        assert lease is not None and lease.status == "done" and lease.finished_at is not None
-        example = s.get(Example, lease.example_id)
-        assert example is not None and (example.queue_votes, example.queue_leases) == (1, 0)
-        batch = s.get(Batch, lease.batch_id)
-        assert batch is not None and batch.done_count == 1
+def test_the_common_vote_is_one_statement(session: Session, ran: Counter[str]) -> None:
+    worker, strat = _setup(session)
+    lease_id = _lease(session, worker, strat)
+    ran.clear()
+    out = vq.record_vote(session, worker, lease_id, True, strat, then_next=True, duration_ms=700)
+    assert ran["vote_on_active"] == 1 and ran["lease_regular"] == 1
+    assert not ran["lock_lease"] and not ran["write_vote"] and not ran["set_state"]
+    assert out.created and out.done == 1 and out.next is not None
+    vote = session.exec(select(Vote).where(Vote.assignment_id == lease_id)).one()
+    assert (vote.value, vote.duration_ms, vote.worker_id) == (True, 700, worker.id)
+    lease = session.get(Assignment, lease_id)
+    assert lease is not None and lease.status == "done" and lease.finished_at is not None
+    example = session.get(Example, lease.example_id)
+    assert example is not None and (example.queue_votes, example.queue_leases) == (1, 0)
+    batch = session.get(Batch, lease.batch_id)
+    assert batch is not None and batch.done_count == 1
 
 
 def test_an_example_with_its_own_target_gets_its_state_written_apart(
-    pg: Engine, ran: Counter[str]
+    session: Session, ran: Counter[str]
 ) -> None:
-    with Session(pg) as s:
-        worker, strat = _setup(s, n=1, target=1)
-        lease_id = _lease(s, worker, strat)
-        ran.clear()
-        # 0 of 1 agree: one more vote cannot make it 2/3, so its one vote decides it.
-        vq.record_vote(s, worker, lease_id, False, strat)
-        assert ran["vote_on_active"] == 1 and ran["set_state"] == 1
-        example = s.exec(select(Example)).one()
-        assert (example.queue_settled, example.queue_open) == (True, False)
+    worker, strat = _setup(session, n=1, target=1)
+    lease_id = _lease(session, worker, strat)
+    ran.clear()
+    # 0 of 1 agree: one more vote cannot make it 2/3, so its one vote decides it.
+    vq.record_vote(session, worker, lease_id, False, strat)
+    assert ran["vote_on_active"] == 1 and ran["set_state"] == 1
+    example = session.exec(select(Example)).one()
+    assert (example.queue_settled, example.queue_open) == (True, False)
 
 
-def test_a_second_submit_falls_back_and_replays(pg: Engine, ran: Counter[str]) -> None:
-    with Session(pg) as s:
-        worker, strat = _setup(s)
-        lease_id = _lease(s, worker, strat)
-        first = vq.record_vote(s, worker, lease_id, False, strat)
-        ran.clear()
-        again = vq.record_vote(s, worker, lease_id, True, strat)  # a different answer, too
-        assert ran["vote_on_active"] == 1 and ran["lock_lease"] == 1 and not ran["write_vote"]
-        assert not again.created and again.vote.id == first.vote.id and again.vote.value is False
-        assert len(s.exec(select(Vote)).all()) == 1
-        example = s.exec(select(Example).where(col(Example.queue_votes) > 0)).one()
-        assert example.queue_votes == 1  # counted once
+def test_a_second_submit_falls_back_and_replays(session: Session, ran: Counter[str]) -> None:
+    worker, strat = _setup(session)
+    lease_id = _lease(session, worker, strat)
+    first = vq.record_vote(session, worker, lease_id, False, strat)
+    ran.clear()
+    again = vq.record_vote(session, worker, lease_id, True, strat)  # a different answer, too
+    assert ran["vote_on_active"] == 1 and ran["lock_lease"] == 1 and not ran["write_vote"]
+    assert not again.created and again.vote.id == first.vote.id and again.vote.value is False
+    assert len(session.exec(select(Vote)).all()) == 1
+    example = session.exec(select(Example).where(col(Example.queue_votes) > 0)).one()
+    assert example.queue_votes == 1  # counted once
 
 
 def test_another_workers_lease_is_refused_and_nothing_is_written(
-    pg: Engine, ran: Counter[str]
+    session: Session, ran: Counter[str]
 ) -> None:
-    with Session(pg) as s:
-        worker, strat = _setup(s)
-        lease_id = _lease(s, worker, strat)
-        other = make_worker(s, "other", ["validate"])
-        with pytest.raises(VoteError) as refused:
-            vq.record_vote(s, other, lease_id, True, strat)
-        assert refused.value.status == 404 and ran["vote_on_active"] == 1
-        lease = s.get(Assignment, lease_id)
-        assert lease is not None and lease.status == "active"
-        assert s.exec(select(Vote)).all() == []
-        assert all(e.queue_votes == 0 for e in s.exec(select(Example)).all())
+    worker, strat = _setup(session)
+    lease_id = _lease(session, worker, strat)
+    other = make_worker(session, "other", ["validate"])
+    with pytest.raises(VoteError) as refused:
+        vq.record_vote(session, other, lease_id, True, strat)
+    assert refused.value.status == 404 and ran["vote_on_active"] == 1
+    lease = session.get(Assignment, lease_id)
+    assert lease is not None and lease.status == "active"
+    assert session.exec(select(Vote)).all() == []
+    assert all(e.queue_votes == 0 for e in session.exec(select(Example)).all())
 
 
-def test_a_blocked_worker_is_refused_with_403(pg: Engine, ran: Counter[str]) -> None:
-    with Session(pg) as s:
-        worker, strat = _setup(s)
-        lease_id = _lease(s, worker, strat)
-        worker.blocked = True
-        s.add(worker)
-        s.commit()
-        with pytest.raises(VoteError) as refused:
-            vq.record_vote(s, worker, lease_id, True, strat)
-        assert refused.value.status == 403 and ran["lock_lease"] == 1
-        assert s.exec(select(Vote)).all() == []
+def test_a_blocked_worker_is_refused_with_403(session: Session, ran: Counter[str]) -> None:
+    worker, strat = _setup(session)
+    lease_id = _lease(session, worker, strat)
+    worker.blocked = True
+    session.add(worker)
+    session.commit()
+    with pytest.raises(VoteError) as refused:
+        vq.record_vote(session, worker, lease_id, True, strat)
+    assert refused.value.status == 403 and ran["lock_lease"] == 1
+    assert session.exec(select(Vote)).all() == []
 
 
-def test_a_lease_of_another_study_takes_the_general_path(pg: Engine, ran: Counter[str]) -> None:
+def test_a_lease_of_another_study_takes_the_general_path(
+    session: Session, ran: Counter[str]
+) -> None:
     """The request names a study the lease is not in: the one-statement path does not apply
     (its decision table is that study's), the general path records the vote under the
     lease's own study."""
-    with Session(pg) as s:
-        worker, strat = _setup(s)
-        lease_id = _lease(s, worker, strat)
-        ran.clear()
-        out = vq.record_vote(s, worker, lease_id, True, strat, study_id=999)
-        assert out.created and ran["vote_on_active"] == 1 and ran["write_vote"] == 1
-        assert len(s.exec(select(Vote)).all()) == 1
+    worker, strat = _setup(session)
+    lease_id = _lease(session, worker, strat)
+    ran.clear()
+    out = vq.record_vote(session, worker, lease_id, True, strat, study_id=999)
+    assert out.created and ran["vote_on_active"] == 1 and ran["write_vote"] == 1
+    assert len(session.exec(select(Vote)).all()) == 1
