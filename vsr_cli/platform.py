@@ -64,11 +64,7 @@ def _run(action: str, platform: PlatformName, study_id: int, slug: str | None,
         study = _platform_study(session, platform, study_id, slug)
         try:
             if action == "plan":
-                added = eng.plan(session, study, eng.rules_for(session, study))
-                for a in added:
-                    cents = f" {a.amount_cents}c" if a.amount_cents else ""
-                    typer.echo(f"{a.kind} {a.target}{cents} {a.reason}".rstrip())
-                typer.echo(f"{len(added)} new actions planned")
+                _plan(session, study)
                 return
             log = eng.CallLog(platform.value, study.id)
             client = _client(platform, base_url, production, log)
@@ -81,6 +77,32 @@ def _run(action: str, platform: PlatformName, study_id: int, slug: str | None,
             raise CliError(str(exc)) from None
 
 
+def _plan(session: Any, study: Any) -> None:
+    """Plan, then print per submission the work in its own batches and what the ledger
+    credits it with (the work it is paid for), and the new actions."""
+    from webapp.platforms import engine as eng
+    from webapp.platforms import settlement
+
+    rules = eng.rules_for(session, study)
+    added = eng.plan(session, study, rules)
+    subs, work = settlement.work_by_submission(session, study, None, rules.keep_threshold)
+    paid = settlement.paid_for(session, study)
+    for sub in subs:
+        q = work[sub.id or 0].quality()
+        p = paid.get(sub.id or 0)
+        credit = (f"paid for {p['votes']} votes, {p['written']} written ({p['kept']} kept), "
+                  f"bonus {p['cents']}c" if p else "paid for nothing")
+        elsewhere = (f"; {q['credited_elsewhere']} units already paid elsewhere"
+                     if q["credited_elsewhere"] else "")
+        typer.echo(f"{sub.external_id} {sub.status}: {q['batches']} batches, "
+                   f"{q['votes']} votes, {q['written']} written ({q['kept_captions']} kept); "
+                   f"{credit}{elsewhere}")
+    for a in added:
+        cents = f" {a.amount_cents}c" if a.amount_cents else ""
+        typer.echo(f"{a.kind} {a.target}{cents} {a.reason}".rstrip())
+    typer.echo(f"{len(added)} new actions planned")
+
+
 def _send(action: str, session: Any, client: Any, study: Any, log: Any,
           stale_minutes: float) -> None:
     from datetime import timedelta
@@ -89,6 +111,10 @@ def _send(action: str, session: Any, client: Any, study: Any, log: Any,
 
     if action == "sync":
         from webapp.crowd.leases import PairStrategy
+        from webapp.platforms.drafts import confirm_create
+
+        if not confirm_create(session, client, study):
+            raise CliError("the study's create is not confirmed on the platform yet")
         from webapp.validate.strategy import ExampleStrategy
 
         released = eng.sync(session, client, study, {
@@ -96,7 +122,9 @@ def _send(action: str, session: Any, client: Any, study: Any, log: Any,
         typer.echo(f"synced; {released} leases released")
     else:
         counts = eng.apply(session, client, study, timedelta(minutes=stale_minutes), log)
-        typer.echo(f"{counts['done']} done, {counts['failed']} failed")
+        typer.echo(f"{counts['done']} done, {counts['failed']} failed, "
+                   f"{counts['unknown']} unknown (check on the platform), "
+                   f"{counts['sending']} answer lost (settled by a later apply)")
 
 
 @platform_app.command("sync")
@@ -157,9 +185,10 @@ def create(
     kind: KindOpt = "generate",
     study: SiteStudyOpt = None,
     title: Annotated[str, typer.Option(help="Title shown to participants")] = "",
-    estimated_minutes: Annotated[
-        int | None, typer.Option(help="Default: the measured median batch time, else the "
-                                      "batch time limit", min=1)] = None,
+    expected_minutes: Annotated[
+        int | None, typer.Option(help="The expected minutes per batch, stated by you: the pay "
+                                      "check uses it instead of measured times (needed to "
+                                      "publish before 5 workers were measured)", min=1)] = None,
     qualifications: Annotated[
         str, typer.Option(help="MTurk QualificationRequirements as a JSON list")] = "[]",
     site_url: Annotated[
@@ -191,10 +220,9 @@ def create(
             settings = drafts.new_settings(
                 session, site_study, platform.value, kind, reward_cents=reward_cents,
                 places=places, base_url=site_url or get_settings().base_url, title=title,
-                estimated_minutes=estimated_minutes, qualifications=quals)
+                estimated_minutes=expected_minutes, qualifications=quals)
             client = _client(platform, base_url, production, log)
-            row = drafts.create(session, client, site_study, settings)
-            log.platform_study_id = row.id
+            row = drafts.create(session, client, site_study, settings, on_row=log.name_study)
         except PlatformError as exc:
             raise CliError(str(exc)) from None
         finally:
@@ -219,9 +247,8 @@ def _transition(action: str, platform: PlatformName, study_id: int, slug: str | 
         try:
             drafts.check_step(row, action)
             if action == "publish":
-                pay = drafts.effective_pay(session, row)
-                if pay.below_minimum:  # refused before any client (or token) is needed
-                    raise PlatformError(f"refused: {pay.line()}")
+                # Refused before any client (or token) is needed.
+                drafts.check_pay(drafts.effective_pay(session, row))
                 client = _client(platform, base_url, production, log)
                 typer.echo(drafts.publish(session, client, row).line())
             else:

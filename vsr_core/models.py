@@ -493,8 +493,8 @@ class Job(SQLModel, table=True):
 class PlatformStudy(SQLModel, table=True):
     """Our study as published on one crowd platform (a Prolific study, an MTurk HIT).
 
-    ``study_id`` is our Study it recruits for; in PlatformSubmission and PlatformAction,
-    ``study_id`` names this table's row (the platform study) instead (kept from 0006).
+    ``study_id`` is our Study it recruits for; PlatformSubmission, PlatformAction,
+    PlatformLedger and PlatformCall name a row of this table by ``platform_study_id``.
     """
 
     __table_args__ = (UniqueConstraint("platform", "external_id"),)
@@ -514,8 +514,7 @@ class PlatformSubmission(SQLModel, table=True):
 
     __table_args__ = (UniqueConstraint("platform", "external_id"),)
     id: int | None = Field(default=None, primary_key=True)
-    # The PlatformStudy (not the Study): see PlatformStudy.
-    study_id: int = Field(foreign_key="platformstudy.id", index=True)
+    platform_study_id: int = Field(foreign_key="platformstudy.id", index=True)
     platform: str = Field(max_length=16)
     external_id: str = Field(max_length=128)
     worker_external_id: str = Field(max_length=128, index=True)
@@ -531,8 +530,7 @@ class PlatformAction(SQLModel, table=True):
     before the call) -> done | failed, and 'sending' rows are reconciled on restart."""
 
     id: int | None = Field(default=None, primary_key=True)
-    # The PlatformStudy (not the Study): see PlatformStudy.
-    study_id: int = Field(foreign_key="platformstudy.id", index=True)
+    platform_study_id: int = Field(foreign_key="platformstudy.id", index=True)
     platform: str = Field(max_length=16)
     kind: str = Field(max_length=16)
     target: str = Field(max_length=128)
@@ -543,6 +541,25 @@ class PlatformAction(SQLModel, table=True):
     response: dict[str, Any] | None = _json()
     created_at: datetime = _ts()
     sent_at: datetime | None = _opt_ts()
+
+
+class PlatformLedger(SQLModel, table=True):
+    """The settlement ledger: each unit of work (a vote, a written Example) credited to the
+    one submission whose batches hold it, with the bonus it earns. The unique key on
+    (unit_kind, unit_id) makes the database refuse to credit, and so pay, a unit twice,
+    whichever submission, platform study or concurrent plan tries."""
+
+    __table_args__ = (UniqueConstraint("unit_kind", "unit_id", name="uq_ledger_unit"),)
+    id: int | None = Field(default=None, primary_key=True)
+    unit_kind: str = Field(max_length=16)  # 'vote' | 'example'
+    unit_id: int
+    platform_study_id: int = Field(foreign_key="platformstudy.id", index=True)
+    submission_id: int = Field(foreign_key="platformsubmission.id", index=True)
+    batch_id: int = Field(foreign_key="batch.id")
+    kept: bool = False  # an Example validation kept (what the bonus pays for)
+    cents: int = 0  # the bonus this unit earns (0: paid by the reward alone)
+    bonus_action_id: int | None = Field(default=None, foreign_key="platformaction.id")
+    created_at: datetime = _ts()
 
 
 class PlatformCall(SQLModel, table=True):

@@ -78,6 +78,11 @@ def _populate(engine: Engine, vsr_dir: Path, coco_dir: Path, tmp_path: Path) -> 
         save_study_config(s, {"gold_rate": 0.1, "completion_code": "OLDCODE"})
 
 
+# Columns a later revision renamed (0011): (table, name at 0006) -> name now.
+RENAMED = {("platformsubmission", "study_id"): "platform_study_id",
+           ("platformaction", "study_id"): "platform_study_id"}
+
+
 def _copy_into_old(source: Engine, old: Engine) -> None:
     """Every row of the 0006 tables, the 0006 columns only."""
     meta = MetaData()
@@ -95,7 +100,9 @@ def _copy_into_old(source: Engine, old: Engine) -> None:
             if table.name == "alembic_version":
                 continue
             here = current.tables[table.name]
-            rows = src.execute(select(*(here.c[c.name] for c in table.columns))).mappings().all()
+            rows = src.execute(select(*(
+                here.c[RENAMED.get((table.name, c.name), c.name)].label(c.name)
+                for c in table.columns))).mappings().all()
             if rows:
                 dst.execute(table.insert(), [dict(r) for r in rows])
         if old.dialect.name == "postgresql":

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 
 class PlatformError(Exception):
-    """A platform refused or could not be reached; the message is one line for the CLI/page."""
+    """A platform refused or could not be reached; the message is one line for the CLI/page.
+
+    ``maybe_sent``: the request may have been processed although no answer came back (a
+    timeout, a 5xx, a connection lost after sending). Such a request is never sent again
+    automatically: the engine reads the platform's state before deciding."""
+
+    def __init__(self, message: str, maybe_sent: bool = False) -> None:
+        super().__init__(message)
+        self.maybe_sent = maybe_sent
 
 
 @dataclass(frozen=True)
@@ -19,12 +28,21 @@ class RemoteSubmission:
 
 # Platform statuses after which a participant will not come back: their leases go back at once.
 GONE = frozenset({"RETURNED", "TIMED-OUT", "REJECTED", "Rejected"})
+# Called by bonus() with what must be on record before the paying request is sent.
+Record = Callable[[dict[str, Any]], None]
 
 
 class Platform(Protocol):
     name: str
 
-    def create_draft(self, settings: dict[str, Any]) -> str: ...
+    def create_draft(self, settings: dict[str, Any], marker: str) -> str:
+        """Create the study carrying ``marker`` (so find_draft can find it after a lost
+        answer); returns its platform id."""
+        ...
+
+    def find_draft(self, marker: str) -> str | None:
+        """The id of the study created with ``marker``, or None when there is none."""
+        ...
 
     def publish(self, external_id: str) -> None: ...
 
@@ -45,8 +63,11 @@ class Platform(Protocol):
 
     def bonus(
         self, study_external_id: str, submission_id: str, worker_external_id: str,
-        cents: int, reason: str, key: str,
-    ) -> dict[str, Any]: ...
+        cents: int, reason: str, key: str, record: Record,
+    ) -> dict[str, Any]:
+        """Pay one bonus. ``record`` is called, and must return, before the request that
+        pays is sent; what it is given is what reconcile needs after a crash."""
+        ...
 
     def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
         """Whether this submission's bonus of ``cents`` shows as paid; None when the

@@ -1,13 +1,18 @@
 """From a study's settings to a draft on a platform, and the pay check before publishing.
 
-The effective hourly pay is the reward over the median time real workers took for one batch
-of this study (completed batches in the database; an estimate only while there are none),
-shown next to the platform's minimum; publishing below the minimum is refused.
+The effective hourly pay is the reward over the time one batch of this platform study takes:
+the time per item measured on full-size completed batches (a batch ended early says nothing
+about a full one), one figure per distinct, unflagged real worker (so one fast worker or a
+handful of invented ids cannot carry it), times the batch size. It is used once at least
+MIN_MEASUREMENTS workers were measured, shown with n and the spread; before that the pay is
+unknown and publishing is refused unless the researcher states the expected duration.
 """
 
 from __future__ import annotations
 
+import secrets
 import statistics
+import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,53 +32,126 @@ PROLIFIC_PARAMS = ("PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
                    "&SESSION_ID={{%SESSION_ID%}}")
 # Workers who did real, timed work (imported VSR votes carry no batch times of their own).
 REAL_SOURCES = ("prolific", "mturk", "invite")
+# Distinct workers measured before their time per item is trusted for the pay check.
+MIN_MEASUREMENTS = 5
+CODE_ALPHABET = string.ascii_uppercase + string.digits
+CODE_LENGTH = 12  # 62 bits from `secrets`: not guessable, not shared between studies
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+@dataclass(frozen=True)
+class ItemTime:
+    """Seconds per item, one figure per distinct worker (their median)."""
+
+    per_worker: list[float]
+
+    @property
+    def n(self) -> int:
+        return len(self.per_worker)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.per_worker) if self.per_worker else None
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """The middle half (25th to 75th percentile) of the workers' seconds per item."""
+        if self.n < 2:
+            return None
+        q = statistics.quantiles(self.per_worker, n=4, method="inclusive")
+        return q[0], q[2]
 
 
 @dataclass(frozen=True)
 class Pay:
     reward_cents: int
-    minutes: float
-    measured_batches: int  # 0: the minutes are the estimate, not a measurement
-    per_hour_cents: int
+    minutes: float | None  # None: unknown (too few measurements, no stated duration)
+    items: int  # the batch size the reward pays for
+    measured: ItemTime
+    stated: bool  # the minutes are the researcher's stated duration
     minimum_cents: int | None
     currency: str
 
     @property
+    def per_hour_cents(self) -> int | None:
+        if self.minutes is None:
+            return None
+        return round(self.reward_cents * 60 / max(self.minutes, 1 / 60))
+
+    @property
     def below_minimum(self) -> bool:
-        return self.minimum_cents is not None and self.per_hour_cents < self.minimum_cents
+        rate = self.per_hour_cents
+        return self.minimum_cents is not None and rate is not None and rate < self.minimum_cents
+
+    @property
+    def unknown(self) -> bool:
+        return self.minutes is None
+
+    def _basis(self) -> str:
+        m = self.measured
+        if m.n >= MIN_MEASUREMENTS and not self.stated:
+            lo_hi = m.spread
+            spread = f", middle half {lo_hi[0]:.1f}-{lo_hi[1]:.1f} s" if lo_hi else ""
+            return (f"{m.median:.1f} s per item x {self.items} items, median of "
+                    f"{m.n} workers on full-size batches{spread}")
+        seen = f"{m.n} of the {MIN_MEASUREMENTS} workers needed measured"
+        return f"stated duration; {seen}" if self.stated else seen
 
     def line(self) -> str:
         c = self.currency
-        basis = (f"median of {self.measured_batches} measured batches"
-                 if self.measured_batches else "estimate, no batches measured yet")
         floor = (f"platform minimum {c}{self.minimum_cents / 100:.2f}/h"
                  if self.minimum_cents is not None else "no platform minimum")
+        if self.minutes is None:
+            return (f"effective pay unknown ({c}{self.reward_cents / 100:.2f} for "
+                    f"{self.items} items; {self._basis()}); {floor}")
         took = (f"{self.minutes:.1f} min" if self.minutes >= 1
                 else f"{self.minutes * 60:.0f} s")
-        return (f"effective pay {c}{self.per_hour_cents / 100:.2f}/h "
-                f"({c}{self.reward_cents / 100:.2f} for {took}, {basis}); {floor}")
+        return (f"effective pay {c}{(self.per_hour_cents or 0) / 100:.2f}/h "
+                f"({c}{self.reward_cents / 100:.2f} for {took}; {self._basis()}); {floor}")
 
 
-def measured_batch_minutes(session: Session, study_id: int, kind: str) -> list[float]:
-    """Minutes each completed batch of this study and kind took, real workers only."""
+def item_seconds(session: Session, study_id: int, kind: str) -> ItemTime:
+    """Seconds per item on this study's completed full-size batches of this kind, one
+    figure (the median) per distinct real, unflagged worker."""
     rows = session.exec(
-        select(Batch.created_at, Batch.finished_at)
+        select(Batch.worker_id, Batch.created_at, Batch.finished_at, Batch.done_count)
         .join(Worker, col(Worker.id) == Batch.worker_id)
         .where(Batch.study_id == study_id, Batch.kind == kind,
                Batch.status == BatchStatus.completed, col(Batch.finished_at).is_not(None),
-               col(Worker.source).in_(REAL_SOURCES))
+               col(Batch.done_count) >= Batch.size, Batch.size > 0,
+               col(Worker.source).in_(REAL_SOURCES), col(Worker.flagged).is_(False))
     ).all()
-    return [(done - start).total_seconds() / 60 for start, done in rows if done and start]
+    by_worker: dict[int, list[float]] = {}
+    for worker_id, start, done, count in rows:
+        if done and start and count:
+            by_worker.setdefault(worker_id, []).append(
+                (done - start).total_seconds() / count)
+    return ItemTime(sorted(statistics.median(v) for v in by_worker.values()))
 
 
-def effective_pay(session: Session, study: PlatformStudy) -> Pay:
+def batch_items(session: Session, study_id: int, kind: str) -> int:
+    config = load_study_config(session, study_id)
+    return config.generate_batch_size if kind == "generate" else config.validate_batch_size
+
+
+def effective_pay(session: Session, study: PlatformStudy,
+                  measured: ItemTime | None = None) -> Pay:
     s = study.settings
-    times = measured_batch_minutes(session, study.study_id, s.get("kind", "generate"))
-    minutes = statistics.median(times) if times else float(s.get("estimated_minutes", 1))
-    minutes = max(minutes, 1 / 60)  # at least a second: no division by zero
-    reward = int(s.get("reward_cents", 0))
+    kind = s.get("kind", "generate")
+    items = int(s.get("batch_items") or batch_items(session, study.study_id, kind))
+    m = measured if measured is not None else item_seconds(session, study.study_id, kind)
+    stated = s.get("stated_minutes")
+    if stated:
+        minutes: float | None = float(stated)
+    elif m.n >= MIN_MEASUREMENTS and m.median is not None:
+        minutes = m.median * items / 60
+    else:
+        minutes = None
     minimum = s.get("min_hourly_cents", MINIMUM_CENTS_PER_HOUR.get(study.platform))
-    return Pay(reward, minutes, len(times), round(reward * 60 / minutes),
+    return Pay(int(s.get("reward_cents", 0)), minutes, items, m, bool(stated),
                None if minimum is None else int(minimum), CURRENCY.get(study.platform, ""))
 
 
@@ -90,21 +168,31 @@ def new_settings(
     places: int, base_url: str, title: str = "", estimated_minutes: int | None = None,
     qualifications: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The platform study's settings from our study's: its entry URL, completion codes,
-    estimated time (the measured median once there is one, else the batch time limit)."""
+    """The platform study's settings from our study's: its entry URL, its own random
+    completion and screen-out codes, the estimated time (the researcher's stated duration,
+    else the measured time per item x the batch size, else the batch time limit; only the
+    first two let it be published)."""
     if kind not in KINDS:
         raise PlatformError(f"kind must be one of {', '.join(KINDS)}")
     if reward_cents < 1 or places < 1:
         raise PlatformError("reward and places must be at least 1")
     config = load_study_config(session, study.id or 0)
     limit = config.generate_minutes if kind == "generate" else config.validate_minutes
-    times = measured_batch_minutes(session, study.id or 0, kind)
-    estimate = estimated_minutes or (round(statistics.median(times)) if times else limit)
+    items = batch_items(session, study.id or 0, kind)
+    measured = item_seconds(session, study.id or 0, kind)
+    if estimated_minutes:
+        estimate: float = estimated_minutes
+    elif measured.n >= MIN_MEASUREMENTS and measured.median is not None:
+        estimate = measured.median * items / 60
+    else:
+        estimate = limit  # the draft needs a figure; publishing still needs a real one
     return {
         "kind": kind, "title": title or f"{study.name}: {kind}", "places": places,
-        "reward_cents": reward_cents, "estimated_minutes": max(1, int(estimate)),
+        "reward_cents": reward_cents, "estimated_minutes": max(1, round(estimate)),
+        "stated_minutes": estimated_minutes, "batch_items": items,
         "max_minutes": limit, "url": entry_url(base_url, study, kind, platform),
-        "completion_code": config.completion_code, "screenout_code": config.screenout_code,
+        # Each platform study its own codes: knowing one study's code opens no other.
+        "completion_code": new_code(), "screenout_code": new_code(),
         "qualifications": qualifications or [],
     }
 
@@ -131,17 +219,63 @@ def platform_body(platform: str, s: dict[str, Any]) -> dict[str, Any]:
 
 
 def create(session: Session, platform: Platform, study: Study,
-           settings: dict[str, Any]) -> PlatformStudy:
-    """Create the draft on the platform (MTurk: the HIT, live at once) and its row."""
-    study_id = study.id or 0
-    session.commit()  # no transaction open while the platform answers
-    external_id = platform.create_draft(platform_body(platform.name, settings))
-    row = PlatformStudy(study_id=study_id, platform=platform.name, external_id=external_id,
-                        state="published" if platform.name == "mturk" else "draft",
-                        settings=settings)
+           settings: dict[str, Any], on_row: Callable[[int], None] | None = None
+           ) -> PlatformStudy:
+    """Create the draft on the platform (MTurk: the HIT, live at once), written ahead: the
+    row (state 'creating', a random marker) is committed before the call; the marker goes
+    with the create, so after a lost answer the platform is read (find_draft) instead of
+    creating again. A create the platform refused leaves no row."""
+    marker = f"vsr-{secrets.token_hex(12)}"
+    row = PlatformStudy(study_id=study.id or 0, platform=platform.name,
+                        external_id=f"pending:{marker}", state="creating",
+                        settings={**settings, "marker": marker})
     session.add(row)
     session.commit()
+    if on_row is not None:
+        on_row(row.id or 0)
+    body = platform_body(platform.name, settings)
+    try:
+        external_id: str | None = platform.create_draft(body, marker)
+    except PlatformError as exc:
+        if not exc.maybe_sent:
+            session.delete(row)
+            session.commit()
+            raise
+        external_id = _find(platform, marker)
+        if external_id is None:
+            raise PlatformError(f"{exc}; no study with marker {marker} found yet: it is kept "
+                                f"as 'creating' and looked for again on sync") from None
+    assert external_id is not None
+    _adopt(session, platform, row, external_id)
     return row
+
+
+def _find(platform: Platform, marker: str) -> str | None:
+    try:
+        return platform.find_draft(marker)
+    except PlatformError:
+        return None
+
+
+def _adopt(session: Session, platform: Platform, row: PlatformStudy, external_id: str) -> None:
+    row.external_id = external_id
+    row.state = "published" if platform.name == "mturk" else "draft"
+    session.add(row)
+    session.commit()
+
+
+def confirm_create(session: Session, platform: Platform, row: PlatformStudy) -> bool:
+    """A study whose create answer was lost: look for it by its marker again (sync does);
+    True once found."""
+    if row.state != "creating":
+        return True
+    marker = str(row.settings.get("marker", ""))
+    session.commit()
+    found = platform.find_draft(marker) if marker else None
+    if found is None:
+        return False
+    _adopt(session, platform, row, found)
+    return True
 
 
 # Which state each step starts from and leads to: a draft is published once, a live study
@@ -158,12 +292,20 @@ def steps_from(state: str) -> list[str]:
     return [step for step, (start, _) in STEPS.items() if state in start]
 
 
-def publish(session: Session, platform: Platform, row: PlatformStudy) -> Pay:
-    """Publish unless the effective hourly pay is below the platform's minimum."""
-    check_step(row, "publish")
-    pay = effective_pay(session, row)
+def check_pay(pay: Pay) -> None:
+    """Refuse to publish below the platform's minimum, or when the pay is unknown."""
     if pay.below_minimum:
         raise PlatformError(f"refused: {pay.line()}")
+    if pay.unknown and pay.minimum_cents is not None:
+        raise PlatformError(f"refused: {pay.line()}; state the expected duration "
+                            "(--expected-minutes) to publish before then")
+
+
+def publish(session: Session, platform: Platform, row: PlatformStudy) -> Pay:
+    """Publish unless the effective hourly pay is below the platform's minimum or unknown."""
+    check_step(row, "publish")
+    pay = effective_pay(session, row)
+    check_pay(pay)
     _transition(session, row, platform.publish, "publish")
     return pay
 

@@ -1,13 +1,21 @@
 """Sync, plan and apply: what to approve, reject and pay, sent exactly once.
 
-plan() only writes PlatformAction rows ('planned', deterministic idempotency keys, so planning
-twice adds nothing); apply() claims each row with a conditional update (planned -> sending,
+plan() judges each submission on the work in its own batches (webapp.platforms.settlement),
+writes PlatformAction rows ('planned', deterministic idempotency keys, so planning twice
+adds nothing) and credits every unit of work an approved submission is paid for in the
+ledger (PlatformLedger, unique per unit: no unit is paid twice, across submissions and
+platform studies). apply() claims each row with a conditional update (planned -> sending,
 committed BEFORE the call, so two applies at once never both send it) and writes
-'done'/'failed' after. A crash leaves at most one row in 'sending', which reconcile() settles
-once it is older than any live call could be, by asking the platform (approve/reject) or
-re-sending with the same idempotency token (MTurk bonus). A Prolific bonus left 'sending' is
-never re-sent: it is marked failed for a person to check, because Prolific's bonus API has no
-idempotency key.
+done/failed/unknown after.
+
+Nothing that creates or pays is ever sent twice automatically. A request whose answer was
+lost (timeout, 5xx, connection dropped: ``PlatformError.maybe_sent``) stays 'sending'; a
+Prolific bonus records its set-up id before the pay request, and a pay whose answer was
+lost becomes 'unknown' for a person (Prolific documents that each pay request pays again,
+and offers no listing of paid bonuses). reconcile() settles rows left 'sending' once they
+are older than any live call by reading the platform: the submission's status
+(approve/reject), ListBonusPayments (MTurk, re-sent with the same UniqueRequestToken only
+when not there), or the pay marker (Prolific: no marker means pay was never sent).
 
 No transaction is ever open while a platform answers: on SQLite every transaction takes the
 write lock (BEGIN IMMEDIATE, vsr_core.db), so one held across an HTTP call would stall every
@@ -16,42 +24,48 @@ other writer, workers' pages included.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, func, select
+from sqlmodel import Session, col, select
 
-from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold
-from vsr_core.kept import kept_counts
+from vsr_core.agreement import DEFAULT_THRESHOLD
 from vsr_core.models import (
     Assignment,
-    Example,
     LeaseStatus,
     PlatformAction,
     PlatformCall,
+    PlatformLedger,
     PlatformStudy,
     PlatformSubmission,
-    Vote,
     Worker,
 )
 from vsr_core.types import utcnow
 from webapp.crowd import leases as lease_mod
+from webapp.platforms import settlement
 from webapp.platforms.base import GONE, Platform, PlatformError
-from webapp.validate.gold import gold_score
 
 # Statuses that wait for our decision, and those that show a decision was already taken.
 REVIEWABLE = frozenset({"AWAITING REVIEW", "Submitted"})
 DECIDED = {"approve": {"APPROVED", "Approved"}, "reject": {"REJECTED", "Rejected"}}
 # A 'sending' row younger than this may still be in flight in another apply; older ones are
-# a crash's leftovers. Longer than the slowest call with all its retries (4 x 10 s timeouts,
-# up to 3 x 60 s Retry-After).
+# a crash's leftovers. Longer than the slowest call (10 s timeouts, a few 429 waits).
 STALE_AFTER = timedelta(minutes=15)
-CRASH_ENV = "VSR_PLATFORM_CRASH"  # tests only: os._exit at 'after_sending' or 'after_call'
+PLAN_ATTEMPTS = 3
+PAY_SENT = "pay_sent"  # in a bonus action's response: the paying request was sent
+
+
+class ActionState(StrEnum):
+    planned = "planned"
+    sending = "sending"  # claimed; the call may be in flight or its answer lost
+    done = "done"
+    failed = "failed"  # refused by the platform: nothing happened
+    unknown = "unknown"  # may have happened; never re-sent: a person checks the platform
 
 
 @dataclass(frozen=True)
@@ -61,6 +75,7 @@ class Rules:
     min_items: int = 1
     bonus_cents_per_kept: int = 0
     reject_flagged: bool = True
+    bonus_cents_per_vote: int = 0
     keep_threshold: float = float(DEFAULT_THRESHOLD)  # the study's keep rule
 
 
@@ -79,6 +94,10 @@ class CallLog:
         self.rows.append(PlatformCall(platform=self.platform, method=method, path=path[:500],
                                       request=body, status=status, response=_small(answer),
                                       error=err[:500]))
+
+    def name_study(self, platform_study_id: int) -> None:
+        """The calls from now on (and those buffered) are for this platform study."""
+        self.platform_study_id = platform_study_id
 
     def take(self) -> list[PlatformCall]:
         """The calls collected so far, each naming the platform study (known after a create
@@ -113,7 +132,7 @@ def sync(
             PlatformSubmission.platform == platform.name,
             PlatformSubmission.external_id == remote.external_id,
         )).first() or PlatformSubmission(
-            study_id=study_id or 0, platform=platform.name, external_id=remote.external_id,
+            platform_study_id=study_id or 0, platform=platform.name, external_id=remote.external_id,
             worker_external_id=remote.worker_external_id, status=remote.status,
         )
         worker = session.exec(select(Worker).where(
@@ -146,26 +165,6 @@ def _release_leases(
     return n
 
 
-def quality(session: Session, worker_id: int,
-            keep_threshold: Threshold = DEFAULT_THRESHOLD) -> dict[str, Any]:
-    """Gold accuracy, speed flag, items done (votes + captions' Examples written) and the
-    Examples validation has kept (settled, enough votes agree with the label): the bonus
-    counts only those."""
-    gold = gold_score(session, worker_id)
-    votes = session.exec(select(func.count()).where(Vote.worker_id == worker_id)).one()
-    written = session.exec(select(
-        Example.queue_settled, Example.queue_agree, Example.queue_votes
-    ).where(Example.author_id == worker_id, col(Example.is_gold).is_(False))).all()
-    # The project's one "kept" rule (vsr_core.kept), over the Examples validation has settled:
-    # a provisional 2-1 Example may still lose, and money is not taken back.
-    kept = kept_counts(((agree, n, 1) for settled, agree, n in written if settled),
-                       keep_threshold).kept
-    worker = session.get(Worker, worker_id)
-    return {"gold_answered": gold.answered, "gold_accuracy": gold.accuracy,
-            "items": int(votes) + len(written), "written": len(written),
-            "kept_captions": kept, "flagged": bool(worker and worker.flagged)}
-
-
 def _verdict(q: dict[str, Any], rules: Rules) -> str | None:
     """None when the work passes, else the reason to reject."""
     if rules.reject_flagged and q["flagged"]:
@@ -174,8 +173,9 @@ def _verdict(q: dict[str, Any], rules: Rules) -> str | None:
     if q["gold_answered"] >= rules.min_gold_answers and acc is not None \
             and acc < rules.min_gold_accuracy:
         return f"gold accuracy {acc:.0%} below {rules.min_gold_accuracy:.0%}"
-    if q["items"] < rules.min_items:
-        return f"{q['items']} items done, fewer than the {rules.min_items} required"
+    if q["items"] < max(1, rules.min_items):  # approval needs work done in this study
+        return (f"{q['items']} items done in this study's batches, fewer than the "
+                f"{max(1, rules.min_items)} required")
     return None
 
 
@@ -195,46 +195,81 @@ def key(study: PlatformStudy, kind: str, submission: str) -> str:
 
 
 def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformAction]:
-    """Write the planned actions for reviewable submissions (none twice); returns the new ones.
-    Two plans at once (a double click on PostgreSQL) may both insert a key: the loser's
+    """Write the planned actions for reviewable submissions (none twice) and credit the work
+    each approved one is paid for in the ledger; returns the new actions.
+
+    Two plans at once (a double click, or plans of two platform studies on PostgreSQL) may
+    both insert an action key or a ledger unit: the database refuses the second, the loser's
     transaction is rolled back and planned again, finding the winner's rows."""
-    try:
-        return _plan_once(session, study, rules)
-    except IntegrityError:
-        session.rollback()
-        return _plan_once(session, study, rules)
+    for attempt in range(PLAN_ATTEMPTS):
+        try:
+            return _plan_once(session, study, rules)
+        except IntegrityError:
+            session.rollback()
+            if attempt == PLAN_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformAction]:
+    subs, work = settlement.work_by_submission(session, study, REVIEWABLE, rules.keep_threshold)
+    have = set(session.exec(select(PlatformAction.idempotency_key).where(
+        PlatformAction.platform_study_id == study.id)))
     added: list[PlatformAction] = []
-    subs = session.exec(select(PlatformSubmission).where(
-        PlatformSubmission.study_id == study.id, col(PlatformSubmission.status).in_(REVIEWABLE)
-    )).all()
+    credit: list[tuple[int, list[settlement.Unit], dict[int, int], PlatformAction | None]] = []
     for sub in subs:
-        if sub.worker_id is None:
-            q: dict[str, Any] = {"gold_answered": 0, "gold_accuracy": None, "items": 0,
-                                 "kept_captions": 0, "flagged": False}
-        else:
-            q = quality(session, sub.worker_id, rules.keep_threshold)
-        sub.quality = q
-        session.add(sub)
+        w = work[sub.id or 0]
+        q = w.quality()
         reason = _verdict(q, rules)
-        wanted = [("reject", None, reason)] if reason else [("approve", None, "")]
-        if not reason and rules.bonus_cents_per_kept and q["kept_captions"]:
-            cents = rules.bonus_cents_per_kept * q["kept_captions"]
-            wanted.append(("bonus", cents, f"{q['kept_captions']} kept captions"))
-        for kind, cents, why in wanted:
+        units = [] if reason else w.new_units()
+        cents = {id(u): _unit_cents(u, rules) for u in units}
+        wanted: list[tuple[str, int | None, str]] = (
+            [("reject", None, reason)] if reason else [("approve", None, "")])
+        if sum(cents.values()):
+            wanted.append(("bonus", sum(cents.values()), _bonus_reason(units, rules)))
+        bonus_action: PlatformAction | None = None
+        for kind, amount, why in wanted:
             k = key(study, kind, sub.external_id)
-            if session.exec(select(PlatformAction).where(PlatformAction.idempotency_key == k)
-                            ).first():
+            if k in have:
                 continue
-            action = PlatformAction(study_id=study.id or 0, platform=study.platform, kind=kind,
-                                    target=sub.external_id, amount_cents=cents,
+            action = PlatformAction(platform_study_id=study.id or 0, platform=study.platform,
+                                    kind=kind, target=sub.external_id, amount_cents=amount,
                                     reason=why or "", idempotency_key=k)
             session.add(action)
             added.append(action)
+            bonus_action = action if kind == "bonus" else bonus_action
+        if bonus_action is None:
+            # No bonus now, or this submission's bonus was planned before: these units are
+            # paid by the reward only, never by a second bonus.
+            cents = dict.fromkeys(cents, 0)
+        if units:
+            credit.append((sub.id or 0, units, cents, bonus_action))
+        sub.quality = {**q, "bonus_cents": sum(cents.values())}
+        session.add(sub)
+    session.flush()  # action ids for the ledger's bonus_action_id
+    session.add_all(
+        PlatformLedger(unit_kind=u.kind, unit_id=u.id, platform_study_id=study.id or 0,
+                       submission_id=sub_id, batch_id=u.batch_id, kept=u.kept,
+                       cents=cents[id(u)],
+                       bonus_action_id=bonus_action.id if bonus_action and cents[id(u)]
+                       else None)
+        for sub_id, units, cents, bonus_action in credit for u in units)
     session.commit()
     return added
+
+
+def _unit_cents(unit: settlement.Unit, rules: Rules) -> int:
+    if unit.kind == settlement.EXAMPLE:
+        return rules.bonus_cents_per_kept if unit.kept else 0
+    return rules.bonus_cents_per_vote
+
+
+def _bonus_reason(units: list[settlement.Unit], rules: Rules) -> str:
+    kept = sum(u.kind == settlement.EXAMPLE and u.kept for u in units)
+    votes = sum(u.kind == settlement.VOTE for u in units) if rules.bonus_cents_per_vote else 0
+    parts = [f"{kept} kept captions"] if kept and rules.bonus_cents_per_kept else []
+    parts += [f"{votes} votes"] if votes else []
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -251,15 +286,23 @@ class _Claimed:
     worker_external_id: str
 
 
-def _send(platform: Platform, study_external_id: str, a: _Claimed) -> dict[str, Any]:
+def _send(session: Session, platform: Platform, study_external_id: str,
+          a: _Claimed) -> dict[str, Any]:
     if a.kind == "approve":
         return platform.approve(a.target, a.key)
     if a.kind == "reject":
         return platform.reject(a.target, a.reason, a.key)
     if a.kind == "return":
         return platform.request_return(a.target, a.reason, a.key)
+
+    def record(note: dict[str, Any]) -> None:
+        """Write-ahead: what the pay request is about to do, committed before it is sent."""
+        _set_state(session, a.id, ActionState.sending, ActionState.sending,
+                   {**note, PAY_SENT: True})
+        session.commit()
+
     return platform.bonus(study_external_id, a.target, a.worker_external_id,
-                          a.amount_cents, a.reason, a.key)
+                          a.amount_cents, a.reason, a.key, record)
 
 
 def _worker_ext(session: Session, platform: str, target: str) -> str:
@@ -290,10 +333,12 @@ def _set_state(session: Session, action_id: int, old: str, new: str,
 
 def _claim(session: Session, action_id: int) -> _Claimed | None:
     """Take one planned action for this process: planned -> sending, committed before the
-    call. Returns None when another apply claimed it first. On SQLite the transaction is
-    BEGIN IMMEDIATE (vsr_core.db), so the read and the update are one writer's step."""
+    call (the write-ahead record of the intent). Returns None when another apply claimed it
+    first. On SQLite the transaction is BEGIN IMMEDIATE (vsr_core.db), so the read and the
+    update are one writer's step."""
     try:
-        if not _set_state(session, action_id, "planned", "sending", sent_at=utcnow()):
+        if not _set_state(session, action_id, ActionState.planned, ActionState.sending,
+                          {}, sent_at=utcnow()):
             return None
         action = session.get(PlatformAction, action_id)
         assert action is not None and action.id is not None
@@ -306,38 +351,58 @@ def _claim(session: Session, action_id: int) -> _Claimed | None:
         session.rollback()  # a no-op after the commit; ends the read when nothing was claimed
 
 
+def _settle_lost(platform: Platform, kind: str, target: str, worker_ext: str, cents: int,
+                 response: dict[str, Any], stale: bool) -> tuple[str, dict[str, Any]] | None:
+    """What a 'sending' action whose answer never came is, read from the platform; None to
+    leave it 'sending' (ask again later). ``stale``: older than any live call, so a request
+    that has not shown by now never arrived and may be sent again (approve/reject: the
+    platform refuses a second transition anyway; MTurk bonus: same UniqueRequestToken)."""
+    try:
+        if kind in DECIDED:
+            status = platform.submission_status(target)
+            if status in DECIDED[kind]:
+                return ActionState.done, {"reconciled": status}
+            return (ActionState.planned, {"reconciled": status}) if stale else None
+        if kind == "bonus" and platform.name == "mturk":
+            if platform.bonus_paid(target, worker_ext, cents):
+                return ActionState.done, {"reconciled": "ListBonusPayments shows it paid"}
+            return (ActionState.planned, {"reconciled": "not paid"}) if stale else None
+    except PlatformError:
+        return None  # ask again on the next apply
+    if kind == "bonus":
+        if response.get(PAY_SENT):
+            return ActionState.unknown, {
+                **response, "unknown": "the pay request was sent and its answer lost; it is "
+                "never re-sent (each pay request pays again): check the bonus on Prolific"}
+        # The pay request was never sent (its marker is written before it): an unpaid
+        # set-up, if any, pays nothing, so the bonus may be planned again.
+        return (ActionState.planned, {**response, "reconciled": "pay never sent"}) \
+            if stale else None
+    return (ActionState.unknown, {"unknown": "check on the platform"}) if stale else None
+
+
 def reconcile(session: Session, platform: Platform, study: PlatformStudy,
               stale_after: timedelta = STALE_AFTER, calls: CallLog | None = None) -> int:
-    """Settle actions a crash left in 'sending' for longer than ``stale_after`` (a younger
-    one may still be in flight in another apply: touching it could send it twice); returns
-    how many were settled. No transaction is open during a platform call."""
+    """Settle actions left in 'sending' for longer than ``stale_after`` (a younger one may
+    still be in flight in another apply: touching it could send it twice) by reading the
+    platform's state; returns how many were settled. No transaction is open during a call."""
     study_id = study.id
     cutoff = utcnow() - stale_after
-    stuck = [(a.id or 0, a.kind, a.target, a.sent_at) for a in session.exec(
+    stuck = [(a.id or 0, a.kind, a.target, a.amount_cents or 0, dict(a.response or {}),
+              a.sent_at) for a in session.exec(
         select(PlatformAction).where(
-            PlatformAction.study_id == study_id, PlatformAction.state == "sending",
+            PlatformAction.platform_study_id == study_id,
+            PlatformAction.state == ActionState.sending,
             col(PlatformAction.sent_at) <= cutoff,
         ))]
+    workers = {t: _worker_ext(session, study.platform, t) for _, _, t, _, _, _ in stuck}
     session.commit()
     settled = 0
-    for action_id, kind, target, sent_at in stuck:
-        response: dict[str, Any] | None = None
-        if kind in DECIDED:
-            try:
-                status = platform.submission_status(target)
-            except PlatformError:
-                continue  # ask again on the next apply
-            if status in DECIDED[kind]:
-                new, response = "done", {"reconciled": status}
-            else:
-                new = "planned"  # the call never arrived: send it again
-        elif kind == "bonus" and platform.name == "mturk":
-            new = "planned"  # same UniqueRequestToken: MTurk pays at most once
-        else:
-            new = "failed"
-            response = {"reconcile": "unknown whether it was sent; check on the platform"}
-        settled += _set_state(session, action_id, "sending", new, response,
-                              old_sent_at=sent_at)
+    for action_id, kind, target, cents, response, sent_at in stuck:
+        outcome = _settle_lost(platform, kind, target, workers[target], cents, response, True)
+        if outcome is not None:
+            settled += _set_state(session, action_id, ActionState.sending, outcome[0],
+                                  outcome[1], old_sent_at=sent_at)
         _save_calls(session, calls)
         session.commit()
     return settled
@@ -347,7 +412,7 @@ def apply(session: Session, platform: Platform, study: PlatformStudy,
           stale_after: timedelta = STALE_AFTER, calls: CallLog | None = None) -> dict[str, int]:
     """Send every planned action once, even with other applies running at the same time
     (each action is claimed by a conditional update first); returns counts by final state
-    of the actions this call sent.
+    of the actions this call sent ('sending': the answer was lost, settled later).
 
     Ends the caller's transaction first and never holds one across a platform call, so a
     second apply (or a worker's page) is never kept waiting for an HTTP answer.
@@ -355,29 +420,48 @@ def apply(session: Session, platform: Platform, study: PlatformStudy,
     study_id, study_ext = study.id, study.external_id
     session.commit()
     reconcile(session, platform, study, stale_after, calls)
-    counts = {"done": 0, "failed": 0}
+    counts = dict.fromkeys(("done", "failed", "unknown", "sending"), 0)
     planned = list(session.exec(select(PlatformAction.id).where(
-        PlatformAction.study_id == study_id, PlatformAction.state == "planned"
+        PlatformAction.platform_study_id == study_id,
+        PlatformAction.state == ActionState.planned,
     ).order_by(col(PlatformAction.id))))
     session.commit()
     for action_id in planned:
         claimed = _claim(session, action_id or 0)
         if claimed is None:
             continue
-        _crash_hook("after_sending")
-        try:
-            response, state = _send(platform, study_ext, claimed), "done"
-        except PlatformError as exc:
-            response, state = {"error": str(exc)}, "failed"
-            if _already_done(platform, claimed):
-                response, state = {"already_done": str(exc)}, "done"
-        _crash_hook("after_call")
-        _set_state(session, claimed.id, "sending", state, response)
+        state, response = _outcome(session, platform, study_ext, claimed)
+        if state != ActionState.sending:
+            _set_state(session, claimed.id, ActionState.sending, state, response)
+        else:
+            _set_state(session, claimed.id, ActionState.sending, state,
+                       {**_response_of(session, claimed.id), **response})
         _save_calls(session, calls)
         session.commit()
         counts[state] += 1
     session.expire_all()  # the caller's objects show the new states
     return counts
+
+
+def _response_of(session: Session, action_id: int) -> dict[str, Any]:
+    action = session.get(PlatformAction, action_id)
+    return dict(action.response or {}) if action is not None else {}
+
+
+def _outcome(session: Session, platform: Platform, study_ext: str,
+             a: _Claimed) -> tuple[str, dict[str, Any]]:
+    """Send one claimed action; its new state and what to record."""
+    try:
+        return ActionState.done, _send(session, platform, study_ext, a)
+    except PlatformError as exc:
+        if not exc.maybe_sent:
+            if _already_done(platform, a):
+                return ActionState.done, {"already_done": str(exc)}
+            return ActionState.failed, {**_response_of(session, a.id), "error": str(exc)}
+        lost = {"lost": str(exc)}
+        settled = _settle_lost(platform, a.kind, a.target, a.worker_external_id,
+                               a.amount_cents, _response_of(session, a.id), False)
+        return settled if settled is not None else (ActionState.sending, lost)
 
 
 def _already_done(platform: Platform, a: _Claimed) -> bool:
@@ -395,8 +479,3 @@ def _already_done(platform: Platform, a: _Claimed) -> bool:
 def _save_calls(session: Session, calls: CallLog | None) -> None:
     if calls is not None and calls.rows:
         session.add_all(calls.take())
-
-
-def _crash_hook(point: str) -> None:
-    if os.environ.get(CRASH_ENV) == point:
-        os._exit(9)

@@ -15,7 +15,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from webapp.platforms.base import PlatformError, RemoteSubmission
+from webapp.platforms.base import PlatformError, Record, RemoteSubmission
 
 SANDBOX = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
 DEFAULT_LIFETIME_SECONDS = 3 * 86400
@@ -57,15 +57,19 @@ class MTurkPlatform:
             message = " ".join(str(err.get("Message", "")).split())
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             self.log(op, op, _plain(params), status, {"Error": err}, str(err.get("Code", "?")))
-            raise PlatformError(f"MTurk {op}: {err.get('Code', '?')} {message}") from None
-        except BotoCoreError as exc:
+            raise PlatformError(f"MTurk {op}: {err.get('Code', '?')} {message}",
+                                maybe_sent=isinstance(status, int) and status >= 500) from None
+        except BotoCoreError as exc:  # a timeout or a connection lost: outcome unknown
             self.log(op, op, _plain(params), None, None, type(exc).__name__)
-            raise PlatformError(f"MTurk {op}: {' '.join(str(exc).split())}") from None
+            raise PlatformError(f"MTurk {op}: {' '.join(str(exc).split())}",
+                                maybe_sent=True) from None
         self.log(op, op, _plain(params), 200, _plain(answer), "")
         return answer
 
-    def create_draft(self, settings: dict[str, Any]) -> str:
-        """MTurk has no drafts: creating the HIT publishes it (see docs/platforms.md)."""
+    def create_draft(self, settings: dict[str, Any], marker: str) -> str:
+        """MTurk has no drafts: creating the HIT publishes it (see docs/platforms.md). The
+        marker is the UniqueRequestToken (MTurk creates at most one HIT per token) and the
+        RequesterAnnotation (find_draft finds the HIT by it after a lost answer)."""
         hit = self._call(
             "create_hit",
             Title=settings["title"],
@@ -78,8 +82,25 @@ class MTurkPlatform:
             AutoApprovalDelayInSeconds=int(settings.get("auto_approve_seconds", 7 * 86400)),
             Question=external_question(settings["url"]),
             QualificationRequirements=settings.get("qualifications", []),
+            UniqueRequestToken=marker[:64],
+            RequesterAnnotation=marker[:255],
         )
         return str(hit["HIT"]["HITId"])
+
+    def find_draft(self, marker: str) -> str | None:
+        """ListHITs (all pages): the HIT whose RequesterAnnotation is the marker."""
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            page = self._call("list_hits", **params)
+            for hit in page.get("HITs", []):
+                if hit.get("RequesterAnnotation") == marker[:255]:
+                    return str(hit["HITId"])
+            token = page.get("NextToken")
+            if not token or not page.get("HITs"):
+                return None
 
     def publish(self, external_id: str) -> None:
         return None  # the HIT is live from creation
@@ -123,9 +144,10 @@ class MTurkPlatform:
 
     def bonus(
         self, study_external_id: str, submission_id: str, worker_external_id: str,
-        cents: int, reason: str, key: str,
+        cents: int, reason: str, key: str, record: Record | None = None,
     ) -> dict[str, Any]:
-        # UniqueRequestToken = our idempotency key: MTurk refuses a second bonus with it.
+        # UniqueRequestToken = our idempotency key: MTurk refuses a second bonus with it
+        # (for 24 hours; after that reconcile asks ListBonusPayments first).
         return self._call("send_bonus", WorkerId=worker_external_id,
                           BonusAmount=f"{cents / 100:.2f}", AssignmentId=submission_id,
                           Reason=reason[:1024], UniqueRequestToken=key[:64])

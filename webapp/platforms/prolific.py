@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from webapp.platforms.base import PlatformError, RemoteSubmission
+from webapp.platforms.base import PlatformError, Record, RemoteSubmission
 
 DEFAULT_BASE_URL = "https://api.prolific.com/api/v1"
 CallLog = Callable[[str, str, dict[str, Any] | None, int | None, Any, str], None]
@@ -31,7 +31,7 @@ class ProlificPlatform:
         base_url: str | None = None,
         token: str | None = None,
         timeout: float = 10.0,
-        retries: int = 3,
+        retries: int = 3,  # for GETs and 429s; a lost POST is never re-sent
         backoff: float = 0.5,
         log: CallLog = _no_log,
         sleep: Callable[[float], None] = time.sleep,
@@ -50,41 +50,65 @@ class ProlificPlatform:
     def close(self) -> None:
         self._client.close()
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """One request; 429 waits Retry-After, timeouts and 5xx retry with backoff."""
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
+              params: dict[str, str] | None = None) -> Any:
+        """One request. A 429 is answered before anything is processed, so it waits
+        Retry-After and is sent again, whatever the method; a GET (which changes nothing) is
+        also retried after a timeout or a 5xx. Any other request whose answer is lost is
+        never re-sent: PlatformError(maybe_sent=True) and the engine reads the state."""
+        safe = method == "GET"
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             try:
-                resp = self._client.request(method, path, json=body)
-            except httpx.TimeoutException:
-                self.log(method, path, body, None, None, "timeout")
-                if last:
-                    raise PlatformError(f"Prolific {method} {path}: timed out") from None
-                self.sleep(self.backoff * 2**attempt)
-                continue
-            except httpx.HTTPError as exc:
+                resp = self._client.request(method, path, json=body, params=params)
+            except httpx.ConnectError as exc:  # never reached the platform
                 self.log(method, path, body, None, None, type(exc).__name__)
-                raise PlatformError(f"Prolific {method} {path}: {type(exc).__name__}") from None
+                if safe and not last:
+                    self.sleep(self.backoff * 2**attempt)
+                    continue
+                raise PlatformError(f"Prolific {method} {path}: could not connect") from None
+            except httpx.HTTPError as exc:  # a timeout or a connection lost mid-way
+                err = "timeout" if isinstance(exc, httpx.TimeoutException) \
+                    else type(exc).__name__
+                self.log(method, path, body, None, None, err)
+                if safe and not last:
+                    self.sleep(self.backoff * 2**attempt)
+                    continue
+                raise PlatformError(f"Prolific {method} {path}: {err}, outcome unknown",
+                                    maybe_sent=not safe) from None
             data = _json(resp)
             self.log(method, path, body, resp.status_code, data, "")
             if resp.status_code == 429 and not last:
                 self.sleep(_retry_after(resp, self.backoff * 2**attempt))
                 continue
-            if resp.status_code >= 500 and not last:
+            if resp.status_code >= 500 and safe and not last:
                 self.sleep(self.backoff * 2**attempt)
                 continue
             if resp.status_code >= 400:
                 raise PlatformError(
-                    f"Prolific {method} {path}: HTTP {resp.status_code} {_detail(data)}"
+                    f"Prolific {method} {path}: HTTP {resp.status_code} {_detail(data)}",
+                    maybe_sent=resp.status_code >= 500 and not safe,
                 )
             return data
         raise PlatformError(f"Prolific {method} {path}: gave up")  # pragma: no cover
 
     # --- studies ---------------------------------------------------------------------------
 
-    def create_draft(self, settings: dict[str, Any]) -> str:
-        data = self._call("POST", "/studies/", settings)
+    def create_draft(self, settings: dict[str, Any], marker: str) -> str:
+        """POST /studies/ with the marker in ``internal_name`` (not shown to participants),
+        so that find_draft can tell whether a create whose answer was lost happened."""
+        body = {**settings, "internal_name": _marked(settings.get("internal_name", ""),
+                                                     marker)}
+        data = self._call("POST", "/studies/", body)
         return str(data["id"])
+
+    def find_draft(self, marker: str) -> str | None:
+        """GET /studies/ (drafts only) and the one whose internal_name carries the marker."""
+        data = self._call("GET", "/studies/", params={"state": "(UNPUBLISHED)"})
+        for study in data.get("results", []):
+            if marker in str(study.get("internal_name") or ""):
+                return str(study["id"])
+        return None
 
     def _transition(self, study_id: str, action: str) -> None:
         self._call("POST", f"/studies/{study_id}/transition/", {"action": action})
@@ -111,8 +135,8 @@ class ProlificPlatform:
         return str(self._call("GET", f"/submissions/{submission_id}/")["status"])
 
     def approve(self, submission_id: str, key: str) -> dict[str, Any]:
-        # Prolific has no idempotency key on transitions: the engine re-reads the status
-        # before re-sending (see engine.reconcile).
+        # No idempotency key on transitions; Prolific refuses a second one (the status is no
+        # longer AWAITING REVIEW), and the engine reads the status after a lost answer.
         return dict(self._call(
             "POST", f"/submissions/{submission_id}/transition/", {"action": "APPROVE"}
         ))
@@ -128,18 +152,26 @@ class ProlificPlatform:
 
     def bonus(
         self, study_external_id: str, submission_id: str, worker_external_id: str,
-        cents: int, reason: str, key: str,
+        cents: int, reason: str, key: str, record: Record,
     ) -> dict[str, Any]:
-        # Two steps: set up the bonus (amounts in the study currency, pounds/dollars) then pay.
-        setup = self._call("POST", "/submissions/bulk-bonus-payments/", {
+        """Set up (POST /submissions/bonus-payments/, one line "<submission_id>,<amount>" in
+        the study currency) then pay (POST /bulk-bonus-payments/{id}/pay/). A set-up pays
+        nothing; every pay request pays again, so ``record`` writes the set-up id before the
+        one pay request is sent, and that request is never repeated."""
+        setup = self._call("POST", "/submissions/bonus-payments/", {
             "study_id": study_external_id,
-            "csv_bonuses": f"{worker_external_id},{cents / 100:.2f}",
+            "csv_bonuses": f"{submission_id},{cents / 100:.2f}",
         })
+        record({"setup": setup})
         paid = self._call("POST", f"/bulk-bonus-payments/{setup['id']}/pay/")
         return {"setup": setup, "pay": paid}
 
     def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
-        return None  # no documented per-submission bonus listing: unknown (never re-sent)
+        return None  # Prolific documents no listing of paid bonuses: unknown (never re-sent)
+
+
+def _marked(name: str, marker: str) -> str:
+    return f"{name} [{marker}]".strip()[:255]
 
 
 # Prolific wants a rejection message of at least 100 characters and one of its categories.

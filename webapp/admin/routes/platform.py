@@ -17,12 +17,12 @@ from fastapi.responses import Response
 from sqlmodel import Session, col, func, select
 
 from vsr_core.limits import INT32_MAX
-from vsr_core.models import PlatformAction, PlatformCall, PlatformStudy, PlatformSubmission, Study
+from vsr_core.models import PlatformAction, PlatformCall, PlatformStudy, Study
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import admin_study, back, figure_cache, render
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
-from webapp.platforms import drafts
+from webapp.platforms import drafts, settlement
 from webapp.platforms import engine as eng
 from webapp.platforms.base import PlatformError
 from webapp.platforms.clients import NAMES, client_for
@@ -52,7 +52,7 @@ def _url(ps: int | None) -> str:
 
 def _planned(session: Session, row: PlatformStudy) -> list[PlatformAction]:
     return list(session.exec(select(PlatformAction).where(
-        PlatformAction.study_id == row.id, PlatformAction.state == "planned"
+        PlatformAction.platform_study_id == row.id, PlatformAction.state == "planned"
     ).order_by(col(PlatformAction.id))))
 
 
@@ -70,20 +70,19 @@ def _preview(row: PlatformStudy, actions: list[PlatformAction]) -> dict[str, Any
             "total_cents": bonus + reward, "fingerprint": fingerprint(actions)}
 
 
-def _submissions(session: Session, row: PlatformStudy, rules: eng.Rules
-                 ) -> list[dict[str, Any]]:
-    subs = session.exec(select(PlatformSubmission).where(
-        PlatformSubmission.study_id == row.id
-    ).order_by(col(PlatformSubmission.id)).limit(SUBMISSIONS_SHOWN)).all()
-    actions: dict[str, list[PlatformAction]] = {}
-    for a in session.exec(select(PlatformAction).where(PlatformAction.study_id == row.id)):
-        actions.setdefault(a.target, []).append(a)
-    out = []
-    for s in subs:
-        q = (eng.quality(session, s.worker_id, rules.keep_threshold)
-             if s.worker_id is not None else {})
-        out.append({"sub": s, "q": q, "actions": actions.get(s.external_id, [])})
-    return out
+def _submissions(session: Session, row: PlatformStudy, rules: eng.Rules,
+                 actions: list[PlatformAction]) -> list[dict[str, Any]]:
+    """Each submission with the work in its own batches (``q``) and what the ledger credits
+    it with (``paid``: the work it is paid for). A fixed number of statements, whatever
+    the number of submissions (grouped queries, webapp.platforms.settlement)."""
+    subs, work = settlement.work_by_submission(session, row, None, rules.keep_threshold)
+    paid = settlement.paid_for(session, row)
+    by_target: dict[str, list[PlatformAction]] = {}
+    for a in actions:
+        by_target.setdefault(a.target, []).append(a)
+    return [{"sub": s, "q": work[s.id or 0].quality(), "paid": paid.get(s.id or 0),
+             "actions": by_target.get(s.external_id, [])}
+            for s in subs[:SUBMISSIONS_SHOWN]]
 
 
 @router.get("/platform", include_in_schema=False)
@@ -97,15 +96,17 @@ def platform_page(
     ctx: dict[str, Any] = {"rows": rows, "row": row, "names": NAMES, "page": page, "pages": 1,
                            "pays": {r.id: drafts.effective_pay(session, r) for r in rows}}
     if row is not None:
-        planned, rules = _planned(session, row), eng.rules_for(session, row)
+        rules = eng.rules_for(session, row)
+        actions = list(session.exec(select(PlatformAction).where(
+            PlatformAction.platform_study_id == row.id).order_by(col(PlatformAction.id))))
+        planned = [a for a in actions if a.state == eng.ActionState.planned]
         total = session.exec(select(func.count()).select_from(PlatformCall).where(
             PlatformCall.platform_study_id == row.id)).one()
         ctx |= {
-            "subs": _submissions(session, row, rules), "planned": planned,
+            "subs": _submissions(session, row, rules, actions), "planned": planned,
             "steps": drafts.steps_from(row.state),
             "preview": _preview(row, planned), "rules": rules,
-            "states": dict(Counter(a.state for a in session.exec(
-                select(PlatformAction).where(PlatformAction.study_id == row.id)))),
+            "states": dict(Counter(a.state for a in actions)),
             "calls": session.exec(select(PlatformCall).where(
                 PlatformCall.platform_study_id == row.id
             ).order_by(col(PlatformCall.id).desc()).offset((page - 1) * CALLS_PER_PAGE)
@@ -121,6 +122,8 @@ def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> s
     try:
         client = client_for(row.platform, log)
         if what == "sync":
+            if not drafts.confirm_create(session, client, row):
+                return "Not synced: the study's create is not confirmed on the platform yet."
             released = eng.sync(session, client, row, getattr(request.app.state, "strategies",
                                                                 {}), log)
             figure_cache(request).clear()
@@ -150,6 +153,7 @@ def create(
     reward_cents: Annotated[int, Form(ge=1, le=100_000)],
     places: Annotated[int, Form(ge=1, le=100_000)],
     title: Annotated[str, Form(max_length=200)] = "",
+    expected_minutes: Annotated[str, Form(pattern="^[0-9]{0,4}$")] = "",
 ) -> Response:
     study = session.get(Study, admin_study(request).id)
     assert study is not None
@@ -157,9 +161,11 @@ def create(
     try:
         settings = drafts.new_settings(
             session, study, platform, kind, reward_cents=reward_cents, places=places,
-            base_url=request.app.state.settings.base_url, title=title.strip())
-        row = drafts.create(session, client_for(platform, log), study, settings)
-        log.platform_study_id = row.id
+            base_url=request.app.state.settings.base_url, title=title.strip(),
+            estimated_minutes=min(int(expected_minutes), 24 * 60) or None
+            if expected_minutes else None)
+        row = drafts.create(session, client_for(platform, log), study, settings,
+                            on_row=log.name_study)
         msg, ps = f"Created {platform} study {row.external_id} ({row.state}).", row.id
     except PlatformError as exc:
         msg, ps = f"Not created: {exc}", None
