@@ -114,9 +114,15 @@ def captions(session: Session, b: Batch, s: Scene, kept: int, not_kept: int = 0)
 
 
 def votes(session: Session, b: Batch, s: Scene, n: int) -> None:
-    for _ in range(n):
-        a = _lease(session, b, "validate", example_id=s.target_id)
-        session.add(Vote(example_id=s.target_id, worker_id=b.worker_id, value=True,
+    """``n`` votes in the batch, each on an Example of its own (one vote per worker and
+    Example)."""
+    for i in range(n):
+        target = Example(study_id=b.study_id, image_id=s.image_id, relation="on", subj="cat",
+                         obj="dog", label=True, caption=f"The cat {i} is on the dog.")
+        session.add(target)
+        session.flush()
+        a = _lease(session, b, "validate", example_id=target.id)
+        session.add(Vote(example_id=target.id or 0, worker_id=b.worker_id, value=True,
                          assignment_id=a.id))
     session.commit()
 
