@@ -122,9 +122,11 @@ def _send(action: str, session: Any, client: Any, study: Any, log: Any,
         typer.echo(f"synced; {released} leases released")
     else:
         counts = eng.apply(session, client, study, timedelta(minutes=stale_minutes), log)
-        typer.echo(f"{counts['done']} done, {counts['failed']} failed, "
-                   f"{counts['unknown']} unknown (check on the platform), "
-                   f"{counts['sending']} answer lost (settled by a later apply)")
+        extra = (f", {counts['unknown']} unknown (check on the platform)"
+                 if counts["unknown"] else "")
+        extra += (f", {counts['sending']} answer lost (a later apply reads the platform)"
+                  if counts["sending"] else "")
+        typer.echo(f"{counts['done']} done, {counts['failed']} failed{extra}")
 
 
 @platform_app.command("sync")

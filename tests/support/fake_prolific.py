@@ -14,7 +14,8 @@ Fault modes, set on ``State`` by the tests:
 ``fail_after`` n: process the request, then answer 500 (it happened; the client cannot tell);
 ``slow`` seconds: process the request, then wait this long before answering (a client with
 a shorter timeout gives up on a request that was carried out);
-``slow_paths``: limit ``slow``/``fail_after`` to paths containing one of these strings.
+``slow_paths`` / ``slow_methods``: limit ``slow``/``fail_after`` to paths containing one of
+these strings / to these methods.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class State:
     fail_after: int = 0
     slow: float = 0.0
     slow_paths: tuple[str, ...] = ()
+    slow_methods: tuple[str, ...] = ()
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_submission(self, study_id: str, sub_id: str, pid: str, status: str) -> None:
@@ -78,8 +80,9 @@ def _error(status: int, detail: Any) -> JSONResponse:
 def make_app(state: State) -> FastAPI:
     app = FastAPI()
 
-    def _targeted(path: str) -> bool:
-        return not state.slow_paths or any(p in path for p in state.slow_paths)
+    def _targeted(method: str, path: str) -> bool:
+        return ((not state.slow_paths or any(p in path for p in state.slow_paths))
+                and (not state.slow_methods or method in state.slow_methods))
 
     @app.middleware("http")
     async def modes(request: Request, call_next: Any) -> Any:
@@ -97,10 +100,10 @@ def make_app(state: State) -> FastAPI:
             state.fail_before -= 1
             return _error(500, "Internal error")
         response = await call_next(request)  # carried out
-        if state.fail_after and _targeted(path):
+        if state.fail_after and _targeted(request.method, path):
             state.fail_after -= 1
             return _error(502, "Bad gateway")
-        if state.slow and _targeted(path):
+        if state.slow and _targeted(request.method, path):
             await asyncio.sleep(state.slow)
         return response
 

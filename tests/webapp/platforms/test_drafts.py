@@ -4,17 +4,20 @@ the effective hourly pay from measured batch times and the refusal below the min
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from itertools import count
 from pathlib import Path
 
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from tests.support.fake_prolific import TOKEN, State
-from vsr_core.models import Batch, BatchStatus, Worker
+from vsr_core.models import Batch, BatchStatus, PlatformStudy, Worker
 from vsr_core.studies import create_study, default_study
+from vsr_core.study import save_study_config
 from vsr_core.types import utcnow
 from webapp.platforms import drafts
 from webapp.platforms.base import PlatformError
@@ -23,18 +26,24 @@ from webapp.platforms.prolific import ProlificPlatform
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 SITE = "https://vsr.example.org"
+SERIAL = count(1)
 
 
-def _batches(session: Session, study_id: int, minutes: list[float], source: str) -> None:
-    for i, m in enumerate(minutes):
-        w = Worker(source=source, external_id=f"{source}{i}")
+def _batches(session: Session, study_id: int, seconds_per_item: list[float], source: str,
+             size: int, done: int | None = None, kind: str = "generate",
+             flagged: bool = False) -> None:
+    """One completed batch per new worker, ``done`` of ``size`` items (all by default) at
+    these seconds per item."""
+    for s in seconds_per_item:
+        w = Worker(source=source, external_id=f"{source}{next(SERIAL)}", flagged=flagged)
         session.add(w)
         session.commit()
-        start = utcnow() - timedelta(hours=2)
-        session.add(Batch(study_id=study_id, worker_id=w.id or 0, kind="generate",
-                          status=BatchStatus.completed, size=10, created_at=start,
-                          deadline=start + timedelta(hours=1),
-                          finished_at=start + timedelta(minutes=m)))
+        n = size if done is None else done
+        start = utcnow() - timedelta(hours=3)
+        session.add(Batch(study_id=study_id, worker_id=w.id or 0, kind=kind,
+                          status=BatchStatus.completed, size=size, done_count=n,
+                          created_at=start, deadline=start + timedelta(hours=2),
+                          finished_at=start + timedelta(seconds=s * n)))
     session.commit()
 
 
@@ -53,31 +62,42 @@ def test_entry_urls() -> None:
 def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State]) -> None:
     url, state = fake
     study = create_study(session, ZH_FILE.read_text(encoding="utf-8"), str(ZH_FILE))
-    # Real workers took 10, 20 and 30 minutes; the imported worker's hour is not a measurement.
-    _batches(session, study.id or 0, [10, 20, 30], "prolific")
-    _batches(session, study.id or 0, [60], "imported")
+    save_study_config(session, {"generate_batch_size": 12}, study.id or 0)
+    # Three real workers measured: 6, 8 and 10 s per item on full 12-item batches. Imported
+    # and flagged workers, and a batch ended after 1 item, are no measurement.
+    _batches(session, study.id or 0, [6, 8, 10], "prolific", 12)
+    _batches(session, study.id or 0, [60], "imported", 12)
+    _batches(session, study.id or 0, [0.1], "prolific", 12, flagged=True)
+    _batches(session, study.id or 0, [0.1, 0.1], "prolific", 12, done=1)
     p = ProlificPlatform(base_url=url, token=TOKEN)
-    settings = drafts.new_settings(session, study, "prolific", "generate", reward_cents=150,
+    settings = drafts.new_settings(session, study, "prolific", "generate", reward_cents=15,
                                    places=20, base_url=SITE)
     row = drafts.create(session, p, study, settings)
     sent = state.studies[row.external_id]
     assert sent["external_study_url"].startswith(f"{SITE}/s/vsr-zh/start/generate?")
     assert "PROLIFIC_PID={{%PROLIFIC_PID%}}" in sent["external_study_url"]
-    assert sent["total_available_places"] == 20 and sent["reward"] == 150
-    assert sent["estimated_completion_time"] == 20  # the measured median
+    assert sent["total_available_places"] == 20 and sent["reward"] == 15
     assert sent["prolific_id_option"] == "url_parameters"
     assert [c["code_type"] for c in sent["completion_codes"]] == ["COMPLETED", "NO_CONSENT"]
+    assert row.settings["marker"] in sent["internal_name"]
     assert row.state == "draft" and sent["status"] == "UNPUBLISHED"
 
     pay = drafts.effective_pay(session, row)
-    assert (pay.per_hour_cents, pay.measured_batches, pay.minimum_cents) == (450, 3, 600)
-    assert pay.line() == ("effective pay £4.50/h (£1.50 for 20.0 min, median of 3 measured "
-                          "batches); platform minimum £6.00/h")
+    assert pay.unknown and pay.measured.n == 3
+    with pytest.raises(PlatformError, match=r"^refused: effective pay unknown .*3 of the 5 "
+                                            r"workers needed measured.*state the expected"):
+        drafts.publish(session, p, row)
+    _batches(session, study.id or 0, [12, 14], "prolific", 12)  # five workers now
+    pay = drafts.effective_pay(session, row)
+    assert (pay.per_hour_cents, pay.measured.n, pay.minimum_cents) == (450, 5, 600)
+    assert pay.line() == (
+        "effective pay £4.50/h (£0.15 for 2.0 min; 10.0 s per item x 12 items, median of 5 "
+        "workers on full-size batches, middle half 8.0-12.0 s); platform minimum £6.00/h")
     with pytest.raises(PlatformError, match=r"^refused: effective pay £4.50/h"):
         drafts.publish(session, p, row)
     assert sent["status"] == "UNPUBLISHED" and row.state == "draft"
 
-    row.settings = {**row.settings, "reward_cents": 250}
+    row.settings = {**row.settings, "reward_cents": 25}
     session.add(row)
     session.commit()
     assert drafts.publish(session, p, row).per_hour_cents == 750
@@ -96,6 +116,83 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
         p.publish(row.external_id)
 
 
+def test_the_2516_pounds_an_hour_case_is_refused(
+    session: Session, fake: tuple[str, State]
+) -> None:
+    """£1.50 for a 500-item, 90-minute validation batch: 12 batches ended after one item in
+    2.15 s each made the old median-of-batches guard show £2516.97/h and publish. Without
+    full-size measurements the pay is unknown; with them, £1.00/h; both refused."""
+    url, state = fake
+    study = default_study(session)
+    assert drafts.batch_items(session, study.id or 0, "validate") == 500
+    _batches(session, study.id or 0, [2.14544] * 12, "prolific", 500, done=1, kind="validate")
+    old_guard = round(150 * 60 / (2.14544 / 60))  # the reward over the median batch time
+    assert old_guard == 251697
+    p = ProlificPlatform(base_url=url, token=TOKEN)
+    settings = drafts.new_settings(session, study, "prolific", "validate", reward_cents=150,
+                                   places=5, base_url=SITE)
+    row = drafts.create(session, p, study, settings)
+    assert drafts.effective_pay(session, row).unknown
+    with pytest.raises(PlatformError, match="effective pay unknown"):
+        drafts.publish(session, p, row)
+    _batches(session, study.id or 0, [10.8] * 6, "prolific", 500, kind="validate")
+    pay = drafts.effective_pay(session, row)
+    assert (round(pay.minutes or 0), pay.per_hour_cents) == (90, 100)
+    with pytest.raises(PlatformError, match=r"^refused: effective pay £1.00/h"):
+        drafts.publish(session, p, row)
+    # The researcher's stated duration is used as stated (and shown as such).
+    row.settings = {**row.settings, "stated_minutes": 10}
+    assert drafts.effective_pay(session, row).line().startswith(
+        "effective pay £9.00/h (£1.50 for 10.0 min; stated duration; 6 of the 5")
+    assert state.studies[row.external_id]["status"] == "UNPUBLISHED"
+
+
+def test_each_platform_study_has_its_own_random_codes(
+    session: Session, fake: tuple[str, State]
+) -> None:
+    url, state = fake
+    study = default_study(session)
+    p = ProlificPlatform(base_url=url, token=TOKEN)
+    rows = [drafts.create(session, p, study, drafts.new_settings(
+        session, study, "prolific", "generate", reward_cents=100, places=1, base_url=SITE))
+        for _ in range(3)]
+    codes = [r.settings["completion_code"] for r in rows]
+    assert len(set(codes)) == 3 and "VSRDONE" not in codes
+    assert all(re.fullmatch(r"[A-Z0-9]{12}", c) for c in codes)
+    for r in rows:  # set on the platform as the study's COMPLETED code
+        sent = state.studies[r.external_id]["completion_codes"]
+        assert sent[0] == {"code": r.settings["completion_code"], "code_type": "COMPLETED",
+                           "actions": [{"action": "MANUALLY_REVIEW"}]}
+
+
+def test_a_slow_create_leaves_one_draft_on_record(
+    session: Session, fake: tuple[str, State]
+) -> None:
+    """The create is carried out but answered after the client gave up: it is not sent
+    again; the draft is found by its marker and recorded (no orphan on Prolific)."""
+    url, state = fake
+    study = default_study(session)
+    p = ProlificPlatform(base_url=url, token=TOKEN, timeout=0.3, sleep=lambda s: None)
+    settings = drafts.new_settings(session, study, "prolific", "generate", reward_cents=100,
+                                   places=1, base_url=SITE)
+    state.slow, state.slow_methods = 0.6, ("POST",)
+    row = drafts.create(session, p, study, settings)
+    assert state.count("POST", "/studies/") == 1 and len(state.studies) == 1
+    assert row.external_id == next(iter(state.studies)) and row.state == "draft"
+    assert len(session.exec(select(PlatformStudy)).all()) == 1
+
+
+def test_a_refused_create_leaves_no_row(session: Session, fake: tuple[str, State]) -> None:
+    url, state = fake
+    study = default_study(session)
+    p = ProlificPlatform(base_url="http://127.0.0.1:9/api/v1", token=TOKEN)  # nothing there
+    settings = drafts.new_settings(session, study, "prolific", "generate", reward_cents=100,
+                                   places=1, base_url=SITE)
+    with pytest.raises(PlatformError, match="could not connect"):
+        drafts.create(session, p, study, settings)
+    assert session.exec(select(PlatformStudy)).all() == []
+
+
 def test_mturk_hit_from_settings(session: Session) -> None:
     client = boto3.client("mturk", region_name="us-east-1", endpoint_url=SANDBOX,
                           aws_access_key_id="x", aws_secret_access_key="y")
@@ -110,12 +207,14 @@ def test_mturk_hit_from_settings(session: Session) -> None:
             "MaxAssignments": 9, "LifetimeInSeconds": ANY,
             "AssignmentDurationInSeconds": 90 * 60, "AutoApprovalDelayInSeconds": ANY,
             "Question": external_question(f"{SITE}/start/validate"),
-            "QualificationRequirements": quals})
+            "QualificationRequirements": quals, "UniqueRequestToken": ANY,
+            "RequesterAnnotation": ANY})
         row = drafts.create(session, MTurkPlatform(client=client), study, settings)
         stub.assert_no_pending_responses()
     assert (row.external_id, row.state, row.study_id) == ("H9", "published", study.id)
-    pay = drafts.effective_pay(session, row)  # no batches: the estimate (the 90 min limit)
-    assert pay.measured_batches == 0 and pay.minimum_cents is None and not pay.below_minimum
+    pay = drafts.effective_pay(session, row)  # no batches, no stated time: unknown
+    assert pay.measured.n == 0 and pay.minimum_cents is None and not pay.below_minimum
+    assert pay.unknown
 
 
 def test_bad_settings_are_refused(session: Session) -> None:

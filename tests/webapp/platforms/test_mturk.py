@@ -27,13 +27,22 @@ def test_create_hit_with_external_question(stubbed: tuple[MTurkPlatform, Stubber
         "QualificationRequirements": [{"QualificationTypeId": "000000000000000000L0",
                                        "Comparator": "GreaterThanOrEqualTo",
                                        "IntegerValues": [95]}],
+        # MTurk creates at most one HIT per token; the annotation finds it after a lost answer.
+        "UniqueRequestToken": "vsr-marker", "RequesterAnnotation": "vsr-marker",
     })
     hit = p.create_draft({"title": "Captions", "reward_cents": 150, "assignments": 3,
                           "url": url, "qualifications": [{
                               "QualificationTypeId": "000000000000000000L0",
-                              "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [95]}]})
+                              "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [95]}]},
+                         "vsr-marker")
     assert hit == "H1"
     assert "&amp;b=2" in external_question(url)
+    stub.add_response("list_hits", {"NextToken": "t", "NumResults": 1, "HITs": [
+        {"HITId": "H0", "RequesterAnnotation": "other"}]}, {"MaxResults": 100})
+    stub.add_response("list_hits", {"NumResults": 1, "HITs": [
+        {"HITId": "H1", "RequesterAnnotation": "vsr-marker"}]},
+        {"MaxResults": 100, "NextToken": "t"})
+    assert p.find_draft("vsr-marker") == "H1"
 
 
 def test_pause_expires_and_resume_extends_the_hit(stubbed: tuple[MTurkPlatform, Stubber]) -> None:
@@ -70,7 +79,15 @@ def test_sync_pages_approve_reject_bonus(stubbed: tuple[MTurkPlatform, Stubber])
     assert [s.external_id for s in p.sync_submissions("H1")] == ["A1", "A2"]
     p.approve("A1", "k")
     p.reject("A2", "failed gold", "k")
-    p.bonus("H1", "A1", "W1", 40, "kept captions", "bonus-1-A1")
+    p.bonus("H1", "A1", "W1", 40, "kept captions", "bonus-1-A1", lambda note: None)
+
+
+def test_a_5xx_may_have_been_processed(stubbed: tuple[MTurkPlatform, Stubber]) -> None:
+    p, stub = stubbed
+    stub.add_client_error("send_bonus", "ServiceFault", "try later", http_status_code=503)
+    with pytest.raises(PlatformError) as err:
+        p.bonus("H1", "A1", "W1", 40, "kept", "bonus-1-A1")
+    assert err.value.maybe_sent
 
 
 def test_errors_are_one_line(stubbed: tuple[MTurkPlatform, Stubber]) -> None:
@@ -79,6 +96,7 @@ def test_errors_are_one_line(stubbed: tuple[MTurkPlatform, Stubber]) -> None:
                           "This request has already been\nprocessed", http_status_code=400)
     with pytest.raises(PlatformError) as err:
         p.bonus("H1", "A1", "W1", 40, "kept", "bonus-1-A1")
+    assert not err.value.maybe_sent
     assert str(err.value) == (
         "MTurk send_bonus: RequestError This request has already been processed"
     )
