@@ -47,6 +47,9 @@ def test_sync_plan_apply(db_url: str, engine: Engine, fake: tuple[str, State]) -
     assert r.returncode == 0, r.stderr
     r = _vsr("plan", *common)
     assert "reject s1" in r.stdout and "1 new actions planned" in r.stdout, r.stderr
+    # Per submission, the work in its own batches and what it is paid for.
+    assert "s1 AWAITING REVIEW: 0 batches, 0 votes, 0 written (0 kept); paid for nothing" \
+        in r.stdout
     r = _vsr("apply", *common, **env)
     assert r.stdout.strip() == "1 done, 0 failed", r.stderr
     assert state.transitions == [("s1", "REJECTED")]
@@ -68,9 +71,10 @@ def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, Stat
     url, state = fake
     env = {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url}
     made = []
-    for reward in ("100", "900"):  # £0.75/h and £6.75/h over the 80-minute time limit
+    for reward in ("100", "900"):  # £0.75/h and £6.75/h over the stated 80 minutes
         r = _vsr("create", "--platform", "prolific", "--reward-cents", reward, "--places", "5",
-                 "--site-url", "https://vsr.example.org", "--database-url", db_url, **env)
+                 "--site-url", "https://vsr.example.org", "--expected-minutes", "80",
+                 "--database-url", db_url, **env)
         assert r.returncode == 0, r.stderr
         first = r.stdout.splitlines()[0]
         assert first.startswith("created prolific study ") and "draft" in first
@@ -79,8 +83,8 @@ def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, Stat
     common = ["--platform", "prolific", "--database-url", db_url]
     r = _vsr("publish", "--platform-study", made[0], *common, **env)
     assert r.returncode == 1 and r.stderr.strip() == (
-        "error: refused: effective pay £0.75/h (£1.00 for 80.0 min, estimate, no batches "
-        "measured yet); platform minimum £6.00/h")
+        "error: refused: effective pay £0.75/h (£1.00 for 80.0 min; stated duration; 0 of "
+        "the 5 workers needed measured); platform minimum £6.00/h")
     assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "UNPUBLISHED"]
     r = _vsr("publish", "--platform-study", made[1], *common, **env)
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == f"prolific study {made[1]}: " \
@@ -104,6 +108,12 @@ def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, Stat
     r = _vsr("resume", "--platform-study", made[1], *common, **env)
     assert r.returncode == 0 and r.stdout.strip() == f"prolific study {made[1]}: published"
     assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "ACTIVE"]
+    # No stated duration and nobody measured yet: the pay is unknown, publishing refused.
+    r = _vsr("create", "--platform", "prolific", "--reward-cents", "5000", "--places", "1",
+             "--database-url", db_url, **env)
+    assert "effective pay unknown (£50.00 for 200 items" in r.stdout, r.stderr
+    r = _vsr("publish", "--platform-study", r.stdout.split()[3], *common, **env)
+    assert r.returncode == 1 and "state the expected duration (--expected-minutes)" in r.stderr
     r = _vsr("create", "--platform", "prolific", "--reward-cents", "5", "--places", "1",
              "--study", "nope", "--database-url", db_url, **env)
     assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study " \

@@ -13,7 +13,14 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from vsr_core.models import DEFAULT_STUDY_ID, Batch, BatchKind, BatchStatus, Worker
+from vsr_core.models import (
+    DEFAULT_STUDY_ID,
+    Batch,
+    BatchKind,
+    BatchStatus,
+    PlatformStudy,
+    Worker,
+)
 from vsr_core.study import StudyConfig
 from vsr_core.types import utcnow
 from webapp.crowd.leases import LeaseStrategy, count_done, lock_row_wait, lock_rows, release_batch
@@ -213,13 +220,28 @@ def complete(
     strategy: LeaseStrategy,
     now: datetime | None = None,
 ) -> Batch:
-    """Finish a batch with the study's completion code and hand back any unfinished lease."""
+    """Finish a batch with its platform study's completion code (the study's own when the
+    link names none of ours) and hand back any unfinished lease."""
     release_batch(session, batch, strategy)
     batch.status = BatchStatus.completed
     batch.finished_at = now or utcnow()
-    batch.completion_code = config.completion_code
+    batch.completion_code = platform_code(session, batch) or config.completion_code
     session.add(batch)
     return batch
+
+
+def platform_code(session: Session, batch: Batch) -> str | None:
+    """The completion code of the platform study the batch's link named (Prolific
+    STUDY_ID): each platform study has its own random code, so a code seen in one study
+    opens no other."""
+    named = (batch.entry or {}).get("study_id")
+    if not named:
+        return None
+    settings = session.exec(select(PlatformStudy.settings).where(
+        PlatformStudy.study_id == batch.study_id, PlatformStudy.platform == "prolific",
+        PlatformStudy.external_id == named)).first()
+    code = (settings or {}).get("completion_code")
+    return str(code) if code else None
 
 
 def finish_early(

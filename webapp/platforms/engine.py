@@ -113,6 +113,8 @@ class CallLog:
 
 
 def _small(answer: Any) -> Any:
+    if isinstance(answer, str) and len(answer) < 2000:
+        return {"text": answer}  # Prolific answers a pay request with a sentence
     return answer if isinstance(answer, dict) and len(repr(answer)) < 20000 else {"truncated": 1}
 
 

@@ -87,7 +87,8 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         admin.get_by_role("button", name="Save settings").click()
         expect(admin.get_by_role("status")).to_contain_text("Settings saved.")
 
-        # A draft at £0.50 for 10 minutes is refused; one at £1.50 is published.
+        # A draft at £0.50 for 10 minutes is refused; one at £1.50 is published. Nobody has
+        # been measured yet, so the expected duration is stated.
         admin.goto(base + "/admin/platform")
         expect(admin.get_by_role("heading", name="Crowd platforms")).to_be_visible()
         for reward in ("50", "150"):
@@ -95,6 +96,7 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
                 admin.locator("summary").click()
             admin.get_by_label("Reward per participant (pence/cents)").fill(reward)
             admin.get_by_label("Places / assignments").fill("3")
+            admin.get_by_label("Expected minutes per batch (optional)").fill("10")
             admin.get_by_role("button", name="Create draft").click()
             expect(admin.get_by_role("status")).to_contain_text("(draft)")
             admin.get_by_role("button", name="Publish").click()
@@ -102,11 +104,13 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         assert (cheap["status"], good["status"]) == ("UNPUBLISHED", "ACTIVE")
         admin.goto(base + "/admin/platform")
         expect(admin.locator(f'tr:has-text("{cheap["id"]}") td.pay')).to_have_text(
-            "effective pay £3.00/h (£0.50 for 10.0 min, estimate, no batches measured yet); "
-            "platform minimum £6.00/h")
+            "effective pay £3.00/h (£0.50 for 10.0 min; stated duration; 0 of the 5 workers "
+            "needed measured); platform minimum £6.00/h")
         url = good["external_study_url"]
         assert url.startswith(base + "/start/generate?PROLIFIC_PID={{%PROLIFIC_PID%}}")
-        assert good["completion_codes"][0]["code"] == "PLATOK"
+        # Each platform study has its own random code; the study's own is for other links.
+        code = good["completion_codes"][0]["code"]
+        assert re.fullmatch(r"[A-Z0-9]{12}", code) and code != cheap["completion_codes"][0]["code"]
         assert (good["reward"], good["estimated_completion_time"]) == (150, 10)
 
         # Workers arrive from Prolific with the URL parameters.
@@ -123,7 +127,7 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         worker.keyboard.press("Enter")
         worker.keyboard.press("2")
         worker.keyboard.press("Enter")
-        expect(worker.locator("#completion-code")).to_have_text("PLATOK")
+        expect(worker.locator("#completion-code")).to_have_text(code)
         worker.screenshot(path=str(shots / "worker_done.png"))
         # Two validators (from elsewhere) judge the caption's two Examples "true": the one
         # whose label is true is kept, which is what the bonus counts.
@@ -146,8 +150,10 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         idle = browser.new_context().new_page()
         idle.goto(_entry(url, IDLE, good["id"], "c" * 24))
         expect(idle.get_by_role("button", name="I agree, continue")).to_be_visible()
-        for sub, pid, status in (("sa", WRITER, "AWAITING REVIEW"), ("sb", RETURNER, "RETURNED"),
-                                 ("sc", IDLE, "AWAITING REVIEW")):
+        # Prolific's SESSION_ID is the submission's id.
+        sa, sb, sc = "a" * 24, "b" * 24, "c" * 24
+        for sub, pid, status in ((sa, WRITER, "AWAITING REVIEW"), (sb, RETURNER, "RETURNED"),
+                                 (sc, IDLE, "AWAITING REVIEW")):
             state.add_submission(good["id"], sub, pid, status)
 
         # Sync, plan, preview, approve/reject/pay.
@@ -161,7 +167,8 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         summary = admin.locator(".plan-summary")
         expect(summary).to_contain_text("Pending: 1 approve, 1 reject, 1 bonuses.")
         expect(summary).to_contain_text("rewards £1.50 + bonuses")
-        expect(admin.locator('tr[data-sub="sa"] td.status')).to_have_text("AWAITING REVIEW")
+        expect(admin.locator(f'tr[data-sub="{sa}"] td.status')).to_have_text("AWAITING REVIEW")
+        expect(admin.locator(f'tr[data-sub="{sa}"] td.paid')).to_contain_text("2 written")
         admin.screenshot(path=str(shots / "platform_plan.png"), full_page=True)
         before = len(state.received)
         admin.get_by_role("button", name="Apply").click()  # not confirmed: the browser stops it
@@ -171,7 +178,7 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         expect(admin.get_by_role("status")).to_contain_text(re.compile("Applied|Not applied"))
         admin.goto(base + "/admin/platform")
         expect(admin.locator(".plan-summary")).to_contain_text("All actions so far: 3 done.")
-        expect(admin.locator('tr[data-sub="sa"] .action.done')).to_have_count(2)
+        expect(admin.locator(f'tr[data-sub="{sa}"] .action.done')).to_have_count(2)
         admin.screenshot(path=str(shots / "platform_applied.png"), full_page=True)
 
         # Planning again adds nothing and offers nothing to apply.
@@ -185,10 +192,11 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         assert errors == []
 
     posts = Counter(path for method, path in state.received if method == "POST")
-    assert posts["/api/v1/submissions/sa/transition/"] == 1
-    assert posts["/api/v1/submissions/sc/transition/"] == 1
-    assert posts["/api/v1/submissions/bulk-bonus-payments/"] == 1
-    assert sorted(state.transitions) == [("sa", "APPROVED"), ("sc", "REJECTED")]
+    assert posts[f"/api/v1/submissions/{'a' * 24}/transition/"] == 1
+    assert posts[f"/api/v1/submissions/{'c' * 24}/transition/"] == 1
+    assert posts["/api/v1/submissions/bonus-payments/"] == 1
+    assert sum(n for p, n in posts.items() if p.endswith("/pay/")) == 1
+    assert sorted(state.transitions) == [("a" * 24, "APPROVED"), ("c" * 24, "REJECTED")]
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
         writer = s.exec(select(Worker).where(Worker.external_id == WRITER)).one()

@@ -15,14 +15,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from tests.support import platform_work as work
 from tests.support.fake_prolific import TOKEN, State, running
 from tests.webapp.admin.test_admin import PASSWORD, csrf_of, login, make_admin_app
-from vsr_core.models import Example, Image, PlatformCall, PlatformStudy, Worker
+from vsr_core.models import PlatformCall, PlatformStudy
 from vsr_core.studies import create_study
 from webapp.admin.auth import create_admin
-
-# Settled by validation, every vote agreeing with the label: kept.
-KEPT: dict[str, Any] = {"queue_settled": True, "queue_votes": 3, "queue_agree": 3}
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 
@@ -50,18 +48,13 @@ def _post(client: TestClient, url: str, **data: Any) -> str:
     return str(r.headers["location"])
 
 
-def _workers(engine: Engine) -> None:
-    """p1 wrote two captions, p2 nothing."""
+def _workers(engine: Engine, study_ext: str) -> None:
+    """p1 wrote two kept captions in the batch its session s1 opened, p2 nothing."""
     with Session(engine) as s:
-        img = Image(coco_id=1, file_name="a.jpg", coco_split="val2017", width=10, height=10)
-        p1, p2 = Worker(source="prolific", external_id="p1"), Worker(source="prolific",
-                                                                     external_id="p2")
-        s.add_all([img, p1, p2])
-        s.commit()
-        for caption in ("The cat is on the mat.", "The dog is under the table."):
-            s.add(Example(image_id=img.id or 0, caption=caption, relation="on", subj="cat",
-                          obj="mat", label=True, author_id=p1.id, **KEPT))
-        s.commit()
+        p1 = work.worker(s, "p1")
+        work.worker(s, "p2")
+        b = work.batch(s, p1, work.prolific_entry(study_ext, "s1"))
+        work.captions(s, b, work.scene(s), kept=2)
 
 
 def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
@@ -78,8 +71,18 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     assert sent["external_study_url"].startswith("http://testserver/start/generate?"
                                                  "PROLIFIC_PID=")
     page = client.get(where).text
-    assert "effective pay £6.75/h (£9.00 for 80.0 min, estimate, no batches measured yet); " \
-        "platform minimum £6.00/h" in page
+    assert "effective pay unknown (£9.00 for 200 items; 0 of the 5 workers needed " \
+        "measured); platform minimum £6.00/h" in page
+    assert "Not done: refused: effective pay unknown" in client.get(
+        _post(client, f"/admin/platform/{ps}/publish", csrf_token=token)).text
+    assert sent["status"] == "UNPUBLISHED"
+    where = _post(client, "/admin/platform/create", csrf_token=token, expected_minutes="80",
+                  **form)
+    ps = int(where.split("ps=")[1])
+    sent = state.studies[client.get(where).text.split("prolific study ")[1].split(" ")[0]]
+    page = client.get(where).text
+    assert "effective pay £6.75/h (£9.00 for 80.0 min; stated duration; 0 of the 5 workers " \
+        "needed measured); platform minimum £6.00/h" in page
     buttons = re.findall(r'name="go" value="(\w+)"', page)
     assert buttons == ["publish", "sync"]  # a draft can be published, not paused
     _post(client, f"/admin/platform/{ps}/publish", csrf_token=token)
@@ -94,7 +97,7 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     _post(client, f"/admin/platform/{ps}/resume", csrf_token=token)
     assert sent["status"] == "ACTIVE"
 
-    _workers(engine)
+    _workers(engine, sent["id"])
     for sub, pid in (("s1", "p1"), ("s2", "p2")):
         state.add_submission(sent["id"], sub, pid, "AWAITING REVIEW")
     _post(client, f"/admin/platform/{ps}/sync", csrf_token=token)
@@ -103,6 +106,9 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     page = client.get(where).text
     assert re.search(r"Pending: <b>1</b> approve, <b>1</b> reject, <b>1</b> bonuses", page)
     assert "rewards £9.00 + bonuses £0.40 = <b>£9.40</b>" in page
+    # Per submission: the work in its own batches and what the ledger pays it for.
+    paid = dict(re.findall(r'<tr data-sub="(\w+)">.*?<td class="paid">(.*?)</td>', page, re.S))
+    assert paid == {"s1": "0 votes, 2 written (2 kept), bonus £0.40", "s2": "–"}
     seen = re.search(r'name="seen" value="(\w+)"', page)
     assert seen
     before = len(state.received)
