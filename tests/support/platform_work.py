@@ -21,6 +21,8 @@ from vsr_core.models import (
     ImagePair,
     Instance,
     LeaseStatus,
+    PlatformStudy,
+    PlatformSubmission,
     Vote,
     Worker,
 )
@@ -129,3 +131,41 @@ def votes(session: Session, b: Batch, s: Scene, n: int) -> None:
 
 def prolific_entry(study_ext: str, submission: str) -> dict[str, str]:
     return {"study_id": study_ext, "session_id": submission}
+
+
+def crowd(session: Session, row: PlatformStudy, n: int, start: int = 0) -> None:
+    """``n`` submissions to the platform study ``row``, synced as AWAITING REVIEW, each
+    worker with one batch from its own session holding one kept caption (bulk inserts: the
+    statement-count test and the bench use thousands)."""
+    s = scene(session, row.study_id)
+    workers = [Worker(source=row.platform, external_id=f"w{start + i}") for i in range(n)]
+    session.add_all(workers)
+    session.flush()
+    begun = utcnow() - timedelta(hours=1)
+    batches = [Batch(study_id=row.study_id, worker_id=w.id or 0, kind="generate",
+                     status=BatchStatus.completed, size=1, done_count=1, created_at=begun,
+                     deadline=begun + timedelta(hours=1), finished_at=begun,
+                     entry=prolific_entry(row.external_id, f"s{start + i}"))
+               for i, w in enumerate(workers)]
+    session.add_all(batches)
+    session.flush()
+    leases = [Assignment(batch_id=b.id or 0, worker_id=b.worker_id, kind="generate",
+                         pair_id=s.pair_id, status=LeaseStatus.done, lease_expires_at=begun)
+              for b in batches]
+    session.add_all(leases)
+    session.flush()
+    notes = [Annotation(pair_id=s.pair_id, worker_id=a.worker_id, assignment_id=a.id,
+                        relation="on", subj="cat", obj="dog", true_image_id=s.image_id)
+             for a in leases]
+    session.add_all(notes)
+    session.flush()
+    session.add_all(Example(study_id=row.study_id, image_id=s.image_id, relation="on",
+                            subj="cat", obj="dog", label=True, author_id=a.worker_id,
+                            caption="The cat is on the dog.", annotation_id=a.id, **KEPT)
+                    for a in notes)
+    session.add_all(PlatformSubmission(platform_study_id=row.id or 0, platform=row.platform,
+                                       external_id=f"s{start + i}",
+                                       worker_external_id=w.external_id,
+                                       status="AWAITING REVIEW", worker_id=w.id)
+                    for i, w in enumerate(workers))
+    session.commit()

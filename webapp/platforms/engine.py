@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -214,48 +214,61 @@ def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformA
 
 
 def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformAction]:
+    """One plan in one transaction and a fixed number of statements: the work in four
+    grouped reads, the new actions and ledger rows each in one multi-row INSERT."""
     subs, work = settlement.work_by_submission(session, study, REVIEWABLE, rules.keep_threshold)
     have = set(session.exec(select(PlatformAction.idempotency_key).where(
         PlatformAction.platform_study_id == study.id)))
     added: list[PlatformAction] = []
-    credit: list[tuple[int, list[settlement.Unit], dict[int, int], PlatformAction | None]] = []
+    # (submission id, unit, its cents, the key of the bonus action that pays it)
+    credit: list[tuple[int, settlement.Unit, int, str | None]] = []
+    qualities: list[dict[str, Any]] = []
     for sub in subs:
         w = work[sub.id or 0]
         q = w.quality()
         reason = _verdict(q, rules)
         units = [] if reason else w.new_units()
-        cents = {id(u): _unit_cents(u, rules) for u in units}
+        cents = [_unit_cents(u, rules) for u in units]
         wanted: list[tuple[str, int | None, str]] = (
             [("reject", None, reason)] if reason else [("approve", None, "")])
-        if sum(cents.values()):
-            wanted.append(("bonus", sum(cents.values()), _bonus_reason(units, rules)))
-        bonus_action: PlatformAction | None = None
+        if sum(cents):
+            wanted.append(("bonus", sum(cents), _bonus_reason(units, rules)))
+        bonus_key: str | None = None
         for kind, amount, why in wanted:
             k = key(study, kind, sub.external_id)
             if k in have:
                 continue
-            action = PlatformAction(platform_study_id=study.id or 0, platform=study.platform,
-                                    kind=kind, target=sub.external_id, amount_cents=amount,
-                                    reason=why or "", idempotency_key=k)
-            session.add(action)
-            added.append(action)
-            bonus_action = action if kind == "bonus" else bonus_action
-        if bonus_action is None:
+            added.append(PlatformAction(
+                platform_study_id=study.id or 0, platform=study.platform, kind=kind,
+                target=sub.external_id, amount_cents=amount, reason=why or "",
+                idempotency_key=k))
+            bonus_key = k if kind == "bonus" else bonus_key
+        if bonus_key is None:
             # No bonus now, or this submission's bonus was planned before: these units are
             # paid by the reward only, never by a second bonus.
-            cents = dict.fromkeys(cents, 0)
-        if units:
-            credit.append((sub.id or 0, units, cents, bonus_action))
-        sub.quality = {**q, "bonus_cents": sum(cents.values())}
-        session.add(sub)
-    session.flush()  # action ids for the ledger's bonus_action_id
-    session.add_all(
-        PlatformLedger(unit_kind=u.kind, unit_id=u.id, platform_study_id=study.id or 0,
-                       submission_id=sub_id, batch_id=u.batch_id, kept=u.kept,
-                       cents=cents[id(u)],
-                       bonus_action_id=bonus_action.id if bonus_action and cents[id(u)]
-                       else None)
-        for sub_id, units, cents, bonus_action in credit for u in units)
+            cents = [0] * len(units)
+        credit += [(sub.id or 0, u, c, bonus_key if c else None) for u, c in
+                   zip(units, cents, strict=True)]
+        qualities.append({"id": sub.id, "quality": {**q, "bonus_cents": sum(cents)}})
+    if qualities:
+        session.execute(update(PlatformSubmission), qualities)
+    if added:
+        # Core's executemany on the table: one statement (the ORM's bulk path sends a row
+        # at a time here, split by the NULL amounts and JSON columns).
+        session.connection().execute(insert(PlatformAction.__table__),  # type: ignore[attr-defined]
+                                     [a.model_dump(exclude={"id"}) for a in added])
+    if credit:
+        keys = {k for *_, k in credit if k}
+        ids = dict(session.exec(select(PlatformAction.idempotency_key, PlatformAction.id)
+                                .where(col(PlatformAction.idempotency_key).in_(keys))).all()) \
+            if keys else {}
+        # The unique (unit_kind, unit_id) key: a unit another submission or a concurrent
+        # plan already holds makes this INSERT fail, and plan() starts again.
+        session.connection().execute(insert(PlatformLedger.__table__), [PlatformLedger(  # type: ignore[attr-defined]
+            unit_kind=u.kind, unit_id=u.id, platform_study_id=study.id or 0,
+            submission_id=sub_id, batch_id=u.batch_id, kept=u.kept, cents=c,
+            bonus_action_id=ids.get(k) if k else None).model_dump(exclude={"id"})
+            for sub_id, u, c, k in credit])
     session.commit()
     return added
 
