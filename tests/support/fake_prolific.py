@@ -6,7 +6,8 @@ docs/platforms.md). It models the documented behaviour, the harmful parts includ
   request pays the set-up bonuses again (``State.paid`` gets them again);
 - a set-up (``POST /submissions/bonus-payments/``) pays nothing and answers 400 for an id
   that did not take part in the study;
-- a submission transition is refused (400) once the submission left AWAITING REVIEW.
+- a submission transition is documented as idempotent (the same request again is ignored)
+  and final: another transition once the status changed is refused (400).
 
 Fault modes, set on ``State`` by the tests:
 ``rate_limit`` n: answer 429 with Retry-After before processing (as Prolific throttles);
@@ -169,6 +170,9 @@ def make_app(state: State) -> FastAPI:
             s = state.submissions.get(sub)
             if s is None:
                 return not_found()
+            target = {"APPROVE": "APPROVED", "REJECT": "REJECTED"}.get(body.get("action"))
+            if s["status"] == target:
+                return s  # the same request again: ignored
             if s["status"] != "AWAITING REVIEW":
                 return _error(400, f"Cannot transition from {s['status']}")
             if body.get("action") == "APPROVE":
