@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -83,14 +84,15 @@ def main() -> None:
     results: dict[str, dict[str, tuple[int, float]]] = {}
     for label in ("baseline", "large"):
         with Session(engine) as s:
-            row = s.get(PlatformStudy, ids[label])
+            chosen = s.get(PlatformStudy, ids[label])
+            assert chosen is not None
             s.commit()
-            results[label] = {"plan": _measure(engine, lambda s=s, row=row: plan(s, row, rules))}
-        client.get(f"/admin/platform?ps={ids[label]}")  # warm caches
+            results[label] = {"plan": _measure(engine, partial(plan, s, chosen, rules))}
+        page = f"/admin/platform?ps={ids[label]}"
+        client.get(page)  # warm caches
         # Three loads: fewest statements (a time-based refresh of the admin session or a
         # cache can add a few to one load, whatever the size) and the median time.
-        loads = sorted(_measure(engine, lambda p=ids[label]: client.get(
-            f"/admin/platform?ps={p}")) for _ in range(3))
+        loads = sorted(_measure(engine, partial(client.get, page)) for _ in range(3))
         results[label]["page"] = (loads[0][0], sorted(t for _, t in loads)[1])
     print(f"backend: {engine.dialect.name}")
     for what in ("plan", "page"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +65,14 @@ def test_plan_and_page_statements_do_not_grow_with_submissions(
             row = s.get(PlatformStudy, ps)
             assert row is not None
             s.commit()
-            counts.append(_statements(engine, lambda r=row, s=s: plan(s, r, rules)))
+            counts.append(_statements(engine, partial(plan, s, row, rules)))
     assert counts[0] == counts[1], counts
     client = TestClient(make_admin_app(db_url, engine, tmp_path))
     login(client)
     pages = []
     for ps in ids:
         client.get(f"/admin/platform?ps={ps}")  # warm-up: caches of the study settings
-        pages.append(_statements(engine, lambda p=ps: client.get(f"/admin/platform?ps={p}")))
+        pages.append(_statements(engine, partial(client.get, f"/admin/platform?ps={ps}")))
     assert pages[0] == pages[1], pages
     page = client.get(f"/admin/platform?ps={ids[1]}").text
     assert page.count('<td class="paid">1 votes') == 0 and page.count("0 votes, 1 written") == 200
