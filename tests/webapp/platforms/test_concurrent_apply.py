@@ -49,6 +49,15 @@ def _planned_study(engine: Engine, url: str, state: State, n: int = N) -> int:
         return study.id or 0
 
 
+def _forget_plan(engine: Engine) -> None:
+    """Delete the plan and the ledger it wrote (the ledger first: it names the actions)."""
+    with Session(engine) as session:
+        for table in (PlatformLedger, PlatformAction):
+            for row in session.exec(select(table)):
+                session.delete(row)
+            session.commit()
+
+
 def _at_once(k: int, job: Callable[[Session, PlatformStudy], Any], engine: Engine,
              study_id: int) -> list[Any]:
     """Run ``job`` in ``k`` threads released together; their results (errors raised)."""
@@ -87,13 +96,7 @@ def test_eight_applies_at_once_pay_each_payment_once(
     url, state = fake
     engine = make_engine(pg_url)
     study_id = _planned_study(engine, url, state)
-    with Session(engine) as session:  # forget the plan and the ledger: plan again at once
-        for row in session.exec(select(PlatformLedger)):
-            session.delete(row)
-        session.commit()
-        for action in session.exec(select(PlatformAction)):
-            session.delete(action)
-        session.commit()
+    _forget_plan(engine)  # and plan it again, several at once
     rules = Rules(min_items=1, bonus_cents_per_kept=25)
     added = _at_once(8, lambda s, st: len(plan(s, st, rules)), engine, study_id)
     assert sum(added) == N + N // 2
@@ -117,30 +120,8 @@ def test_two_applies_at_once_send_each_action_once(
 ) -> None:
     url, state = fake
     study_id = _planned_study(engine, url, state)
-    start = threading.Barrier(2)
-    results: list[dict[str, int]] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            with Session(engine) as session:
-                study = session.get(PlatformStudy, study_id)
-                assert study is not None
-                # On SQLite even a read holds the write lock (BEGIN IMMEDIATE): end it, or
-                # the other thread waits here for the whole busy timeout.
-                session.commit()
-                start.wait(60)
-                results.append(apply(session, ProlificPlatform(base_url=url, token=TOKEN),
-                                     study))
-        except BaseException as exc:  # reported below, with the thread's error
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
+    results = _at_once(2, lambda s, st: apply(s, ProlificPlatform(base_url=url, token=TOKEN),
+                                              st), engine, study_id)
     assert sum(r["done"] for r in results) == N + N // 2
     assert sum(r["failed"] for r in results) == 0
     sent = Counter(path for method, path in state.received if method == "POST")
@@ -191,35 +172,9 @@ def test_two_plans_at_once_plan_each_action_once(
 ) -> None:
     url, state = fake
     study_id = _planned_study(engine, url, state)
-    with Session(engine) as session:  # forget the plan: two pages plan it again at once
-        for row in session.exec(select(PlatformLedger)):
-            session.delete(row)
-        session.commit()
-        for action in session.exec(select(PlatformAction)):
-            session.delete(action)
-        session.commit()
-    start = threading.Barrier(2)
-    added: list[int] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            with Session(engine) as session:
-                study = session.get(PlatformStudy, study_id)
-                assert study is not None
-                session.commit()
-                start.wait(60)
-                added.append(len(plan(session, study, Rules(min_items=1,
-                                                            bonus_cents_per_kept=25))))
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
+    _forget_plan(engine)  # two pages plan it again at once
+    rules = Rules(min_items=1, bonus_cents_per_kept=25)
+    added = _at_once(2, lambda s, st: len(plan(s, st, rules)), engine, study_id)
     assert sum(added) == N + N // 2
     with Session(engine) as session:
         assert len(session.exec(select(PlatformAction)).all()) == N + N // 2
