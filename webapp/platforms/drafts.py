@@ -219,12 +219,13 @@ def platform_body(platform: str, s: dict[str, Any]) -> dict[str, Any]:
 
 
 def create(session: Session, platform: Platform, study: Study,
-           settings: dict[str, Any], on_row: Callable[[int], None] | None = None
+           settings: dict[str, Any], on_row: Callable[[int | None], None] | None = None
            ) -> PlatformStudy:
     """Create the draft on the platform (MTurk: the HIT, live at once), written ahead: the
     row (state 'creating', a random marker) is committed before the call; the marker goes
     with the create, so after a lost answer the platform is read (find_draft) instead of
-    creating again. A create the platform refused leaves no row."""
+    creating again. A create the platform refused leaves no row. ``on_row`` hears the row's
+    id once it exists (the call log names it), and None if it is removed again."""
     marker = f"vsr-{secrets.token_hex(12)}"
     row = PlatformStudy(study_id=study.id or 0, platform=platform.name,
                         external_id=f"pending:{marker}", state="creating",
@@ -238,6 +239,8 @@ def create(session: Session, platform: Platform, study: Study,
         external_id: str | None = platform.create_draft(body, marker)
     except PlatformError as exc:
         if not exc.maybe_sent:
+            if on_row is not None:
+                on_row(None)
             session.delete(row)
             session.commit()
             raise

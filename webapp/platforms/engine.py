@@ -95,8 +95,9 @@ class CallLog:
                                       request=body, status=status, response=_small(answer),
                                       error=err[:500]))
 
-    def name_study(self, platform_study_id: int) -> None:
-        """The calls from now on (and those buffered) are for this platform study."""
+    def name_study(self, platform_study_id: int | None) -> None:
+        """The calls from now on (and those buffered) are for this platform study (None: a
+        create the platform refused, whose row is gone)."""
         self.platform_study_id = platform_study_id
 
     def take(self) -> list[PlatformCall]:

@@ -15,12 +15,13 @@ from botocore.stub import ANY, Stubber
 from sqlmodel import Session, select
 
 from tests.support.fake_prolific import TOKEN, State
-from vsr_core.models import Batch, BatchStatus, PlatformStudy, Worker
+from vsr_core.models import Batch, BatchStatus, PlatformCall, PlatformStudy, Worker
 from vsr_core.studies import create_study, default_study
 from vsr_core.study import save_study_config
 from vsr_core.types import utcnow
 from webapp.platforms import drafts
 from webapp.platforms.base import PlatformError
+from webapp.platforms.engine import CallLog
 from webapp.platforms.mturk import SANDBOX, MTurkPlatform, external_question
 from webapp.platforms.prolific import ProlificPlatform
 
@@ -188,9 +189,13 @@ def test_a_refused_create_leaves_no_row(session: Session, fake: tuple[str, State
     p = ProlificPlatform(base_url="http://127.0.0.1:9/api/v1", token=TOKEN)  # nothing there
     settings = drafts.new_settings(session, study, "prolific", "generate", reward_cents=100,
                                    places=1, base_url=SITE)
+    log = CallLog("prolific")
+    p.log = log
     with pytest.raises(PlatformError, match="could not connect"):
-        drafts.create(session, p, study, settings)
+        drafts.create(session, p, study, settings, on_row=log.name_study)
     assert session.exec(select(PlatformStudy)).all() == []
+    log.save(session)  # the call is kept, naming no platform study (its row is gone)
+    assert [c.platform_study_id for c in session.exec(select(PlatformCall))] == [None]
 
 
 def test_mturk_hit_from_settings(session: Session) -> None:
