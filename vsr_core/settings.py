@@ -22,8 +22,9 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL; PostgreSQL as postgresql+psycopg://user@host/db",
     )
     secret_key: str = Field(
-        default="dev-insecure-secret-change-me",
-        description="Signs session cookies; set a long random value in production",
+        default="",
+        description="Signs session cookies, CSRF tokens and image links: a long random value "
+        "(no default: `vsr serve` makes a throw-away one only on a loopback address)",
     )
     image_root: Path | None = Field(
         default=None,
@@ -71,6 +72,23 @@ class Settings(BaseSettings):
         "RATE_WINDOW_SECONDS (0: no limit)",
     )
     rate_window_seconds: int = Field(default=600, ge=1)
+
+
+# Keys that were ever printed in this project (the old development default): a key anyone can
+# read lets anyone forge an admin cookie, so these are refused like a missing one.
+PUBLIC_SECRET_KEYS = frozenset({"dev-insecure-secret-change-me"})
+MIN_SECRET_KEY_LENGTH = 32
+
+
+def secret_key_problem(key: str) -> str | None:
+    """Why this SECRET_KEY must not sign anything (None: it may)."""
+    if not key:
+        return "SECRET_KEY is not set"
+    if key in PUBLIC_SECRET_KEYS:
+        return "SECRET_KEY is the old public development default"
+    if len(key) < MIN_SECRET_KEY_LENGTH:
+        return f"SECRET_KEY is shorter than {MIN_SECRET_KEY_LENGTH} characters"
+    return None
 
 
 @lru_cache(maxsize=1)
