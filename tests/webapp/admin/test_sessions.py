@@ -121,6 +121,11 @@ def test_bodies_are_capped_per_route(db_url: str, engine: Engine, tmp_path: Path
     # An ordinary small body still reaches the route (403: no CSRF token, not 413).
     assert client.post("/api/validate/votes", json={"assignment_id": 1, "value": True}
                        ).status_code == 403
+    # A study's API has the API's cap, not the 64 KB of other pages: a 20 KB vote is refused.
+    vote = b'{"assignment_id": "1.x", "value": true, "pad": "' + b"x" * 20_000 + b'"}'
+    for path in ("/api/validate/votes", "/s/vsr/api/validate/votes"):
+        r = client.post(path, content=vote, headers={"content-type": "application/json"})
+        assert r.status_code == 413, (path, r.status_code)
 
 
 def test_api_docs_are_off_unless_configured(db_url: str, engine: Engine, tmp_path: Path) -> None:
