@@ -13,6 +13,10 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The bundled real COCO slice (demo/SOURCE.md): the one folder dashboard jobs may read when
+# DATA_ROOTS is not set.
+DEMO_DATA_DIR = Path(__file__).resolve().parents[1] / "demo" / "coco"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
@@ -72,6 +76,15 @@ class Settings(BaseSettings):
         "RATE_WINDOW_SECONDS (0: no limit)",
     )
     rate_window_seconds: int = Field(default=600, ge=1)
+    data_roots: str = Field(
+        default=str(DEMO_DATA_DIR),
+        description="Comma-separated folders whose files the dashboard's jobs may read (COCO "
+        "annotation files); a path outside them is refused. Default: the bundled demo slice",
+    )
+
+    def data_root_paths(self) -> list[Path]:
+        """DATA_ROOTS as absolute folders (symbolic links resolved)."""
+        return [Path(p.strip()).resolve() for p in self.data_roots.split(",") if p.strip()]
 
 
 # Keys that were ever printed in this project (the old development default): a key anyone can

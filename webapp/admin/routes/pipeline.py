@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
 from vsr_core.models import Job, MatchRun, Study
+from vsr_core.settings import DEMO_DATA_DIR
 from webapp.admin import jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
@@ -41,9 +42,7 @@ def _job(session: Session, job_id: int, request: Request) -> Job:
 
 
 # The bundled demo slice (demo/SOURCE.md): the placeholder shows its real path on this server.
-DEMO_COCO = (
-    Path(__file__).resolve().parents[3] / "demo" / "coco" / "annotations" / "instances_demo.json"
-)
+DEMO_COCO = DEMO_DATA_DIR / "annotations" / "instances_demo.json"
 
 
 @router.get("/pipeline", include_in_schema=False)
@@ -109,7 +108,7 @@ async def start_job(
     typed = {k: v for k, v in form.items() if k in model.model_fields and isinstance(v, str)}
     raw: dict[str, Any] = {k: v.strip() for k, v in typed.items() if v.strip()}
     try:
-        params = model(**raw)
+        params = model.model_validate(raw, context={"data_roots": settings.data_root_paths()})
     except ValidationError as exc:
         return _pipeline(
             request, admin, session, kind=kind, errors=field_errors(exc), typed=typed, status=422
