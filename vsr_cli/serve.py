@@ -112,7 +112,8 @@ def admin_create(
         str | None,
         typer.Option(
             envvar="VSR_ADMIN_PASSWORD",
-            help="Password (at least 8 characters); prompted for when not given "
+            help="Password (at least 12 characters, not easy to guess); prompted for when "
+            "not given "
             "(scripts: set VSR_ADMIN_PASSWORD)",
         ),
     ] = None,

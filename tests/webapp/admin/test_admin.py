@@ -137,7 +137,16 @@ def test_vsr_admin_create_hashes_password_and_rejects_bad_input(
         assert verify_password(user.password_hash, "s3cret-password")
     for args, env, fragment in [
         (["--username", "bob"], {"VSR_ADMIN_PASSWORD": "another-password"}, "already exists"),
-        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "short"}, "at least 8"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "short"}, "at least 12"),
+        # Eight characters were enough before: "password", eight spaces; now common
+        # passwords and repeats are refused whatever their length.
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "password"}, "at least 12"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": " " * 8}, "at least 12"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": " " * 12}, "too easy to guess"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "password1234"}, "too easy to guess"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "qwertyuiop12"}, "too easy to guess"),
+        (["--username", "carolcarol12"], {"VSR_ADMIN_PASSWORD": "carolcarol12"},
+         "too easy to guess"),
         (["--username", "bad name!"], {"VSR_ADMIN_PASSWORD": "long-enough-pw"}, "username"),
     ]:
         res = _cli("admin", "create", *args, "--database-url", db_url, env=env)
