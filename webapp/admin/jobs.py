@@ -159,14 +159,34 @@ def last_coco_files(session: Session) -> str:
     return "\n".join(str(f) for f in files)
 
 
+# What a job's process takes from the server's environment: how to find Python and its
+# packages, locale, time zone, temporary and cache folders, the model caches and thread counts
+# matching uses. Nothing else: never a platform's credentials (PROLIFIC_API_TOKEN, AWS_*),
+# which a job has no use for and a job's crash or log must not be able to show.
+CHILD_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8", "PYTHONIOENCODING", "VIRTUAL_ENV",
+    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
+    "TRANSFORMERS_CACHE", "SENTENCE_TRANSFORMERS_HOME", "TORCH_HOME", "XDG_CACHE_HOME",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+    "CUDA_VISIBLE_DEVICES", "VSR_DEBUG",
+})
+CHILD_ENV_PREFIXES = ("LC_",)
+# Settings a job does not need: SECRET_KEY (a job signs nothing).
+CHILD_SETTINGS_LEFT_OUT = frozenset({"secret_key"})
+
+
 def child_env(settings: Settings) -> dict[str, str]:
-    env = dict(os.environ)
-    env["DATABASE_URL"] = settings.database_url
-    env["SECRET_KEY"] = settings.secret_key
-    env["BASE_URL"] = settings.base_url
-    env["IMAGE_CACHE_DIR"] = str(settings.image_cache_dir)
-    if settings.image_root is not None:
-        env["IMAGE_ROOT"] = str(settings.image_root)
+    """The environment of a job's process: the allow-listed names above, and the server's
+    own settings (its DATABASE_URL, IMAGE_ROOT, ...) but for the secret key."""
+    env = {
+        name: value for name, value in os.environ.items()
+        if name in CHILD_ENV_NAMES or name.startswith(CHILD_ENV_PREFIXES)
+    }
+    for field in type(settings).model_fields:
+        value = getattr(settings, field)
+        if field not in CHILD_SETTINGS_LEFT_OUT and value is not None:
+            env[field.upper()] = str(value)
     env.setdefault("HF_HUB_OFFLINE", "1")
     return env
 
