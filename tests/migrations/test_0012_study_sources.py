@@ -51,8 +51,10 @@ def test_stored_definitions_lose_the_never_read_keys(old_url: str) -> None:
     upgrade(old_url)
     engine = make_engine(old_url)
     with engine.connect() as c:
-        rows = dict(c.execute(text("SELECT slug, definition FROM study")).all())
-        hashes = dict(c.execute(text("SELECT slug, definition_hash FROM study")).all())
+        rows: dict[str, str] = {
+            str(s): str(d) for s, d in c.execute(text("SELECT slug, definition FROM study"))}
+        hashes: dict[str, str] = {
+            str(s): str(h) for s, h in c.execute(text("SELECT slug, definition_hash FROM study"))}
     engine.dispose()
     assert rows == {"vsr": vsr, "vsr-zh": zh}
     for slug, stored in rows.items():

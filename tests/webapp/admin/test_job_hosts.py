@@ -140,7 +140,8 @@ def test_launch_records_the_host_with_the_pid(
     assert _status(engine, job.id or 0) == "failed"
     with Session(engine) as s:  # the child ran (with the allow-listed environment) and said why
         done = s.get(Job, job.id)
-        assert done is not None and "unknown job kind 'nosuch'" in done.message, done.message
+        assert done is not None
+        assert "unknown job kind 'nosuch'" in done.message, done.message
     assert "/" in jobs.host_id() and jobs.host_id().split("/", 1)[0]
 
 
