@@ -256,7 +256,7 @@ def test_a_caption_is_never_stored_through_another_studys_address(
     with Session(engine) as s:
         stored = s.exec(select(Example).order_by(col(Example.id).desc()).limit(2)).all()
         assert {e.study_id for e in stored} == {zh_id}
-        # A replay of the stored answer at the other study's address is refused too.
+    # A replay of the stored answer at the other study's address is refused too.
     assert client.post("/api/generate/annotations", json=ok).status_code == 403
 
 

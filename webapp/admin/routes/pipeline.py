@@ -11,12 +11,12 @@ from fastapi.responses import FileResponse, Response
 from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Job, MatchRun, Study
+from vsr_core.models import Job, MatchRun
 from vsr_core.settings import DEMO_DATA_DIR
 from webapp.admin import jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
-from webapp.admin.pages import admin_study, back, render
+from webapp.admin.pages import admin_study, back, check_admin_study, render
 from webapp.http.deps import SessionDep, SettingsDep
 from webapp.http.inputs import DbId
 
@@ -29,15 +29,7 @@ def _job(session: Session, job_id: int, request: Request) -> Job:
     job = session.get(Job, job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"There is no job #{job_id}.")
-    study = admin_study(request)
-    if job.study_id != study.id:
-        other = session.get(Study, job.study_id)
-        where = other.slug if other is not None else "another study"
-        raise HTTPException(
-            status_code=404,
-            detail=f"Job #{job_id} belongs to the study {where}, not {study.slug}: choose that "
-            "study in the switcher to see it.",
-        )
+    check_admin_study(request, session, f"Job #{job_id}", job.study_id)
     return job
 
 
