@@ -32,4 +32,6 @@ RUN pip install .
 RUN useradd --create-home --uid 1000 vsr && mkdir -p /data && chown vsr /data
 USER vsr
 EXPOSE 8000
+# Bound to every interface, so `vsr serve` refuses to start without a SECRET_KEY of 32 or more
+# characters (docker run -e SECRET_KEY=$(openssl rand -hex 32) ...; docker-compose.yml asks).
 CMD ["vsr", "serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "2"]

@@ -115,7 +115,7 @@ def main() -> None:
         print(f"database: {engine.dialect.name}, {n_ex} Examples, {n_votes} votes")
         settings = Settings(
             database_url=url,
-            secret_key="bench-secret-key-0123456789",
+            secret_key="bench-secret-key-0123456789abcdef",
             image_cache_dir=tmp / "var" / "cache",
         )
         app = create_app(settings, engine)

@@ -28,6 +28,7 @@ from collection.validate import (
     check_id,
     check_segmentation,
     check_text,
+    check_web_url,
 )
 from vsr_core.models import Image, Instance
 
@@ -253,6 +254,7 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
             columns = Image.__table__.c  # type: ignore[attr-defined]
             for url_field in ("coco_url", "flickr_url"):
                 if img.get(url_field) is not None:
+                    check_web_url(img[url_field], url_field, image_id, path)
                     check_text(
                         img[url_field], url_field, f"image {image_id}", columns[url_field], path
                     )

@@ -14,6 +14,7 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from collection.errors import CocoFileError
 from vsr_core.limits import INT32_MAX, LimitError, check_value
@@ -53,6 +54,21 @@ def check_file_name(name: Any, image_id: int, path: Path) -> str:
             "digits and ._- (no '..', no leading '/', no NUL)"
         )
     return name
+
+
+def check_web_url(value: Any, field: str, image_id: int, path: Path) -> None:
+    """An image's ``coco_url`` / ``flickr_url``: an http(s) address and nothing else. The
+    dashboard links to it and the site may show it: ``javascript:`` or ``data:`` from a file
+    would run in the admin's browser."""
+    where = f"{path}: image {image_id} has {field} {str(value)[:80]!r}"
+    if not isinstance(value, str):
+        raise CocoFileError(f"{where}, not a text")
+    parts = urlsplit(value)
+    if (parts.scheme.lower() not in ("http", "https") or not parts.netloc
+            or any(ord(c) <= 32 or ord(c) == 127 for c in value)):
+        raise CocoFileError(
+            f"{where}: only http:// and https:// addresses (without spaces) are accepted"
+        )
 
 
 def check_text(value: Any, field: str, what: str, column: Any, path: Path) -> None:

@@ -14,7 +14,7 @@ export DATABASE_URL="${DATABASE_URL:-sqlite:///./vsr_demo.db}"
 SITE="${DEMO_SITE:-http://127.0.0.1:8000}"
 vsr db upgrade
 vsr sample --coco demo/coco/annotations/instances_demo.json --min-area 10000 --pairs 34 --seed 0
-VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-demo-admin}" vsr admin create --username admin --update >/dev/null
+VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-vsr-demo-admin-2026}" vsr admin create --username admin --update >/dev/null
 # `vsr invite create` prints each link; the walk-through below prints them once, in order.
 vsr invite create --label "demo annotator" --roles generate --token demo-annotator >/dev/null
 for n in 1 2 3; do
@@ -31,7 +31,7 @@ Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
        $SITE/start/validate?token=demo-validator-1
        $SITE/start/validate?token=demo-validator-2
        $SITE/start/validate?token=demo-validator-3
-  3. watch it on the admin dashboard: $SITE/admin   (user admin, password ${VSR_ADMIN_PASSWORD:-demo-admin})
+  3. watch it on the admin dashboard: $SITE/admin   (user admin, password ${VSR_ADMIN_PASSWORD:-vsr-demo-admin-2026})
   4. then, in another terminal in $(pwd):
        . .venv/bin/activate
        export DATABASE_URL=$DATABASE_URL

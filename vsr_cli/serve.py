@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import secrets
 from pathlib import Path
 from typing import Annotated
 
@@ -47,12 +49,7 @@ def serve(
     settings = Settings()
     trusted = ",".join(p.strip() for p in settings.trusted_proxies.split(",") if p.strip())
     _check_database(database_url)
-    if settings.secret_key == Settings.model_fields["secret_key"].default:
-        # Anyone who knows the default key can forge a session cookie for any worker.
-        typer.secho(
-            "warning: SECRET_KEY is the development default; set a long random value",
-            err=True, fg="yellow",
-        )
+    _ensure_secret_key(settings.secret_key, host)
     uvicorn.run(
         "webapp.app:create_server_app",
         factory=True,
@@ -66,6 +63,38 @@ def serve(
         proxy_headers=bool(trusted),
         forwarded_allow_ips=trusted or None,
     )
+
+
+def _ensure_secret_key(key: str, host: str) -> None:
+    """Refuse to serve with a missing, short or public SECRET_KEY: whoever knows the key forges
+    admin cookies. Only a server bound to a loopback address (development on this machine)
+    starts without one, with a random key for this run that every worker process inherits."""
+    from vsr_core.settings import get_settings, secret_key_problem
+
+    problem = secret_key_problem(key)
+    if problem is None:
+        return
+    if key or not is_loopback(host):
+        raise CliError(
+            f"{problem}: set SECRET_KEY to a long random value (openssl rand -hex 32); only a "
+            "server bound to 127.0.0.1 may start without one, for development"
+        )
+    os.environ["SECRET_KEY"] = secrets.token_hex(32)
+    get_settings.cache_clear()  # a single worker builds its app in this process
+    typer.secho(
+        f"note: SECRET_KEY is not set: using a random key for this run ({host} is loopback, "
+        "development only; sessions end when the server stops)", err=True, fg="yellow",
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an interface to listen on) is reachable from this machine alone."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
 
 
 def _check_database(database_url: str | None) -> None:
@@ -83,7 +112,8 @@ def admin_create(
         str | None,
         typer.Option(
             envvar="VSR_ADMIN_PASSWORD",
-            help="Password (at least 8 characters); prompted for when not given "
+            help="Password (at least 12 characters, not easy to guess); prompted for when "
+            "not given "
             "(scripts: set VSR_ADMIN_PASSWORD)",
         ),
     ] = None,

@@ -49,8 +49,7 @@ def _summary(path: Path, full: bool) -> list[str]:
 def _definition_lines(study: StudyDefinition, full: bool) -> list[str]:
     lines = [f"{study.slug}: {study.name}"]
     for src in study.sources:
-        where = src.image_root or src.image_url
-        lines.append(f"  source ({src.format}): {src.annotations} -> images at {where}")
+        lines.append(f"  source ({src.format}): {src.annotations}")
     c, s = study.concepts, study.sampling
     lines.append(
         f"  concepts: allow {len(c.allow) or 'all'}, deny {len(c.deny)}, supercategories "

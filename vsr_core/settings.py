@@ -13,6 +13,10 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The bundled real COCO slice (demo/SOURCE.md): the one folder dashboard jobs may read when
+# DATA_ROOTS is not set.
+DEMO_DATA_DIR = Path(__file__).resolve().parents[1] / "demo" / "coco"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
@@ -22,8 +26,9 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL; PostgreSQL as postgresql+psycopg://user@host/db",
     )
     secret_key: str = Field(
-        default="dev-insecure-secret-change-me",
-        description="Signs session cookies; set a long random value in production",
+        default="",
+        description="Signs session cookies, CSRF tokens and image links: a long random value "
+        "(no default: `vsr serve` makes a throw-away one only on a loopback address)",
     )
     image_root: Path | None = Field(
         default=None,
@@ -71,6 +76,32 @@ class Settings(BaseSettings):
         "RATE_WINDOW_SECONDS (0: no limit)",
     )
     rate_window_seconds: int = Field(default=600, ge=1)
+    data_roots: str = Field(
+        default=str(DEMO_DATA_DIR),
+        description="Comma-separated folders whose files the dashboard's jobs may read (COCO "
+        "annotation files); a path outside them is refused. Default: the bundled demo slice",
+    )
+
+    def data_root_paths(self) -> list[Path]:
+        """DATA_ROOTS as absolute folders (symbolic links resolved)."""
+        return [Path(p.strip()).resolve() for p in self.data_roots.split(",") if p.strip()]
+
+
+# Keys that were ever printed in this project (the old development default): a key anyone can
+# read lets anyone forge an admin cookie, so these are refused like a missing one.
+PUBLIC_SECRET_KEYS = frozenset({"dev-insecure-secret-change-me"})
+MIN_SECRET_KEY_LENGTH = 32
+
+
+def secret_key_problem(key: str) -> str | None:
+    """Why this SECRET_KEY must not sign anything (None: it may)."""
+    if not key:
+        return "SECRET_KEY is not set"
+    if key in PUBLIC_SECRET_KEYS:
+        return "SECRET_KEY is the old public development default"
+    if len(key) < MIN_SECRET_KEY_LENGTH:
+        return f"SECRET_KEY is shorter than {MIN_SECRET_KEY_LENGTH} characters"
+    return None
 
 
 @lru_cache(maxsize=1)

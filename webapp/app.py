@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from starlette.middleware.sessions import SessionMiddleware
 
 from vsr_core.db import make_engine
-from vsr_core.settings import Settings, get_settings
+from vsr_core.settings import Settings, get_settings, secret_key_problem
 from webapp.crowd.leases import LeaseStrategy, PairStrategy
 from webapp.http.body_limit import BodySizeLimit
 from webapp.http.db_retry import RetryDroppedConnection
@@ -28,6 +28,10 @@ WEBAPP_DIR = Path(__file__).resolve().parent
 TEMPLATE_ROOMS = (".", "crowd", "generate", "validate", "admin")
 SESSION_COOKIE = "vsr_session"
 SESSION_MAX_AGE = 14 * 24 * 3600
+
+
+class WeakSecretKeyError(RuntimeError):
+    """The app was asked to start without a key only its operator knows."""
 
 
 def make_templates() -> Jinja2Templates:
@@ -67,6 +71,11 @@ def create_server_app() -> FastAPI:
 
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
     settings = settings or get_settings()
+    problem = secret_key_problem(settings.secret_key)
+    if problem is not None:
+        # Whoever knows the key forges admin cookies: never serve with a missing or public one
+        # (`vsr serve` sets a throw-away key itself on a loopback address).
+        raise WeakSecretKeyError(f"{problem}: set it to a long random value (openssl rand -hex 32)")
     # The API description (/docs, /openapi.json) only when API_DOCS is set: it maps every
     # route for whoever asks, so a live site does without it.
     docs = settings.api_docs

@@ -26,7 +26,6 @@ name = "Shelf photos"
 slug = "lab-shelf"
 [[sources]]
 annotations = "shelf.json"
-image_root = "images"
 
 [[languages]]
 code = "en"

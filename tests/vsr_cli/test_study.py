@@ -51,6 +51,42 @@ def test_check_names_field_and_line_one_line_each(tmp_path: Path) -> None:
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot read" in r.stderr
 
 
+def test_a_deeply_nested_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    """Nested arrays or inline tables deep enough to exhaust Python's recursion were a
+    "maximum recursion depth exceeded" traceback; now one line naming the file, exit 1."""
+    for body in ("x = " + "[" * 50_000 + "]" * 50_000, "x = " + "{a = " * 5000 + "1" + "}" * 5000,
+                 VSR.read_text() + "\n[extra]\nx = " + "[" * 3000 + "]" * 3000 + "\n"):
+        deep = tmp_path / "deep.toml"
+        deep.write_text(body)
+        r = vsr("study", "check", "--file", str(deep))
+        assert r.returncode == 1 and "Traceback" not in r.stderr and "recursion" not in r.stderr
+        assert r.stderr.splitlines() == [
+            f"error: {deep}: arrays or inline tables are nested too deeply (a study file needs "
+            "a few levels)"
+        ], r.stderr
+
+
+def test_image_root_and_image_url_are_refused_by_line(tmp_path: Path) -> None:
+    """Both keys were validated and never used: a file that still has them is told so."""
+    old = VSR.read_text().replace(
+        'format = "coco"\n', 'format = "coco"\nimage_url = "http://x/{file_name}"\n', 1)
+    old = old.replace('format = "coco"\n\n\n', 'format = "coco"\nimage_root = "/data"\n\n\n')
+    path = tmp_path / "old.toml"
+    path.write_text(old)
+    r = vsr("study", "check", "--file", str(path))
+    lines = old.splitlines()
+    url, root = 1 + lines.index('image_url = "http://x/{file_name}"'), 1 + lines.index(
+        'image_root = "/data"')
+    assert r.returncode == 1 and r.stderr.splitlines() == [
+        f"error: {path}:{url}: sources[0].image_url: no longer read (the site finds images in "
+        "the server's IMAGE_ROOT folder, else at each image's coco_url in the annotations "
+        "file): remove this line",
+        f"error: {path}:{root}: sources[1].image_root: no longer read (the site finds images in "
+        "the server's IMAGE_ROOT folder, else at each image's coco_url in the annotations "
+        "file): remove this line",
+    ], r.stderr
+
+
 def test_sample_with_a_study_file(
     engine: Engine, db_url: str, coco_dir: Path, tmp_path: Path
 ) -> None:
@@ -58,7 +94,7 @@ def test_sample_with_a_study_file(
     text = VSR.read_text()
     head, _, rest = text.partition("[concepts]")
     head = head.split("[[sources]]")[0] + (
-        f'[[sources]]\nannotations = "{val}"\nimage_root = "{coco_dir / "images"}"\n\n'
+        f'[[sources]]\nannotations = "{val}"\n\n'
     )
     rest = rest.replace('deny = []', 'deny = ["dining table"]')
     rest = rest.replace('supercategories = []', 'supercategories = ["animal", "furniture"]')

@@ -21,7 +21,7 @@ def zh_on_the_subset(coco_dir: Path, tmp_path: Path) -> Path:
     head, _, rest = text.partition("[concepts]")
     val = coco_dir / "annotations" / "instances_val2017_subset.json"
     head = head.split("[[sources]]")[0] + (
-        f'[[sources]]\nannotations = "{val}"\nimage_root = "{coco_dir / "images"}"\n\n'
+        f'[[sources]]\nannotations = "{val}"\n\n'
     )
     rest = rest.replace("min_area_px = 30000", "min_area_px = 5000")
     path = tmp_path / "vsr-zh.toml"

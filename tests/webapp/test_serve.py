@@ -11,12 +11,31 @@ import sys
 from pathlib import Path
 
 
-def _vsr(*args: str) -> subprocess.CompletedProcess[str]:
+def _exe() -> str:
     # This interpreter's own console script: the first `vsr` on PATH may belong to another
     # checkout (a copied venv's activate script), which would test that code instead.
     own = Path(sys.executable).with_name("vsr")
-    exe = str(own) if own.exists() else (shutil.which("vsr") or "vsr")
-    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=60)
+    return str(own) if own.exists() else (shutil.which("vsr") or "vsr")
+
+
+def _vsr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([_exe(), *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def _wait_healthy(proc: subprocess.Popen[str], port: int) -> None:
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "vsr serve did not start"
+        time.sleep(0.2)
 
 
 def test_serve_needs_a_migrated_database(tmp_path: Path) -> None:
@@ -64,28 +83,15 @@ def _serve_and_get(sqlite_url: str, *flags: str) -> str:
     """Start `vsr serve` for real, answer one /healthz, stop it: what it printed."""
     import os
     import signal
-    import time
 
-    import httpx
-
-    own = Path(sys.executable).with_name("vsr")
-    exe = str(own) if own.exists() else (shutil.which("vsr") or "vsr")
     port = _free_port()
     env = dict(os.environ, SECRET_KEY="serve-test-" + "k" * 40)
     proc = subprocess.Popen(
-        [exe, "serve", "--database-url", sqlite_url, "--port", str(port), *flags],
+        [_exe(), "serve", "--database-url", sqlite_url, "--port", str(port), *flags],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "vsr serve did not start"
-            time.sleep(0.2)
+        _wait_healthy(proc, port)
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
@@ -99,3 +105,84 @@ def test_serve_logs_requests_unless_told_not_to(sqlite_url: str) -> None:
     quiet = _serve_and_get(sqlite_url, "--no-access-log")
     assert "Uvicorn running" in quiet or "Application startup complete" in quiet
     assert "GET /healthz" not in quiet
+
+
+OLD_PUBLIC_KEY = "dev-insecure-secret-change-me"  # the default earlier versions shipped
+
+
+def _without_key(**extra: str) -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
+    return {**env, **extra}
+
+
+def test_serve_refuses_a_missing_or_public_key_off_loopback(sqlite_url: str) -> None:
+    """The Dockerfile's command (`--host 0.0.0.0`) without SECRET_KEY, or with the old public
+    default, or a short one, must not start: one line, exit 1."""
+    cases = {
+        "": "SECRET_KEY is not set",
+        OLD_PUBLIC_KEY: "SECRET_KEY is the old public development default",
+        "short-key": "SECRET_KEY is shorter than 32 characters",
+    }
+    for key, reason in cases.items():
+        env = _without_key(**({"SECRET_KEY": key} if key else {}))
+        r = _vsr("serve", "--host", "0.0.0.0", "--port", "1", "--database-url", sqlite_url,
+                 env=env)
+        assert r.returncode == 1, (key, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {reason}: set SECRET_KEY"), lines
+    # A set-but-public key is refused on loopback too: only an unset one is replaced there.
+    r = _vsr("serve", "--port", "1", "--database-url", sqlite_url,
+             env=_without_key(SECRET_KEY=OLD_PUBLIC_KEY))
+    assert r.returncode == 1 and "old public development default" in r.stderr
+
+
+def test_serve_on_loopback_without_key_refuses_forged_admin_cookies(sqlite_url: str) -> None:
+    """Development on 127.0.0.1 starts without SECRET_KEY (saying so in one line) with a
+    random key: an admin cookie forged with the old public default opens nothing."""
+    import os
+    import signal
+
+    import httpx
+    from sqlmodel import Session
+
+    from vsr_core.db import make_engine
+    from webapp.admin.auth import COOKIE_NAME, create_admin, make_session_cookie
+
+    engine = make_engine(sqlite_url)
+    with Session(engine) as session:
+        admin = create_admin(session, "root", "a long admin password 1")
+    engine.dispose()
+    forged = make_session_cookie(OLD_PUBLIC_KEY, admin)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [_exe(), "serve", "--database-url", sqlite_url, "--port", str(port), "--workers", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_without_key(),
+    )
+    try:
+        _wait_healthy(proc, port)
+        r = httpx.get(f"http://127.0.0.1:{port}/admin/api/overview.json",
+                      cookies={COOKIE_NAME: forged}, follow_redirects=False)
+        assert r.status_code in (303, 401, 403), r.status_code  # 200 with the old default
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    notes = [ln for ln in err.splitlines() if "SECRET_KEY" in ln]
+    assert notes == [
+        "note: SECRET_KEY is not set: using a random key for this run (127.0.0.1 is loopback, "
+        "development only; sessions end when the server stops)"
+    ]
+    assert os.environ.get("SECRET_KEY") != OLD_PUBLIC_KEY
+
+
+def test_the_app_refuses_a_public_key() -> None:
+    """`uvicorn webapp.app:create_server_app --factory` without `vsr serve` is refused too."""
+    import pytest
+
+    from vsr_core.settings import Settings
+    from webapp.app import WeakSecretKeyError, create_app
+
+    for key in ("", OLD_PUBLIC_KEY, "k" * 31):
+        with pytest.raises(WeakSecretKeyError):
+            create_app(Settings(database_url="sqlite://", secret_key=key))

@@ -43,6 +43,31 @@ def verify_password(password_hash: str, password: str) -> bool:
         return False
 
 
+MIN_PASSWORD_LENGTH = 12
+# zxcvbn's score, 0-4: 3 is "safely unguessable" (about 1e8 guesses and more); its word lists
+# hold the common passwords ("password1234", "qwertyuiop12") and keyboard walks.
+MIN_PASSWORD_SCORE = 3
+MAX_PASSWORD_LENGTH = 1024  # the login form's limit: a longer one could never be typed in
+_CHECKED_CHARACTERS = 100  # zxcvbn's time grows fast with length; the start is what it needs
+
+
+def password_problem(password: str, username: str = "") -> str | None:
+    """Why this admin password is refused (None: it is accepted): too short, or easy to
+    guess (a common password, a keyboard walk, the username, repeats)."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        return f"password must be at least {MIN_PASSWORD_LENGTH} characters"
+    if len(password) > MAX_PASSWORD_LENGTH:
+        return f"password must be at most {MAX_PASSWORD_LENGTH} characters"
+    from zxcvbn import zxcvbn
+
+    result = zxcvbn(password[:_CHECKED_CHARACTERS], user_inputs=[username, "vsr", "admin"])
+    if result["score"] >= MIN_PASSWORD_SCORE:
+        return None
+    why = str(result["feedback"].get("warning") or "").rstrip(".")
+    return (f"password is too easy to guess{': ' + why[:1].lower() + why[1:] if why else ''}; "
+            "use a longer one, for example four or more unrelated words")
+
+
 def validate_credentials(username: str, password: str) -> tuple[str, str]:
     username = username.strip()
     if (
@@ -51,8 +76,9 @@ def validate_credentials(username: str, password: str) -> tuple[str, str]:
         or not username.replace("_", "").replace(".", "").replace("-", "").isalnum()
     ):
         raise AdminAccountError("username must be 1-64 letters, digits, '.', '_' or '-'")
-    if len(password) < 8:
-        raise AdminAccountError("password must be at least 8 characters")
+    problem = password_problem(password, username)
+    if problem is not None:
+        raise AdminAccountError(problem)
     return username, password
 
 

@@ -26,9 +26,9 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
@@ -40,6 +40,7 @@ from webapp.admin.job_results import describe
 
 ACTIVE = ("queued", "running")
 log = logging.getLogger("webapp.admin.jobs")
+MAX_PATH = 1024  # characters of one file path a job may name
 
 
 class SampleParams(BaseModel):
@@ -52,24 +53,47 @@ class SampleParams(BaseModel):
     prefer_contrast: bool = False
     max_per_concept_pair: int | None = Field(None, ge=1, le=100_000)
     concepts: str | None = Field(None, max_length=2000, pattern=r"^[a-z ,]*$")
-    coco_files: list[str] = Field(
-        min_length=1, max_length=10, description="COCO instances JSON files on the server"
+    coco_files: list[Annotated[str, Field(max_length=MAX_PATH)]] = Field(
+        min_length=1, max_length=10,
+        description="COCO instances JSON files on the server, inside DATA_ROOTS",
     )
 
     @field_validator("coco_files", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         if isinstance(value, str):
+            if len(value) > 10 * (MAX_PATH + 1):
+                raise ValueError(f"is too long (at most 10 paths of {MAX_PATH} characters)")
             return [p.strip() for p in value.replace(",", "\n").splitlines() if p.strip()]
         return value
 
     @field_validator("coco_files")
     @classmethod
-    def _exist(cls, value: list[str]) -> list[str]:
-        missing = [p for p in value if not Path(p).is_file()]
+    def _exist(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        # The folders come from the caller (settings.data_root_paths()): none, nothing passes.
+        roots: list[Path] = list((info.context or {}).get("data_roots", []))
+        found = [readable_file(p, roots) for p in value]
+        missing = [p for p, f in zip(value, found, strict=True) if f is None]
         if missing:
-            raise ValueError(f"no such file on the server: {', '.join(missing)}")
-        return [str(Path(p).resolve()) for p in value]
+            shown = ", ".join(p if len(p) <= 200 else p[:200] + "…" for p in missing)
+            where = ", ".join(str(r) for r in roots) or "none configured"
+            raise ValueError(
+                f"no such file on the server in the folders jobs may read: {shown} "
+                f"(DATA_ROOTS: {where})"
+            )
+        return [str(f) for f in found]
+
+
+def readable_file(path: str, roots: list[Path]) -> Path | None:
+    """The file ``path`` names, if it lies inside one of ``roots`` (symbolic links resolved)
+    and is a file; None otherwise. A path outside the roots is never looked at, and every
+    refusal reads the same, so the answer tells nothing about the rest of the server."""
+    try:
+        resolved = Path(path).resolve()
+        inside = any(resolved == root or root in resolved.parents for root in roots)
+        return resolved if inside and resolved.is_file() else None
+    except (OSError, ValueError, RuntimeError):  # too long, NUL, a symlink loop
+        return None
 
 
 class MatchParams(BaseModel):
@@ -135,14 +159,34 @@ def last_coco_files(session: Session) -> str:
     return "\n".join(str(f) for f in files)
 
 
+# What a job's process takes from the server's environment: how to find Python and its
+# packages, locale, time zone, temporary and cache folders, the model caches and thread counts
+# matching uses. Nothing else: never a platform's credentials (PROLIFIC_API_TOKEN, AWS_*),
+# which a job has no use for and a job's crash or log must not be able to show.
+CHILD_ENV_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8", "PYTHONIOENCODING", "VIRTUAL_ENV",
+    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
+    "TRANSFORMERS_CACHE", "SENTENCE_TRANSFORMERS_HOME", "TORCH_HOME", "XDG_CACHE_HOME",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+    "CUDA_VISIBLE_DEVICES", "VSR_DEBUG",
+})
+CHILD_ENV_PREFIXES = ("LC_",)
+# Settings a job does not need: SECRET_KEY (a job signs nothing).
+CHILD_SETTINGS_LEFT_OUT = frozenset({"secret_key"})
+
+
 def child_env(settings: Settings) -> dict[str, str]:
-    env = dict(os.environ)
-    env["DATABASE_URL"] = settings.database_url
-    env["SECRET_KEY"] = settings.secret_key
-    env["BASE_URL"] = settings.base_url
-    env["IMAGE_CACHE_DIR"] = str(settings.image_cache_dir)
-    if settings.image_root is not None:
-        env["IMAGE_ROOT"] = str(settings.image_root)
+    """The environment of a job's process: the allow-listed names above, and the server's
+    own settings (its DATABASE_URL, IMAGE_ROOT, ...) but for the secret key."""
+    env = {
+        name: value for name, value in os.environ.items()
+        if name in CHILD_ENV_NAMES or name.startswith(CHILD_ENV_PREFIXES)
+    }
+    for field in type(settings).model_fields:
+        value = getattr(settings, field)
+        if field not in CHILD_SETTINGS_LEFT_OUT and value is not None:
+            env[field.upper()] = str(value)
     env.setdefault("HF_HUB_OFFLINE", "1")
     return env
 

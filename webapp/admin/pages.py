@@ -7,11 +7,11 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
-from vsr_core.models import DEFAULT_STUDY_ID
+from vsr_core.models import DEFAULT_STUDY_ID, Study
 from vsr_core.study import StudyConfig, load_study_config
 from vsr_core.study_context import StudyContext
 from webapp.admin import csrf
@@ -136,6 +136,20 @@ def admin_study(request: Request) -> StudyContext:
     """The study the dashboard shows: the admin's choice (``?study=``, remembered in a
     cookie; webapp.http.study), else the default one."""
     return current_study(request)
+
+
+def check_admin_study(request: Request, session: Session, what: str, study_id: int) -> None:
+    """A row of another study than the dashboard's (``what``: "Example #3", "Job #2") is a
+    404 that says where it is."""
+    study = admin_study(request)
+    if study_id != study.id:
+        other = session.get(Study, study_id)
+        where = other.slug if other is not None else "another study"
+        raise HTTPException(
+            status_code=404,
+            detail=f"{what} belongs to the study {where}, not {study.slug}: choose that study "
+            "in the switcher to see it.",
+        )
 
 
 FLASH_COOKIE = "vsr_admin_flash"

@@ -150,7 +150,7 @@ def task_submit(
     config = load_study_config(session, study.id)
     try:
         submit(session, worker.id, _stored(request, worker.id, form), config,
-               language=study.language)
+               language=study.language, study_id=study.id)
     except SubmissionError as exc:
         if exc.status == 409:
             # The lease ran out: nothing to fix in the form, so carry on with the next pair.
@@ -220,7 +220,7 @@ def api_task(
         image = session.get(Image, getattr(pair, f"image{slot}_id"))
         assert image is not None and image.id is not None
         src = (
-            pair_image_url(settings.secret_key, pair.id, slot)
+            pair_image_url(settings.secret_key, pair.id, slot, request.scope.get("root_path", ""))
             if settings.image_root else image.coco_url
         )
         shown.append(
@@ -261,7 +261,7 @@ def api_submit(
         study = current_study(request)
         annotation, created = submit(
             session, worker.id, _stored(request, worker.id, body),
-            load_study_config(session, study.id), language=study.language)
+            load_study_config(session, study.id), language=study.language, study_id=study.id)
     except SubmissionError as exc:
         raise PageError(exc.status, exc.message) from exc
     result = _result(session, annotation, created)
@@ -320,6 +320,7 @@ def api_relations(request: Request, session: SessionDep) -> list[RelationPublic]
 def pair_image(
     pair_id: int,
     slot: int,
+    request: Request,
     session: SessionDep,
     settings: SettingsDep,
     s: Annotated[str | None, Query(max_length=64, description="the page's signature")] = None,
@@ -329,7 +330,8 @@ def pair_image(
     if not pair_image_allowed(settings.secret_key, pair_id, slot, s):
         raise PageError(404, "No such image.")  # only addresses a page of this site gave out
     pair = session.get(ImagePair, pair_id)
-    if pair is None or settings.image_root is None:
+    # Only at its own study's address (the pages give out no other).
+    if pair is None or settings.image_root is None or pair.study_id != current_study(request).id:
         raise PageError(404, "No such image.")
     image = session.get(Image, getattr(pair, f"image{slot}_id"))
     a = session.get(Instance, getattr(pair, f"image{slot}_a_id"))

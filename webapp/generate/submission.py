@@ -19,6 +19,7 @@ from sqlmodel import Session, select
 from vsr_core.caption_language import offered_relations, render_concepts
 from vsr_core.captions import render_caption
 from vsr_core.models import (
+    DEFAULT_STUDY_ID,
     Annotation,
     Assignment,
     BatchKind,
@@ -137,10 +138,27 @@ def _existing(session: Session, sub: GenerationSubmission) -> Annotation | None:
     ).first()
 
 
-def _replay(existing: Annotation, worker_id: int) -> Annotation:
+def _replay(
+    session: Session, existing: Annotation, worker_id: int, study_id: int
+) -> Annotation:
     if existing.worker_id != worker_id:
         raise SubmissionError(409, "This form was already used by someone else.")
+    _check_study(session.get(ImagePair, existing.pair_id), study_id)
     return existing
+
+
+OTHER_STUDY = (
+    "This pair belongs to another study than the page you sent it to. Nothing was saved: "
+    "please go back to the task through your study's own link."
+)
+
+
+def _check_study(pair: ImagePair | None, study_id: int) -> ImagePair:
+    """The lease's pair, if it belongs to the request's study: a caption posted to another
+    study's address (its language, its relations) is refused before anything is stored."""
+    if pair is None or pair.study_id != study_id:
+        raise SubmissionError(403, OTHER_STUDY)
+    return pair
 
 
 def submit(
@@ -150,15 +168,17 @@ def submit(
     config: StudyConfig,
     now: datetime | None = None,
     language: Language | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[Annotation, bool]:
     """Store a submission and commit; returns (annotation, created). Raises SubmissionError.
 
     ``language``: the study's language (its relations and caption template); the default
     English one when not given. The caption is stored in it, the relation as its id.
+    ``study_id``: the study the request works in; a lease of another study's pair is refused.
     Everything (annotation, examples, lease, pair status) is committed together or not at all.
     """
     try:
-        result = _submit(session, worker_id, sub, config, now or utcnow(), language)
+        result = _submit(session, worker_id, sub, config, now or utcnow(), language, study_id)
         session.commit()
         return result
     except IntegrityError:
@@ -167,7 +187,7 @@ def submit(
         existing = _existing(session, sub)
         if existing is None:
             raise
-        return _replay(existing, worker_id), False
+        return _replay(session, existing, worker_id, study_id), False
     except BaseException:
         session.rollback()
         raise
@@ -175,28 +195,27 @@ def submit(
 
 def _submit(
     session: Session, worker_id: int, sub: GenerationSubmission, config: StudyConfig,
-    now: datetime, language: Language | None = None,
+    now: datetime, language: Language | None = None, study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[Annotation, bool]:
     existing = _existing(session, sub)
     if existing is not None:
-        return _replay(existing, worker_id), False
+        return _replay(session, existing, worker_id, study_id), False
     lease = session.exec(
         lock_row_wait(select(Assignment).where(Assignment.id == sub.assignment_id), session)
     ).first()
     if lease is None or lease.worker_id != worker_id or lease.kind != BatchKind.generate:
         raise SubmissionError(403, "This pair is not assigned to you.")
+    pair = _check_study(session.get(ImagePair, lease.pair_id), study_id)
+    assert pair.id is not None
     # Re-read after taking the lock: a concurrent submit of this lease may just have finished.
     existing = _existing(session, sub)
     if existing is not None:
-        return _replay(existing, worker_id), False
+        return _replay(session, existing, worker_id, study_id), False
     if lease.status != LeaseStatus.active:
         raise SubmissionError(
             409, "Your time for this pair ran out and it went back to the pool. "
             "Please go on with the next one."
         )
-    pair = session.get(ImagePair, lease.pair_id)
-    assert pair is not None and pair.id is not None
-
     annotation = Annotation(
         pair_id=pair.id,
         worker_id=worker_id,

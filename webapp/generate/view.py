@@ -41,7 +41,10 @@ def task_context(request: Request, session: Session, pair: ImagePair) -> dict[st
                 "slot": slot,
                 "image": image,
                 "local": settings.image_root is not None,
-                "src": pair_image_url(settings.secret_key, pair.id, slot)  # type: ignore[arg-type]
+                "src": pair_image_url(
+                    settings.secret_key, pair.id, slot,  # type: ignore[arg-type]
+                    request.scope.get("root_path", ""),
+                )
                 if settings.image_root is not None
                 else image.coco_url,
                 "shapes_a": images.svg_shapes(a),

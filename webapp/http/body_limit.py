@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from webapp.http.study import PREFIX as STUDY_PREFIX
+
 # (path prefix, limit in bytes), first match wins. Every form and JSON body of the site is
 # small: a vote is ~100 bytes, a caption form ~1 KB, the admin's study settings a few KB.
 LIMITS: tuple[tuple[str, int], ...] = (
@@ -30,6 +32,11 @@ MESSAGE = b"Request body too large."
 
 
 def limit_for(path: str) -> int:
+    """The cap of a raw request path: a study's routes (``/s/<slug>/api/...``) are the site's
+    routes under a prefix (webapp.http.study, which runs inside this middleware), so they get
+    the same caps."""
+    if path.startswith(STUDY_PREFIX):
+        path = "/" + path[len(STUDY_PREFIX):].partition("/")[2]
     for prefix, limit in LIMITS:
         if path.startswith(prefix):
             return limit

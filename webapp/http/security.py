@@ -1,4 +1,5 @@
-"""Security headers on every answer, and a Content-Security-Policy on every page.
+"""Security headers on every answer, a Content-Security-Policy on every page, and under
+https ``Secure`` on every cookie.
 
 The policy lets a page run only the site's own scripts and the inline script it was served
 with (a per-request nonce, ``request.state.csp_nonce``), so markup that slipped through
@@ -53,6 +54,16 @@ class LazyNonce:
         return self._value
 
 
+def _secure_cookies(raw: list[tuple[bytes, bytes]]) -> None:
+    """Under https every cookie the site sets is ``Secure`` (the admin's study choice and
+    flash message included), whichever room set it and whether or not it said so."""
+    for i, (name, value) in enumerate(raw):
+        if name == b"set-cookie":
+            attributes = [a.strip().lower() for a in value.split(b";")[1:]]
+            if b"secure" not in attributes:
+                raw[i] = (name, value + b"; Secure")
+
+
 class SecurityHeaders:
     def __init__(self, app: ASGIApp, hsts: bool = False) -> None:
         self.app = app
@@ -73,6 +84,7 @@ class SecurityHeaders:
                 headers.setdefault("Referrer-Policy", "same-origin")
                 if self.hsts:
                     headers.setdefault("Strict-Transport-Security", HSTS)
+                    _secure_cookies(headers.raw)
                 if headers.get("content-type", "").startswith("text/html"):
                     headers["Content-Security-Policy"] = content_security_policy(
                         str(nonce), admin

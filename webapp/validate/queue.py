@@ -272,9 +272,10 @@ def record_vote(
     arrives after its lease ran out is still taken if the Example has room for it.
     With ``then_next`` the next item is leased in the same transaction (``outcome.next``):
     one commit per round trip instead of two. ``study_id`` is the study the request works in:
-    a vote on a lease of that study takes the one-statement path (the same rules either way).
-    Raises :class:`VoteError` (404 not this worker's item, 409 no longer acceptable, 403 a
-    blocked worker).
+    a vote on a lease of that study takes the one-statement path (the same rules either way),
+    one of another study is refused.
+    Raises :class:`VoteError` (404 not this worker's item or not this study's, 409 no longer
+    acceptable, 403 a blocked worker).
     """
     if reference_frame is not None and reference_frame not in REFERENCE_FRAMES:
         raise VoteError(422, "The reference frame must be intrinsic, relative or both.")
@@ -297,6 +298,12 @@ def record_vote(
         session.rollback()
         raise
     return outcome
+
+
+OTHER_STUDY = (
+    "This item belongs to another study than the page you sent it to. Nothing was saved: "
+    "please go back to the task through your study's own link."
+)
 
 
 def _record_vote(
@@ -336,8 +343,12 @@ def _record_vote(
         or lease.example_id is None
     ):
         raise VoteError(404, "This item is not one of yours. Please reload the page.")
+    if lease.batch_study != study_id:
+        # Sent to another study's address: never a vote under that study's page (off the
+        # hot path, whose one statement already asks for the request's study).
+        raise VoteError(404, OTHER_STUDY)
     _unusable(lease.blocked)
-    config = strategy.study(session, lease.batch_study)  # the vote's own study's rules
+    config = strategy.study(session, lease.batch_study)
     if lease.vote_id is not None:
         existing = RecordedVote(
             id=lease.vote_id, example_id=lease.example_id, worker_id=worker_id,

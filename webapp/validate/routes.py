@@ -24,7 +24,7 @@ from sqlmodel import Session
 
 from vsr_core.caption_language import concept_name
 from vsr_core.db import is_dropped_connection, make_lean_engine
-from vsr_core.models import Assignment, Example, Image, Worker
+from vsr_core.models import Assignment, Batch, Example, Image, Worker
 from vsr_core.types import utcnow
 from webapp.crowd import batches
 from webapp.crowd.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
@@ -155,7 +155,7 @@ def _task_page(request: Request, session: Session, settings: Any, templates: Any
     assert item.display is not None and worker.id is not None
     token = _lease_token(request, worker.id, item.lease_id)
     lang = current_study(request).language
-    shown = leased_item(item.display, token)
+    shown = leased_item(item.display, token, request.scope.get("root_path", ""))
     # The caption is stored in the study's language; the legend names the objects in it too.
     shown["subj_name"] = concept_name(lang, shown["subj"])
     shown["obj_name"] = concept_name(lang, shown["obj"])
@@ -266,12 +266,12 @@ IMAGE_FIELDS = tuple(ItemImage.model_fields)
 ITEM_FIELDS = tuple(f for f in ItemPublic.model_fields if f != "image")
 
 
-def _state(item: NextItem, token: str | None) -> dict[str, Any]:
+def _state(item: NextItem, token: str | None, prefix: str) -> dict[str, Any]:
     """A :class:`TaskState` as plain JSON-ready values (the API answers without building
     pydantic models per request; the models document the shape in the OpenAPI schema)."""
     public = None
     if token is not None and item.display is not None:
-        shown = leased_item(item.display, token)
+        shown = leased_item(item.display, token, prefix)
         image = shown["image"]
         public = {name: shown[name] for name in ITEM_FIELDS}
         public["image"] = {name: image[name] for name in IMAGE_FIELDS}
@@ -362,7 +362,7 @@ def _api_item(request: Request, session: Session) -> Response:
         raise PageError(
             409, "There is no open validation batch; start one at /instructions/validate."
         )
-    response = _json(_state(item, _item_token(request, worker_id, item)))
+    response = _json(_state(item, _item_token(request, worker_id, item), _prefix(request)))
     # Readable by the site's own scripts only (no CORS): what the vote call must send back.
     response.headers[CSRF_HEADER] = csrf_token(request)
     return response
@@ -409,6 +409,11 @@ async def api_vote(request: Request) -> Response:
     return await _in_api_thread(request, _api_vote, body, then_next != 0)
 
 
+def _prefix(request: Request) -> str:
+    """Where the request's study lives ("/s/<slug>"; "" for the default study's old links)."""
+    return request.scope.get("root_path", "")  # type: ignore[no-any-return]
+
+
 def _item_token(request: Request, worker_id: int, item: NextItem) -> str | None:
     return None if item.lease_id is None else _lease_token(request, worker_id, item.lease_id)
 
@@ -433,7 +438,7 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
         "batch_size": out.batch_size,
         "finished": out.batch_status != "open",
         "completion_code": out.completion_code,
-        "next": (_state(out.next, _item_token(request, worker_id, out.next))
+        "next": (_state(out.next, _item_token(request, worker_id, out.next), _prefix(request))
                  if out.next is not None else None),
     }
     return _json(result, status_code=201 if out.created else 200)
@@ -444,14 +449,18 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
 
 @router.get("/images/validate/{assignment_id}.jpg", summary="The leased item's image, marked")
 def item_image(
-    assignment_id: str, worker: CurrentWorker, session: SessionDep, settings: SettingsDep
+    assignment_id: str, request: Request, worker: CurrentWorker, session: SessionDep,
+    settings: SettingsDep,
 ) -> Response:
     """Addressed by the worker's own lease token, so the URL says nothing about the Example
-    and a guessed address opens nothing."""
+    and a guessed address opens nothing; answered only under the lease's own study."""
     assert worker.id is not None
     lease_id = lease_from_token(settings.secret_key, worker.id, assignment_id)
     lease = session.get(Assignment, lease_id) if lease_id is not None else None
     if lease is None or lease.worker_id != worker.id or lease.example_id is None:
+        raise PageError(404, "No such image.")
+    batch = session.get(Batch, lease.batch_id)
+    if batch is None or batch.study_id != current_study(request).id:
         raise PageError(404, "No such image.")
     example = session.get(Example, lease.example_id)
     insts = example_instances(session, example) if example is not None else None

@@ -119,10 +119,11 @@ def display_one(
     return shown
 
 
-def leased_item(shown: dict[str, Any], lease_token: str) -> dict[str, Any]:
+def leased_item(shown: dict[str, Any], lease_token: str, prefix: str = "") -> dict[str, Any]:
     """An :func:`example_display` for one lease: the marked image is addressed by the
-    lease's opaque token (webapp.crowd.lease_tokens), so its URL says nothing about the Example."""
+    lease's opaque token (webapp.crowd.lease_tokens), so its URL says nothing about the Example,
+    under ``prefix``, the study's path (the image answers only there)."""
     image = dict(shown["image"])
     if image["marked"]:
-        image["src"] = f"/images/validate/{lease_token}.jpg"
+        image["src"] = f"{prefix}/images/validate/{lease_token}.jpg"
     return {**shown, "assignment_id": lease_token, "image": image}

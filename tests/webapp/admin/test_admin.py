@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from tests.conftest import COCO_DIR
 from tests.support.admin_seed import Seeded, add_vote, read_raw, seed, vote_list
 from vsr_core.agreement import fleiss_kappa, is_kept, is_unanimous
 from vsr_core.db import make_engine
@@ -36,7 +37,7 @@ from vsr_core.models import (
     StudySetting,
     Worker,
 )
-from vsr_core.settings import Settings
+from vsr_core.settings import DEMO_DATA_DIR, Settings
 from vsr_core.study import load_study_config
 from webapp.admin.auth import create_admin, verify_password
 from webapp.app import create_app
@@ -47,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def make_admin_app(db_url: str, engine: Engine, tmp_path: Path, **extra: Any) -> Any:
+    # Jobs may read the demo slice, the real COCO files and the test's own folder.
+    extra.setdefault("data_roots", ",".join(map(str, (DEMO_DATA_DIR, COCO_DIR, tmp_path))))
     settings = Settings(
         database_url=db_url,
         secret_key="admin-test-secret-0123456789abcdef",
@@ -134,7 +137,16 @@ def test_vsr_admin_create_hashes_password_and_rejects_bad_input(
         assert verify_password(user.password_hash, "s3cret-password")
     for args, env, fragment in [
         (["--username", "bob"], {"VSR_ADMIN_PASSWORD": "another-password"}, "already exists"),
-        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "short"}, "at least 8"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "short"}, "at least 12"),
+        # Eight characters were enough before: "password", eight spaces; now common
+        # passwords and repeats are refused whatever their length.
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "password"}, "at least 12"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": " " * 8}, "at least 12"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": " " * 12}, "too easy to guess"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "password1234"}, "too easy to guess"),
+        (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "qwertyuiop12"}, "too easy to guess"),
+        (["--username", "carolcarol12"], {"VSR_ADMIN_PASSWORD": "carolcarol12"},
+         "too easy to guess"),
         (["--username", "bad name!"], {"VSR_ADMIN_PASSWORD": "long-enough-pw"}, "username"),
     ]:
         res = _cli("admin", "create", *args, "--database-url", db_url, env=env)
@@ -789,6 +801,36 @@ def test_job_forms_reject_bad_input(
     assert client.post("/admin/jobs/nosuch", data={"csrf_token": token}).status_code == 404
     assert client.get("/admin/api/jobs/12345").status_code == 404
     assert client.get("/admin/jobs/12345/download").status_code == 404
+    with Session(engine) as s:
+        assert s.exec(select(Job)).all() == []
+
+
+def test_job_inputs_stay_inside_the_data_roots(
+    admin: tuple[TestClient, str], engine: Engine, tmp_path: Path, caplog: Any
+) -> None:
+    """A sample job reads files inside DATA_ROOTS only: /etc/passwd, a way out with '..' or a
+    symbolic link, a 100 KB value and a path too long for the system are each a 422 next to
+    the field (no 500, nothing logged), and a file that exists outside the roots reads exactly
+    like one that does not (no oracle for the rest of the server)."""
+    client, token = admin
+    link = tmp_path / "passwd.json"
+    link.symlink_to("/etc/passwd")
+    values = ["/etc/passwd", "/etc/no-such-file-here", str(tmp_path / ".." / ".." / "etc/passwd"),
+              str(link), "x" * 100_000, "/" + "y" * 5000, str(tmp_path / ("z" * 1000))]
+    said: dict[str, str] = {}
+    for value in values:
+        r = client.post("/admin/jobs/sample",
+                        data={"csrf_token": token, "n_pairs": "5", "coco_files": value})
+        assert r.status_code == 422, (value[:80], r.status_code)
+        m = re.search(r'id="err-sample-coco_files">([^<]*)<', r.text)
+        assert m, value[:80]
+        said[value] = html.unescape(m.group(1))
+        assert len(said[value]) < 800
+    assert "no such file on the server in the folders jobs may read" in said["/etc/passwd"]
+    assert (said["/etc/passwd"].replace("/etc/passwd", "P")
+            == said["/etc/no-such-file-here"].replace("/etc/no-such-file-here", "P"))
+    assert "too long" in said["x" * 100_000] and "too long" in said["/" + "y" * 5000]
+    assert not any("x" * 200 in rec.getMessage() for rec in caplog.records)
     with Session(engine) as s:
         assert s.exec(select(Job)).all() == []
 

@@ -4,6 +4,7 @@ a process of its own that happens to have that pid."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -137,7 +138,35 @@ def test_launch_records_the_host_with_the_pid(
             thread.join(timeout=60)
             assert not thread.is_alive()
     assert _status(engine, job.id or 0) == "failed"
+    with Session(engine) as s:  # the child ran (with the allow-listed environment) and said why
+        done = s.get(Job, job.id)
+        assert done is not None
+        assert "unknown job kind 'nosuch'" in done.message, done.message
     assert "/" in jobs.host_id() and jobs.host_id().split("/", 1)[0]
+
+
+def test_a_job_inherits_no_credentials(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The platforms' credentials in the server's environment never reach a job's process,
+    nor does SECRET_KEY; the settings the job needs and the interpreter's paths do."""
+    secrets_in_env = {
+        "PROLIFIC_API_TOKEN": "prolific-token-xyz", "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret-xyz", "AWS_SESSION_TOKEN": "aws-session-xyz",
+        "SECRET_KEY": "env-secret-" + "k" * 32, "SOME_OTHER_TOKEN": "other-xyz",
+    }
+    for name, value in secrets_in_env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    settings = Settings(database_url=db_url, secret_key="job-hosts-" + "k" * 30,
+                        image_cache_dir=tmp_path / "var" / "cache", image_root=tmp_path)
+    env = jobs.child_env(settings)
+    assert not set(secrets_in_env) & set(env)
+    assert not any(v in str(env) for v in secrets_in_env.values())
+    assert "job-hosts-" not in str(env)
+    assert env["DATABASE_URL"] == db_url and env["IMAGE_ROOT"] == str(tmp_path)
+    assert env["IMAGE_CACHE_DIR"] == str(tmp_path / "var" / "cache")
+    assert env["PATH"] == os.environ["PATH"] and env["LC_ALL"] == "C.UTF-8"
 
 
 def _age_heartbeat(engine: Engine, job_id: int, seconds: float | None) -> None:

@@ -92,6 +92,17 @@ def test_https_cookies_and_hsts(db_url: str, engine: Engine, tmp_path: Path) -> 
     plain = TestClient(make_admin_app(db_url, engine, tmp_path)).get("/admin/login")
     assert "strict-transport-security" not in plain.headers
     assert "secure" not in plain.headers["set-cookie"].lower()
+    # The admin's study choice and the flash message: Secure as well under https.
+    token = login(client)
+    chosen = client.get("/admin?study=vsr")
+    study = [c for c in chosen.headers.get_list("set-cookie") if c.startswith("vsr_admin_study=")]
+    assert study and "; secure" in study[0].lower(), study
+    done = client.post("/admin/settings/invites", data={"csrf_token": token, "label": "x"},
+                       follow_redirects=False)
+    flash = [c for c in done.headers.get_list("set-cookie") if c.startswith("vsr_admin_flash=")]
+    assert flash and "; secure" in flash[0].lower(), (done.status_code, flash)
+    assert all(c.lower().count("secure") == 1 for c in client.get("/admin").headers.get_list(
+        "set-cookie"))
 
 
 def test_bodies_are_capped_per_route(db_url: str, engine: Engine, tmp_path: Path) -> None:
@@ -121,6 +132,11 @@ def test_bodies_are_capped_per_route(db_url: str, engine: Engine, tmp_path: Path
     # An ordinary small body still reaches the route (403: no CSRF token, not 413).
     assert client.post("/api/validate/votes", json={"assignment_id": 1, "value": True}
                        ).status_code == 403
+    # A study's API has the API's cap, not the 64 KB of other pages: a 20 KB vote is refused.
+    vote = b'{"assignment_id": "1.x", "value": true, "pad": "' + b"x" * 20_000 + b'"}'
+    for path in ("/api/validate/votes", "/s/vsr/api/validate/votes"):
+        r = client.post(path, content=vote, headers={"content-type": "application/json"})
+        assert r.status_code == 413, (path, r.status_code)
 
 
 def test_api_docs_are_off_unless_configured(db_url: str, engine: Engine, tmp_path: Path) -> None:

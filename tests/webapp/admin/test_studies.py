@@ -184,3 +184,49 @@ def test_workers_page_counts_only_the_chosen_studys_work(
                 data={"csrf_token": token, "reason": "test"}, follow_redirects=False)
     assert _overview(client, "?study=vsr")["workers_blocked"] == 1  # only-zh is not a member
     assert _overview(client, "?study=vsr-zh")["workers_blocked"] == 2
+
+
+def test_jobs_and_revalidation_stay_in_the_chosen_study(
+    dashboard: tuple[TestClient, str, int], engine: Engine
+) -> None:
+    """The job list, a job's status, its download and cancelling it answer only in the
+    job's own study (they used to ignore the switcher); re-validation, whose imported data
+    lives in the default study, neither reads nor writes it from another study."""
+    from vsr_core.models import Job
+    from webapp.admin.jobs import export_dir
+
+    client, token, zh_id = dashboard
+    settings = client.app.state.settings  # type: ignore[attr-defined]
+    zipped = export_dir(settings) / "vsr-dataset-job-zh.zip"
+    zipped.parent.mkdir(parents=True, exist_ok=True)
+    zipped.write_bytes(b"PK\x05\x06" + b"\x00" * 18)
+    with Session(engine) as s:
+        built = Job(study_id=zh_id, kind="build", status="succeeded",
+                    params={"seed": 0, "zip": str(zipped)})
+        queued = Job(study_id=zh_id, kind="match", status="queued", params={})
+        s.add(built)
+        s.add(queued)
+        s.commit()
+        built_id, queued_id = built.id, queued.id
+    client.get("/admin?study=vsr")
+    assert client.get("/admin/api/jobs").json() == []
+    for path in (f"/admin/api/jobs/{built_id}", f"/admin/jobs/{built_id}/download"):
+        r = client.get(path)
+        assert r.status_code == 404 and "belongs to the study vsr-zh" in r.text, path
+    r = client.post(f"/admin/jobs/{queued_id}/cancel", data={"csrf_token": token},
+                    follow_redirects=False)
+    assert r.status_code == 404 and "belongs to the study vsr-zh" in r.text
+    with Session(engine) as s:
+        job = s.get(Job, queued_id)
+        assert job is not None and job.status != "cancelled"
+    client.get("/admin?study=vsr-zh")
+    assert {j["id"] for j in client.get("/admin/api/jobs").json()} == {built_id, queued_id}
+    assert client.get(f"/admin/jobs/{built_id}/download").status_code == 200
+
+    with Session(engine) as s:
+        before = len(s.exec(select(Example)).all())
+    r = client.post("/admin/revalidation", data={"csrf_token": token, "sample": "2"})
+    assert r.status_code == 422 and "default study" in r.text
+    assert client.get("/admin/api/revalidation.json").json()["rounds"] == []
+    with Session(engine) as s:
+        assert len(s.exec(select(Example)).all()) == before

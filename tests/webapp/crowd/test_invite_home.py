@@ -69,7 +69,8 @@ def test_invite_create_bad_input_is_one_line(db_url: str) -> None:
 def test_front_page_and_invite_entry(db_url: str) -> None:
     assert _vsr(db_url, "invite", "create", "--token", "front-door").returncode == 0
     engine = make_engine(db_url)
-    client = TestClient(create_app(Settings(database_url=db_url), engine))
+    settings = Settings(database_url=db_url, secret_key="invite-home-" + "k" * 32)
+    client = TestClient(create_app(settings, engine))
     page = client.get("/")
     assert page.status_code == 200
     assert "study link" in page.text and 'href="/admin"' in page.text

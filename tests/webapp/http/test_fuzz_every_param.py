@@ -5,7 +5,8 @@ Each route of the app (``app.routes``, including the admin pages left out of the
 schema) is called once per parameter (path, query, form or JSON field) and hostile value,
 the other parameters valid, with a worker's and an admin's session and their CSRF tokens.
 No answer may be a 5xx, and the server may never close the connection (an unhandled error
-does, so one lost request would show up as a failed next request).
+does, so one lost request would show up as a failed next request). Every route is called
+again under a study's prefix (``/s/vsr-zh/...``, where the worker has a batch of its own).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.support.webapp_coco import enter, form_field
-from tests.webapp.validate.test_routes import seed_examples
+from tests.webapp.http.test_studies import enter as enter_study
+from tests.webapp.http.test_studies import make_two_studies
 from vsr_core.settings import Settings
 from webapp.admin.auth import create_admin
 from webapp.app import create_app
@@ -58,6 +60,7 @@ MANUAL_BODY: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
 }
 PATH_DEFAULTS = {"kind": "validate", "slot": "1", "name": "votes"}
 PASSWORD = "correct horse battery"
+STUDY_PREFIX = "/s/vsr-zh"  # a second study's address: every route is fuzzed there too
 
 
 def _server(app: Any) -> Iterator[int]:
@@ -82,8 +85,8 @@ def _server(app: Any) -> Iterator[int]:
 
 @pytest.fixture
 def fuzz_site(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> Any:
+    make_two_studies(engine, coco_dir)  # worker #1 is an author, not the fuzzer
     with Session(engine) as s:
-        seed_examples(s, coco_dir, n_pairs=6)  # worker #1 is an author, not the fuzzer
         create_admin(s, "alice", PASSWORD)
     settings = Settings(
         database_url=db_url, secret_key="fuzz-secret-" + "x" * 32,
@@ -99,6 +102,9 @@ def _sessions(app: Any) -> tuple[str, dict[str, str]]:
     csrf = enter(client, "PROLIFIC_PID=fuzzall&STUDY_ID=st&SESSION_ID=se", kind="validate")
     assert client.post("/begin/validate", data={"csrf": csrf}, follow_redirects=False)\
         .status_code == 303
+    # The same worker in the second study, so its prefixed routes find a batch there too.
+    assert enter_study(client, STUDY_PREFIX, "PROLIFIC_PID=fuzzall&STUDY_ID=st2&SESSION_ID=se2",
+                       "validate") == csrf
     page = client.get("/admin/login")
     token = form_field(page.text, "csrf_token")
     r = client.post("/admin/login", data={"username": "alice", "password": PASSWORD,
@@ -171,14 +177,15 @@ def _cases(
 ) -> Iterator[tuple[str, str, str, str, dict[str, Any] | None, str]]:
     """(method, path template, url, body kind, body, what is hostile) per request; form
     bodies carry the session's real CSRF tokens unless those are the hostile field."""
-    for template, route in _routes(app.routes):
+    for (bare, route), prefix in [(r, p) for p in ("", STUDY_PREFIX) for r in _routes(app.routes)]:
+        template = prefix + bare
         for method in sorted(route.methods or ()):
-            if (method, template) in SKIP:
+            if (method, bare) in SKIP:
                 continue
             path_names = [p.alias for p in route.dependant.path_params]
             query_names = [p.alias for p in route.dependant.query_params]
-            body = MANUAL_BODY.get((method, template)) or _fields(route)
-            if (method, template) in SKIP_BODY:
+            body = MANUAL_BODY.get((method, bare)) or _fields(route)
+            if (method, bare) in SKIP_BODY:
                 body = None
             kind, fields = body if body else ("", None)
             if fields is not None and kind == "form":
@@ -198,12 +205,17 @@ def _cases(
                         yield method, template, bad, kind, fields, f"{where} {name}={label}"
 
 
+def _bare(path: str) -> str:
+    """The path without the study prefix."""
+    return path.removeprefix(STUDY_PREFIX)
+
+
 def _request(conn: http.client.HTTPConnection, method: str, url: str, kind: str,
              body: dict[str, Any] | None, cookie: str, csrf: dict[str, str]
              ) -> tuple[Any, bytes]:
     # The crowd's JSON API checks the worker session's token, the admin's fetch() calls the
     # admin session's (webapp.http.api_guard, webapp.admin.csrf).
-    token = csrf["csrf"] if url.startswith("/api/") else csrf["csrf_token"]
+    token = csrf["csrf"] if _bare(url).startswith("/api/") else csrf["csrf_token"]
     headers = {"Cookie": cookie, "Accept": "text/html", "X-CSRF-Token": token}
     data = None
     if body is not None and kind == "json":
@@ -221,10 +233,13 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
     cookie, csrf = _sessions(fuzz_site)
     cases = list(_cases(fuzz_site, csrf))
     covered = {(m, p) for m, p, *_ in cases}
-    assert {("GET", "/admin/examples/{example_id}"), ("GET", "/admin/data"),
-            ("GET", "/admin/workers/{worker_id}"), ("GET", "/admin/jobs/{job_id}/download"),
-            ("POST", "/validate"), ("POST", "/generate"), ("POST", "/api/validate/votes"),
-            ("POST", "/api/generate/annotations")} <= covered
+    expected = {("GET", "/admin/examples/{example_id}"), ("GET", "/admin/data"),
+                ("GET", "/admin/workers/{worker_id}"), ("GET", "/admin/jobs/{job_id}/download"),
+                ("POST", "/validate"), ("POST", "/generate"), ("POST", "/api/validate/votes"),
+                ("POST", "/api/generate/annotations"), ("GET", "/images/pair/{pair_id}/{slot}.jpg"),
+                ("GET", "/images/validate/{assignment_id}.jpg")}
+    assert expected <= covered
+    assert {(m, STUDY_PREFIX + p) for m, p in expected} <= covered  # every route, prefixed too
     failures: list[str] = []
     guarded: dict[tuple[str, str], bool] = {}
     for port in _server(fuzz_site):
@@ -241,7 +256,7 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
                 conn.connect()
                 local = conn.sock.getsockname()
                 continue
-            if template.startswith("/api/") and method == "POST":
+            if _bare(template).startswith("/api/") and method == "POST":
                 stopped = r.status == 415 or b"X-CSRF-Token" in body_read
                 guarded[(method, template)] = guarded.get((method, template), False) or stopped
             if r.status >= 500:
@@ -256,7 +271,7 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
     assert failures == [], "\n".join(failures[:60])
     # Every JSON API request carried the worker's token and the JSON type, so each reached the
     # route's own checks: none was stopped by the CSRF / content-type guard.
-    assert guarded.keys() == {("POST", "/api/validate/votes"),
-                              ("POST", "/api/generate/annotations")}
+    api = {("POST", "/api/validate/votes"), ("POST", "/api/generate/annotations")}
+    assert guarded.keys() == api | {(m, STUDY_PREFIX + p) for m, p in api}
     stopped = {what for what, answer in guarded.items() if answer}
     assert not stopped, stopped

@@ -194,3 +194,93 @@ def test_an_invite_opens_only_its_own_study(two: tuple[Any, int], engine: Engine
     assert wrong.status_code == 403 and "not valid" in wrong.text
     enter(client, "/s/vsr-zh", "token=zh-lab-1", "validate")
     assert validate_all(client, "/s/vsr-zh") == 4
+
+
+def _available(engine: Engine) -> None:
+    with Session(engine) as s:
+        for pair in s.exec(select(ImagePair)):
+            pair.status = "available"
+            s.add(pair)
+        s.commit()
+
+
+def _counts(engine: Engine) -> tuple[int, int, int]:
+    from vsr_core.models import Vote
+
+    with Session(engine) as s:
+        return (len(s.exec(select(Annotation)).all()), len(s.exec(select(Example)).all()),
+                len(s.exec(select(Vote)).all()))
+
+
+def test_a_caption_is_never_stored_through_another_studys_address(
+    two: tuple[Any, int], engine: Engine
+) -> None:
+    """A worker holding a vsr-zh lease who posts to /api/generate/annotations (no prefix, the
+    default study's address) is refused in plain words and nothing is stored: not an English
+    caption in vsr-zh, not a relation vsr-zh switched off. The form and the pair's image are
+    held to the same boundary; the study's own address still works."""
+    app, zh_id = two
+    _available(engine)
+    with Session(engine) as s:  # vsr-zh offers two relations; the default study "around" too
+        save_study_config(s, {"relations_enabled": ["near", "left of"]}, zh_id)
+    client = client_for(app)
+    csrf = enter(client, "/s/vsr-zh", "PROLIFIC_PID=gen2&STUDY_ID=st&SESSION_ID=se", "generate")
+    task = client.get("/s/vsr-zh/api/generate/task")
+    assert task.status_code == 200, task.text
+    client.headers["X-CSRF-Token"] = task.headers["X-CSRF-Token"]
+    lease = task.json()["assignment_id"]
+    before = _counts(engine)
+    for relation in ("near", "around"):  # "around" is switched off in vsr-zh
+        body = {"assignment_id": lease, "client_token": f"cross-{relation[:4]}-0001",
+                "action": "submit", "relation": relation, "ent1": "a", "true_image": 1}
+        r = client.post("/api/generate/annotations", json=body)
+        assert r.status_code == 403, r.text
+        assert "belongs to another study" in r.json()["detail"]
+        assert "Nothing was saved" in r.json()["detail"]
+        form = client.post("/generate", data={**body, "csrf": csrf}, follow_redirects=False)
+        assert form.status_code == 403 and "belongs to another study" in form.text
+    assert _counts(engine) == before
+    # The study switched "around" off: refused at its own address too.
+    off = {"assignment_id": lease, "client_token": "cross-off-0001", "action": "submit",
+           "relation": "around", "ent1": "a", "true_image": 1}
+    assert client.post("/s/vsr-zh/api/generate/annotations", json=off).status_code == 422
+    # The pair's images answer at the study's address only.
+    for image in task.json()["images"]:
+        assert image["src"].startswith("/s/vsr-zh/images/pair/"), image["src"]
+        assert client.get(image["src"]).status_code == 200
+        assert client.get(image["src"].removeprefix("/s/vsr-zh")).status_code == 404
+    ok = {"assignment_id": lease, "client_token": "cross-ok-00001", "action": "submit",
+          "relation": "near", "ent1": "a", "true_image": 1}
+    r = client.post("/s/vsr-zh/api/generate/annotations", json=ok)
+    assert r.status_code == 201, r.text
+    with Session(engine) as s:
+        stored = s.exec(select(Example).order_by(col(Example.id).desc()).limit(2)).all()
+        assert {e.study_id for e in stored} == {zh_id}
+    # A replay of the stored answer at the other study's address is refused too.
+    assert client.post("/api/generate/annotations", json=ok).status_code == 403
+
+
+def test_a_vote_and_an_image_are_answered_only_in_the_leases_study(
+    two: tuple[Any, int], engine: Engine
+) -> None:
+    from vsr_core.models import Vote
+
+    app, _ = two
+    client = client_for(app)
+    enter(client, "/s/vsr-zh", "PROLIFIC_PID=val3&STUDY_ID=st&SESSION_ID=se", "validate")
+    item = client.get("/s/vsr-zh/api/validate/item")
+    assert item.status_code == 200, item.text
+    client.headers["X-CSRF-Token"] = item.headers["X-CSRF-Token"]
+    shown = item.json()["item"]
+    src = shown["image"]["src"]
+    assert src.startswith("/s/vsr-zh/images/validate/"), src
+    assert client.get(src).status_code == 200
+    assert client.get(src.removeprefix("/s/vsr-zh")).status_code == 404
+    vote = {"assignment_id": shown["assignment_id"], "value": True}
+    r = client.post("/api/validate/votes", json=vote)
+    assert r.status_code == 404 and "belongs to another study" in r.json()["detail"]
+    with Session(engine) as s:
+        assert s.exec(select(Vote)).all() == []
+    assert client.post("/s/vsr-zh/api/validate/votes", json=vote).status_code == 201
+    # A replay at the other study's address is refused as well.
+    assert client.post("/api/validate/votes", json=vote).status_code == 404

@@ -139,15 +139,18 @@ def test_a_blocked_worker_is_refused_with_403(session: Session, ran: Counter[str
     assert session.exec(select(Vote)).all() == []
 
 
-def test_a_lease_of_another_study_takes_the_general_path(
-    session: Session, ran: Counter[str]
-) -> None:
-    """The request names a study the lease is not in: the one-statement path does not apply
-    (its decision table is that study's), the general path records the vote under the
-    lease's own study."""
+def test_a_lease_of_another_study_is_refused(session: Session, ran: Counter[str]) -> None:
+    """The request names a study the lease is not in (a vote sent to another study's
+    address): the one-statement path finds nothing (it asks for the request's study), the
+    general path refuses it with a 404 in plain words and stores nothing; the lease stays
+    open for the vote at its own study's address."""
     worker, strat = _setup(session)
     lease_id = _lease(session, worker, strat)
     ran.clear()
-    out = vq.record_vote(session, worker, lease_id, True, strat, study_id=999)
-    assert out.created and ran["vote_on_active"] == 1 and ran["write_vote"] == 1
-    assert len(session.exec(select(Vote)).all()) == 1
+    with pytest.raises(VoteError) as refused:
+        vq.record_vote(session, worker, lease_id, True, strat, study_id=999)
+    assert refused.value.status == 404 and "belongs to another study" in refused.value.message
+    assert ran["vote_on_active"] == 1 and ran["write_vote"] == 0
+    assert session.exec(select(Vote)).all() == []
+    out = vq.record_vote(session, worker, lease_id, True, strat)
+    assert out.created and len(session.exec(select(Vote)).all()) == 1

@@ -12,7 +12,15 @@ from sqlmodel import Session, col, select
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
-from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
+from webapp.admin.pages import (
+    admin_study,
+    back,
+    cached,
+    check_admin_study,
+    figure_cache,
+    render,
+    study_config,
+)
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
 
@@ -35,17 +43,7 @@ def _example(session: Session, example_id: int, request: Request) -> Example:
     example = session.get(Example, example_id)
     if example is None:
         raise HTTPException(status_code=404, detail=f"There is no Example #{example_id}.")
-    study = admin_study(request)
-    if example.study_id != study.id:
-        from vsr_core.models import Study
-
-        other = session.get(Study, example.study_id)
-        where = other.slug if other is not None else "another study"
-        raise HTTPException(
-            status_code=404,
-            detail=f"Example #{example_id} belongs to the study {where}, not {study.slug}: "
-            "choose that study in the switcher to see it.",
-        )
+    check_admin_study(request, session, f"Example #{example_id}", example.study_id)
     return example
 
 

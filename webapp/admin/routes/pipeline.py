@@ -12,27 +12,29 @@ from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
 from vsr_core.models import Job, MatchRun
+from vsr_core.settings import DEMO_DATA_DIR
 from webapp.admin import jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
-from webapp.admin.pages import admin_study, back, render
+from webapp.admin.pages import admin_study, back, check_admin_study, render
 from webapp.http.deps import SessionDep, SettingsDep
 from webapp.http.inputs import DbId
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 
 
-def _job(session: Session, job_id: int) -> Job:
+def _job(session: Session, job_id: int, request: Request) -> Job:
+    """The job, if it belongs to the dashboard's study (another study's is a 404 that says
+    where it is, as for an Example)."""
     job = session.get(Job, job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"There is no job #{job_id}.")
+    check_admin_study(request, session, f"Job #{job_id}", job.study_id)
     return job
 
 
 # The bundled demo slice (demo/SOURCE.md): the placeholder shows its real path on this server.
-DEMO_COCO = (
-    Path(__file__).resolve().parents[3] / "demo" / "coco" / "annotations" / "instances_demo.json"
-)
+DEMO_COCO = DEMO_DATA_DIR / "annotations" / "instances_demo.json"
 
 
 @router.get("/pipeline", include_in_schema=False)
@@ -98,7 +100,7 @@ async def start_job(
     typed = {k: v for k, v in form.items() if k in model.model_fields and isinstance(v, str)}
     raw: dict[str, Any] = {k: v.strip() for k, v in typed.items() if v.strip()}
     try:
-        params = model(**raw)
+        params = model.model_validate(raw, context={"data_roots": settings.data_root_paths()})
     except ValidationError as exc:
         return _pipeline(
             request, admin, session, kind=kind, errors=field_errors(exc), typed=typed, status=422
@@ -121,20 +123,26 @@ async def start_job(
 
 
 @router.get("/api/jobs/{job_id}")
-def job_status(job_id: DbId, session: SessionDep) -> dict[str, Any]:
-    return jobs.public(_job(session, job_id))
+def job_status(job_id: DbId, request: Request, session: SessionDep) -> dict[str, Any]:
+    return jobs.public(_job(session, job_id, request))
 
 
 @router.get("/api/jobs")
-def job_list(session: SessionDep) -> list[dict[str, Any]]:
+def job_list(request: Request, session: SessionDep) -> list[dict[str, Any]]:
+    """The dashboard's study's recent jobs (the pipeline page polls this)."""
     jobs.mark_orphans(session)
-    recent = session.exec(select(Job).order_by(col(Job.id).desc()).limit(20)).all()
+    recent = session.exec(
+        select(Job).where(Job.study_id == admin_study(request).id)
+        .order_by(col(Job.id).desc()).limit(20)
+    ).all()
     return [jobs.public(j) for j in recent]
 
 
 @router.post("/jobs/{job_id}/cancel", include_in_schema=False)
-def cancel_job(job_id: DbId, admin: AdminPostDep, session: SessionDep) -> Response:
-    job = _job(session, job_id)
+def cancel_job(
+    job_id: DbId, request: Request, admin: AdminPostDep, session: SessionDep
+) -> Response:
+    job = _job(session, job_id, request)
     if job.status not in jobs.ACTIVE:
         raise HTTPException(status_code=409, detail=f"Job #{job_id} is already {job.status}.")
     jobs.cancel(session, job)
@@ -142,8 +150,10 @@ def cancel_job(job_id: DbId, admin: AdminPostDep, session: SessionDep) -> Respon
 
 
 @router.get("/jobs/{job_id}/download", include_in_schema=False)
-def download(job_id: DbId, session: SessionDep, settings: SettingsDep) -> Response:
-    job = _job(session, job_id)
+def download(
+    job_id: DbId, request: Request, session: SessionDep, settings: SettingsDep
+) -> Response:
+    job = _job(session, job_id, request)
     if job.kind != "build" or job.status != "succeeded":
         raise HTTPException(status_code=409, detail=f"Job #{job_id} has no finished download.")
     path = Path(str(job.params.get("zip", ""))).resolve()

@@ -46,7 +46,24 @@ def revalidation_json(
     session: SessionDep,
     round: Annotated[str | None, Query(pattern=ROUND_PATTERN)] = None,  # noqa: A002
 ) -> dict[str, Any]:
-    return report(session, study_config(session, admin_study(request).id), round)
+    return _report(request, session, round)
+
+
+def _report(request: Request, session: Session, round_name: str | None) -> dict[str, Any]:
+    """The round's report; empty in a study other than the default one (imported releases
+    and their rounds live there, as `vsr revalidate` says)."""
+    study = admin_study(request)
+    if not study.is_default:
+        return {"round": None, "rounds": [], "examples": 0}
+    return report(session, study_config(session, study.id), round_name)
+
+
+def _default_only(request: Request) -> str | None:
+    study = admin_study(request)
+    if study.is_default:
+        return None
+    return (f"Re-validation works on the default study's imported data, not {study.slug}: "
+            "choose the default study in the switcher.")
 
 
 def _page(
@@ -62,7 +79,7 @@ def _page(
 ) -> Response:
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
-    r = report(session, cfg, round_name)
+    r = _report(request, session, round_name)
     return render(
         request,
         admin,
@@ -93,6 +110,11 @@ async def open_revalidation(request: Request, admin: AdminPostDep, session: Sess
     except ValidationError as exc:
         return _page(
             request, admin, session, None, errors=field_errors(exc), typed=typed, status=422
+        )
+    elsewhere = _default_only(request)
+    if elsewhere is not None:
+        return _page(
+            request, admin, session, None, errors={FORM_LEVEL: elsewhere}, typed=typed, status=422
         )
     try:
         opened = open_round(
