@@ -22,7 +22,7 @@ def render_card(
     title: str,
     figure_notes: dict[str, str] | None,
     files: list[str],
-    mc_counts: tuple[int, int] | None = None,
+    mc_counts: tuple[int, int, int] | None = None,
 ) -> str:
     s = stats
     origins = ", ".join(f"{k}: {v:,}" for k, v in s["origins"].items()) or "none"
@@ -50,8 +50,10 @@ def render_card(
         "reference frame.",
         f"- Keep rule: an Example is validated when at least {s['threshold']} of its votes "
         "agree with its label"
-        + (" (a proportion: 2 of 3, 3 of 4, 4 of 6 keep; a 1-1 tie fails)."
-           if s["threshold"] == "2/3" else " (a proportion of however many votes it has)."),
+        + (" (a proportion: 2 of 3, 3 of 4, 4 of 6 keep; a 1-1 tie fails)"
+           if s["threshold"] == "2/3" else " (a proportion of however many votes it has)")
+        + (", the study's setting." if s.get("threshold_source", "study") == "study"
+           else ", given for this export (not the study's setting)."),
         f"- People: {w['annotators']} caption writers, {w['validators']} validators "
         f"({w['both']} did both). Origins of the Examples: {origins}.",
         "",
@@ -139,7 +141,7 @@ def render_card(
             lines += [f"### {titles[name]}", "", f"![{titles[name]}]({FIGURES[name]})", "",
                       note, ""]
     if mc_counts is not None and any(mc_counts):
-        validated_mc, unvalidated_mc = mc_counts
+        validated_mc, unvalidated_mc, rejected_mc = mc_counts
         lines += [
             "## Multiple-choice items",
             "",
@@ -148,10 +150,15 @@ def render_card(
         ]
         if unvalidated_mc:
             lines.append(
-                f"`mc_unvalidated/` holds {unvalidated_mc:,} more items that validators have "
-                "**not** cleared (written on request, `build-dataset --unvalidated-mc`): "
-                "some of their distractors may be true for the image, so they are not a "
+                f"`mc_unvalidated/` holds {unvalidated_mc:,} more items with a distractor "
+                "nobody has judged yet (written on request, `build-dataset --unvalidated-mc`): "
+                "it may be true for the image, so they are **not** cleared and not a "
                 "benchmark as they stand (each line says `\"validated\": false`)."
+            )
+        if rejected_mc:
+            lines.append(
+                f"{rejected_mc:,} items are left out of both: validators judged one of their "
+                "distractors true for the image."
             )
         lines.append("")
     lines += [

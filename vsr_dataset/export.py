@@ -36,13 +36,16 @@ from vsr_core.models import Example, Vote, Worker
 from vsr_core.study_context import StudyContext
 from vsr_dataset.export_rows import ExportRow, gc_paused, jsonl, read_rows, worker_export_ids
 from vsr_dataset.splits import (
+    BINARY_ORIGINS,
     PARTS,
     RANDOM_RATIOS,
     ZEROSHOT_RATIOS,
     SplitItem,
     SplitUnit,
     ZeroShotSplit,
-    random_split,
+    binary_items,
+    binary_random_split,
+    check_zeroshot,
     zeroshot_split,
 )
 
@@ -55,9 +58,13 @@ class ExportError(RuntimeError):
     """A user-facing export failure (bad option, existing output, a leaking split)."""
 
 
+NEGATIVES_FILE = "machine_negatives.jsonl"
+
+
 @dataclass(frozen=True)
 class BuildOptions:
-    threshold: Fraction = DEFAULT_THRESHOLD
+    # None: the study's keep rule (its keep_threshold setting), as the dashboard counts.
+    threshold: Fraction | None = None
     seed: int = 0
     split_unit: SplitUnit = "annotation"
     random_ratios: tuple[Fraction, ...] = RANDOM_RATIOS
@@ -72,6 +79,9 @@ class BuildOptions:
     # The study to export (None: the default study); its slug and language go into every
     # record, and its definition (name, sha256) into stats.json and the card.
     study: StudyContext | None = None
+    # Kept machine-made negatives (origin adversarial) also join all_raw, all_validated and
+    # the splits, each in its query's part; by default they are written apart only.
+    with_negatives: bool = False
 
     def wants(self, part: str) -> bool:
         return self.only is None or part in self.only
@@ -95,11 +105,19 @@ class BuildSummary:
     n_validated: int
     splits: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    threshold: Fraction = DEFAULT_THRESHOLD
+    threshold_source: str = "study"
+    n_negatives: int = 0
+
+    def keep_rule_text(self) -> str:
+        """How the CLI and the dashboard say which keep rule the export used."""
+        whose = "the study's setting" if self.threshold_source == "study" else "given"
+        return f"keep rule {self.threshold} ({whose})"
 
 
 @dataclass
 class _Snapshot:
-    rows: list[ExportRow]
+    rows: list[ExportRow]  # the binary dataset (all_raw)
     validated: list[ExportRow]
     random_parts: dict[str, list[int]] | None  # None when no part needs the splits
     zeroshot: ZeroShotSplit | None
@@ -109,6 +127,11 @@ class _Snapshot:
     mc_unvalidated: dict[str, list[bytes]] = field(default_factory=dict)
     mc_info: dict[str, Any] | None = None  # vsr_dataset.mc_stats.mc_summary
     study: StudyContext | None = None
+    threshold: Fraction = DEFAULT_THRESHOLD
+    threshold_source: str = "study"  # "study" (its setting) or "option" (given for this export)
+    negatives: list[dict[str, Any]] = field(default_factory=list)  # judged machine negatives
+    negatives_info: dict[str, Any] = field(default_factory=dict)
+    mc_rejected: int = 0  # items a distractor of which validators judged true
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -134,11 +157,27 @@ def definition_info(study: StudyContext) -> dict[str, Any]:
     }
 
 
+def keep_threshold_of(conn: Connection, options: BuildOptions, study: StudyContext) -> Fraction:
+    """The keep rule of the export: the option's, else the study's setting."""
+    if options.threshold is not None:
+        return options.threshold
+    from sqlmodel import Session
+
+    from vsr_core.agreement import as_fraction
+    from vsr_core.study import load_study_config
+
+    with Session(bind=conn) as session:
+        return as_fraction(load_study_config(session, study.id).keep_threshold)
+
+
 def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _Snapshot:
+    from vsr_dataset.match_splits import check_mc_truths
     from vsr_dataset.mc_export import mc_lines
 
     study = study_of(conn, options)
+    threshold = keep_threshold_of(conn, options, study)
     origins = list(options.origins) if options.origins else None
+    with_negatives = options.with_negatives or "adversarial" in (origins or ())
     aggregates = None
     if options.label_model:
         progress("label model", 0.05)
@@ -146,16 +185,20 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         where = [ex.c.study_id == study.id]
         if origins:
             where.append(ex.c.origin.in_(origins))
+        elif not with_negatives:
+            where.append(ex.c.origin.in_(sorted(BINARY_ORIGINS)))
         voted = load_item_votes(conn, where=where)
         aggregates = {
             k: (a.label, a.confidence)
             for k, a in aggregate_labels(voted, options.label_model, options.seed).items()
         }
     progress("reading examples", 0.1)
-    rows = read_rows(
-        conn, threshold=options.threshold, origins=origins, aggregates=aggregates,
+    every = read_rows(
+        conn, threshold=threshold, origins=origins, aggregates=aggregates,
         study_id=study.id, tags={"study": study.slug, "language": study.language.code},
     )
+    machine = [r for r in every if r.origin not in BINARY_ORIGINS]
+    rows = every if with_negatives else [r for r in every if r.origin in BINARY_ORIGINS]
     if not rows:
         # Most likely the wrong database: an empty dataset is never what was meant.
         which = f" of origin {', '.join(origins)}" if origins else ""
@@ -163,29 +206,100 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
             f"study {study.slug} has no Examples{which}: nothing to export "
             "(check --database-url, or import/collect data first)"
         )
-    validated = [r for r in rows if r.kept]
     random_parts, zeroshot = None, None
-    if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card")):
+    if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card", "mc")):
         progress("splitting", 0.5)
-        items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in validated]
-        random_parts = random_split(items, options.seed, options.random_ratios, options.split_unit)
-        zeroshot = zeroshot_split(items, options.seed, options.zeroshot_ratios)
-    mc = (
-        mc_lines(conn, threshold=options.threshold, study_id=study.id)
-        if options.wants("mc") else {}
-    )
-    mc_unvalidated = (
-        mc_lines(conn, threshold=options.threshold, unvalidated=True, study_id=study.id)
-        if options.wants("mc") and options.unvalidated_mc else {}
-    )
-    meta = _meta_csv(conn, study.id, _people(rows)) if options.wants("meta") else None
+        random_parts = binary_random_split(
+            every, options.seed, options.random_ratios, options.split_unit
+        )
+        zeroshot = zeroshot_split(binary_items(every), options.seed, options.zeroshot_ratios)
+        if options.wants("mc"):
+            check_mc_truths(conn, study.id, random_parts)
+        if with_negatives:
+            random_parts, zeroshot = _with_negatives(every, machine, random_parts, zeroshot)
+    validated = [r for r in rows if r.kept]
+    mc, mc_unvalidated, mc_rejected = {}, {}, 0
+    if options.wants("mc"):
+        mc = mc_lines(conn, threshold=threshold, study_id=study.id)
+        if options.unvalidated_mc:
+            mc_unvalidated = mc_lines(conn, threshold=threshold, unvalidated=True,
+                                      study_id=study.id)
+        from vsr_dataset.mc_verdicts import count_rejected
+
+        mc_rejected = count_rejected(conn, study.id, threshold)
+    meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
     mc_info = mc_summary(conn, mc) if options.wants("mc") else None
+    negatives, negatives_info = _negatives(every, machine, random_parts, with_negatives)
     return _Snapshot(
         rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info,
-        study,
+        study, threshold, "option" if options.threshold is not None else "study",
+        negatives, negatives_info, mc_rejected,
     )
+
+
+def _with_negatives(
+    every: list[ExportRow],
+    machine: list[ExportRow],
+    random_parts: dict[str, list[int]],
+    zeroshot: ZeroShotSplit,
+) -> tuple[dict[str, list[int]], ZeroShotSplit]:
+    """Kept machine negatives added to the splits of the people's Examples, each in its
+    query's part (never moving a human Example); in zero-shot only when both its concepts
+    belong to that part's concepts. Their own split never decides anything."""
+    random_of = {k: p for p, keys in random_parts.items() for k in keys}
+    zs_of = {k: p for p, keys in zeroshot.parts.items() for k in keys}
+    concepts = {p: set(cs) for p, cs in zeroshot.concepts.items()}
+    rnd = {p: list(keys) for p, keys in random_parts.items()}
+    zs = {p: list(keys) for p, keys in zeroshot.parts.items()}
+    for r in machine:
+        if not r.kept or r.parent is None:
+            continue
+        if r.parent in random_of:
+            rnd[random_of[r.parent]].append(r.id)
+        part = zs_of.get(r.parent)
+        if part is not None and {r.subj, r.obj} <= concepts[part]:
+            zs[part].append(r.id)
+    for parts in (rnd, zs):
+        for keys in parts.values():
+            keys.sort()
+    items = binary_items(every) + [
+        SplitItem(r.id, r.group, r.subj, r.obj) for r in machine if r.kept
+    ]
+    check_zeroshot(items, zs)
+    return rnd, ZeroShotSplit(zs, zeroshot.concepts, zeroshot.excluded)
+
+
+def _negatives(
+    every: list[ExportRow],
+    machine: list[ExportRow],
+    random_parts: dict[str, list[int]] | None,
+    joined: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The judged machine negatives, each with its query (id, caption, random part) and the
+    validators' verdict; and how many there are."""
+    by_id = {r.id: r for r in every}
+    random_of = {k: p for p, keys in (random_parts or {}).items() for k in keys}
+    out: list[dict[str, Any]] = []
+    for r in machine:
+        if r.n_votes == 0:
+            continue
+        query = by_id.get(r.parent) if r.parent is not None else None
+        out.append({
+            **r.record,
+            "query_example_id": r.parent,
+            "query_caption": query.record["caption"] if query is not None else None,
+            "query_random_split": random_of.get(r.parent) if r.parent is not None else None,
+            "kept": r.kept,
+        })
+    info = {
+        "judged": len(out),
+        "kept": sum(1 for r in out if r["kept"]),
+        "unjudged": sum(1 for r in machine if r.n_votes == 0),
+        "in_splits": joined,
+    }
+    return out, info
 
 
 def _people(rows: list[ExportRow]) -> set[int]:
@@ -269,6 +383,8 @@ def build_dataset(
                 write(f"mc/{split}.jsonl", lines)
             for split, lines in sorted(snap.mc_unvalidated.items()):
                 write(f"mc_unvalidated/{split}.jsonl", lines)
+        if options.wants("raw") and snap.negatives:
+            write(NEGATIVES_FILE, jsonl(snap.negatives))
         if options.wants("meta") and snap.meta_csv is not None:
             write("meta_data.csv", snap.meta_csv.encode())
         stats: dict[str, Any] = {}
@@ -277,7 +393,7 @@ def build_dataset(
             with gc_paused():
                 stats = compute_stats(
                     snap.rows,
-                    threshold=options.threshold,
+                    threshold=snap.threshold,
                     seed=options.seed,
                     split_unit=options.split_unit,
                     random_parts=snap.random_parts,
@@ -285,6 +401,8 @@ def build_dataset(
                     aggregate_model=options.label_model,
                     aggregates=snap.aggregates,
                 )
+            stats["threshold_source"] = snap.threshold_source
+            stats["machine_negatives"] = snap.negatives_info
             if snap.mc_info is not None:
                 stats["mc"] = snap.mc_info
             assert snap.study is not None
@@ -304,7 +422,8 @@ def build_dataset(
             write("README.md", render_card(
                 stats, title=options.title, figure_notes=notes, files=listed,
                 mc_counts=(
-                    sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values()))
+                    sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values())),
+                    snap.mc_rejected,
                 ) if options.wants("mc") else None,
             ).encode())
         report("moving into place", 0.95)
@@ -320,6 +439,9 @@ def build_dataset(
         n_validated=len(snap.validated),
         splits=_split_sizes(snap),
         stats=stats,
+        threshold=snap.threshold,
+        threshold_source=snap.threshold_source,
+        n_negatives=len(snap.negatives),
     )
 
 

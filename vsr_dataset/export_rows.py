@@ -47,6 +47,7 @@ class ExportRow:
     origin: str
     author: int | None  # export id of the caption writer
     group: Hashable
+    parent: int | None  # the query Example of a machine-made negative
     true_ids: list[int]  # export ids of the validators who voted True, in vote order
     false_ids: list[int]
     n_agree: int
@@ -262,8 +263,8 @@ def _row(
     else:
         group = ("caption", author_id, caption)
     return ExportRow(
-        eid, label, relation, subj, obj, origin, record["annotator_id"], group, true_ids,
-        false_ids, n_agree, kept(n_agree, n), record,
+        eid, label, relation, subj, obj, origin, record["annotator_id"], group, parent_id,
+        true_ids, false_ids, n_agree, kept(n_agree, n), record,
     )
 
 
