@@ -63,6 +63,15 @@ def build(
         "all_validated and the splits, each in its query's part (by default they are "
         "written apart, in machine_negatives.jsonl).",
     ),
+    vsr_compatible: bool = typer.Option(
+        False, "--vsr-compatible",
+        help="Write each file with the VSR release's exact types (vote lists as strings in "
+        "the split files, reference_frame as numbers) instead of the Hub-native ones.",
+    ),
+    parquet: bool = typer.Option(
+        False, "--parquet", help="Also write a Parquet copy of every JSONL part (the card's "
+        "configs then point at them).",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
     zip_to: Path | None = typer.Option(None, "--zip", help="Also write the export as a zip."),
     study_slug: str | None = typer.Option(None, "--study", help=STUDY_HELP),
@@ -103,6 +112,8 @@ def build(
         title=title,
         unvalidated_mc=unvalidated_mc,
         with_negatives=with_negatives,
+        vsr_compatible=vsr_compatible,
+        parquet=parquet,
     )
     engine = engine_for(database_url)
     try:

@@ -58,9 +58,6 @@ class ExportError(RuntimeError):
     """A user-facing export failure (bad option, existing output, a leaking split)."""
 
 
-NEGATIVES_FILE = "machine_negatives.jsonl"
-
-
 @dataclass(frozen=True)
 class BuildOptions:
     # None: the study's keep rule (its keep_threshold setting), as the dashboard counts.
@@ -82,6 +79,11 @@ class BuildOptions:
     # Kept machine-made negatives (origin adversarial) also join all_raw, all_validated and
     # the splits, each in its query's part; by default they are written apart only.
     with_negatives: bool = False
+    # Each file with the VSR release's exact types (vsr_dataset.vsr_compat) instead of the
+    # Hub-native ones.
+    vsr_compatible: bool = False
+    # Also a Parquet copy of every JSONL file of a config; the card's configs point at them.
+    parquet: bool = False
 
     def wants(self, part: str) -> bool:
         return self.only is None or part in self.only
@@ -93,6 +95,9 @@ class BuildOptions:
                 raise ExportError(
                     f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(ALL_PARTS)}"
                 )
+        if self.parquet and self.vsr_compatible:
+            raise ExportError("--parquet writes Hub-native types: it cannot be combined "
+                              "with --vsr-compatible")
         if self.split_unit not in ("annotation", "example"):
             raise ExportError(f"split unit must be annotation or example, not {self.split_unit!r}")
 
@@ -132,6 +137,7 @@ class _Snapshot:
     negatives: list[dict[str, Any]] = field(default_factory=list)  # judged machine negatives
     negatives_info: dict[str, Any] = field(default_factory=dict)
     mc_rejected: int = 0  # items a distractor of which validators judged true
+    collection: dict[str, Any] = field(default_factory=dict)  # vsr_dataset.datasheet
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -232,10 +238,15 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
 
     mc_info = mc_summary(conn, mc) if options.wants("mc") else None
     negatives, negatives_info = _negatives(every, machine, random_parts, with_negatives)
+    collection: dict[str, Any] = {}
+    if options.wants("card"):
+        from vsr_dataset.datasheet import collection_facts
+
+        collection = collection_facts(conn, study)
     return _Snapshot(
         rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info,
         study, threshold, "option" if options.threshold is not None else "study",
-        negatives, negatives_info, mc_rejected,
+        negatives, negatives_info, mc_rejected, collection,
     )
 
 
@@ -330,8 +341,12 @@ def build_dataset(
     overwrite: bool = False,
 ) -> BuildSummary:
     """Write the export to ``out_dir`` (see the module docstring) and return a summary."""
-    from vsr_dataset.card import render_card
+    from vsr_dataset.card import CardInputs, rai_facts, render_card
+    from vsr_dataset.croissant import CROISSANT_FILE, croissant
+    from vsr_dataset.datasheet import demographics_summary, researcher_facts
     from vsr_dataset.figures import draw_all
+    from vsr_dataset.hub import write_parquet
+    from vsr_dataset.layout import config_features, configs_of, front_matter, kind_of, part_records
     from vsr_dataset.stats import compute_stats
 
     options = options or BuildOptions()
@@ -368,25 +383,33 @@ def build_dataset(
             files.append(rel)
 
         by_id = {r.id: r.record for r in snap.validated}
-        if options.wants("raw"):
-            write("all_raw.jsonl", jsonl(r.record for r in snap.rows))
-        if options.wants("validated"):
-            write("all_validated.jsonl", jsonl(r.record for r in snap.validated))
-        if options.wants("random") and snap.random_parts is not None:
-            for p in PARTS:
-                write(f"random/{p}.jsonl", jsonl(by_id[k] for k in snap.random_parts[p]))
-        if options.wants("zeroshot") and snap.zeroshot is not None:
-            for p in PARTS:
-                write(f"zeroshot/{p}.jsonl", jsonl(by_id[k] for k in snap.zeroshot.parts[p]))
-        if options.wants("mc"):
-            for split, lines in sorted(snap.mc.items()):
-                write(f"mc/{split}.jsonl", lines)
-            for split, lines in sorted(snap.mc_unvalidated.items()):
-                write(f"mc_unvalidated/{split}.jsonl", lines)
-        if options.wants("raw") and snap.negatives:
-            write(NEGATIVES_FILE, jsonl(snap.negatives))
+        records = part_records(
+            raw=[{**r.record, "votes": r.votes} for r in snap.rows],
+            validated=[r.record for r in snap.validated],
+            random_parts={p: [by_id[k] for k in keys] for p, keys in snap.random_parts.items()}
+            if snap.random_parts is not None else None,
+            zeroshot_parts={p: [by_id[k] for k in keys] for p, keys in snap.zeroshot.parts.items()}
+            if snap.zeroshot is not None else None,
+            negatives=snap.negatives,
+            mc=snap.mc, mc_unvalidated=snap.mc_unvalidated,
+            vsr_compatible=options.vsr_compatible,
+        )
+        for rel, recs in records.items():
+            if options.wants(kind_of(rel)):
+                write(rel, jsonl(recs))
         if options.wants("meta") and snap.meta_csv is not None:
             write("meta_data.csv", snap.meta_csv.encode())
+        jsonl_files = [rel for rel in records
+                       if rel in files or (out_dir / rel).is_file() and options.only is not None]
+        configs = configs_of(jsonl_files, parquet=options.parquet)
+        features = None if options.vsr_compatible else config_features(configs, records)
+        if options.parquet and features is not None:
+            for c in configs:
+                for rel in c.files.values():
+                    src = rel.removesuffix(".parquet") + ".jsonl"
+                    if src in files:
+                        write_parquet(records[src], features[c.name], stage / rel)
+                        files.append(rel)
         stats: dict[str, Any] = {}
         if options.wants("stats") or options.wants("card"):
             report("statistics", 0.7)
@@ -403,6 +426,7 @@ def build_dataset(
                 )
             stats["threshold_source"] = snap.threshold_source
             stats["machine_negatives"] = snap.negatives_info
+            stats["n_paired"] = sum(1 for r in snap.rows if r.record["pair_id"] is not None)
             if snap.mc_info is not None:
                 stats["mc"] = snap.mc_info
             assert snap.study is not None
@@ -418,14 +442,38 @@ def build_dataset(
             from vsr_dataset.figures import FIGURES
 
             files.extend(FIGURES.values())
-            listed = sorted({*files, "README.md"})
-            write("README.md", render_card(
-                stats, title=options.title, figure_notes=notes, files=listed,
+            assert snap.study is not None
+            researcher = researcher_facts(snap.study)
+            meta = front_matter(
+                title=options.title, license_id=researcher["license"],
+                language=snap.study.language.code, n_raw=len(snap.rows),
+                origins=list(stats["origins"]), negatives_in_splits=snap.negatives_info.get(
+                    "in_splits", False),
+                configs=configs, features=features,
+            )
+            inputs = CardInputs(
+                title=options.title, files=sorted({*files, "README.md", CROISSANT_FILE}),
+                front_matter=meta, figure_notes=notes,
                 mc_counts=(
                     sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values())),
                     snap.mc_rejected,
                 ) if options.wants("mc") else None,
-            ).encode())
+                collection=snap.collection, researcher=researcher,
+                demographics=demographics_summary(snap.meta_csv), n_paired=stats["n_paired"],
+                vsr_compatible=options.vsr_compatible, parquet=options.parquet,
+            )
+            write("README.md", render_card(stats, inputs).encode())
+            doc = croissant(
+                stage, title=options.title,
+                description=f"{options.title}: a VSR-style visual spatial reasoning dataset "
+                "(COCO images, template captions, True/False labels with every vote).",
+                configs=[c for c in configs if all((stage / f).is_file()
+                                                   for f in c.files.values())],
+                features=features or {}, facts=rai_facts(stats, inputs),
+                license_url=researcher["license"], version=researcher["version"],
+                cite_as=researcher["citation"],
+            )
+            write(CROISSANT_FILE, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
         report("moving into place", 0.95)
         _move_into_place(stage, out_dir, replace_all=options.only is None)
     finally:
@@ -477,8 +525,10 @@ def stream_part(
     kind, _, p = part.partition("/")
     options = BuildOptions(**{**options.__dict__, "only": frozenset({kind})})
     snap = _read(engine, options, lambda stage, frac: None)
+    from vsr_dataset.vsr_compat import compatible
+
     if kind == "raw":
-        records = [r.record for r in snap.rows]
+        records = [{**r.record, "votes": r.votes} for r in snap.rows]
     elif kind == "validated":
         records = [r.record for r in snap.validated]
     else:
@@ -486,6 +536,8 @@ def stream_part(
         by_id = {r.id: r.record for r in snap.validated}
         keys = snap.random_parts[p] if kind == "random" else snap.zeroshot.parts[p]
         records = [by_id[k] for k in keys]
+    if options.vsr_compatible:
+        records = list(compatible(records, raw=kind == "raw"))
     fh.writelines(jsonl(records))
     fh.flush()
     return len(records)
