@@ -53,7 +53,11 @@ def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
     authors = select(ex.c.author_id).where(mine, ex.c.author_id.is_not(None))
     sources = Counter(
         src for (src,) in conn.execute(
-            select(worker.c.source).where(worker.c.id.in_(voters.union(authors)))
+            select(worker.c.source).where(
+                worker.c.id.in_(voters.union(authors)),
+                # an imported worker's repeated votes ("17#2") are the same person
+                ~((worker.c.source == "imported") & worker.c.external_id.contains("#")),
+            )
         )
     )
     batches: dict[str, dict[str, int]] = {}
