@@ -72,7 +72,7 @@ BIASES = (
 )
 
 
-def datasheet_text(stats: dict[str, Any], inputs: CardInputs) -> dict[str, str]:
+def datasheet_text(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, str]:
     """The datasheet's statements, shared by the card and croissant.json's RAI fields."""
     s = stats
     researcher = {k: (v if v else NOT_STATED) for k, v in inputs.researcher.items()}
@@ -205,7 +205,7 @@ def _demographics(d: dict[str, Any]) -> str:
             "publishing them before you release the file.")
 
 
-def _keep_detail(s: dict[str, Any]) -> str:
+def _keep_detail(s: Mapping[str, Any]) -> str:
     detail = (" (a proportion: 2 of 3, 3 of 4, 4 of 6 keep; a 1-1 tie fails)"
               if s["threshold"] == "2/3" else " (a proportion of however many votes it has)")
     if s.get("threshold_source", "study") == "study":

@@ -46,8 +46,12 @@ def researcher_facts(study: StudyContext) -> dict[str, str | None]:
 
 def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
     """Platforms, people by source, batches, time per item, pay and consent of the study."""
-    ex, vote, ann = (t.__table__ for t in (Example, Vote, Annotation))  # type: ignore[attr-defined]
-    batch, worker, ps = (t.__table__ for t in (Batch, Worker, PlatformStudy))  # type: ignore[attr-defined]
+    ex = Example.__table__  # type: ignore[attr-defined]
+    vote = Vote.__table__  # type: ignore[attr-defined]
+    ann = Annotation.__table__  # type: ignore[attr-defined]
+    batch = Batch.__table__  # type: ignore[attr-defined]
+    worker = Worker.__table__  # type: ignore[attr-defined]
+    ps = PlatformStudy.__table__  # type: ignore[attr-defined]
     mine = ex.c.study_id == study.id
     voters = select(vote.c.worker_id).join(ex, ex.c.id == vote.c.example_id).where(mine)
     authors = select(ex.c.author_id).where(mine, ex.c.author_id.is_not(None))

@@ -1,4 +1,4 @@
-# mypy: disable-error-code="arg-type,operator,index,misc,union-attr"
+# mypy: disable-error-code="arg-type,operator,index,misc,union-attr,call-overload,attr-defined"
 """The export as the ecosystem reads it: every config with `datasets`, croissant.json with
 `mlcroissant`, Parquet copies; every collected signal in the records; the datasheet card
 filled from the database and the study file's [card]; --vsr-compatible types."""

@@ -73,7 +73,7 @@ def _seed_with_negatives(engine: Engine, session: Session) -> tuple[dict[int, st
             others = [e for e in queries if e.relation != q.relation][:2]
             ns = [_negative(s, q, o, 10 * i + j) for j, o in enumerate(others)]
             items.append((q, mapping[q.id], ns))
-            negs += [n.id for n in ns]
+            negs += [int(n.id) for n in ns]
         _match_run(s, items)
         s.commit()
     return mapping, negs
