@@ -72,6 +72,10 @@ def build(
         False, "--parquet", help="Also write a Parquet copy of every JSONL part (the card's "
         "configs then point at them).",
     ),
+    polygons: bool = typer.Option(
+        False, "--polygons", help="Also write instances.jsonl: the marked COCO instances "
+        "(by the records' subj_instance_id/obj_instance_id) with their polygons.",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
     zip_to: Path | None = typer.Option(None, "--zip", help="Also write the export as a zip."),
     study_slug: str | None = typer.Option(None, "--study", help=STUDY_HELP),
@@ -114,6 +118,7 @@ def build(
         with_negatives=with_negatives,
         vsr_compatible=vsr_compatible,
         parquet=parquet,
+        polygons=polygons,
     )
     engine = engine_for(database_url)
     try:

@@ -310,6 +310,11 @@ def _collection(c: dict[str, Any]) -> dict[str, str]:
 
 
 def _fields(inputs: CardInputs) -> str:
+    polygons = (
+        " `instances.jsonl` has each marked instance's COCO polygons (`segmentation`), by "
+        "`instance_id` = `subj_instance_id`/`obj_instance_id`."
+        if "instances.jsonl" in inputs.files else ""
+    )
     return (
         "VSR's field names: `image` (COCO file name), `image_link`, `caption`, `label` "
         "(1 True, 0 False), `relation`, `subj`, `obj`, `annotator_id`, "
@@ -324,7 +329,7 @@ def _fields(inputs: CardInputs) -> str:
         "relative or both, when asked) and `duration_ms`. `machine_negatives.jsonl` adds "
         "`query_example_id`, `query_caption`, `query_random_split` and `kept`. The exact "
         "types of every part are the `features` in the YAML above."
-    )
+    ) + polygons
 
 
 def rai_facts(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, Any]:

@@ -19,16 +19,10 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
-from vsr_core.models import (
-    Annotation,
-    Batch,
-    Example,
-    PlatformStudy,
-    Vote,
-    Worker,
-)
+from vsr_core.models import Batch, PlatformStudy
 from vsr_core.study import DEFAULT_CONSENT, load_study_config
 from vsr_core.study_context import StudyContext
+from vsr_dataset.export_rows import ANNOTATION, EXAMPLE, VOTE, WORKER
 
 NOT_STATED = "not stated"
 # Columns of meta_data.csv shown with their values only when every value is shared by at
@@ -46,11 +40,8 @@ def researcher_facts(study: StudyContext) -> dict[str, str | None]:
 
 def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
     """Platforms, people by source, batches, time per item, pay and consent of the study."""
-    ex = Example.__table__  # type: ignore[attr-defined]
-    vote = Vote.__table__  # type: ignore[attr-defined]
-    ann = Annotation.__table__  # type: ignore[attr-defined]
+    ex, vote, ann, worker = EXAMPLE, VOTE, ANNOTATION, WORKER
     batch = Batch.__table__  # type: ignore[attr-defined]
-    worker = Worker.__table__  # type: ignore[attr-defined]
     ps = PlatformStudy.__table__  # type: ignore[attr-defined]
     mine = ex.c.study_id == study.id
     voters = select(vote.c.worker_id).join(ex, ex.c.id == vote.c.example_id).where(mine)

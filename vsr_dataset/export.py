@@ -49,6 +49,7 @@ from vsr_dataset.splits import (
     zeroshot_split,
 )
 
+INSTANCES_FILE = "instances.jsonl"
 ALL_PARTS = ("raw", "validated", "random", "zeroshot", "stats", "card", "meta", "mc")
 STREAMABLE = ("raw", "validated", *(f"{s}/{p}" for s in ("random", "zeroshot") for p in PARTS))
 Progress = Callable[[str, float], None]
@@ -84,6 +85,8 @@ class BuildOptions:
     vsr_compatible: bool = False
     # Also a Parquet copy of every JSONL file of a config; the card's configs point at them.
     parquet: bool = False
+    # Also instances.jsonl: the marked COCO instances with their polygons.
+    polygons: bool = False
 
     def wants(self, part: str) -> bool:
         return self.only is None or part in self.only
@@ -138,6 +141,7 @@ class _Snapshot:
     negatives_info: dict[str, Any] = field(default_factory=dict)
     mc_rejected: int = 0  # items a distractor of which validators judged true
     collection: dict[str, Any] = field(default_factory=dict)  # vsr_dataset.datasheet
+    instances: list[dict[str, Any]] = field(default_factory=list)  # --polygons
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -230,9 +234,10 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         if options.unvalidated_mc:
             mc_unvalidated = mc_lines(conn, threshold=threshold, unvalidated=True,
                                       study_id=study.id)
+        from vsr_dataset.mc_export import latest_run_id
         from vsr_dataset.mc_verdicts import count_rejected
 
-        mc_rejected = count_rejected(conn, study.id, threshold)
+        mc_rejected = count_rejected(conn, latest_run_id(conn, study.id), threshold)
     meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
@@ -243,10 +248,13 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         from vsr_dataset.datasheet import collection_facts
 
         collection = collection_facts(conn, study)
+    from vsr_dataset.export_rows import instance_shapes
+
+    instances = instance_shapes(conn, rows) if options.polygons else []
     return _Snapshot(
         rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info,
         study, threshold, "option" if options.threshold is not None else "study",
-        negatives, negatives_info, mc_rejected, collection,
+        negatives, negatives_info, mc_rejected, collection, instances,
     )
 
 
@@ -399,6 +407,8 @@ def build_dataset(
                 write(rel, jsonl(recs))
         if options.wants("meta") and snap.meta_csv is not None:
             write("meta_data.csv", snap.meta_csv.encode())
+        if options.polygons and options.wants("raw"):
+            write(INSTANCES_FILE, jsonl(snap.instances))
         jsonl_files = [rel for rel in records
                        if rel in files or (out_dir / rel).is_file() and options.only is not None]
         configs = configs_of(jsonl_files, parquet=options.parquet)

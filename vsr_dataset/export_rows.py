@@ -347,6 +347,30 @@ def _resolve_groups(rows: list[ExportRow]) -> None:
         r.group = g
 
 
+def instance_shapes(conn: Connection, rows: Iterable[ExportRow]) -> list[dict[str, Any]]:
+    """The marked instances of these rows with their COCO polygons (``instances.jsonl``,
+    ``--polygons``), by COCO annotation id."""
+    wanted = sorted({
+        i for r in rows for i in (r.record["subj_instance_id"], r.record["obj_instance_id"])
+        if i is not None
+    })
+    out: list[dict[str, Any]] = []
+    for k in range(0, len(wanted), 1000):
+        stmt = (
+            select(INSTANCE.c.coco_ann_id, IMAGE.c.coco_id, INSTANCE.c.category,
+                   INSTANCE.c.bbox, INSTANCE.c.iscrowd, INSTANCE.c.segmentation)
+            .select_from(INSTANCE.join(IMAGE, IMAGE.c.id == INSTANCE.c.image_id))
+            .where(INSTANCE.c.coco_ann_id.in_(wanted[k:k + 1000]))
+            .order_by(INSTANCE.c.coco_ann_id)
+        )
+        out += [
+            {"instance_id": ann, "coco_image_id": coco_id, "category": category,
+             "bbox": [float(x) for x in bbox], "iscrowd": bool(crowd), "segmentation": seg}
+            for ann, coco_id, category, bbox, crowd, seg in conn.execute(stmt)
+        ]
+    return out
+
+
 def _pair_up(rows: list[ExportRow]) -> None:
     """The contrastive pair of each Example written by people: the True and the False half
     of one caption (one annotation; for imported Examples, one caption of one writer).

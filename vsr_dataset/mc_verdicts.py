@@ -21,7 +21,10 @@ from sqlalchemy.engine import Connection
 
 from vsr_core.agreement import Threshold, is_kept
 from vsr_core.agreement_db import load_item_votes
-from vsr_dataset.mc_export import MATCHRUN, MCITEM, latest_run_id
+from vsr_core.models import MatchRun, McItem
+
+MCITEM = McItem.__table__  # type: ignore[attr-defined]
+MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
 
 
 class McState(StrEnum):
@@ -60,9 +63,8 @@ def _state(ids: list[int], verdict: dict[int, bool]) -> McState:
     return McState.pending
 
 
-def count_rejected(conn: Connection, study_id: int, threshold: Threshold) -> int:
-    """Items of the study's latest run that validators rejected (counted in the card)."""
-    run_id = latest_run_id(conn, study_id)
+def count_rejected(conn: Connection, run_id: int | None, threshold: Threshold) -> int:
+    """Items of the run that validators rejected (counted in the card, never exported)."""
     if run_id is None:
         return 0
     return sum(1 for s in item_states(conn, run_id, threshold).values() if s is McState.rejected)

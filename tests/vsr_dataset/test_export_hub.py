@@ -120,9 +120,16 @@ def test_every_collected_signal_is_in_the_records(
     engine: Engine, session: Session, tmp_path: Path
 ) -> None:
     _seed_all_parts(engine, session)
+    with Session(engine) as s:  # polygons as COCO has them
+        for inst in s.query(Instance):
+            inst.segmentation = [[1.0, 2.0, 30.0, 2.0, 30.0, 40.0 + inst.id]]
+            s.add(inst)
+        s.commit()
     out = tmp_path / "out"
-    build_dataset(engine, out)
+    build_dataset(engine, out, BuildOptions(polygons=True))
     raw = read_jsonl(out / "all_raw.jsonl")
+    shapes = {i["instance_id"]: i for i in read_jsonl(out / "instances.jsonl")}
+    assert set(shapes) == {r[k] for r in raw for k in ("subj_instance_id", "obj_instance_id")}
     by_id = {r["example_id"]: r for r in raw}
     with Session(engine) as s:
         for r in raw:
@@ -147,6 +154,9 @@ def test_every_collected_signal_is_in_the_records(
             assert r["subj_instance_id"] == inst[ex.subj].coco_ann_id
             assert r["obj_instance_id"] == inst[ex.obj].coco_ann_id
             assert r["subj_bbox"] == inst[ex.subj].bbox
+            shape = shapes[r["obj_instance_id"]]
+            assert shape["segmentation"] == inst[ex.obj].segmentation
+            assert (shape["coco_image_id"], shape["category"]) == (img.coco_id, ex.obj)
             votes = s.query(Vote).filter(Vote.example_id == ex.id).order_by(Vote.id).all()
             assert [(v["label"], v["reference_frame"], v["duration_ms"]) for v in r["votes"]] \
                 == [(int(v.value), v.reference_frame, v.duration_ms) for v in votes]

@@ -471,7 +471,8 @@ def test_quality_page_shows_frame_answers_per_relation(
     row = q["frames"][0]
     assert row["relative_share"] == pytest.approx(row["relative"] / row["answers"])
     page = client.get("/admin/quality").text
-    assert "Reference frames (cf. VSR §4.3)" in page
+    assert page.count("Reference frames (cf. VSR §4.3)") == 1
+    assert "<title>Data quality" in page
     assert f"<td>{html.escape(row['relation'])}</td>" in page
 
 
