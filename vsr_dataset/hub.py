@@ -61,6 +61,23 @@ def _merge(a: Any, b: Any) -> Any:
     raise ValueError(f"a field has two types in one part: {a!r} and {b!r}")
 
 
+# The types of the fields the export writes, for when every value of one is null or empty
+# (an imported release has no image sizes, boxes or vote times): a part's features must not
+# change type with the data it happens to hold.
+KNOWN: dict[str, Any] = {
+    "annotator_id": "int64", "reference_frame": "string", "agreement": "float64",
+    "pair_id": "int64", "pair_example_id": "int64", "coco_image_id": "int64",
+    "image_width": "int64", "image_height": "int64", "image_license_id": "int64",
+    "subj_instance_id": "int64", "obj_instance_id": "int64",
+    "subj_bbox": ("list", "float64"), "obj_bbox": ("list", "float64"),
+    "vote_true_validator_id": ("list", "int64"), "vote_false_validator_id": ("list", "int64"),
+    "votes": ("list", {"validator_id": "int64", "label": "int64",
+                       "reference_frame": "string", "duration_ms": "int64"}),
+    "aggregate_label": "int64", "aggregate_confidence": "float64",
+    "query_example_id": "int64", "query_caption": "string", "query_random_split": "string",
+}
+
+
 def _incomplete(kind: Any) -> bool:
     if kind is None:
         return True
@@ -93,7 +110,10 @@ def infer_features(records: Iterable[Mapping[str, Any]]) -> list[Feature]:
                 todo.discard(key)
         if not todo:
             break
-    return [_feature(name, kind) for name, kind in kinds.items()]
+    return [
+        _feature(name, KNOWN[name] if _incomplete(kind) and name in KNOWN else kind)
+        for name, kind in kinds.items()
+    ]
 
 
 def _feature(name: str, kind: Any) -> Feature:

@@ -227,6 +227,14 @@ def test_vsr_compatible_writes_the_release_types(
     assert raw["vote_true_validator_id"] == [7, 3, 2]  # the raw file has arrays
     hub = read_jsonl(tmp_path / "hub" / "all_validated.jsonl")[0]
     assert hub["vote_true_validator_id"] == [7, 3, 2]
+    # Fields null throughout an imported release keep their type in the features.
+    raw_info = next(i for i in _front_matter(tmp_path / "hub")["dataset_info"]
+                    if i["config_name"] == "raw")
+    feats = {f["name"]: f for f in raw_info["features"]}
+    assert hub["image_width"] is None and feats["image_width"] == {"name": "image_width",
+                                                                    "dtype": "int64"}
+    assert feats["subj_bbox"] == {"name": "subj_bbox", "list": "float64"}
+    assert {"name": "duration_ms", "dtype": "int64"} in feats["votes"]["list"]
     assert "--vsr-compatible" in (tmp_path / "compat" / "README.md").read_text()
     # VSR's numeric frame codes come back as numbers.
     rec2 = {**rec, "caption": "The cat is left of the bed.", "relation": "left of",
