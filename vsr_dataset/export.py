@@ -412,7 +412,10 @@ def build_dataset(
         jsonl_files = [rel for rel in records
                        if rel in files or (out_dir / rel).is_file() and options.only is not None]
         configs = configs_of(jsonl_files, parquet=options.parquet)
-        features = None if options.vsr_compatible else config_features(configs, records)
+        features = (
+            None if options.vsr_compatible or not (options.wants("card") or options.parquet)
+            else config_features(configs, records)
+        )
         if options.parquet and features is not None:
             for c in configs:
                 for rel in c.files.values():

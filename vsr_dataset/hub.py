@@ -91,29 +91,26 @@ def _incomplete(kind: Any) -> bool:
 def infer_features(records: Iterable[Mapping[str, Any]]) -> list[Feature]:
     """datasets' YAML feature list of these records (fields in the first record's order).
 
-    The export writes one type per field (vsr_dataset.export_rows), so a field's first
-    non-null value gives its type; records are read only until every field has one (or to
-    the end, for fields that are null or empty everywhere).
+    Fields the export defines have their declared type (``KNOWN``); the others (the mc
+    records') take the type of their first non-null value: the export writes one type per
+    field, so records are read only until every such field has one (or to the end, for
+    fields null or empty everywhere).
     """
     kinds: dict[str, Any] = {}
     todo: set[str] = set()
     first = True
     for rec in records:
         if first:
-            kinds = {k: _kind(v) for k, v in rec.items()}
+            kinds = {k: KNOWN.get(k) or _kind(v) for k, v in rec.items()}
             todo = {k for k, v in kinds.items() if _incomplete(v)}
             first = False
-            continue
         for key in list(todo):
             kinds[key] = _merge(kinds[key], _kind(rec.get(key)))
             if not _incomplete(kinds[key]):
                 todo.discard(key)
         if not todo:
             break
-    return [
-        _feature(name, KNOWN[name] if _incomplete(kind) and name in KNOWN else kind)
-        for name, kind in kinds.items()
-    ]
+    return [_feature(name, kind) for name, kind in kinds.items()]
 
 
 def _feature(name: str, kind: Any) -> Feature:
