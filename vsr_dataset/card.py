@@ -75,7 +75,7 @@ BIASES = (
 def datasheet_text(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, str]:
     """The datasheet's statements, shared by the card and croissant.json's RAI fields."""
     s = stats
-    researcher = {k: (v if v else NOT_STATED) for k, v in inputs.researcher.items()}
+    researcher = _stated(inputs)
     votes_dist = ", ".join(
         f"{k}: {v:,}" for k, v in sorted(s["votes_per_example"].items(),
                                          key=lambda kv: int(kv[0])))
@@ -109,9 +109,14 @@ def datasheet_text(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, st
     }
 
 
+def _stated(inputs: CardInputs) -> dict[str, str]:
+    """The researcher's facts, "not stated" where the study file's [card] gives none."""
+    return {k: (v if v else NOT_STATED) for k, v in inputs.researcher.items()}
+
+
 def render_card(stats: dict[str, Any], inputs: CardInputs) -> str:
     s = stats
-    researcher = {k: (v if v else NOT_STATED) for k, v in inputs.researcher.items()}
+    researcher = _stated(inputs)
     context = {
         **datasheet_text(stats, inputs),
         "front_matter": yaml.safe_dump(inputs.front_matter, sort_keys=False,
