@@ -170,6 +170,7 @@ def run_build(
         "files": summary.files,
         "raw": summary.n_raw,
         "validated": summary.n_validated,
+        "keep_rule": summary.keep_rule_text(),
         "splits": _jsonable(summary.splits),
     }
 

@@ -28,8 +28,10 @@ def build(
         help="Write only these parts (repeatable): raw, validated, random, zeroshot, stats, "
         "card, meta, mc. With --out -: one of raw, validated, random/train, zeroshot/test, ...",
     ),
-    threshold: str = typer.Option(
-        "2/3", "--threshold", help="Keep rule: share of votes that must agree (2/3, 0.75, ...)."
+    threshold: str | None = typer.Option(
+        None, "--threshold",
+        help="Keep rule: share of votes that must agree (2/3, 0.75, ...). Default: the "
+        "study's keep_threshold setting (what the dashboard counts).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random and zero-shot splits."),
     split_unit: str = typer.Option(
@@ -55,6 +57,25 @@ def build(
         "mc_unvalidated/ (marked in each line and in the card); mc/ always holds only items "
         "whose every distractor validators rejected.",
     ),
+    with_negatives: bool = typer.Option(
+        False, "--with-negatives",
+        help="Also put the machine-made negatives validators kept as False into all_raw, "
+        "all_validated and the splits, each in its query's part (by default they are "
+        "written apart, in machine_negatives.jsonl).",
+    ),
+    vsr_compatible: bool = typer.Option(
+        False, "--vsr-compatible",
+        help="Write each file with the VSR release's exact types (vote lists as strings in "
+        "the split files, reference_frame as numbers) instead of the Hub-native ones.",
+    ),
+    parquet: bool = typer.Option(
+        False, "--parquet", help="Also write a Parquet copy of every JSONL part (the card's "
+        "configs then point at them).",
+    ),
+    polygons: bool = typer.Option(
+        False, "--polygons", help="Also write instances.jsonl: the marked COCO instances "
+        "(by the records' subj_instance_id/obj_instance_id) with their polygons.",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
     zip_to: Path | None = typer.Option(None, "--zip", help="Also write the export as a zip."),
     study_slug: str | None = typer.Option(None, "--study", help=STUDY_HELP),
@@ -69,10 +90,12 @@ def build(
     from vsr_dataset.export import BuildOptions, ExportError, stream_part, zip_export
     from vsr_dataset.splits import SplitError, parse_ratios
 
-    try:
-        frac = as_fraction(Fraction(threshold) if "/" in threshold else float(threshold))
-    except (ValueError, ZeroDivisionError) as exc:
-        raise CliError(f"--threshold: {exc}") from None
+    frac = None
+    if threshold is not None:
+        try:
+            frac = as_fraction(Fraction(threshold) if "/" in threshold else float(threshold))
+        except (ValueError, ZeroDivisionError) as exc:
+            raise CliError(f"--threshold: {exc}") from None
     if split_unit not in ("annotation", "example"):
         raise CliError("--split-unit must be annotation or example")
     if label_model not in (None, "majority", "dawid-skene", "mace"):
@@ -92,6 +115,10 @@ def build(
         label_model=label_model,  # type: ignore[arg-type]
         title=title,
         unvalidated_mc=unvalidated_mc,
+        with_negatives=with_negatives,
+        vsr_compatible=vsr_compatible,
+        parquet=parquet,
+        polygons=polygons,
     )
     engine = engine_for(database_url)
     try:
@@ -113,13 +140,19 @@ def build(
     finally:
         engine.dispose()
     sp = summary.splits
-    msg = f"wrote {out}: {summary.n_raw:,} raw, {summary.n_validated:,} validated"
+    msg = (
+        f"wrote {out}: {summary.n_raw:,} raw, {summary.n_validated:,} validated "
+        f"({summary.keep_rule_text()})"
+    )
     if "random" in sp:
         msg += ", random " + "/".join(f"{sp['random'][p]:,}" for p in ("train", "dev", "test"))
     if "zeroshot" in sp:
         msg += ", zero-shot " + "/".join(
             f"{sp['zeroshot'][p]:,}" for p in ("train", "dev", "test")
         )
+    if summary.n_negatives:
+        where = "also in the splits" if with_negatives else "apart"
+        msg += f", {summary.n_negatives:,} judged machine negatives ({where})"
     typer.echo(msg)
 
 

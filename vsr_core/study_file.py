@@ -131,6 +131,22 @@ class Collection(_Strict):
     gold_rate: float = Field(0.05, ge=0.0, le=1.0)
 
 
+class Card(_Strict):
+    """What only the researcher knows, for the dataset card (the datasheet's facts the
+    database cannot hold); every field is optional and the card says "not stated"."""
+
+    # Of the annotations (an SPDX id such as cc-by-4.0 goes into the card's YAML as is).
+    license: str | None = Field(None, max_length=200)
+    creators: str | None = Field(None, max_length=2_000)
+    funding: str | None = Field(None, max_length=2_000)
+    ethics_approval: str | None = Field(None, max_length=2_000)
+    contact: str | None = Field(None, max_length=500)
+    version: str | None = Field(None, max_length=64)
+    intended_uses: str | None = Field(None, max_length=5_000)
+    out_of_scope_uses: str | None = Field(None, max_length=5_000)
+    citation: str | None = Field(None, max_length=5_000)
+
+
 class StudyDefinition(_Strict):
     name: str = Field(min_length=1, max_length=200)
     slug: str
@@ -140,6 +156,7 @@ class StudyDefinition(_Strict):
     languages: list[Language] = Field(min_length=1)
     semantics: Semantics = Semantics()
     collection: Collection = Collection()
+    card: Card = Card()
 
     @field_validator("slug")
     @classmethod

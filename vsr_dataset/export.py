@@ -36,16 +36,20 @@ from vsr_core.models import Example, Vote, Worker
 from vsr_core.study_context import StudyContext
 from vsr_dataset.export_rows import ExportRow, gc_paused, jsonl, read_rows, worker_export_ids
 from vsr_dataset.splits import (
+    BINARY_ORIGINS,
     PARTS,
     RANDOM_RATIOS,
     ZEROSHOT_RATIOS,
     SplitItem,
     SplitUnit,
     ZeroShotSplit,
-    random_split,
+    binary_items,
+    binary_random_split,
+    check_zeroshot,
     zeroshot_split,
 )
 
+INSTANCES_FILE = "instances.jsonl"
 ALL_PARTS = ("raw", "validated", "random", "zeroshot", "stats", "card", "meta", "mc")
 STREAMABLE = ("raw", "validated", *(f"{s}/{p}" for s in ("random", "zeroshot") for p in PARTS))
 Progress = Callable[[str, float], None]
@@ -57,7 +61,8 @@ class ExportError(RuntimeError):
 
 @dataclass(frozen=True)
 class BuildOptions:
-    threshold: Fraction = DEFAULT_THRESHOLD
+    # None: the study's keep rule (its keep_threshold setting), as the dashboard counts.
+    threshold: Fraction | None = None
     seed: int = 0
     split_unit: SplitUnit = "annotation"
     random_ratios: tuple[Fraction, ...] = RANDOM_RATIOS
@@ -72,6 +77,16 @@ class BuildOptions:
     # The study to export (None: the default study); its slug and language go into every
     # record, and its definition (name, sha256) into stats.json and the card.
     study: StudyContext | None = None
+    # Kept machine-made negatives (origin adversarial) also join all_raw, all_validated and
+    # the splits, each in its query's part; by default they are written apart only.
+    with_negatives: bool = False
+    # Each file with the VSR release's exact types (vsr_dataset.vsr_compat) instead of the
+    # Hub-native ones.
+    vsr_compatible: bool = False
+    # Also a Parquet copy of every JSONL file of a config; the card's configs point at them.
+    parquet: bool = False
+    # Also instances.jsonl: the marked COCO instances with their polygons.
+    polygons: bool = False
 
     def wants(self, part: str) -> bool:
         return self.only is None or part in self.only
@@ -83,6 +98,9 @@ class BuildOptions:
                 raise ExportError(
                     f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(ALL_PARTS)}"
                 )
+        if self.parquet and self.vsr_compatible:
+            raise ExportError("--parquet writes Hub-native types: it cannot be combined "
+                              "with --vsr-compatible")
         if self.split_unit not in ("annotation", "example"):
             raise ExportError(f"split unit must be annotation or example, not {self.split_unit!r}")
 
@@ -95,11 +113,19 @@ class BuildSummary:
     n_validated: int
     splits: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    threshold: Fraction = DEFAULT_THRESHOLD
+    threshold_source: str = "study"
+    n_negatives: int = 0
+
+    def keep_rule_text(self) -> str:
+        """How the CLI and the dashboard say which keep rule the export used."""
+        whose = "the study's setting" if self.threshold_source == "study" else "given"
+        return f"keep rule {self.threshold} ({whose})"
 
 
 @dataclass
 class _Snapshot:
-    rows: list[ExportRow]
+    rows: list[ExportRow]  # the binary dataset (all_raw)
     validated: list[ExportRow]
     random_parts: dict[str, list[int]] | None  # None when no part needs the splits
     zeroshot: ZeroShotSplit | None
@@ -109,6 +135,13 @@ class _Snapshot:
     mc_unvalidated: dict[str, list[bytes]] = field(default_factory=dict)
     mc_info: dict[str, Any] | None = None  # vsr_dataset.mc_stats.mc_summary
     study: StudyContext | None = None
+    threshold: Fraction = DEFAULT_THRESHOLD
+    threshold_source: str = "study"  # "study" (its setting) or "option" (given for this export)
+    negatives: list[dict[str, Any]] = field(default_factory=list)  # judged machine negatives
+    negatives_info: dict[str, Any] = field(default_factory=dict)
+    mc_rejected: int = 0  # items a distractor of which validators judged true
+    collection: dict[str, Any] = field(default_factory=dict)  # vsr_dataset.datasheet
+    instances: list[dict[str, Any]] = field(default_factory=list)  # --polygons
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -134,11 +167,27 @@ def definition_info(study: StudyContext) -> dict[str, Any]:
     }
 
 
+def keep_threshold_of(conn: Connection, options: BuildOptions, study: StudyContext) -> Fraction:
+    """The keep rule of the export: the option's, else the study's setting."""
+    if options.threshold is not None:
+        return options.threshold
+    from sqlmodel import Session
+
+    from vsr_core.agreement import as_fraction
+    from vsr_core.study import load_study_config
+
+    with Session(bind=conn) as session:
+        return as_fraction(load_study_config(session, study.id).keep_threshold)
+
+
 def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _Snapshot:
+    from vsr_dataset.match_splits import check_mc_truths
     from vsr_dataset.mc_export import mc_lines
 
     study = study_of(conn, options)
+    threshold = keep_threshold_of(conn, options, study)
     origins = list(options.origins) if options.origins else None
+    with_negatives = options.with_negatives or "adversarial" in (origins or ())
     aggregates = None
     if options.label_model:
         progress("label model", 0.05)
@@ -146,16 +195,20 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         where = [ex.c.study_id == study.id]
         if origins:
             where.append(ex.c.origin.in_(origins))
+        elif not with_negatives:
+            where.append(ex.c.origin.in_(sorted(BINARY_ORIGINS)))
         voted = load_item_votes(conn, where=where)
         aggregates = {
             k: (a.label, a.confidence)
             for k, a in aggregate_labels(voted, options.label_model, options.seed).items()
         }
     progress("reading examples", 0.1)
-    rows = read_rows(
-        conn, threshold=options.threshold, origins=origins, aggregates=aggregates,
+    every = read_rows(
+        conn, threshold=threshold, origins=origins, aggregates=aggregates,
         study_id=study.id, tags={"study": study.slug, "language": study.language.code},
     )
+    machine = [r for r in every if r.origin not in BINARY_ORIGINS]
+    rows = every if with_negatives else [r for r in every if r.origin in BINARY_ORIGINS]
     if not rows:
         # Most likely the wrong database: an empty dataset is never what was meant.
         which = f" of origin {', '.join(origins)}" if origins else ""
@@ -163,29 +216,109 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
             f"study {study.slug} has no Examples{which}: nothing to export "
             "(check --database-url, or import/collect data first)"
         )
-    validated = [r for r in rows if r.kept]
     random_parts, zeroshot = None, None
-    if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card")):
+    if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card", "mc")):
         progress("splitting", 0.5)
-        items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in validated]
-        random_parts = random_split(items, options.seed, options.random_ratios, options.split_unit)
-        zeroshot = zeroshot_split(items, options.seed, options.zeroshot_ratios)
-    mc = (
-        mc_lines(conn, threshold=options.threshold, study_id=study.id)
-        if options.wants("mc") else {}
-    )
-    mc_unvalidated = (
-        mc_lines(conn, threshold=options.threshold, unvalidated=True, study_id=study.id)
-        if options.wants("mc") and options.unvalidated_mc else {}
-    )
-    meta = _meta_csv(conn, study.id, _people(rows)) if options.wants("meta") else None
+        random_parts = binary_random_split(
+            every, options.seed, options.random_ratios, options.split_unit
+        )
+        zeroshot = zeroshot_split(binary_items(every), options.seed, options.zeroshot_ratios)
+        if options.wants("mc"):
+            check_mc_truths(conn, study.id, random_parts)
+        if with_negatives:
+            random_parts, zeroshot = _with_negatives(every, machine, random_parts, zeroshot)
+    validated = [r for r in rows if r.kept]
+    mc, mc_unvalidated, mc_rejected = {}, {}, 0
+    if options.wants("mc"):
+        mc = mc_lines(conn, threshold=threshold, study_id=study.id)
+        if options.unvalidated_mc:
+            mc_unvalidated = mc_lines(conn, threshold=threshold, unvalidated=True,
+                                      study_id=study.id)
+        from vsr_dataset.mc_export import latest_run_id
+        from vsr_dataset.mc_verdicts import count_rejected
+
+        mc_rejected = count_rejected(conn, latest_run_id(conn, study.id), threshold)
+    meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
     mc_info = mc_summary(conn, mc) if options.wants("mc") else None
+    negatives, negatives_info = _negatives(every, machine, random_parts, with_negatives)
+    collection: dict[str, Any] = {}
+    if options.wants("card"):
+        from vsr_dataset.datasheet import collection_facts
+
+        collection = collection_facts(conn, study)
+    from vsr_dataset.export_rows import instance_shapes
+
+    instances = instance_shapes(conn, rows) if options.polygons else []
     return _Snapshot(
         rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info,
-        study,
+        study, threshold, "option" if options.threshold is not None else "study",
+        negatives, negatives_info, mc_rejected, collection, instances,
     )
+
+
+def _with_negatives(
+    every: list[ExportRow],
+    machine: list[ExportRow],
+    random_parts: dict[str, list[int]],
+    zeroshot: ZeroShotSplit,
+) -> tuple[dict[str, list[int]], ZeroShotSplit]:
+    """Kept machine negatives added to the splits of the people's Examples, each in its
+    query's part (never moving a human Example); in zero-shot only when both its concepts
+    belong to that part's concepts. Their own split never decides anything."""
+    random_of = {k: p for p, keys in random_parts.items() for k in keys}
+    zs_of = {k: p for p, keys in zeroshot.parts.items() for k in keys}
+    concepts = {p: set(cs) for p, cs in zeroshot.concepts.items()}
+    rnd = {p: list(keys) for p, keys in random_parts.items()}
+    zs = {p: list(keys) for p, keys in zeroshot.parts.items()}
+    for r in machine:
+        if not r.kept or r.parent is None:
+            continue
+        if r.parent in random_of:
+            rnd[random_of[r.parent]].append(r.id)
+        part = zs_of.get(r.parent)
+        if part is not None and {r.subj, r.obj} <= concepts[part]:
+            zs[part].append(r.id)
+    for parts in (rnd, zs):
+        for keys in parts.values():
+            keys.sort()
+    items = binary_items(every) + [
+        SplitItem(r.id, r.group, r.subj, r.obj) for r in machine if r.kept
+    ]
+    check_zeroshot(items, zs)
+    return rnd, ZeroShotSplit(zs, zeroshot.concepts, zeroshot.excluded)
+
+
+def _negatives(
+    every: list[ExportRow],
+    machine: list[ExportRow],
+    random_parts: dict[str, list[int]] | None,
+    joined: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The judged machine negatives, each with its query (id, caption, random part) and the
+    validators' verdict; and how many there are."""
+    by_id = {r.id: r for r in every}
+    random_of = {k: p for p, keys in (random_parts or {}).items() for k in keys}
+    out: list[dict[str, Any]] = []
+    for r in machine:
+        if r.n_votes == 0:
+            continue
+        query = by_id.get(r.parent) if r.parent is not None else None
+        out.append({
+            **r.record,
+            "query_example_id": r.parent,
+            "query_caption": query.record["caption"] if query is not None else None,
+            "query_random_split": random_of.get(r.parent) if r.parent is not None else None,
+            "kept": r.kept,
+        })
+    info = {
+        "judged": len(out),
+        "kept": sum(1 for r in out if r["kept"]),
+        "unjudged": sum(1 for r in machine if r.n_votes == 0),
+        "in_splits": joined,
+    }
+    return out, info
 
 
 def _people(rows: list[ExportRow]) -> set[int]:
@@ -216,8 +349,12 @@ def build_dataset(
     overwrite: bool = False,
 ) -> BuildSummary:
     """Write the export to ``out_dir`` (see the module docstring) and return a summary."""
-    from vsr_dataset.card import render_card
+    from vsr_dataset.card import CardInputs, rai_facts, render_card
+    from vsr_dataset.croissant import CROISSANT_FILE, croissant
+    from vsr_dataset.datasheet import demographics_summary, researcher_facts
     from vsr_dataset.figures import draw_all
+    from vsr_dataset.hub import write_parquet
+    from vsr_dataset.layout import config_features, configs_of, front_matter, kind_of, part_records
     from vsr_dataset.stats import compute_stats
 
     options = options or BuildOptions()
@@ -254,30 +391,45 @@ def build_dataset(
             files.append(rel)
 
         by_id = {r.id: r.record for r in snap.validated}
-        if options.wants("raw"):
-            write("all_raw.jsonl", jsonl(r.record for r in snap.rows))
-        if options.wants("validated"):
-            write("all_validated.jsonl", jsonl(r.record for r in snap.validated))
-        if options.wants("random") and snap.random_parts is not None:
-            for p in PARTS:
-                write(f"random/{p}.jsonl", jsonl(by_id[k] for k in snap.random_parts[p]))
-        if options.wants("zeroshot") and snap.zeroshot is not None:
-            for p in PARTS:
-                write(f"zeroshot/{p}.jsonl", jsonl(by_id[k] for k in snap.zeroshot.parts[p]))
-        if options.wants("mc"):
-            for split, lines in sorted(snap.mc.items()):
-                write(f"mc/{split}.jsonl", lines)
-            for split, lines in sorted(snap.mc_unvalidated.items()):
-                write(f"mc_unvalidated/{split}.jsonl", lines)
+        records = part_records(
+            raw=[{**r.record, "votes": r.votes} for r in snap.rows],
+            validated=[r.record for r in snap.validated],
+            random_parts={p: [by_id[k] for k in keys] for p, keys in snap.random_parts.items()}
+            if snap.random_parts is not None else None,
+            zeroshot_parts={p: [by_id[k] for k in keys] for p, keys in snap.zeroshot.parts.items()}
+            if snap.zeroshot is not None else None,
+            negatives=snap.negatives,
+            mc=snap.mc, mc_unvalidated=snap.mc_unvalidated,
+            vsr_compatible=options.vsr_compatible,
+        )
+        for rel, recs in records.items():
+            if options.wants(kind_of(rel)):
+                write(rel, jsonl(recs))
         if options.wants("meta") and snap.meta_csv is not None:
             write("meta_data.csv", snap.meta_csv.encode())
+        if options.polygons and options.wants("raw"):
+            write(INSTANCES_FILE, jsonl(snap.instances))
+        jsonl_files = [rel for rel in records
+                       if rel in files or (out_dir / rel).is_file() and options.only is not None]
+        configs = configs_of(jsonl_files, parquet=options.parquet)
+        features = (
+            None if options.vsr_compatible or not (options.wants("card") or options.parquet)
+            else config_features(configs, records)
+        )
+        if options.parquet and features is not None:
+            for c in configs:
+                for rel in c.files.values():
+                    src = rel.removesuffix(".parquet") + ".jsonl"
+                    if src in files:
+                        write_parquet(records[src], features[c.name], stage / rel)
+                        files.append(rel)
         stats: dict[str, Any] = {}
         if options.wants("stats") or options.wants("card"):
             report("statistics", 0.7)
             with gc_paused():
                 stats = compute_stats(
                     snap.rows,
-                    threshold=options.threshold,
+                    threshold=snap.threshold,
                     seed=options.seed,
                     split_unit=options.split_unit,
                     random_parts=snap.random_parts,
@@ -285,6 +437,9 @@ def build_dataset(
                     aggregate_model=options.label_model,
                     aggregates=snap.aggregates,
                 )
+            stats["threshold_source"] = snap.threshold_source
+            stats["machine_negatives"] = snap.negatives_info
+            stats["n_paired"] = sum(1 for r in snap.rows if r.record["pair_id"] is not None)
             if snap.mc_info is not None:
                 stats["mc"] = snap.mc_info
             assert snap.study is not None
@@ -300,13 +455,38 @@ def build_dataset(
             from vsr_dataset.figures import FIGURES
 
             files.extend(FIGURES.values())
-            listed = sorted({*files, "README.md"})
-            write("README.md", render_card(
-                stats, title=options.title, figure_notes=notes, files=listed,
+            assert snap.study is not None
+            researcher = researcher_facts(snap.study)
+            meta = front_matter(
+                title=options.title, license_id=researcher["license"],
+                language=snap.study.language.code, n_raw=len(snap.rows),
+                origins=list(stats["origins"]), negatives_in_splits=snap.negatives_info.get(
+                    "in_splits", False),
+                configs=configs, features=features,
+            )
+            inputs = CardInputs(
+                title=options.title, files=sorted({*files, "README.md", CROISSANT_FILE}),
+                front_matter=meta, figure_notes=notes,
                 mc_counts=(
-                    sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values()))
+                    sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values())),
+                    snap.mc_rejected,
                 ) if options.wants("mc") else None,
-            ).encode())
+                collection=snap.collection, researcher=researcher,
+                demographics=demographics_summary(snap.meta_csv), n_paired=stats["n_paired"],
+                vsr_compatible=options.vsr_compatible, parquet=options.parquet,
+            )
+            write("README.md", render_card(stats, inputs).encode())
+            doc = croissant(
+                stage, title=options.title,
+                description=f"{options.title}: a VSR-style visual spatial reasoning dataset "
+                "(COCO images, template captions, True/False labels with every vote).",
+                configs=[c for c in configs if all((stage / f).is_file()
+                                                   for f in c.files.values())],
+                features=features or {}, facts=rai_facts(stats, inputs),
+                license_url=researcher["license"], version=researcher["version"],
+                cite_as=researcher["citation"],
+            )
+            write(CROISSANT_FILE, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
         report("moving into place", 0.95)
         _move_into_place(stage, out_dir, replace_all=options.only is None)
     finally:
@@ -320,6 +500,9 @@ def build_dataset(
         n_validated=len(snap.validated),
         splits=_split_sizes(snap),
         stats=stats,
+        threshold=snap.threshold,
+        threshold_source=snap.threshold_source,
+        n_negatives=len(snap.negatives),
     )
 
 
@@ -355,8 +538,10 @@ def stream_part(
     kind, _, p = part.partition("/")
     options = BuildOptions(**{**options.__dict__, "only": frozenset({kind})})
     snap = _read(engine, options, lambda stage, frac: None)
+    from vsr_dataset.vsr_compat import compatible
+
     if kind == "raw":
-        records = [r.record for r in snap.rows]
+        records = [{**r.record, "votes": r.votes} for r in snap.rows]
     elif kind == "validated":
         records = [r.record for r in snap.validated]
     else:
@@ -364,6 +549,8 @@ def stream_part(
         by_id = {r.id: r.record for r in snap.validated}
         keys = snap.random_parts[p] if kind == "random" else snap.zeroshot.parts[p]
         records = [by_id[k] for k in keys]
+    if options.vsr_compatible:
+        records = list(compatible(records, raw=kind == "raw"))
     fh.writelines(jsonl(records))
     fh.flush()
     return len(records)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -24,7 +24,17 @@ from sqlalchemy import literal_column, select
 from sqlalchemy.engine import Connection
 
 from vsr_core.agreement import ItemVotes, keep_rule
-from vsr_core.models import DEFAULT_STUDY_ID, Example, Image, Vote, Worker, WorkerSource
+from vsr_core.models import (
+    DEFAULT_STUDY_ID,
+    Annotation,
+    Example,
+    Image,
+    ImagePair,
+    Instance,
+    Vote,
+    Worker,
+    WorkerSource,
+)
 from vsr_core.relations import category_of
 from vsr_dataset.vsr_format import export_id_of
 
@@ -32,6 +42,9 @@ EXAMPLE = Example.__table__  # type: ignore[attr-defined]
 VOTE = Vote.__table__  # type: ignore[attr-defined]
 WORKER = Worker.__table__  # type: ignore[attr-defined]
 IMAGE = Image.__table__  # type: ignore[attr-defined]
+ANNOTATION = Annotation.__table__  # type: ignore[attr-defined]
+PAIR = ImagePair.__table__  # type: ignore[attr-defined]
+INSTANCE = Instance.__table__  # type: ignore[attr-defined]
 COCO_BASE = "http://images.cocodataset.org"
 
 
@@ -47,11 +60,14 @@ class ExportRow:
     origin: str
     author: int | None  # export id of the caption writer
     group: Hashable
+    parent: int | None  # the query Example of a machine-made negative
     true_ids: list[int]  # export ids of the validators who voted True, in vote order
     false_ids: list[int]
     n_agree: int
     kept: bool
     record: dict[str, Any]  # the JSONL record; serialised when written (see ``jsonl``)
+    # Each vote as all_raw.jsonl writes it: validator, answer, reference frame, time.
+    votes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def n_votes(self) -> int:
@@ -121,26 +137,32 @@ def _read_rows(
     # A literal (an int, never user text): _fetch runs parameterless statements.
     in_study = EXAMPLE.c.study_id == literal_column(str(int(study_id)))
     images = {
-        iid: (name, split)
-        for iid, name, split in conn.execute(
-            select(IMAGE.c.id, IMAGE.c.file_name, IMAGE.c.coco_split)
+        iid: ImageInfo(name, split, coco_id, width or None, height or None, licence)
+        for iid, name, split, coco_id, width, height, licence in conn.execute(
+            select(IMAGE.c.id, IMAGE.c.file_name, IMAGE.c.coco_split, IMAGE.c.coco_id,
+                   IMAGE.c.width, IMAGE.c.height, IMAGE.c.license_id)
         )
     }
-    # Per Example: [True voters], [False voters], filled in one pass over the sorted votes.
-    votes: dict[int, tuple[list[int], list[int]]] = {}
+    # Per Example: [True voters], [False voters], [each vote in full], filled in one pass
+    # over the sorted votes.
+    votes: dict[int, tuple[list[int], list[int], list[dict[str, Any]]]] = {}
     vote_stmt = (
-        select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value)
+        select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value, VOTE.c.reference_frame,
+               VOTE.c.duration_ms)
         .where(VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(in_study)))
         .order_by(VOTE.c.example_id, VOTE.c.id)
     )
     current = None
     t: list[int] = []
     f: list[int] = []
-    for eid, wid, value in _fetch(conn, vote_stmt):
+    d: list[dict[str, Any]] = []
+    for eid, wid, value, vframe, ms in _fetch(conn, vote_stmt):
         if eid != current:
-            current, t, f = eid, [], []
-            votes[eid] = (t, f)
+            current, t, f, d = eid, [], [], []
+            votes[eid] = (t, f, d)
         (t if value else f).append(ids[wid])
+        d.append({"validator_id": ids[wid], "label": int(bool(value)),
+                  "reference_frame": vframe, "duration_ms": ms})
     stmt = select(
         EXAMPLE.c.id, EXAMPLE.c.image_id, EXAMPLE.c.caption, EXAMPLE.c.label,
         EXAMPLE.c.relation, EXAMPLE.c.subj, EXAMPLE.c.obj, EXAMPLE.c.author_id,
@@ -150,14 +172,59 @@ def _read_rows(
     wanted = set(origins) if origins else None
     # Re-validation copies (vsr_core.revalidation) are a study of the data, not more data.
     left_out = set() if wanted else {"revalidation"}
-    empty: tuple[list[int], list[int]] = ([], [])
+    empty: tuple[list[int], list[int], list[dict[str, Any]]] = ([], [], [])
     kept = keep_rule(threshold)
+    marked = _marked_instances(conn, in_study)
     out = [
-        _row(ex, votes.get(ex[0], empty), ids, images, kept, aggregates, tags)
+        _row(ex, votes.get(ex[0], empty), ids, images, marked, kept, aggregates, tags)
         for ex in _fetch(conn, stmt)
         if (wanted is None or ex[9] in wanted) and ex[9] not in left_out
     ]
     _resolve_groups(out)
+    _pair_up(out)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInfo:
+    file_name: str
+    coco_split: str
+    coco_id: int
+    width: int | None  # None: unknown (imported releases have no sizes)
+    height: int | None
+    license_id: int | None
+
+
+Marked = dict[tuple[int, int], dict[str, tuple[int, list[float]]]]
+
+
+def _marked_instances(conn: Connection, in_study: Any) -> Marked:
+    """(annotation id, image id) -> concept -> (COCO annotation id, box) of the two
+    instances the pair marked on that image (what the caption writer saw)."""
+    stmt = (
+        select(ANNOTATION.c.id, PAIR.c.concept_a, PAIR.c.concept_b, PAIR.c.image1_id,
+               PAIR.c.image1_a_id, PAIR.c.image1_b_id, PAIR.c.image2_id, PAIR.c.image2_a_id,
+               PAIR.c.image2_b_id)
+        .select_from(ANNOTATION.join(PAIR, PAIR.c.id == ANNOTATION.c.pair_id))
+        .where(ANNOTATION.c.id.in_(
+            select(EXAMPLE.c.annotation_id).where(in_study, EXAMPLE.c.annotation_id.is_not(None))
+        ))
+    )
+    rows = conn.execute(stmt).all()
+    wanted = {i for r in rows for i in (r[4], r[5], r[7], r[8])}
+    inst: dict[int, tuple[int, list[float]]] = {}
+    ordered = sorted(wanted)
+    for k in range(0, len(ordered), 1000):
+        chunk = ordered[k:k + 1000]
+        for iid, ann, bbox in conn.execute(
+            select(INSTANCE.c.id, INSTANCE.c.coco_ann_id, INSTANCE.c.bbox)
+            .where(INSTANCE.c.id.in_(chunk))
+        ):
+            inst[iid] = (ann, [float(x) for x in bbox])
+    out: Marked = {}
+    for ann_id, ca, cb, im1, a1, b1, im2, a2, b2 in rows:
+        for image_id, ia, ib in ((im1, a1, b1), (im2, a2, b2)):
+            out[(ann_id, image_id)] = {ca: inst[ia], cb: inst[ib]}
     return out
 
 
@@ -202,21 +269,12 @@ def _category(relation: str) -> str:
     return cat
 
 
-def frame_value(frame: str | None) -> float | str | None:
-    """VSR writes reference_frame as a number (0.0/1.0/2.0); our own values are words."""
-    if frame is None:
-        return None
-    try:
-        return float(frame)
-    except ValueError:
-        return frame
-
-
 def _row(
     ex: tuple[Any, ...],
-    export_votes: tuple[list[int], list[int]],
+    export_votes: tuple[list[int], list[int], list[dict[str, Any]]],
     ids: dict[int, int],
-    images: dict[int, tuple[str, str]],
+    images: dict[int, ImageInfo],
+    marked: Marked,
     kept: Callable[[int, int], bool],
     aggregates: dict[Hashable, tuple[bool, float]] | None,
     tags: dict[str, Any],
@@ -224,13 +282,13 @@ def _row(
     (eid, image_id, caption, label, relation, subj, obj, author_id, frame, origin,
      annotation_id, parent_id) = ex
     label = bool(label)
-    true_ids, false_ids = export_votes
+    true_ids, false_ids, vote_detail = export_votes
     n_agree = len(true_ids) if label else len(false_ids)
     n = len(true_ids) + len(false_ids)
-    file_name, split = images[image_id]
+    img = images[image_id]
     record: dict[str, Any] = {
-        "image": file_name,
-        "image_link": f"{COCO_BASE}/{split}/{file_name}",
+        "image": img.file_name,
+        "image_link": f"{COCO_BASE}/{img.coco_split}/{img.file_name}",
         "caption": caption,
         "label": int(label),
         "relation": relation,
@@ -240,12 +298,23 @@ def _row(
         "vote_true_validator_id": true_ids,
         "vote_false_validator_id": false_ids,
     }
-    if frame is not None:
-        record["reference_frame"] = frame_value(frame)
+    record["reference_frame"] = frame
     record["relation_category"] = _CATEGORY.get(relation) or _category(relation)
     record["agreement"] = round(n_agree / n, 4) if n else None
     record["origin"] = origin
     record["example_id"] = eid
+    record["pair_id"] = None  # filled in by _pair_up
+    record["pair_example_id"] = None
+    record["coco_image_id"] = img.coco_id
+    record["image_width"] = img.width
+    record["image_height"] = img.height
+    record["image_license_id"] = img.license_id
+    boxes = marked.get((annotation_id, image_id), {}) if annotation_id is not None else {}
+    s_inst, o_inst = boxes.get(subj), boxes.get(obj)
+    record["subj_instance_id"] = s_inst[0] if s_inst else None
+    record["subj_bbox"] = s_inst[1] if s_inst else None
+    record["obj_instance_id"] = o_inst[0] if o_inst else None
+    record["obj_bbox"] = o_inst[1] if o_inst else None
     record.update(tags)
     if aggregates is not None and eid in aggregates:
         agg_label, conf = aggregates[eid]
@@ -262,8 +331,8 @@ def _row(
     else:
         group = ("caption", author_id, caption)
     return ExportRow(
-        eid, label, relation, subj, obj, origin, record["annotator_id"], group, true_ids,
-        false_ids, n_agree, kept(n_agree, n), record,
+        eid, label, relation, subj, obj, origin, record["annotator_id"], group, parent_id,
+        true_ids, false_ids, n_agree, kept(n_agree, n), record, vote_detail,
     )
 
 
@@ -276,3 +345,46 @@ def _resolve_groups(rows: list[ExportRow]) -> None:
             seen.add(g[1])
             g = by_id[g[1]].group
         r.group = g
+
+
+def instance_shapes(conn: Connection, rows: Iterable[ExportRow]) -> list[dict[str, Any]]:
+    """The marked instances of these rows with their COCO polygons (``instances.jsonl``,
+    ``--polygons``), by COCO annotation id."""
+    wanted = sorted({
+        i for r in rows for i in (r.record["subj_instance_id"], r.record["obj_instance_id"])
+        if i is not None
+    })
+    out: list[dict[str, Any]] = []
+    for k in range(0, len(wanted), 1000):
+        stmt = (
+            select(INSTANCE.c.coco_ann_id, IMAGE.c.coco_id, INSTANCE.c.category,
+                   INSTANCE.c.bbox, INSTANCE.c.iscrowd, INSTANCE.c.segmentation)
+            .select_from(INSTANCE.join(IMAGE, IMAGE.c.id == INSTANCE.c.image_id))
+            .where(INSTANCE.c.coco_ann_id.in_(wanted[k:k + 1000]))
+            .order_by(INSTANCE.c.coco_ann_id)
+        )
+        out += [
+            {"instance_id": ann, "coco_image_id": coco_id, "category": category,
+             "bbox": [float(x) for x in bbox], "iscrowd": bool(crowd), "segmentation": seg}
+            for ann, coco_id, category, bbox, crowd, seg in conn.execute(stmt)
+        ]
+    return out
+
+
+def _pair_up(rows: list[ExportRow]) -> None:
+    """The contrastive pair of each Example written by people: the True and the False half
+    of one caption (one annotation; for imported Examples, one caption of one writer).
+    ``pair_id`` is the smaller of the two Example ids; a group that is not exactly one True
+    and one False Example (some imported captions) has no pair."""
+    groups: dict[Hashable, list[ExportRow]] = {}
+    for r in rows:
+        if r.origin in ("human", "imported"):
+            groups.setdefault(r.group, []).append(r)
+    for members in groups.values():
+        if len(members) != 2 or members[0].label == members[1].label:
+            continue
+        a, b = members
+        pid = min(a.id, b.id)
+        for one, other in ((a, b), (b, a)):
+            one.record["pair_id"] = pid
+            one.record["pair_example_id"] = other.id

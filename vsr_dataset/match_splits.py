@@ -4,12 +4,13 @@ matching job."""
 
 from __future__ import annotations
 
-from sqlalchemy.engine import Engine
+from sqlalchemy import select
+from sqlalchemy.engine import Connection, Engine
 
 from vsr_core.agreement import as_fraction
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_dataset.export_rows import read_rows
-from vsr_dataset.splits import SplitItem, random_split
+from vsr_dataset.splits import BINARY_ORIGINS, SplitError, binary_random_split
 
 
 def export_split_mapping(
@@ -18,7 +19,42 @@ def export_split_mapping(
     """Example id -> part of build-dataset's random split of the study's human and imported
     validated Examples (its defaults: annotation groups, 70/10/20)."""
     with engine.connect() as conn:
-        rows = read_rows(conn, threshold=as_fraction(threshold), origins=["human", "imported"],
+        rows = read_rows(conn, threshold=as_fraction(threshold), origins=sorted(BINARY_ORIGINS),
                          study_id=study_id)
-    items = [SplitItem(r.id, r.group, r.subj, r.obj) for r in rows if r.kept]
-    return {k: part for part, keys in random_split(items, seed).items() for k in keys}
+    return {k: part for part, keys in binary_random_split(rows, seed).items() for k in keys}
+
+
+def check_mc_truths(
+    conn: Connection, study_id: int, random_parts: dict[str, list[int]]
+) -> None:
+    """Fail (``SplitError``, one line) when a truth of the study's latest matching run would
+    sit in another random part than its multiple-choice part: an mc/test truth in
+    random/train leaks the test set. Matching and the export split with the same function
+    (``binary_random_split``), so this fails only when the export's seed, ratios, unit or
+    keep rule differ from the run's."""
+    from vsr_dataset.mc_export import MATCHRUN, MCITEM, latest_run_id
+
+    run_id = latest_run_id(conn, study_id)
+    if run_id is None:
+        return
+    part_of = {k: p for p, keys in random_parts.items() for k in keys}
+    moved = [
+        (qid, split, part_of[qid])
+        for qid, split in conn.execute(
+            select(MCITEM.c.query_example_id, MCITEM.c.split)
+            .where(MCITEM.c.run_id == run_id)
+            .order_by(MCITEM.c.query_example_id)
+        )
+        if qid in part_of and part_of[qid] != split
+    ]
+    if not moved:
+        return
+    params = conn.execute(select(MATCHRUN.c.params).where(MATCHRUN.c.id == run_id)).scalar()
+    params = params or {}
+    qid, split, part = moved[0]
+    raise SplitError(
+        f"{len(moved)} multiple-choice truth(s) of matching run {run_id} would move to another "
+        f"random part (Example {qid}: mc/{split} but random/{part}); the run split with seed "
+        f"{params.get('split_seed', 0)} and keep rule {params.get('keep_threshold', '?')}: "
+        "export with that seed, --split-unit annotation and 70/10/20, or match again"
+    )

@@ -25,29 +25,6 @@ def latest_run_id(conn: Connection, study_id: int = DEFAULT_STUDY_ID) -> int | N
     ).scalar()
 
 
-def surviving_query_ids(
-    conn: Connection, run_id: int, threshold: Threshold = DEFAULT_THRESHOLD
-) -> set[int]:
-    """Query ids whose items may be published in ``mc/``.
-
-    An item survives only once validators have rejected every one of its distractors
-    (matching.store decides that, with the same keep rule as the export); items still waiting
-    for votes are held back. A run that did not send its negatives to validators
-    (``vsr match --no-send-negatives-to-validation``) has no validated item at all (issue 12:
-    a distractor may be true for the image); its items are exported only on request, apart,
-    in ``mc_unvalidated/``.
-    """
-    params = conn.execute(select(MATCHRUN.c.params).where(MATCHRUN.c.id == run_id)).scalar()
-    if not (params or {}).get("negatives_sent"):
-        return set()
-    from sqlmodel import Session
-
-    from matching.store import surviving_items
-
-    with Session(bind=conn) as session:
-        return {it.query_example_id for it in surviving_items(session, run_id, threshold)}
-
-
 def mc_lines(
     conn: Connection,
     run_id: int | None = None,
@@ -59,8 +36,9 @@ def mc_lines(
     """Split name -> JSONL lines (ordered by query Example id); empty if matching never ran.
 
     By default only the items whose every distractor validators rejected (``mc/``); with
-    ``unvalidated`` exactly the other items of the run (``mc_unvalidated/``), each marked
-    ``"validated": false``.
+    ``unvalidated`` the items with a distractor nobody has judged yet (``mc_unvalidated/``),
+    each marked ``"validated": false``. Items with a distractor validators judged true are
+    in neither (``vsr_dataset.mc_verdicts``).
 
     One line per item: the query image and concepts, the candidate captions (``choices``),
     the index of the true one (``answer``), each choice's relation, and the ids of the
@@ -69,7 +47,10 @@ def mc_lines(
     run_id = latest_run_id(conn, study_id) if run_id is None else run_id
     if run_id is None:
         return {}
-    allowed = surviving_query_ids(conn, run_id, threshold)
+    from vsr_dataset.mc_verdicts import McState, item_states
+
+    wanted = McState.pending if unvalidated else McState.cleared
+    states = item_states(conn, run_id, threshold)
     stmt = (
         select(
             MCITEM.c.split, MCITEM.c.query_example_id, MCITEM.c.choices, MCITEM.c.relations,
@@ -87,7 +68,7 @@ def mc_lines(
     out: dict[str, list[bytes]] = {}
     for (split, qid, choices, relations, answer, distractors, subj, obj, caption, file_name,
          coco_split) in conn.execute(stmt):
-        if (qid in allowed) == unvalidated:
+        if states.get(qid) is not wanted:
             continue
         record: dict[str, Any] = {
             "image": file_name,

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -30,6 +30,10 @@ PARTS = ("train", "dev", "test")
 RANDOM_RATIOS = (Fraction(7, 10), Fraction(1, 10), Fraction(2, 10))
 ZEROSHOT_RATIOS = (Fraction(5, 10), Fraction(2, 10), Fraction(3, 10))
 SplitUnit = Literal["annotation", "example"]
+# The binary dataset is what people wrote (here or in an imported release). Machine-made
+# negatives (origin adversarial) never decide a split: judging them must not move a human
+# Example, nor a multiple-choice truth, from one part to another.
+BINARY_ORIGINS = frozenset({"human", "imported"})
 
 
 class SplitError(RuntimeError):
@@ -42,6 +46,43 @@ class SplitItem:
     group: Hashable  # Examples of one group stay together in the random split
     subj: str
     obj: str
+
+
+class SplitRow(Protocol):
+    """What the binary split reads of an Example (vsr_dataset.export_rows.ExportRow)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def group(self) -> Hashable: ...
+    @property
+    def subj(self) -> str: ...
+    @property
+    def obj(self) -> str: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def kept(self) -> bool: ...
+
+
+def binary_items(rows: Iterable[SplitRow]) -> list[SplitItem]:
+    """The Examples the random and zero-shot splits are made of: kept, written by people."""
+    return [
+        SplitItem(r.id, r.group, r.subj, r.obj)
+        for r in rows if r.kept and r.origin in BINARY_ORIGINS
+    ]
+
+
+def binary_random_split(
+    rows: Iterable[SplitRow],
+    seed: int,
+    ratios: Sequence[Fraction] = RANDOM_RATIOS,
+    unit: SplitUnit = "annotation",
+) -> dict[str, list[int]]:
+    """The random split of the kept human and imported Examples: the one function both
+    matching (``vsr_dataset.match_splits``) and the export call, so an mc truth and its
+    binary Example always share a part for the same seed, ratios, unit and keep rule."""
+    return random_split(binary_items(rows), seed, ratios, unit)
 
 
 def parse_ratios(text: str) -> tuple[Fraction, Fraction, Fraction]:

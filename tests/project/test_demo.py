@@ -126,13 +126,22 @@ def test_one_person_walks_the_demo_to_a_dataset(tmp_path: Path) -> None:
     done = _run([str(BIN / "build-dataset"), "--out", "demo-dataset"], env, tmp_path)
     assert "validated" in done, done
     export = tmp_path / "demo-dataset"
-    # Every caption's two Examples, plus the adversarial negatives validators judged False.
-    kept = [line for line in (export / "all_validated.jsonl").read_text().splitlines()
-            if json.loads(line)["origin"] == "human"]
-    assert len(kept) == 2 * len(RELATIONS)
-    assert {json.loads(line)["relation"] for line in kept} == set(RELATIONS)
+    # Every caption's two Examples; the adversarial negatives validators judged are written
+    # apart (machine_negatives.jsonl), not in the binary parts.
+    validated = [json.loads(line)
+                 for line in (export / "all_validated.jsonl").read_text().splitlines()]
+    kept = [r for r in validated if r["origin"] == "human"]
+    assert len(kept) == len(validated) == 2 * len(RELATIONS)
+    assert (export / "machine_negatives.jsonl").read_text().strip()
+    assert {r["relation"] for r in kept} == set(RELATIONS)
     mc = [line for f in sorted((export / "mc").glob("*.jsonl"))
           for line in f.read_text().splitlines()]
+    # No mc truth moves: each sits in the random part of its mc part.
+    random_part = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
+                   for line in (export / "random" / f"{p}.jsonl").read_text().splitlines()}
+    for line in mc:
+        item = json.loads(line)
+        assert random_part[item["example_id"]] == item["split"], item
     engine = make_engine(db_url)
     with Session(engine) as s:
         assert len(mc) == len(s.exec(select(McItem)).all()) > 0

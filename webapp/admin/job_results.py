@@ -88,6 +88,7 @@ def _build(job: Job, r: dict[str, Any]) -> dict[str, Any]:
         "reason": "no Example is kept yet: collect votes first" if validated == 0 else None,
         "figures": [
             ("files", _n(len(r.get("files") or []))),
+            ("kept by", str(r.get("keep_rule") or "–")),
             ("zip size", f"{float(size) / 1e6:.1f} MB" if isinstance(size, int | float) else "–"),
         ],
         "links": [(f"Download {r.get('zip', 'zip')}", f"/admin/jobs/{job.id}/download")],

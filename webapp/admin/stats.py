@@ -455,6 +455,33 @@ def concept_counts(
     return [{"concept": c, "subj": subj.get(c, 0), "obj": obj.get(c, 0)} for c in ranked[:limit]]
 
 
+FRAMES = ("intrinsic", "relative", "both")
+
+
+def frame_answers(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[dict[str, Any]]:
+    """Per relation, the reference frame validators said they used (the validation page asks
+    for left/right and front/behind): counts and shares of intrinsic, relative and both, as
+    the VSR paper's section 4.3 reports them (11 % / 84 % / 5 % on its left/right Trues).
+    Only relations with at least one answer, most answered first."""
+    conn = _conn(session)
+    rows = conn.execute(
+        select(EX.c.relation, VOTE.c.reference_frame, func.count())
+        .select_from(VOTE.join(EX, EX.c.id == VOTE.c.example_id))
+        .where(EX.c.study_id == study_id, EX.c.origin != REVALIDATION,
+               VOTE.c.reference_frame.in_(FRAMES))
+        .group_by(EX.c.relation, VOTE.c.reference_frame)
+    ).all()
+    by_rel: dict[str, dict[str, int]] = {}
+    for relation, frame, n in rows:
+        by_rel.setdefault(relation, dict.fromkeys(FRAMES, 0))[frame] = int(n)
+    out = []
+    for relation, counts in by_rel.items():
+        total = sum(counts.values())
+        out.append({"relation": relation, "answers": total, **counts,
+                    **{f"{f}_share": counts[f] / total for f in FRAMES}})
+    return sorted(out, key=lambda r: (-r["answers"], r["relation"]))
+
+
 def worker_table(
     session: Session,
     cfg: StudyConfig,

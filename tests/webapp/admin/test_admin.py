@@ -35,6 +35,7 @@ from vsr_core.models import (
     MatchRun,
     McItem,
     StudySetting,
+    Vote,
     Worker,
 )
 from vsr_core.settings import DEMO_DATA_DIR, Settings
@@ -457,6 +458,34 @@ def test_quality_figures_match_core_agreement(
             svg_head = client.get(src).text[:300]
             assert f'width="{w}" height="{h}"' in svg_head, (page_path, src, svg_head)
         assert html.count('class="chart"') == len(re.findall(r'class="chart"[^>]*height=', html))
+
+
+def test_quality_page_shows_frame_answers_per_relation(
+    admin: tuple[TestClient, str], seeded: Seeded, engine: Engine
+) -> None:
+    """VSR section 4.3: which reference frame validators used, per relation."""
+    client, _ = admin
+    with Session(engine) as s:
+        votes = s.exec(select(Vote).order_by(Vote.id)).all()[:40]  # type: ignore[arg-type]
+        frames = ("intrinsic", "relative", "relative", "both", None)
+        expected: dict[str, Counter[str]] = {}
+        for i, v in enumerate(votes):
+            v.reference_frame = frames[i % 5]
+            s.add(v)
+            if v.reference_frame:
+                rel = s.get(Example, v.example_id).relation  # type: ignore[union-attr]
+                expected.setdefault(rel, Counter())[v.reference_frame] += 1
+        s.commit()
+    q = client.get("/admin/api/quality.json").json()
+    got = {r["relation"]: Counter({f: r[f] for f in ("intrinsic", "relative", "both") if r[f]})
+           for r in q["frames"]}
+    assert got == expected
+    row = q["frames"][0]
+    assert row["relative_share"] == pytest.approx(row["relative"] / row["answers"])
+    page = client.get("/admin/quality").text
+    assert page.count("Reference frames (cf. VSR §4.3)") == 1
+    assert "<title>Data quality" in page
+    assert f"<td>{html.escape(row['relation'])}</td>" in page
 
 
 def test_workers_table_and_history(

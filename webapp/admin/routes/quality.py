@@ -34,6 +34,7 @@ def quality_data(request: Request, session: Session) -> dict[str, Any]:
         q = stats.quality(s, cfg, relations, study_id)
         q["relations"] = relations
         q["concepts"] = stats.concept_counts(s, study_id=study_id)
+        q["frames"] = stats.frame_answers(s, study_id)
         q["min_examples"] = _min_examples(q["examples"])
         q["keep_threshold"] = cfg.keep_threshold
         q["stamp"] = time.monotonic_ns()  # identifies this computation for the charts

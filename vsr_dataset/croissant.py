@@ -1,0 +1,140 @@
+"""``croissant.json``: the export described in Croissant 1.0 (MLCommons), with its
+Responsible-AI fields filled from the same facts as the card's datasheet.
+
+One FileObject per JSONL file (with its sha256) and one RecordSet per part and split, whose
+fields are the features the card's YAML lists (vsr_dataset.hub), each extracted by its
+column. Lists are described by their element type; nested records (``votes`` in
+``all_raw``) by subfields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from vsr_dataset.hub import Config, Feature
+
+CROISSANT_FILE = "croissant.json"
+VSR_CITATION = ("Liu, Emerson & Collier (2023), Visual Spatial Reasoning, Transactions of "
+                "the ACL 11:635-651.")
+
+CONTEXT: dict[str, Any] = {
+    "@language": "en",
+    "@vocab": "https://schema.org/",
+    "citeAs": "cr:citeAs",
+    "column": "cr:column",
+    "conformsTo": "dct:conformsTo",
+    "cr": "http://mlcommons.org/croissant/",
+    "rai": "http://mlcommons.org/croissant/RAI/",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "dct": "http://purl.org/dc/terms/",
+    "equivalentProperty": "cr:equivalentProperty",
+    "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract",
+    "field": "cr:field",
+    "fileProperty": "cr:fileProperty",
+    "fileObject": "cr:fileObject",
+    "fileSet": "cr:fileSet",
+    "format": "cr:format",
+    "includes": "cr:includes",
+    "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath",
+    "key": "cr:key",
+    "md5": "cr:md5",
+    "parentField": "cr:parentField",
+    "path": "cr:path",
+    "recordSet": "cr:recordSet",
+    "references": "cr:references",
+    "regex": "cr:regex",
+    "repeated": "cr:repeated",
+    "replace": "cr:replace",
+    "samplingRate": "cr:samplingRate",
+    "sc": "https://schema.org/",
+    "separator": "cr:separator",
+    "source": "cr:source",
+    "subField": "cr:subField",
+    "transform": "cr:transform",
+}
+DATA_TYPES = {"string": "sc:Text", "int64": "sc:Integer", "float64": "sc:Float",
+              "bool": "sc:Boolean", "null": "sc:Text"}
+
+
+def _field(record_set: str, file_id: str, feature: Feature, parent: str = "") -> dict[str, Any]:
+    name = feature["name"]
+    fid = f"{record_set}/{parent}{name}"
+    out: dict[str, Any] = {"@type": "cr:Field", "@id": fid, "name": name}
+    inner = feature.get("list")
+    if isinstance(inner, list):  # a list of records: subfields
+        out["repeated"] = True
+        out["subField"] = [_field(record_set, file_id, f, f"{name}/") for f in inner]
+        out["source"] = {"fileObject": {"@id": file_id}, "extract": {"column": name}}
+        return out
+    if isinstance(feature.get("struct"), list):
+        out["subField"] = [_field(record_set, file_id, f, f"{name}/") for f in feature["struct"]]
+        out["source"] = {"fileObject": {"@id": file_id}, "extract": {"column": name}}
+        return out
+    dtype = inner if isinstance(inner, str) else feature.get("dtype", "string")
+    out["dataType"] = DATA_TYPES.get(dtype, "sc:Text")
+    if inner is not None:
+        out["repeated"] = True
+    if parent:  # a subfield: taken from its parent's column
+        out["source"] = {"fileObject": {"@id": file_id},
+                         "extract": {"column": parent.rstrip("/")},
+                         "transform": {"jsonPath": name}}
+    else:
+        out["source"] = {"fileObject": {"@id": file_id}, "extract": {"column": name}}
+    return out
+
+
+def croissant(
+    out_dir: Path,
+    *,
+    title: str,
+    description: str,
+    configs: Sequence[Config],
+    features: Mapping[str, list[Feature]],
+    facts: Mapping[str, Any],
+    license_url: str | None,
+    version: str | None,
+    cite_as: str | None,
+) -> dict[str, Any]:
+    """The Croissant document of the export in ``out_dir`` (its files must be written)."""
+    distribution: list[dict[str, Any]] = []
+    record_sets: list[dict[str, Any]] = []
+    for c in configs:
+        for split, rel in c.files.items():
+            fid = rel
+            data = (out_dir / rel).read_bytes()
+            distribution.append({
+                "@type": "cr:FileObject", "@id": fid, "name": fid, "contentUrl": rel,
+                "encodingFormat": "application/jsonlines" if rel.endswith(".jsonl")
+                else "application/x-parquet",
+                "sha256": hashlib.sha256(data).hexdigest(),
+            })
+            rs = f"{c.name}_{split}"
+            if c.name not in features:  # --vsr-compatible: the files' types vary
+                continue
+            record_sets.append({
+                "@type": "cr:RecordSet", "@id": rs, "name": rs,
+                "description": f"{c.description} ({split})",
+                "field": [_field(rs, fid, f) for f in features[c.name]],
+            })
+    doc: dict[str, Any] = {
+        "@context": CONTEXT,
+        "@type": "sc:Dataset",
+        "name": title,
+        "description": description,
+        "conformsTo": "http://mlcommons.org/croissant/1.0",
+        "url": "https://cocodataset.org/",
+        "license": license_url or "https://spdx.org/licenses/NOASSERTION.html",
+        "version": version or "0.0.0",
+        "distribution": distribution,
+        "recordSet": record_sets,
+    }
+    doc["citeAs"] = cite_as or VSR_CITATION
+    doc.update({f"rai:{k}": v for k, v in facts.items() if v})
+    return doc
+

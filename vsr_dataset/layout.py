@@ -1,0 +1,148 @@
+"""What goes into which file of an export, and the configs that describe them.
+
+``part_records`` turns a snapshot into file -> records (each file written with the
+default Hub-native types or, with ``--vsr-compatible``, the release's); ``configs_of`` names
+the ``datasets`` config of each group of files; ``front_matter`` is the card's YAML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from vsr_dataset.hub import Config, Feature, front_matter_configs, infer_features
+from vsr_dataset.splits import PARTS
+from vsr_dataset.vsr_compat import compatible
+
+NEGATIVES_FILE = "machine_negatives.jsonl"
+CONFIG_DESCRIPTIONS = {
+    "random": "random 70/10/20 split of the validated Examples (grouped by annotation)",
+    "zeroshot": "zero-shot split: concepts of each part occur in no other part",
+    "validated": "every validated Example (kept by the keep rule)",
+    "raw": "every Example written by people, with every vote in full",
+    "mc": "multiple-choice items whose every distractor validators judged False",
+    "mc_unvalidated": "multiple-choice items with a distractor nobody has judged yet",
+    "machine_negatives": "machine-made False captions validators judged, with their query",
+}
+
+
+def part_records(
+    *,
+    raw: Sequence[dict[str, Any]],
+    validated: Sequence[dict[str, Any]],
+    random_parts: Mapping[str, Sequence[dict[str, Any]]] | None,
+    zeroshot_parts: Mapping[str, Sequence[dict[str, Any]]] | None,
+    negatives: Sequence[dict[str, Any]],
+    mc: Mapping[str, Sequence[bytes]],
+    mc_unvalidated: Mapping[str, Sequence[bytes]],
+    vsr_compatible: bool,
+) -> dict[str, list[dict[str, Any]]]:
+    """File (relative path) -> its records, in writing order."""
+    def fix(records: Sequence[dict[str, Any]], *, is_raw: bool) -> list[dict[str, Any]]:
+        if vsr_compatible:
+            return list(compatible(records, raw=is_raw))
+        return list(records)
+
+    out: dict[str, list[dict[str, Any]]] = {
+        "all_raw.jsonl": fix(raw, is_raw=True),
+        "all_validated.jsonl": fix(validated, is_raw=False),
+    }
+    for name, parts in (("random", random_parts), ("zeroshot", zeroshot_parts)):
+        if parts is not None:
+            for p in PARTS:
+                out[f"{name}/{p}.jsonl"] = fix(parts[p], is_raw=False)
+    for name, lines_of in (("mc", mc), ("mc_unvalidated", mc_unvalidated)):
+        for split, lines in sorted(lines_of.items()):
+            out[f"{name}/{split}.jsonl"] = [orjson.loads(ln) for ln in lines]
+    if negatives:
+        out[NEGATIVES_FILE] = fix(negatives, is_raw=False)
+    return out
+
+
+def kind_of(rel: str) -> str:
+    """Which ``--only`` part writes this file."""
+    head = rel.split("/", 1)[0]
+    return {"all_raw.jsonl": "raw", "all_validated.jsonl": "validated", NEGATIVES_FILE: "raw",
+            "mc_unvalidated": "mc"}.get(head, head)
+
+
+def configs_of(files: Sequence[str], *, parquet: bool) -> list[Config]:
+    """One config per part present in ``files`` (JSONL paths), pointing at the JSONL files
+    or, with ``parquet``, at their Parquet copies."""
+    def path(rel: str) -> str:
+        return rel.removesuffix(".jsonl") + ".parquet" if parquet else rel
+
+    present = set(files)
+    out: list[Config] = []
+    for name in ("random", "zeroshot"):
+        if all(f"{name}/{p}.jsonl" in present for p in PARTS):
+            out.append(Config(name, {p: path(f"{name}/{p}.jsonl") for p in PARTS},
+                              CONFIG_DESCRIPTIONS[name]))
+    for name, rel in (("validated", "all_validated.jsonl"), ("raw", "all_raw.jsonl"),
+                      ("machine_negatives", NEGATIVES_FILE)):
+        if rel in present:
+            out.append(Config(name, {"train": path(rel)}, CONFIG_DESCRIPTIONS[name]))
+    for name in ("mc", "mc_unvalidated"):
+        splits = [p for p in PARTS if f"{name}/{p}.jsonl" in present]
+        if splits:
+            out.append(Config(name, {p: path(f"{name}/{p}.jsonl") for p in splits},
+                              CONFIG_DESCRIPTIONS[name]))
+    return out
+
+
+def config_features(
+    configs: Sequence[Config], records: Mapping[str, Sequence[dict[str, Any]]]
+) -> dict[str, list[Feature]]:
+    """Each config's features, inferred from all its files' records together."""
+    out: dict[str, list[Feature]] = {}
+    for c in configs:
+        recs = [r for rel in c.files.values()
+                for r in records.get(rel.removesuffix(".parquet").removesuffix(".jsonl")
+                                     + ".jsonl", [])]
+        out[c.name] = infer_features(recs)
+    return out
+
+
+def size_category(n: int) -> str:
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+                        (1_000_000, "100K<n<1M")):
+        if n < limit:
+            return name
+    return "1M<n<10M"
+
+
+def front_matter(
+    *,
+    title: str,
+    license_id: str | None,
+    language: str,
+    n_raw: int,
+    origins: Sequence[str],
+    negatives_in_splits: bool,
+    configs: Sequence[Config],
+    features: Mapping[str, list[Feature]] | None,
+) -> dict[str, Any]:
+    """The card's YAML front matter (the Hub's dataset card metadata)."""
+    yaml_configs, info = front_matter_configs(configs, features or {}, default="random")
+    sources = ["extended|coco"]
+    if "imported" in origins:
+        sources.append("extended|vsr")
+    meta: dict[str, Any] = {
+        "pretty_name": title,
+        "license": license_id or "unknown",
+        "language": [language.split("-", 1)[0]],
+        "multilinguality": "monolingual",
+        "task_categories": ["visual-question-answering"],
+        "size_categories": [size_category(n_raw)],
+        "annotations_creators": ["crowdsourced"],
+        "language_creators": ["crowdsourced", "machine-generated"] if negatives_in_splits
+        else ["crowdsourced"],
+        "source_datasets": sources,
+        "tags": ["spatial-reasoning", "vision-language", "coco", "vsr"],
+        "configs": yaml_configs,
+    }
+    if features is not None:
+        meta["dataset_info"] = info
+    return meta
