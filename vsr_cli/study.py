@@ -94,11 +94,24 @@ def _definition_lines(study: StudyDefinition, full: bool) -> list[str]:
     return lines
 
 
+def fail_on_missing_sources(path: Path, study: StudyDefinition) -> None:
+    """Every source file or folder that is not there, one line each, then a failing exit."""
+    from vsr_core.study_sources import missing_sources
+
+    problems = missing_sources(study, path.read_text(encoding="utf-8"), str(path))
+    if problems:
+        for problem in problems[:-1]:
+            typer.secho(f"error: {problem}", err=True, fg="red")
+        raise CliError(problems[-1])
+
+
 @study_app.command("check")
 def check(file: Path = typer.Option(..., "--file", help=FILE_HELP)) -> None:
-    """Validate a study file; print one line per problem (file:line: field: message)."""
-    lines = _summary(file, full=False)
-    typer.echo(f"ok: {lines[0]}")
+    """Validate a study file and that its source files exist; print one line per problem
+    (file:line: field: message)."""
+    study = load_or_fail(file)
+    fail_on_missing_sources(file, study)
+    typer.echo(f"ok: {_definition_lines(study, full=False)[0]}")
 
 
 @study_app.command("show")

@@ -43,6 +43,26 @@ def create_study(session: Session, text: str, source: str = "<study>") -> Study:
     return study
 
 
+def study_of_file(session: Session, text: str, source: str = "<study>") -> tuple[Study, bool]:
+    """The stored study a study file defines, made from the file when its slug is new
+    (flushed, not committed); ``(study, created)``. Raises ``StudyError`` when a study with
+    that slug holds another definition: its data was collected under that one."""
+    digest = definition_hash(text)
+    definition = parsed_definition(digest, text, source)
+    found = find_study(session, definition.slug)
+    if found is None:
+        return create_study(session, text, source), True
+    stored = parsed_definition(found.definition_hash, found.definition, found.slug)
+    if found.definition_hash != digest and stored != definition:
+        raise StudyError(
+            f"the stored study {found.slug!r} has another definition (sha256 "
+            f"{found.definition_hash[:12]}; {source} is {digest[:12]}): use --study "
+            f"{found.slug} for the stored one, or store the file first with "
+            f"`vsr study update --file {source}`"
+        )
+    return found, False
+
+
 def find_study(session: Session, slug: str) -> Study | None:
     return session.exec(select(Study).where(Study.slug == slug)).first()
 
