@@ -111,7 +111,7 @@ def sample(
     if study_file is not None and study_slug is not None:
         raise CliUsageError("--study-file names its study (its slug): drop --study")
     if study_file is None and study_slug is None and not coco:
-        raise CliError("give --coco FILE (one or more), --study SLUG or --study-file FILE")
+        raise CliUsageError("give --coco FILE (one or more), --study SLUG or --study-file FILE")
     engine = engine_for(database_url)
     try:
         if study_file is not None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from vsr_cli.common import DB_HELP, engine_for, study_for
-from vsr_cli.failure import CliError
+from vsr_cli.failure import CliError, CliUsageError
 
 study_app = typer.Typer(
     name="study",
@@ -122,7 +122,7 @@ def show(
 ) -> None:
     """What a study defines, every relation included: a stored study (SLUG) or a file."""
     if (slug is None) == (file is None):
-        raise CliError("give a stored study's SLUG or --file FILE (one of them)")
+        raise CliUsageError("give a stored study's SLUG or --file FILE (one of them)")
     if file is not None:
         typer.echo("\n".join(_summary(file, full=True)))
         return

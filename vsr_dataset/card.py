@@ -28,12 +28,13 @@ def render_card(
     origins = ", ".join(f"{k}: {v:,}" for k, v in s["origins"].items()) or "none"
     lab_raw, lab_val = s["labels"]["raw"], s["labels"]["validated"]
     w = s["workers"]
+    template = (s.get("study") or {}).get("template", "The ENT1 (is) RELATION the ENT2.")
     lines = [
         f"# {title}",
         "",
         "A visual spatial reasoning dataset in the format of VSR (Liu, Emerson & Collier, "
         "*Visual Spatial Reasoning*, TACL 2023): each record pairs a COCO 2017 image with a "
-        "caption \"The ENT1 (is) RELATION the ENT2.\" and a True/False label.",
+        f"caption \"{template}\" and a True/False label.",
         "",
         *_definition(s.get("study")),
         "## Collection",

@@ -135,4 +135,4 @@ def test_sample_with_a_study_file(
     r = vsr("sample", "--study-file", str(study), "--coco", str(val), "--database-url", db_url)
     assert r.returncode == 2 and "drop --coco" in r.stderr
     r = vsr("sample", "--database-url", db_url)
-    assert r.returncode == 1 and "--study-file" in r.stderr
+    assert r.returncode == 2 and "--study-file" in r.stderr
