@@ -5,7 +5,8 @@ For each N, on a fresh SQLite database: the demo's data steps (the pairs scripts
 samples from the bundled COCO slice), N captions on the first N pairs with relations drawn
 at random (seeded) from the enabled ones, each caption's two Examples judged right by three
 validators (so every one is kept), then `vsr match --k K --dry-run` as a user runs it. Prints
-the items per N and seed, and the smallest N at which every seed gave items.
+the items per N and seed, and the fewest captions from which every larger size measured gave items
+for every seed.
 
   python bench/match_demo_size.py [--k 3] [--sizes 4,5,6,7,8,10] [--seeds 1,2,3,4,5]
 """
@@ -56,17 +57,19 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(v) for v in args.sizes.split(",")]
     seeds = [int(v) for v in args.seeds.split(",")]
-    enough = None
-    for n in sizes:
+    enough: int | None = None  # from here on, every size gave items for every seed
+    for n in sorted(sizes):
         got = [items_for(n, seed, args.k) for seed in seeds]
         counts = [c for c, _ in got]
         print(f"{n} captions, k = {args.k}: items per seed {counts}", flush=True)
         for c, why in got:
             if c == 0:
                 print(f"    {why}", flush=True)
-        if enough is None and all(counts):
+        if not all(counts):
+            enough = None
+        elif enough is None:
             enough = n
-    print(f"smallest number of captions with items for every seed: {enough}")
+    print(f"fewest captions from which every size measured gave items for every seed: {enough}")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,8 @@ def invite_create(
     engine = engine_for(database_url)
     try:
         study = study_for(engine, study_slug)
+        if study.archived:
+            raise CliError(f"study {study.slug} is archived: it takes no new workers")
     except CliError:
         engine.dispose()
         raise

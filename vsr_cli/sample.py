@@ -118,6 +118,8 @@ def sample(
             target = _study_of_file(engine, study_file)
         else:
             target = study_for(engine, study_slug)
+        if target.archived:
+            raise CliError(f"study {target.slug} is archived: it takes no new pairs")
     except CliError:
         engine.dispose()
         raise

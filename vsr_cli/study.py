@@ -1,5 +1,5 @@
-"""`vsr study check|show|create|list`: study definition files (docs/studies.md) and the
-studies stored in the database.
+"""`vsr study check|show|create|update|archive|list`: study definition files
+(docs/studies.md) and the studies stored in the database.
 
 `check` and `show --file` read a file only; `create`, `list` and `show SLUG` use the
 database (vsr_core.studies).
@@ -177,6 +177,65 @@ def create(
     )
 
 
+@study_app.command("update")
+def update(
+    file: Path = typer.Option(..., "--file", help=FILE_HELP),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Store a new version of a stored study's definition (the study of the file's slug);
+    its data stays. Refused, with the reason, where a stored caption would no longer read:
+    the first language's code or template, a relation or concept in use removed or renamed."""
+    load_or_fail(file)
+    text = file.read_text(encoding="utf-8")
+    from sqlmodel import Session
+
+    from vsr_core.studies import StudyError
+    from vsr_core.study_update import update_study
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            try:
+                done = update_study(session, text, str(file))
+            except StudyError as exc:
+                raise CliError(f"{exc}; nothing was stored") from None
+            session.commit()
+            slug, digest = done.study.slug, done.study.definition_hash
+    finally:
+        engine.dispose()
+    if done.version == 0:
+        typer.echo(f"study {slug} unchanged: {file} is its stored definition "
+                   f"(sha256 {digest[:12]})")
+    else:
+        typer.echo(f"updated study {slug} to version {done.version} (sha256 "
+                   f"{done.previous_hash[:12]} -> {digest[:12]}); its data is kept")
+
+
+@study_app.command("archive")
+def archive(
+    slug: str = typer.Argument(..., help="The study's slug (see `vsr study list`)"),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Archive a study: it takes no new workers or batches (batches already open may be
+    finished), the dashboard marks it archived, and its data stays for export."""
+    from sqlmodel import Session
+
+    from vsr_core.studies import StudyError
+    from vsr_core.study_update import archive_study
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            try:
+                archive_study(session, slug)
+            except StudyError as exc:
+                raise CliError(str(exc)) from None
+            session.commit()
+    finally:
+        engine.dispose()
+    typer.echo(f"archived study {slug}: it takes no new workers or batches; its data stays")
+
+
 @study_app.command("list")
 def list_(
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
@@ -200,9 +259,10 @@ def list_(
                     select(func.count()).where(Example.study_id == study.id)
                 ).one()
                 mark = "*" if study.is_default else " "
+                state = " (archived)" if study.archived_at is not None else ""
                 rows.append(
                     f"{mark} {study.slug:<20} {study.language:<8} {pairs:>8} pairs "
-                    f"{examples:>8} examples  {study.definition_hash[:12]}  {study.name}"
+                    f"{examples:>8} examples  {study.definition_hash[:12]}  {study.name}{state}"
                 )
     finally:
         engine.dispose()

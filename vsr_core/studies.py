@@ -11,7 +11,7 @@ import hashlib
 
 from sqlmodel import Session, col, select
 
-from vsr_core.models import DEFAULT_STUDY_ID, Study
+from vsr_core.models import DEFAULT_STUDY_ID, Study, StudyVersion
 from vsr_core.study_context import StudyContext, parsed_definition
 from vsr_core.study_file import default_study_path
 from vsr_core.types import utcnow
@@ -40,7 +40,15 @@ def create_study(session: Session, text: str, source: str = "<study>") -> Study:
     )
     session.add(study)
     session.flush()
+    add_version(session, study, 1)
     return study
+
+
+def add_version(session: Session, study: Study, version: int) -> None:
+    assert study.id is not None
+    session.add(StudyVersion(study_id=study.id, version=version, definition=study.definition,
+                             definition_hash=study.definition_hash))
+    session.flush()
 
 
 def study_of_file(session: Session, text: str, source: str = "<study>") -> tuple[Study, bool]:
@@ -111,5 +119,7 @@ def ensure_default_study(session: Session) -> Study:
         is_default=True, created_at=utcnow(),
     )
     session.add(study)
+    session.flush()
+    add_version(session, study, 1)
     session.commit()
     return study
