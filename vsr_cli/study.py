@@ -7,8 +7,9 @@ database (vsr_core.studies).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
@@ -26,6 +27,9 @@ FILE_HELP = "A study definition file (TOML)"
 
 
 if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from vsr_core.models import Study
     from vsr_core.study_file import StudyDefinition
 
 
@@ -148,29 +152,47 @@ def show(
     typer.echo("\n".join(lines + _definition_lines(study.definition, full=True)[1:]))
 
 
+_T = TypeVar("_T")
+
+
+def _store_file(
+    file: Path,
+    database_url: str | None,
+    store: Callable[[Session, str, str], _T],
+    study_of: Callable[[_T], Study],
+) -> tuple[_T, str, str]:
+    """Validate a study file (every problem one line), then ``store(session, text, name)``
+    in one transaction; a StudyError is one line ending "nothing was stored". Returns what
+    ``store`` returned and the stored study's slug and hash."""
+    load_or_fail(file)  # every problem of the file, one line each
+    text = file.read_text(encoding="utf-8")
+    from sqlmodel import Session
+
+    from vsr_core.studies import StudyError
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            try:
+                done = store(session, text, str(file))
+            except StudyError as exc:
+                raise CliError(f"{exc}; nothing was stored") from None
+            session.commit()
+            study = study_of(done)
+            return done, study.slug, study.definition_hash
+    finally:
+        engine.dispose()
+
+
 @study_app.command("create")
 def create(
     file: Path = typer.Option(..., "--file", help=FILE_HELP),
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
 ) -> None:
     """Validate a study file and store it as a new study (its slug must be new)."""
-    load_or_fail(file)  # every problem of the file, one line each
-    text = file.read_text(encoding="utf-8")
-    from sqlmodel import Session
+    from vsr_core.studies import create_study
 
-    from vsr_core.studies import StudyError, create_study
-
-    engine = engine_for(database_url)
-    try:
-        with Session(engine) as session:
-            try:
-                study = create_study(session, text, str(file))
-            except StudyError as exc:
-                raise CliError(f"{exc}; nothing was stored") from None
-            session.commit()
-            slug, digest = study.slug, study.definition_hash
-    finally:
-        engine.dispose()
+    _, slug, digest = _store_file(file, database_url, create_study, lambda study: study)
     typer.echo(
         f"created study {slug} (sha256 {digest[:12]}): entry links /s/{slug}/start/generate "
         f"and /s/{slug}/start/validate; next: vsr sample --study {slug}"
@@ -185,24 +207,9 @@ def update(
     """Store a new version of a stored study's definition (the study of the file's slug);
     its data stays. Refused, with the reason, where a stored caption would no longer read:
     the first language's code or template, a relation or concept in use removed or renamed."""
-    load_or_fail(file)
-    text = file.read_text(encoding="utf-8")
-    from sqlmodel import Session
-
-    from vsr_core.studies import StudyError
     from vsr_core.study_update import update_study
 
-    engine = engine_for(database_url)
-    try:
-        with Session(engine) as session:
-            try:
-                done = update_study(session, text, str(file))
-            except StudyError as exc:
-                raise CliError(f"{exc}; nothing was stored") from None
-            session.commit()
-            slug, digest = done.study.slug, done.study.definition_hash
-    finally:
-        engine.dispose()
+    done, slug, digest = _store_file(file, database_url, update_study, lambda u: u.study)
     if done.version == 0:
         typer.echo(f"study {slug} unchanged: {file} is its stored definition "
                    f"(sha256 {digest[:12]})")

@@ -16,6 +16,7 @@ from sqlmodel import Session, select
 
 from tests.support.admin_captions import DEMO_IMAGES
 from tests.support.browser import launch_chromium, require_chromium, running_site, watch_errors
+from tests.webapp.admin.test_browser_first_use import PASSWORD, _login
 from tests.webapp.http.test_studies import ZH_FILE
 from vsr_core.db import make_engine
 from vsr_core.models import StudySetting
@@ -24,7 +25,6 @@ from vsr_core.study import load_study_config
 from vsr_core.study_file import load_study
 from webapp.admin.auth import create_admin
 
-PASSWORD = "browser-admin-password"
 pytestmark = pytest.mark.browser
 ZH_CONSENT = load_study(ZH_FILE).default_language.texts.consent
 
@@ -60,10 +60,7 @@ def test_saving_the_chinese_settings_keeps_the_chinese_consent(
         browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": width, "height": height})
         errors = watch_errors(page)
-        page.goto(base + "/admin/login")
-        page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
+        _login(page, base)
         page.goto(base + "/admin/settings?study=vsr-zh")
         consent = page.locator('textarea[name="consent_text"]')
         consent.scroll_into_view_if_needed()
