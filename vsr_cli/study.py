@@ -133,19 +133,24 @@ def show(
     engine = engine_for(database_url)
     try:
         study = study_for(engine, slug)
-        from sqlmodel import Session
+        from sqlalchemy import func
+        from sqlmodel import Session, select
 
-        from vsr_core.models import Study
+        from vsr_core.models import Study, StudyVersion
 
         with Session(engine) as session:
             row = session.get(Study, study.id)
             assert row is not None
-            created = row.created_at
+            created, archived = row.created_at, row.archived_at
+            versions = session.exec(select(func.count()).where(
+                StudyVersion.study_id == study.id)).one()
     finally:
         engine.dispose()
     lines = [
-        f"{study.slug}: {study.name}" + (" (default)" if study.is_default else ""),
-        f"  definition sha256 {study.definition_hash}, stored {created:%Y-%m-%d %H:%M} UTC",
+        f"{study.slug}: {study.name}" + (" (default)" if study.is_default else "")
+        + (f" (archived {archived:%Y-%m-%d %H:%M} UTC)" if archived else ""),
+        f"  definition sha256 {study.definition_hash} (version {versions}), first stored "
+        f"{created:%Y-%m-%d %H:%M} UTC",
         f"  language {study.language.code}; entry links /s/{study.slug}/start/generate and "
         f"/s/{study.slug}/start/validate",
     ]

@@ -100,6 +100,8 @@ def test_update_keeps_data_records_the_hash_and_refuses_breaking_changes(
     assert r.stdout == (f"updated study vsr-zh to version 2 (sha256 {first[:12]} -> "
                         f"{digest[:12]}); its data is kept\n")
     assert versions == [(1, first), (2, digest)] and digest != first and examples == 2
+    shown = vsr("study", "show", "vsr-zh", "--database-url", db_url).stdout
+    assert f"  definition sha256 {digest} (version 2), first stored " in shown
 
     lab = _variant(tmp_path, 'slug = "vsr-zh"', 'slug = "lab"')
     r = vsr("study", "update", "--file", str(lab), "--database-url", db_url)
@@ -116,6 +118,8 @@ def test_an_archived_study_takes_no_new_work(
     assert r.returncode == 0 and r.stdout.startswith("archived study vsr-zh"), r.stderr
     listed = vsr("study", "list", "--database-url", db_url).stdout.splitlines()
     assert listed[1].startswith("  vsr-zh ") and listed[1].endswith("(archived)")
+    shown = vsr("study", "show", "vsr-zh", "--database-url", db_url).stdout
+    assert shown.splitlines()[0].startswith("vsr-zh: 视觉空间推理（VSR，简体中文） (archived 20")
     for args in (("sample", "--study", "vsr-zh", "--pairs", "1"),
                  ("invite", "create", "--study", "vsr-zh")):
         r = vsr(*args, "--database-url", db_url)
