@@ -39,7 +39,7 @@ def _zh_with_captions(db_url: str, engine: Engine) -> int:
         for pair in s.exec(select(ImagePair).where(ImagePair.study_id == zh.id)):
             ann = Annotation(pair_id=pair.id, worker_id=writer.id, relation="on",  # type: ignore[arg-type]
                              subj=pair.concept_a, obj=pair.concept_b,
-                             true_image_id=pair.image1_id, study_id=zh.id)
+                             true_image_id=pair.image1_id)
             s.add(ann)
             s.flush()
             s.add(Example(image_id=pair.image1_id, relation="on", subj=pair.concept_a,
