@@ -122,6 +122,9 @@ def run_match(
 ) -> dict[str, Any]:
     """Adversarial matching with the dashboard's h and k: the very run `vsr match` makes with
     its defaults (vsr_dataset.match_run), distractors sent to validators before items reach mc/."""
+    from vsr_cli.common import no_library_bars_off_terminal
+
+    no_library_bars_off_terminal()  # the job's log is a file
     from matching.pipeline import MatchParams
     from vsr_dataset.match_run import MatchRequest, run_matching_over, save_match_run
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from vsr_cli.common import DB_HELP, STAGE_FORMAT, STUDY_HELP, engine_for, progress_bar, study_for
-from vsr_cli.failure import CliError
+from vsr_cli.failure import CliError, CliUsageError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -94,16 +94,20 @@ def build(
     if threshold is not None:
         try:
             frac = as_fraction(Fraction(threshold) if "/" in threshold else float(threshold))
-        except (ValueError, ZeroDivisionError) as exc:
-            raise CliError(f"--threshold: {exc}") from None
+        except (ValueError, ZeroDivisionError):
+            # Python's own words ("could not convert string to float") name no option.
+            raise CliUsageError(
+                f"--threshold must be a share of votes above 0 and at most 1, such as 2/3 or "
+                f"0.75 (got {threshold})"
+            ) from None
     if split_unit not in ("annotation", "example"):
-        raise CliError("--split-unit must be annotation or example")
+        raise CliUsageError("--split-unit must be annotation or example")
     if label_model not in (None, "majority", "dawid-skene", "mace"):
-        raise CliError("--label-model must be majority, dawid-skene or mace")
+        raise CliUsageError("--label-model must be majority, dawid-skene or mace")
     try:
         rr, zr = parse_ratios(random_ratios), parse_ratios(zeroshot_ratios)
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        raise CliUsageError(str(exc)) from None
     options = BuildOptions(
         threshold=frac,
         seed=seed,
@@ -125,7 +129,7 @@ def build(
         options = replace(options, study=study_for(engine, study_slug))
         if out == "-":
             if len(only) > 1:
-                raise CliError("--out - streams one JSONL part: give at most one --only")
+                raise CliUsageError("--out - streams one JSONL part: give at most one --only")
             try:
                 stream_part(engine, only[0] if only else "raw", sys.stdout.buffer, options)
             except BrokenPipeError:
@@ -153,6 +157,8 @@ def build(
     if summary.n_negatives:
         where = "also in the splits" if with_negatives else "apart"
         msg += f", {summary.n_negatives:,} judged machine negatives ({where})"
+    if options.study is not None:
+        msg += f" (study {options.study.slug})"
     typer.echo(msg)
 
 

@@ -165,6 +165,16 @@ def progress_bar(*, quiet: bool = False, **kwargs: Any) -> Any:
     return tqdm(disable=True if quiet else None, **kwargs)
 
 
+def no_library_bars_off_terminal() -> None:
+    """Hugging Face's own progress bars (transformers' "Loading weights") only on a terminal:
+    in a log or a pipe their carriage returns garble the lines. Read when huggingface_hub is
+    first imported, so call this before anything loads a model."""
+    import sys
+
+    if not sys.stderr.isatty():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 # A stage bar (build, match): the fraction done and the stage, no meaningless "%/s" rate.
 STAGE_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {postfix} [{elapsed}]"
 

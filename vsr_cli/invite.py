@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for, settings_for, study_for
-from vsr_cli.failure import CliError
+from vsr_cli.failure import CliError, CliUsageError
 
 invite_app = typer.Typer(help="Invite links for in-house workers.", no_args_is_help=True)
 
@@ -40,17 +40,19 @@ def invite_create(
     allowed = {k.value for k in BatchKind}
     bad = [k for k in kinds if k not in allowed]
     if bad or not kinds:
-        raise CliError(f"--roles takes {', '.join(sorted(allowed))}; got {roles!r}")
+        raise CliUsageError(f"--roles takes {', '.join(sorted(allowed))}; got {roles!r}")
     if token is not None and not _TOKEN_RE.fullmatch(token):  # match() lets "x\n" through
-        raise CliError("--token must be 4-64 characters of A-Z a-z 0-9 _ -")
+        raise CliUsageError("--token must be 4-64 characters of A-Z a-z 0-9 _ -")
     label = label.strip()
     try:
         check_row(InviteToken, {"label": label}, "--label")
     except LimitError as exc:
-        raise CliError(str(exc)) from None
+        raise CliUsageError(str(exc)) from None
     engine = engine_for(database_url)
     try:
         study = study_for(engine, study_slug)
+        if study.archived:
+            raise CliError(f"study {study.slug} is archived: it takes no new workers")
     except CliError:
         engine.dispose()
         raise
@@ -78,5 +80,8 @@ def invite_create(
     base = settings_for(database_url).base_url.rstrip("/")
     if not study.is_default:
         base += study.path_prefix
+    # The links alone on stdout (for scripts); which study they open, on stderr.
+    who = f" for {invite.label!r}" if invite.label else ""
+    typer.echo(f"study {study.slug}: invite{who} ({', '.join(kinds)})", err=True)
     for kind in kinds:
         typer.echo(f"{kind}: {base}/start/{kind}?token={invite.token}")

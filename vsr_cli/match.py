@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from vsr_cli.common import DB_HELP, STAGE_FORMAT, STUDY_HELP, engine_for, progress_bar, study_for
-from vsr_cli.failure import CliError
+from vsr_cli.common import (
+    DB_HELP,
+    STAGE_FORMAT,
+    STUDY_HELP,
+    engine_for,
+    no_library_bars_off_terminal,
+    progress_bar,
+    study_for,
+)
+from vsr_cli.failure import CliError, CliUsageError
+
+if TYPE_CHECKING:
+    from matching.pipeline import MatchResult
 
 
 def _parse_sweep(text: str | None) -> list[float]:
@@ -17,11 +29,11 @@ def _parse_sweep(text: str | None) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise CliError(
+        raise CliUsageError(
             f"--sweep takes comma-separated numbers such as 0,0.5,1,2; got {text!r}"
         ) from None
     if not values or any(v < 0 or v != v or v == float("inf") for v in values):
-        raise CliError(f"--sweep values must be finite numbers >= 0; got {text!r}")
+        raise CliUsageError(f"--sweep values must be finite numbers >= 0; got {text!r}")
     return values
 
 
@@ -107,23 +119,25 @@ def match(
     """Build multiple-choice distractors by adversarial matching (VCR section 4).
 
     Queries are kept True Examples; each gets K distractors from other queries' captions by
-    maximum-weight bipartite matching within its split (train/dev/test keyed by image).
+    maximum-weight bipartite matching within its split (--splits: by default the random
+    train/dev/test split build-dataset writes), so a split needs at least K + 1 queries.
     """
+    no_library_bars_off_terminal()
     from matching.diagnostics import format_report, format_sweep
     from matching.pipeline import MatchParams
     from vsr_dataset.match_run import MatchRequest, MatchRunError, run_matching_over, save_match_run
 
     hs = _parse_sweep(sweep)
     if splits not in ("image", "export"):
-        raise CliError(f"--splits must be image or export; got {splits!r}")
+        raise CliUsageError(f"--splits must be image or export; got {splits!r}")
     if balance not in ("soft", "pair", "off"):
-        raise CliError(f"--balance must be soft, pair or off; got {balance!r}")
+        raise CliUsageError(f"--balance must be soft, pair or off; got {balance!r}")
     if method not in ("auto", "grouped", "dense", "sparse"):
-        raise CliError(f"--method must be auto, grouped, dense or sparse; got {method!r}")
+        raise CliUsageError(f"--method must be auto, grouped, dense or sparse; got {method!r}")
     if workers < 0 or suite_sample < 0:
-        raise CliError("--workers and --suite-sample must be >= 0")
+        raise CliUsageError("--workers and --suite-sample must be >= 0")
     if keep_threshold is not None and not 0 < keep_threshold <= 1:
-        raise CliError("--keep-threshold must be in (0, 1]")
+        raise CliUsageError("--keep-threshold must be in (0, 1]")
     try:
         params = MatchParams(
             h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
@@ -132,7 +146,7 @@ def match(
             dense_limit=dense_limit, top_k=top_k, fold_size=fold_size,
         )
     except ValueError as exc:
-        raise CliError(str(exc)) from exc
+        raise CliUsageError(str(exc)) from exc
     engine = engine_for(database_url)
     try:
         study = study_for(engine, study_slug)
@@ -159,6 +173,10 @@ def match(
         except MatchRunError as exc:
             raise CliError(str(exc)) from exc
     diag = outcome.diagnostics
+    items = len(outcome.result.items)
+    if items == 0:
+        raise CliError(f"no multiple-choice items: {why_no_items(outcome.result)}; "
+                       f"nothing was written (study {study.slug})")
     if report:
         typer.echo(format_report(diag))
     if hs:
@@ -166,9 +184,22 @@ def match(
     if json_out is not None:
         json_out.write_text(json.dumps(diag, indent=2, sort_keys=True))
     if dry_run:
-        typer.echo(f"dry run: {len(outcome.result.items)} items not written")
+        typer.echo(f"dry run: {items} items not written (study {study.slug})")
         return
     run_id = save_match_run(engine, outcome, request, send_negatives)
     sent = " and sent their distractors to validation" if send_negatives else ""
-    items = len(outcome.result.items)
-    typer.echo(f"match run {run_id}: {items} multiple-choice items written{sent}")
+    typer.echo(f"match run {run_id}: {items} multiple-choice items written{sent} "
+               f"(study {study.slug})")
+
+
+def why_no_items(result: MatchResult) -> str:
+    """Why matching made no item, split by split: too few queries for k, or every query
+    left without k distractors the relation table allows."""
+    k = result.params.k
+    counts = ", ".join(f"{split} has {n}" for split, n in result.queries.items())
+    if all(n < k + 1 for n in result.queries.values()):
+        return (f"kept True Examples per split: {counts}; k = {k} needs at least {k + 1} in "
+                f"one split (write and validate more captions, or lower --k)")
+    return (f"kept True Examples per split: {counts}, but no query found {k} distractors "
+            f"the study's relation rules allow (captions with more varied relations, or "
+            f"lower --k)")

@@ -8,7 +8,7 @@ import json
 import typer
 
 from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for, study_for
-from vsr_cli.failure import CliError
+from vsr_cli.failure import CliError, CliUsageError
 
 
 def revalidate(
@@ -22,8 +22,9 @@ def revalidate(
     votes: int | None = typer.Option(
         None, "--votes", min=1, max=50, help="Fresh votes per Example (default: the study's)"
     ),
-    round_name: str = typer.Option(
-        "r1", "--round", help="Name of this re-validation round (letters, digits, - or _)"
+    round_name: str | None = typer.Option(
+        None, "--round", help="Name of the re-validation round (letters, digits, - or _; "
+        "default: r1 for --sample, the latest round for --report)"
     ),
     show_report: bool = typer.Option(
         False, "--report", help="Print the fresh-vs-original report of the round"
@@ -36,11 +37,17 @@ def revalidate(
     imported votes stay apart) for fresh votes; --report compares fresh and original votes."""
     from sqlmodel import Session
 
-    from vsr_core.revalidation import RevalidationError, open_round, report, report_lines
+    from vsr_core.revalidation import (
+        RevalidationError,
+        open_round,
+        report,
+        report_lines,
+        rounds,
+    )
     from vsr_core.study import load_study_config
 
     if sample is None and not show_report:
-        raise CliError("give --sample N to open a sample, or --report to see a round's report")
+        raise CliUsageError("give --sample N to open a sample, or --report to see a round's report")
     engine = engine_for(database_url)
     try:
         study = study_for(engine, study_slug)
@@ -58,11 +65,19 @@ def revalidate(
                     config=config,
                     relations=relation,
                     votes=votes,
-                    round_name=round_name,
+                    round_name=round_name or "r1",
                 )
-                typer.echo(opened.line())
+                typer.echo(f"{opened.line()} (study {study.slug})")
             if show_report:
-                result = report(session, config, round_name)
+                name = round_name or ("r1" if sample is not None else None)
+                known = rounds(session)
+                if not known:
+                    raise CliError("no re-validation round yet: open one with "
+                                   "`vsr revalidate --sample N`")
+                if name is not None and name not in known:
+                    raise CliError(f"no re-validation round {name!r} (rounds: "
+                                   f"{', '.join(known)})")
+                result = report(session, config, name)
                 if as_json:
                     typer.echo(json.dumps(result, indent=2))
                 else:

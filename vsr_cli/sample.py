@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for, study_for
-from vsr_cli.failure import CliError
+from vsr_cli.failure import CliError, CliUsageError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from vsr_core.study_context import StudyContext
 
 _STAGES = {"load": "loading COCO", "sample": "sampling pairs", "store": "storing"}
 
@@ -90,36 +95,53 @@ def sample(
     An image is eligible for concepts A and B when it holds exactly one instance of each (a crowd region counts as several) and both have area >= --min-area.
     """  # noqa: E501 - one line, or the help text wraps badly
     from sqlalchemy.exc import OperationalError, ProgrammingError
+    from sqlmodel import Session
 
     from collection.errors import SamplerError
     from collection.sampler import sample_into_db
+    from vsr_core.models import Study
 
     names = [c.strip() for c in concepts.split(",")] if concepts else None
     deny: list[str] = []
     supers: list[str] = []
     share = 0.0
     if study_file is not None and (coco or concepts):
-        raise CliError("--study-file gives the COCO files and concepts: drop --coco and "
-                       "--concepts")
+        raise CliUsageError("--study-file gives the COCO files and concepts: drop --coco and "
+                            "--concepts")
+    if study_file is not None and study_slug is not None:
+        raise CliUsageError("--study-file names its study (its slug): drop --study")
+    if study_file is None and study_slug is None and not coco:
+        raise CliUsageError("give --coco FILE (one or more), --study SLUG or --study-file FILE")
     engine = engine_for(database_url)
     try:
-        target = study_for(engine, study_slug)
+        if study_file is not None:
+            target = _study_of_file(engine, study_file)
+        else:
+            target = study_for(engine, study_slug)
+        if target.archived:
+            raise CliError(f"study {target.slug} is archived: it takes no new pairs")
     except CliError:
         engine.dispose()
         raise
     if study_file is not None or (study_slug is not None and not coco):
-        from vsr_cli.study import load_or_fail
+        study = target.definition
+        if study_file is None:  # the stored definition's sources must be here too
+            from vsr_core.study_sources import missing_sources
 
-        study = load_or_fail(study_file) if study_file is not None else target.definition
+            with Session(engine) as session:
+                row = session.get(Study, target.id)
+                text = row.definition if row is not None else ""
+            problems = missing_sources(study, text, f"study {target.slug}")
+            if problems:
+                engine.dispose()
+                more = f" (and {len(problems) - 1} more)" if problems[1:] else ""
+                raise CliError(problems[0] + more)
         coco = [Path(s.annotations) for s in study.sources]
         names = list(study.concepts.allow) or None
         deny, supers = list(study.concepts.deny), list(study.concepts.supercategories)
         min_area = study.sampling.min_area_px
         share = study.sampling.min_area_share
         prefer_contrast = study.sampling.prefer_contrast
-    elif not coco:
-        engine.dispose()
-        raise CliError("give --coco FILE (one or more), --study SLUG or --study-file FILE")
     bars = _Bars()
     try:
         summary = sample_into_db(
@@ -146,4 +168,27 @@ def sample(
     finally:
         bars.close()
         engine.dispose()
-    typer.echo(summary.line() + ("" if target.is_default else f" (study {target.slug})"))
+    typer.echo(f"{summary.line()} (study {target.slug})")
+
+
+def _study_of_file(engine: Engine, path: Path) -> StudyContext:
+    """The study a file defines: the stored one of its slug when the definition is the same,
+    else made from the file (said in a line); another definition under its slug is refused."""
+    from sqlmodel import Session
+
+    from vsr_cli.study import fail_on_missing_sources, load_or_fail
+    from vsr_core.studies import StudyError, study_of_file
+    from vsr_core.study_context import StudyContext
+
+    fail_on_missing_sources(path, load_or_fail(path))
+    with Session(engine) as session:
+        try:
+            row, created = study_of_file(session, path.read_text(encoding="utf-8"), str(path))
+        except StudyError as exc:
+            raise CliError(str(exc)) from None
+        session.commit()
+        context = StudyContext.of(row)
+    if created:
+        typer.echo(f"created study {context.slug} (sha256 {context.definition_hash[:12]}) "
+                   f"from {path}")
+    return context

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from vsr_cli.common import DB_HELP
-from vsr_cli.failure import CliError
+from vsr_cli.failure import CliError, CliUsageError
 
 admin_app = typer.Typer(help="Manage admin accounts.", no_args_is_help=True)
 
@@ -42,10 +42,10 @@ def serve(
         os.environ["DATABASE_URL"] = database_url
     if image_root is not None:
         if not image_root.is_dir():
-            raise CliError(f"--image-root {image_root} is not a directory")
+            raise CliUsageError(f"--image-root {image_root} is not a directory")
         os.environ["IMAGE_ROOT"] = str(image_root.resolve())
     if reload and workers > 1:
-        raise CliError("--reload works with one worker only")
+        raise CliUsageError("--reload works with one worker only")
     settings = Settings()
     trusted = ",".join(p.strip() for p in settings.trusted_proxies.split(",") if p.strip())
     _check_database(database_url)

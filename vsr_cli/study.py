@@ -1,5 +1,5 @@
-"""`vsr study check|show|create|list`: study definition files (docs/studies.md) and the
-studies stored in the database.
+"""`vsr study check|show|create|update|archive|list`: study definition files
+(docs/studies.md) and the studies stored in the database.
 
 `check` and `show --file` read a file only; `create`, `list` and `show SLUG` use the
 database (vsr_core.studies).
@@ -7,13 +7,14 @@ database (vsr_core.studies).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
 from vsr_cli.common import DB_HELP, engine_for, study_for
-from vsr_cli.failure import CliError
+from vsr_cli.failure import CliError, CliUsageError
 
 study_app = typer.Typer(
     name="study",
@@ -26,6 +27,9 @@ FILE_HELP = "A study definition file (TOML)"
 
 
 if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from vsr_core.models import Study
     from vsr_core.study_file import StudyDefinition
 
 
@@ -93,11 +97,24 @@ def _definition_lines(study: StudyDefinition, full: bool) -> list[str]:
     return lines
 
 
+def fail_on_missing_sources(path: Path, study: StudyDefinition) -> None:
+    """Every source file or folder that is not there, one line each, then a failing exit."""
+    from vsr_core.study_sources import missing_sources
+
+    problems = missing_sources(study, path.read_text(encoding="utf-8"), str(path))
+    if problems:
+        for problem in problems[:-1]:
+            typer.secho(f"error: {problem}", err=True, fg="red")
+        raise CliError(problems[-1])
+
+
 @study_app.command("check")
 def check(file: Path = typer.Option(..., "--file", help=FILE_HELP)) -> None:
-    """Validate a study file; print one line per problem (file:line: field: message)."""
-    lines = _summary(file, full=False)
-    typer.echo(f"ok: {lines[0]}")
+    """Validate a study file and that its source files exist; print one line per problem
+    (file:line: field: message)."""
+    study = load_or_fail(file)
+    fail_on_missing_sources(file, study)
+    typer.echo(f"ok: {_definition_lines(study, full=False)[0]}")
 
 
 @study_app.command("show")
@@ -108,30 +125,67 @@ def show(
 ) -> None:
     """What a study defines, every relation included: a stored study (SLUG) or a file."""
     if (slug is None) == (file is None):
-        raise CliError("give a stored study's SLUG or --file FILE (one of them)")
+        raise CliUsageError("give a stored study's SLUG or --file FILE (one of them)")
     if file is not None:
         typer.echo("\n".join(_summary(file, full=True)))
         return
     engine = engine_for(database_url)
     try:
         study = study_for(engine, slug)
-        from sqlmodel import Session
+        from sqlalchemy import func
+        from sqlmodel import Session, select
 
-        from vsr_core.models import Study
+        from vsr_core.models import Study, StudyVersion
 
         with Session(engine) as session:
             row = session.get(Study, study.id)
             assert row is not None
-            created = row.created_at
+            created, archived = row.created_at, row.archived_at
+            versions = session.exec(select(func.count()).where(
+                StudyVersion.study_id == study.id)).one()
     finally:
         engine.dispose()
     lines = [
-        f"{study.slug}: {study.name}" + (" (default)" if study.is_default else ""),
-        f"  definition sha256 {study.definition_hash}, stored {created:%Y-%m-%d %H:%M} UTC",
+        f"{study.slug}: {study.name}" + (" (default)" if study.is_default else "")
+        + (f" (archived {archived:%Y-%m-%d %H:%M} UTC)" if archived else ""),
+        f"  definition sha256 {study.definition_hash} (version {versions}), first stored "
+        f"{created:%Y-%m-%d %H:%M} UTC",
         f"  language {study.language.code}; entry links /s/{study.slug}/start/generate and "
         f"/s/{study.slug}/start/validate",
     ]
     typer.echo("\n".join(lines + _definition_lines(study.definition, full=True)[1:]))
+
+
+_T = TypeVar("_T")
+
+
+def _store_file(
+    file: Path,
+    database_url: str | None,
+    store: Callable[[Session, str, str], _T],
+    study_of: Callable[[_T], Study],
+) -> tuple[_T, str, str]:
+    """Validate a study file (every problem one line), then ``store(session, text, name)``
+    in one transaction; a StudyError is one line ending "nothing was stored". Returns what
+    ``store`` returned and the stored study's slug and hash."""
+    load_or_fail(file)  # every problem of the file, one line each
+    text = file.read_text(encoding="utf-8")
+    from sqlmodel import Session
+
+    from vsr_core.studies import StudyError
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            try:
+                done = store(session, text, str(file))
+            except StudyError as exc:
+                raise CliError(f"{exc}; nothing was stored") from None
+            session.commit()
+            study = study_of(done)
+            return done, study.slug, study.definition_hash
+    finally:
+        engine.dispose()
 
 
 @study_app.command("create")
@@ -140,27 +194,57 @@ def create(
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
 ) -> None:
     """Validate a study file and store it as a new study (its slug must be new)."""
-    load_or_fail(file)  # every problem of the file, one line each
-    text = file.read_text(encoding="utf-8")
+    from vsr_core.studies import create_study
+
+    _, slug, digest = _store_file(file, database_url, create_study, lambda study: study)
+    typer.echo(
+        f"created study {slug} (sha256 {digest[:12]}): entry links /s/{slug}/start/generate "
+        f"and /s/{slug}/start/validate; next: vsr sample --study {slug}"
+    )
+
+
+@study_app.command("update")
+def update(
+    file: Path = typer.Option(..., "--file", help=FILE_HELP),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Store a new version of a stored study's definition (the study of the file's slug);
+    its data stays. Refused, with the reason, where a stored caption would no longer read:
+    the first language's code or template, a relation or concept in use removed or renamed."""
+    from vsr_core.study_update import update_study
+
+    done, slug, digest = _store_file(file, database_url, update_study, lambda u: u.study)
+    if done.version == 0:
+        typer.echo(f"study {slug} unchanged: {file} is its stored definition "
+                   f"(sha256 {digest[:12]})")
+    else:
+        typer.echo(f"updated study {slug} to version {done.version} (sha256 "
+                   f"{done.previous_hash[:12]} -> {digest[:12]}); its data is kept")
+
+
+@study_app.command("archive")
+def archive(
+    slug: str = typer.Argument(..., help="The study's slug (see `vsr study list`)"),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Archive a study: it takes no new workers or batches (batches already open may be
+    finished), the dashboard marks it archived, and its data stays for export."""
     from sqlmodel import Session
 
-    from vsr_core.studies import StudyError, create_study
+    from vsr_core.studies import StudyError
+    from vsr_core.study_update import archive_study
 
     engine = engine_for(database_url)
     try:
         with Session(engine) as session:
             try:
-                study = create_study(session, text, str(file))
+                archive_study(session, slug)
             except StudyError as exc:
-                raise CliError(f"{exc}; nothing was stored") from None
+                raise CliError(str(exc)) from None
             session.commit()
-            slug, digest = study.slug, study.definition_hash
     finally:
         engine.dispose()
-    typer.echo(
-        f"created study {slug} (sha256 {digest[:12]}): entry links /s/{slug}/start/generate "
-        f"and /s/{slug}/start/validate; next: vsr sample --study {slug}"
-    )
+    typer.echo(f"archived study {slug}: it takes no new workers or batches; its data stays")
 
 
 @study_app.command("list")
@@ -186,9 +270,10 @@ def list_(
                     select(func.count()).where(Example.study_id == study.id)
                 ).one()
                 mark = "*" if study.is_default else " "
+                state = " (archived)" if study.archived_at is not None else ""
                 rows.append(
                     f"{mark} {study.slug:<20} {study.language:<8} {pairs:>8} pairs "
-                    f"{examples:>8} examples  {study.definition_hash[:12]}  {study.name}"
+                    f"{examples:>8} examples  {study.definition_hash[:12]}  {study.name}{state}"
                 )
     finally:
         engine.dispose()

@@ -124,6 +124,19 @@ class Study(SQLModel, table=True):
         default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
     )
     created_at: datetime = _ts()
+    # Archived: takes no new workers or batches (vsr study archive); its data stays.
+    archived_at: datetime | None = _opt_ts()
+
+
+class StudyVersion(SQLModel, table=True):
+    """Every definition a study has had (vsr study create, then each vsr study update),
+    numbered from 1; the Study row holds the latest."""
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    version: int = Field(primary_key=True)
+    definition: str = Field(sa_column=Column(Text, nullable=False))
+    definition_hash: str = Field(max_length=64)
+    created_at: datetime = _ts()
 
 
 # --- people -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import hashlib
 
 from sqlmodel import Session, col, select
 
-from vsr_core.models import DEFAULT_STUDY_ID, Study
+from vsr_core.models import DEFAULT_STUDY_ID, Study, StudyVersion
 from vsr_core.study_context import StudyContext, parsed_definition
 from vsr_core.study_file import default_study_path
 from vsr_core.types import utcnow
@@ -40,7 +40,35 @@ def create_study(session: Session, text: str, source: str = "<study>") -> Study:
     )
     session.add(study)
     session.flush()
+    add_version(session, study, 1)
     return study
+
+
+def add_version(session: Session, study: Study, version: int) -> None:
+    assert study.id is not None
+    session.add(StudyVersion(study_id=study.id, version=version, definition=study.definition,
+                             definition_hash=study.definition_hash))
+    session.flush()
+
+
+def study_of_file(session: Session, text: str, source: str = "<study>") -> tuple[Study, bool]:
+    """The stored study a study file defines, made from the file when its slug is new
+    (flushed, not committed); ``(study, created)``. Raises ``StudyError`` when a study with
+    that slug holds another definition: its data was collected under that one."""
+    digest = definition_hash(text)
+    definition = parsed_definition(digest, text, source)
+    found = find_study(session, definition.slug)
+    if found is None:
+        return create_study(session, text, source), True
+    stored = parsed_definition(found.definition_hash, found.definition, found.slug)
+    if found.definition_hash != digest and stored != definition:
+        raise StudyError(
+            f"the stored study {found.slug!r} has another definition (sha256 "
+            f"{found.definition_hash[:12]}; {source} is {digest[:12]}): use --study "
+            f"{found.slug} for the stored one, or store the file first with "
+            f"`vsr study update --file {source}`"
+        )
+    return found, False
 
 
 def find_study(session: Session, slug: str) -> Study | None:
@@ -91,5 +119,7 @@ def ensure_default_study(session: Session) -> Study:
         is_default=True, created_at=utcnow(),
     )
     session.add(study)
+    session.flush()
+    add_version(session, study, 1)
     session.commit()
     return study

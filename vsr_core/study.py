@@ -75,14 +75,20 @@ class StudyConfig(BaseModel):
 
 
 def _file_defaults(session: Session, study_id: int) -> dict[str, Any]:
-    """The study file's ``[collection]`` values: the defaults its stored settings override."""
+    """The study file's ``[collection]`` values and its consent text in its own language:
+    the defaults its stored settings override."""
     study = session.get(Study, study_id)
     if study is None:
         return {}
     from vsr_core.study_context import parsed_definition
 
     definition = parsed_definition(study.definition_hash, study.definition, study.slug)
-    return definition.collection.model_dump()
+    consent = definition.default_language.texts.consent
+    return definition.collection.model_dump() | {"consent_text": consent}
+
+
+def _is_builtin_consent(text: Any) -> bool:
+    return isinstance(text, str) and text.strip() == DEFAULT_CONSENT.strip()
 
 
 def load_study_config(session: Session, study_id: int = DEFAULT_STUDY_ID) -> StudyConfig:
@@ -90,7 +96,12 @@ def load_study_config(session: Session, study_id: int = DEFAULT_STUDY_ID) -> Stu
     defaults (unknown or invalid stored keys are ignored)."""
     stored: dict[str, Any] = _file_defaults(session, study_id)
     rows = session.exec(select(StudySetting).where(StudySetting.study_id == study_id))
-    stored |= {s.key: s.value for s in rows}
+    saved = {s.key: s.value for s in rows}
+    if _is_builtin_consent(saved.get("consent_text")):
+        # The English default stored by a settings form that sent back every field (before
+        # it stored only edited ones) is no choice of the admin's: the study's own text wins.
+        del saved["consent_text"]
+    stored |= saved
     known = {k: v for k, v in stored.items() if k in StudyConfig.model_fields}
     try:
         return StudyConfig(**known)

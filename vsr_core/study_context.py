@@ -44,6 +44,7 @@ class StudyContext:
     definition: StudyDefinition
     language: Language
     is_default: bool = False
+    archived: bool = False  # takes no new workers or batches (vsr study archive)
 
     @classmethod
     def of(cls, study: Study) -> StudyContext:
@@ -53,6 +54,7 @@ class StudyContext:
             id=study.id, slug=study.slug, name=study.name,
             definition_hash=study.definition_hash, definition=definition,
             language=definition.default_language, is_default=study.is_default,
+            archived=study.archived_at is not None,
         )
 
     @property

@@ -161,9 +161,11 @@ def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
 
 def definition_info(study: StudyContext) -> dict[str, Any]:
     """What stats.json and the card say about the definition that produced the data."""
+    lang = study.language
+    copula = f"({lang.copula}) " if lang.copula else ""  # "The ENT1 (is) RELATION the ENT2."
     return {
         "slug": study.slug, "name": study.name, "sha256": study.definition_hash,
-        "language": study.language.code,
+        "language": lang.code, "template": lang.template.replace("RELATION", copula + "RELATION"),
     }
 
 

@@ -23,7 +23,7 @@ def zh_on_the_subset(coco_dir: Path, tmp_path: Path) -> Path:
     head = head.split("[[sources]]")[0] + (
         f'[[sources]]\nannotations = "{val}"\n\n'
     )
-    rest = rest.replace("min_area_px = 30000", "min_area_px = 5000")
+    rest = rest.replace("min_area_px = 10000", "min_area_px = 5000")
     path = tmp_path / "vsr-zh.toml"
     path.write_text(head + "[concepts]" + rest, encoding="utf-8")
     return path

@@ -223,3 +223,13 @@ def test_chinese_study_mirrors_the_default() -> None:
         assert not words, (words, text[:40])
     for ex in z.texts.examples:
         parse(grammar, ex.caption)
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_no_relation_is_named_as_a_category(path: Path) -> None:
+    """The caption page lists relations under their categories: a relation named like a
+    category ("toward" and Orientation were both 朝向) reads as a heading."""
+    for lang in load_study(path).languages:
+        categories = {c for r in lang.relations for c in r.categories}
+        clashes = sorted(r.name for r in lang.relations if r.name in categories)
+        assert not clashes, (lang.code, clashes)

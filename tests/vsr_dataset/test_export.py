@@ -223,15 +223,16 @@ def test_cli_stdout_and_errors(db_url: str, engine: Engine, session: Session,
     assert proc.returncode == 0, proc.stderr
     build_dataset(engine, tmp_path / "ref", BuildOptions(only=frozenset({"validated"})))
     assert proc.stdout == (tmp_path / "ref" / "all_validated.jsonl").read_bytes()
-    for bad_args, message in (
-        (["--out", str(tmp_path / "ref")], "not empty"),
-        (["--out", str(tmp_path / "z"), "--threshold", "1.5"], "threshold"),
-        (["--out", str(tmp_path / "z"), "--random-ratios", "70/30"], "three parts"),
-        (["--out", str(tmp_path / "z"), "--label-model", "oracle"], "label-model"),
+    for bad_args, message, code in (
+        (["--out", str(tmp_path / "ref")], "not empty", 1),
+        # a bad option value: exit 2, as for every usage error
+        (["--out", str(tmp_path / "z"), "--threshold", "1.5"], "threshold", 2),
+        (["--out", str(tmp_path / "z"), "--random-ratios", "70/30"], "three parts", 2),
+        (["--out", str(tmp_path / "z"), "--label-model", "oracle"], "label-model", 2),
     ):
         bad = subprocess.run(cmd + bad_args + ["--database-url", db_url, "-q"],
                              capture_output=True, text=True, timeout=300)
-        assert bad.returncode == 1, bad_args
+        assert bad.returncode == code, bad_args
         lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and message in lines[0], bad.stderr
     assert not (tmp_path / "z").exists()

@@ -61,9 +61,10 @@ def test_export_of_one_study_has_only_its_rows(
         assert {rec["study"] for rec in _records(out / part)} <= {"vsr-zh"}
     stats = json.loads((out / "stats.json").read_text())
     assert stats["study"] == {"slug": "vsr-zh", "name": zh.name, "sha256": zh.definition_hash,
-                              "language": "zh-Hans"}
+                              "language": "zh-Hans", "template": "ENT1RELATIONENT2。"}
     card = (out / "README.md").read_text()
     assert zh.definition_hash in card and "`vsr-zh`" in card
+    assert 'caption "ENT1RELATIONENT2。"' in card and "The ENT1" not in card
 
     default = tmp_path / "vsr"
     r = build("--out", str(default), "--database-url", db_url)

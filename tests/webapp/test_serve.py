@@ -59,7 +59,7 @@ def test_serve_never_creates_a_database(tmp_path: Path) -> None:
 
 def test_serve_checks_the_image_root(tmp_path: Path) -> None:
     r = _vsr("serve", "--image-root", str(tmp_path / "nope"))
-    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "is not a directory" in r.stderr
 
 

@@ -90,6 +90,8 @@ def create_admin(
     existing = session.exec(select(AdminUser).where(AdminUser.username == username)).first()
     if existing is not None and not update:
         raise AdminAccountError(f"admin {username!r} already exists (use --update to reset it)")
+    if existing is not None and verify_password(existing.password_hash, password):
+        return existing  # the same password again (a re-run demo): its sessions stay valid
     user = existing or AdminUser(username=username, password_hash="")
     user.password_hash = hash_password(password)
     if existing is not None:

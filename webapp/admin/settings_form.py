@@ -7,6 +7,8 @@ description, the control chosen from its type), so a new setting needs no templa
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -195,6 +197,56 @@ def parse(form: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
         else:
             changes[name] = text
     return changes, typed, errors
+
+
+# A hidden field of the form: a digest of each value as the form showed it, so a save stores
+# only the fields the admin changed (a value shown and sent back unchanged is left alone: a
+# study's own consent text, a threshold shown rounded, another admin's change meanwhile).
+SHOWN_FIELD = "__shown"
+
+
+def _as_sent(kind: str, value: Any) -> Any:
+    """A value as the form sends it back when nobody touched it."""
+    if kind == "bool":
+        return bool(value)
+    if kind == "relations":
+        return sorted(str(v) for v in value or [])
+    text = "" if value is None else str(value)
+    return text.replace("\r\n", "\n").strip()  # browsers send CRLF in textareas
+
+
+def _digest(kind: str, value: Any) -> str:
+    raw = json.dumps(_as_sent(kind, value), ensure_ascii=False)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+
+
+def shown_digests(values: dict[str, Any]) -> str:
+    """The hidden field's value for a form showing ``values`` (display_values)."""
+    return json.dumps({f.name: _digest(f.kind, values.get(f.name)) for f in form_fields()})
+
+
+def read_shown(raw: Any) -> dict[str, str] | None:
+    """The hidden field as sent back; None when absent or not what the form wrote."""
+    try:
+        data = json.loads(str(raw)) if raw is not None else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        return None
+    return data
+
+
+def touched(
+    changes: dict[str, Any], typed: dict[str, Any], shown: dict[str, str]
+) -> dict[str, Any]:
+    """The changes whose field the admin edited: what came back differs from what was shown."""
+    kinds = {f.name: f.kind for f in form_fields()}
+    return {
+        name: value for name, value in changes.items()
+        if shown.get(name) != _digest(kinds[name], typed.get(name))
+    }
 
 
 def validation_errors(exc: ValidationError | ValueError) -> dict[str, str]:

@@ -209,6 +209,8 @@ def begin(
     assert worker.id is not None
     address = rate_limits.client_address(request)
     new_batch = batches.current_batch(session, worker.id, kind, study.id) is None
+    if new_batch and study.archived:  # an open batch may still be finished
+        raise PageError(403, "This study is closed: it takes no new participants or batches.")
     if new_batch:
         rate_limits.check_new_batch(session, request.app.state.settings, address)
     try:

@@ -73,7 +73,8 @@ class StudyCache:
         from vsr_core.studies import list_studies
 
         with Session(self.engine) as session:
-            found = [(s.slug, s.name) for s in list_studies(session)]
+            found = [(s.slug, s.name + (" (archived)" if s.archived_at else ""))
+                     for s in list_studies(session)]
         with self._lock:
             self._listing = (time.monotonic(), found)
         return found

@@ -3,6 +3,7 @@ entry links to paste into Prolific or MTurk; invite links for in-house annotator
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Annotated, Any
 
@@ -17,10 +18,14 @@ from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL
 from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
 from webapp.admin.settings_form import (
+    SHOWN_FIELD,
     display_values,
     form_fields,
     parse,
+    read_shown,
     relation_groups,
+    shown_digests,
+    touched,
     validation_errors,
 )
 from webapp.http.deps import SessionDep
@@ -49,6 +54,7 @@ def _page(
     errors: dict[str, str],
     msg: str | None,
     status: int = 200,
+    shown: str | None = None,
 ) -> Response:
     settings = request.app.state.settings
     study = admin_study(request)
@@ -69,6 +75,8 @@ def _page(
         fields=form_fields(),
         relation_groups=relation_groups(),
         values=values,
+        shown=shown or shown_digests(values),
+        shown_field=SHOWN_FIELD,
         errors=errors,
         form_error=errors.get(FORM_LEVEL),
         msg=msg,
@@ -89,18 +97,28 @@ def settings_page(
 @router.post("/settings", include_in_schema=False)
 async def save_settings(request: Request, admin: AdminPostDep, session: SessionDep) -> Response:
     form = await request.form()
+    study_id = admin_study(request).id
     changes, typed, errors = parse(form)
-    if not errors:
+    # Only what the admin edited is stored: every other field keeps its value, which may be
+    # the study file's own (its consent in its language), never the form's copy of it.
+    current = display_values(study_config(session, study_id))
+    was = read_shown(form.get(SHOWN_FIELD))
+    shown = was if was is not None else read_shown(shown_digests(current))
+    assert shown is not None
+    changes = touched(changes, typed, shown)
+    if not errors and changes:
         try:
-            save_study_config(session, changes, admin_study(request).id)
+            save_study_config(session, changes, study_id)
         except (ValidationError, ValueError) as exc:
             session.rollback()
             errors = validation_errors(exc)
     if errors:
         # Nothing was saved: the form again with everything the admin typed, errors by field.
-        shown = display_values(study_config(session, admin_study(request).id)) | typed
-        return _page(request, admin, session, shown, errors, None, status=422)
-    _after_settings_change(session, admin_study(request).id)
+        return _page(request, admin, session, current | typed, errors, None, status=422,
+                     shown=json.dumps(shown))
+    if not changes:
+        return back("/admin/settings", "Nothing changed.")
+    _after_settings_change(session, study_id)
     figure_cache(request).clear()
     return back("/admin/settings", "Settings saved.")
 
