@@ -11,7 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DATABASE_URL="${DATABASE_URL:-sqlite:///./vsr_demo.db}"
-SITE="${DEMO_SITE:-http://127.0.0.1:8000}"
+# The links follow the site: BASE_URL, or the local address on PORT (scripts/demo.sh sets both).
+export BASE_URL="${BASE_URL:-http://127.0.0.1:${PORT:-8000}}"
+SITE="${BASE_URL%/}"
 vsr db upgrade
 vsr sample --coco demo/coco/annotations/instances_demo.json --min-area 10000 --pairs 34 --seed 0
 VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-demo-admin}" vsr admin create --username admin --update >/dev/null

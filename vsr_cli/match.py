@@ -109,10 +109,15 @@ def match(
     Queries are kept True Examples; each gets K distractors from other queries' captions by
     maximum-weight bipartite matching within its split (train/dev/test keyed by image).
     """
+    from matching import model_libraries
     from matching.diagnostics import format_report, format_sweep
     from matching.pipeline import MatchParams
     from vsr_dataset.match_run import MatchRequest, MatchRunError, run_matching_over, save_match_run
 
+    try:  # before any data is read: without the [match] extra nothing can be matched
+        model_libraries.check_installed()
+    except model_libraries.MissingModelLibraries as exc:
+        raise CliError(str(exc)) from None
     hs = _parse_sweep(sweep)
     if splits not in ("image", "export"):
         raise CliError(f"--splits must be image or export; got {splits!r}")

@@ -16,7 +16,9 @@ admin_app = typer.Typer(help="Manage admin accounts.", no_args_is_help=True)
 
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = 8000,
+    port: Annotated[
+        int, typer.Option(min=1, max=65535, envvar="PORT", help="TCP port (env PORT)")
+    ] = 8000,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes")] = 1,
     database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     image_root: Annotated[
@@ -44,6 +46,8 @@ def serve(
         os.environ["IMAGE_ROOT"] = str(image_root.resolve())
     if reload and workers > 1:
         raise CliError("--reload works with one worker only")
+    # The workers build their settings from the environment: BASE_URL, when unset, follows it.
+    os.environ["PORT"] = str(port)
     settings = Settings()
     trusted = ",".join(p.strip() for p in settings.trusted_proxies.split(",") if p.strip())
     _check_database(database_url)
@@ -53,6 +57,7 @@ def serve(
             "warning: SECRET_KEY is the development default; set a long random value",
             err=True, fg="yellow",
         )
+    _check_port(host, port)
     uvicorn.run(
         "webapp.app:create_server_app",
         factory=True,
@@ -66,6 +71,25 @@ def serve(
         proxy_headers=bool(trusted),
         forwarded_allow_ips=trusted or None,
     )
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail in one line when the port is taken (uvicorn would log a traceback-like block and
+    exit 3). A bind-and-release check: another process may still take it before uvicorn binds,
+    then uvicorn's own error stands."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As uvicorn binds: SO_REUSEADDR, so a port in TIME_WAIT is not mistaken for busy.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CliError(
+                f"port {port} on {host} is not free ({exc.strerror}): stop what uses it or "
+                f"choose another (--port, or PORT=8100 bash scripts/demo.sh)"
+            ) from None
 
 
 def _check_database(database_url: str | None) -> None:

@@ -52,7 +52,8 @@ def render_card(
         "agree with its label"
         + (" (a proportion: 2 of 3, 3 of 4, 4 of 6 keep; a 1-1 tie fails)."
            if s["threshold"] == "2/3" else " (a proportion of however many votes it has)."),
-        f"- People: {w['annotators']} caption writers, {w['validators']} validators "
+        f"- People: {_people(w['annotators'], 'caption writer')}, "
+        f"{_people(w['validators'], 'validator')} "
         f"({w['both']} did both). Origins of the Examples: {origins}.",
         "",
         "## Numbers",
@@ -179,6 +180,10 @@ def render_card(
         "",
     ]
     return "\n".join(lines)
+
+
+def _people(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _votes(dist: dict[str, int]) -> str:
