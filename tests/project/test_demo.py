@@ -137,7 +137,7 @@ def test_one_person_walks_the_demo_to_a_dataset_on_another_port(tmp_path: Path) 
 
 def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list[str]) -> None:
     # The dashboard's entry links name the port the site runs on.
-    admin = httpx.Client(base_url=site)
+    admin = httpx.Client(base_url=site, follow_redirects=True)
     form = admin.get("/admin/login").text
     token = re.search(r'name="csrf_token" value="([^"]+)"', form)
     assert token is not None
@@ -147,7 +147,8 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     settings_page = admin.get("/admin/settings").text
     assert f"{site}/start/validate" in settings_page and ":8000" not in settings_page
 
-    browser = httpx.Client(base_url=site)  # one browser for every link, as one person would
+    # One browser for every link, as one person would.
+    browser = httpx.Client(base_url=site, follow_redirects=True)
     annotator = next(u for u in full if "/generate?" in u)
     assert annotator.startswith(site)
     csrf = enter(browser, urlsplit(annotator).query)

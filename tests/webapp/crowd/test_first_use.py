@@ -192,6 +192,27 @@ def test_instructions_consent_picker_and_favicon(site: Any) -> None:
     assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
 
 
+def test_worked_examples_never_show_a_photo_of_the_work(site: Any, engine: Engine) -> None:
+    """Once the example photos are images of the study (the demo samples its pairs from the
+    same slice), the instructions describe the examples in words instead: a photo would show
+    a task's answer."""
+    from vsr_core.models import Image
+
+    with Session(engine) as s:
+        for coco_id, name in ((119828, "000000119828.jpg"), (174231, "000000174231.jpg")):
+            s.add(Image(coco_id=coco_id, file_name=name, coco_split="val2017", width=500,
+                        height=375))
+        s.commit()
+    client = client_for(site)
+    enter(client, "PROLIFIC_PID=pool1&STUDY_ID=st&SESSION_ID=se", kind="validate")
+    instructions = client.get("/instructions/validate").text
+    assert "/examples/cat-" not in instructions
+    assert "a black cat sitting in front of a laptop." in instructions
+    writer = client_for(site)
+    enter(writer, "PROLIFIC_PID=pool2&STUDY_ID=st&SESSION_ID=se")
+    assert "/examples/cat-" not in writer.get("/instructions/generate").text
+
+
 def test_consent_text_is_the_studys_own_and_safe(site: Any, engine: Engine) -> None:
     client = client_for(site)
     client.get("/start/validate?PROLIFIC_PID=cons1&STUDY_ID=st&SESSION_ID=se")
