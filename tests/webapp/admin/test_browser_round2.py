@@ -11,7 +11,6 @@ Screenshots go to the test's tmp dir; VSR_KEEP_SCREENSHOTS=/some/dir copies them
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -54,17 +53,23 @@ def _split_two_to_one(base: str, db_url: str) -> None:
     for n in (1, 2, 3):
         token = f"demo-validator-{n}"
         client = httpx.Client(base_url=base, follow_redirects=True)
-        for _ in range(2):  # one half of the caption per batch
+        judged = 0
+        for _ in range(3):  # one half of the caption per batch
             csrf = enter(client, f"token={token}", kind="validate")
             client.post("/begin/validate", data={"csrf": csrf})
             page = client.get("/validate", follow_redirects=False)
-            assert 'name="assignment_id"' in page.text, page.text
+            if 'name="assignment_id"' not in page.text:
+                # The other half never comes first after its sibling (back to back): with
+                # nothing else on offer it waits one more (empty) batch.
+                continue
+            judged += 1
             agree = _lease_label(db_url, token) != (n == 3)
             fields = {k: form_field(page.text, k) for k in ("csrf", "assignment_id")}
             r = client.post("/validate", data=fields | {"answer": str(agree).lower(),
                                                          "duration_ms": "3000"},
                             follow_redirects=False)
             assert r.status_code == 303, r.text
+        assert judged == 2, (token, judged)
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +102,9 @@ def test_demo_pages_in_chromium(
 
     base, _, example_id = demo
     width, height = size
-    shots = tmp_path / "screenshots"
-    shots.mkdir()
+    # Straight into VSR_KEEP_SCREENSHOTS when set, so a failing run leaves them too.
+    shots = Path(os.environ.get("VSR_KEEP_SCREENSHOTS") or tmp_path / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = launch_chromium(p)
         context = browser.new_context(viewport={"width": width, "height": height})
@@ -133,7 +139,7 @@ def test_demo_pages_in_chromium(
         votes = page.locator("table.grid")
         for n in (1, 2, 3):
             expect(votes).to_contain_text(f"demo validator {n}")
-        expect(page.locator("main, body")).not_to_contain_text("invite-")
+        expect(page.locator("body")).not_to_contain_text("invite-")
         expect(page.locator("p.stuck")).to_contain_text("every validator in this study")
         page.screenshot(path=str(shots / f"{width}_example.png"), full_page=True)
         for path in ("/admin", "/admin/pipeline", f"/admin/examples/{example_id}"):
@@ -143,8 +149,10 @@ def test_demo_pages_in_chromium(
         # A worker's pages: the relation filter's placeholder is whole.
         worker = context.new_page()
         worker.goto(base + "/start/generate?token=demo-annotator")
-        worker.get_by_role("button", name="I agree, continue").click()
-        worker.locator("form.actions button").click()
+        if "/consent/" in worker.url:
+            worker.get_by_role("button", name="I agree, continue").click()
+        if "/instructions/" in worker.url:
+            worker.locator("form.actions button").click()
         placeholder = worker.locator("#filter").get_attribute("placeholder")
         assert placeholder == 'Type to filter, e.g. "left"  (press / )', placeholder
         worker.screenshot(path=str(shots / f"{width}_generate.png"))
@@ -163,6 +171,3 @@ def test_demo_pages_in_chromium(
         expect(validator.get_by_role("button", name="Check for more work")).to_be_visible()
         assert errors == [], errors
         browser.close()
-    keep = os.environ.get("VSR_KEEP_SCREENSHOTS")
-    if keep:
-        shutil.copytree(shots, Path(keep), dirs_exist_ok=True)
