@@ -230,4 +230,6 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     with Session(engine) as s:
         assert len(mc) == len(s.exec(select(McItem)).all()) > 0
     engine.dispose()
+    # The Pipeline page counts what mc/ holds.
+    assert f"ready for mc/: {len(mc)} of" in admin.get("/admin/pipeline").text
     assert not (tmp_path / "vsr.db").exists()  # nothing fell back to the default database

@@ -140,7 +140,7 @@ def test_an_instance_filling_the_photo_is_outlined_inside_it(
     assert pair is not None
     image = session.get(Image, pair.image1_id)
     b = session.get(Instance, pair.image1_b_id)
-    assert image is not None and b is not None
+    assert image is not None and image.id is not None and b is not None
     whole = Instance(coco_ann_id=-1, image_id=image.id, category_id=1, category="x",
                      bbox=[0, 0, image.width, image.height], area=image.width * image.height,
                      iscrowd=False, segmentation=[])
