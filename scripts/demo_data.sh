@@ -28,8 +28,8 @@ Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
   1. write captions (one annotator; 4 or more, so matching has enough to work on):
        $SITE/start/generate?token=demo-annotator
   2. validate them as three validators (each Example needs 3 votes; open the links one after
-     another, in this browser or in private windows; the other image of a caption comes in a
-     later batch, so reopen a link when it says everything available is judged):
+     another, in this browser or in private windows; a batch holds one image of each caption,
+     so press "Check for more work" once at its end for the other images):
        $SITE/start/validate?token=demo-validator-1
        $SITE/start/validate?token=demo-validator-2
        $SITE/start/validate?token=demo-validator-3
