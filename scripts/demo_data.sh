@@ -11,7 +11,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DATABASE_URL="${DATABASE_URL:-sqlite:///./vsr_demo.db}"
-SITE="${DEMO_SITE:-http://127.0.0.1:8000}"
+# The links follow the site: BASE_URL, or the local address on PORT (scripts/demo.sh sets both).
+export BASE_URL="${BASE_URL:-http://127.0.0.1:${PORT:-8000}}"
+SITE="${BASE_URL%/}"
 vsr db upgrade
 vsr sample --coco demo/coco/annotations/instances_demo.json --min-area 10000 --pairs 34 --seed 0
 VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-vsr-demo-admin-2026}" vsr admin create --username admin --update >/dev/null
@@ -26,8 +28,8 @@ Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
   1. write captions (one annotator; 8 or more with varied relations, so matching has enough):
        $SITE/start/generate?token=demo-annotator
   2. validate them as three validators (each Example needs 3 votes; open the links one after
-     another, in this browser or in private windows; the other image of a caption comes in a
-     later batch, so reopen a link when it says everything available is judged):
+     another, in this browser or in private windows; a batch holds one image of each caption,
+     so press "Check for more work" once at its end for the other images):
        $SITE/start/validate?token=demo-validator-1
        $SITE/start/validate?token=demo-validator-2
        $SITE/start/validate?token=demo-validator-3

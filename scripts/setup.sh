@@ -1,14 +1,33 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with everything it needs (idempotent).
+# Create .venv and install the project (idempotent), saying what each step installs and why.
+#   bash scripts/setup.sh              # the site, the CLI, matching's model and the tests
+#   bash scripts/setup.sh match        # the site, the CLI and matching's model (the demo)
+#   bash scripts/setup.sh ""           # the site and the CLI only: no PyTorch (~2 GB less)
 # PyTorch is pinned first: torch==2.13.0 picks the CPU build; a looser pin pulls CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+EXTRAS=${1-match,test}
+step() { printf '\n==> %s\n' "$*"; }
 if [ ! -x .venv/bin/python ]; then
+  step "creating the virtual environment .venv"
   "$PY" -m venv .venv
 fi
 . .venv/bin/activate
+step "updating pip"
 python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-python -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null \
-  || python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[${1:-test}]"
+case ",$EXTRAS," in
+  *,match,*|*,test,*)
+    if python -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
+      step "PyTorch 2.13.0 is already installed"
+    else
+      step "installing PyTorch 2.13.0 (CPU build, about 1 GB to download; only \`vsr match\` needs it, for its sentence model); this is the long step"
+      python -m pip install --progress-bar on "torch==2.13.0"
+    fi ;;
+esac
+spec="."
+[ -n "$EXTRAS" ] && spec=".[$EXTRAS]"
+step "installing the project and its libraries ($spec: web site, database, COCO tools, export${EXTRAS:+; extras: $EXTRAS})"
+# pip's own lines show the progress; the hundred "already satisfied" of a re-run are left out.
+python -m pip install --progress-bar on -e "$spec" | { grep -v '^Requirement already satisfied' || true; }
+step "installed: $(command -v vsr)"

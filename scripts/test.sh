@@ -4,7 +4,7 @@
 #   each run creates and drops its own database there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh test
+bash scripts/setup.sh match,test
 . .venv/bin/activate
 # Real-browser tests use Debian's chromium (never a downloaded browser).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

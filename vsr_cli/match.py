@@ -123,10 +123,15 @@ def match(
     train/dev/test split build-dataset writes), so a split needs at least K + 1 queries.
     """
     no_library_bars_off_terminal()
+    from matching import model_libraries
     from matching.diagnostics import format_report, format_sweep
     from matching.pipeline import MatchParams
     from vsr_dataset.match_run import MatchRequest, MatchRunError, run_matching_over, save_match_run
 
+    try:  # before any data is read: without the [match] extra nothing can be matched
+        model_libraries.check_installed()
+    except model_libraries.MissingModelLibraries as exc:
+        raise CliError(str(exc)) from None
     hs = _parse_sweep(sweep)
     if splits not in ("image", "export"):
         raise CliUsageError(f"--splits must be image or export; got {splits!r}")

@@ -18,7 +18,9 @@ admin_app = typer.Typer(help="Manage admin accounts.", no_args_is_help=True)
 
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = 8000,
+    port: Annotated[
+        int, typer.Option(min=1, max=65535, envvar="PORT", help="TCP port (env PORT)")
+    ] = 8000,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes")] = 1,
     database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
     image_root: Annotated[
@@ -46,10 +48,13 @@ def serve(
         os.environ["IMAGE_ROOT"] = str(image_root.resolve())
     if reload and workers > 1:
         raise CliUsageError("--reload works with one worker only")
+    # The workers build their settings from the environment: BASE_URL, when unset, follows it.
+    os.environ["PORT"] = str(port)
     settings = Settings()
     trusted = ",".join(p.strip() for p in settings.trusted_proxies.split(",") if p.strip())
     _check_database(database_url)
     _ensure_secret_key(settings.secret_key, host)
+    _check_port(host, port)
     uvicorn.run(
         "webapp.app:create_server_app",
         factory=True,
@@ -95,6 +100,25 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: it may resolve to anything
         return False
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail in one line when the port is taken (uvicorn would log a traceback-like block and
+    exit 3). A bind-and-release check: another process may still take it before uvicorn binds,
+    then uvicorn's own error stands."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As uvicorn binds: SO_REUSEADDR, so a port in TIME_WAIT is not mistaken for busy.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CliError(
+                f"port {port} on {host} is not free ({exc.strerror}): stop what uses it or "
+                f"choose another (--port, or PORT=8100 bash scripts/demo.sh)"
+            ) from None
 
 
 def _check_database(database_url: str | None) -> None:

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The bundled real COCO slice (demo/SOURCE.md): the one folder dashboard jobs may read when
@@ -35,7 +35,13 @@ class Settings(BaseSettings):
         description="Local folder holding COCO images as <split>/<file_name> or <file_name>",
     )
     image_cache_dir: Path = Field(default=Path("./var/image_cache"))
-    base_url: str = Field(default="http://127.0.0.1:8000", description="Public site URL")
+    port: int = Field(
+        default=8000, ge=1, le=65535,
+        description="TCP port `vsr serve` listens on (and BASE_URL's port when BASE_URL is unset)",
+    )
+    base_url: str = Field(
+        default="", description="Public site URL; unset: http://127.0.0.1:<PORT>",
+    )
     prolific_completion_url: str = Field(
         default="https://app.prolific.com/submissions/complete?cc={code}"
     )
@@ -102,6 +108,19 @@ def secret_key_problem(key: str) -> str | None:
     if len(key) < MIN_SECRET_KEY_LENGTH:
         return f"SECRET_KEY is shorter than {MIN_SECRET_KEY_LENGTH} characters"
     return None
+
+    @model_validator(mode="after")
+    def _default_base_url(self) -> Settings:
+        # The one place the default public address is made: it follows the serve port, so
+        # moving the site (PORT=8100) moves every link the site and the CLI print.
+        if not self.base_url:
+            self.base_url = local_url(self.port)
+        return self
+
+
+def local_url(port: int) -> str:
+    """The site's address on this machine when BASE_URL is not set."""
+    return f"http://127.0.0.1:{port}"
 
 
 @lru_cache(maxsize=1)

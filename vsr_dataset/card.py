@@ -169,8 +169,12 @@ def _format_note(inputs: CardInputs) -> str:
 
 
 def _people(w: dict[str, int]) -> str:
-    return (f"{w['annotators']} caption writers, {w['validators']} validators "
-            f"({w['both']} did both).")
+    return (f"{_count(w['annotators'], 'caption writer')}, "
+            f"{_count(w['validators'], 'validator')} ({w['both']} did both).")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _negatives(info: dict[str, Any]) -> str:

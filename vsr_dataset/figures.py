@@ -104,7 +104,8 @@ def disagreement_figure(stats: dict[str, Any], path: Path, min_n: int = 20) -> s
     ax.bar(range(len(shown)), [r[0] for r in shown], color="#C44E52")
     ax.set_xticks(range(len(shown)), [r[1] for r in shown], rotation=75, ha="right", fontsize=7)
     ax.set_ylabel("P(two annotators disagree)")
-    ax.set_title("Per-relation disagreement (caption writer + validators, all Examples)")
+    # Two lines: on one, the title runs past the edges of a narrow figure (few relations).
+    ax.set_title("Per-relation disagreement\n(caption writer + validators, all Examples)")
     ax.margins(x=0.01)
     _save(fig, path)
     return note

@@ -74,6 +74,13 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
             select(func.count()).select_from(Example).where(Example.origin == "adversarial")  # type: ignore[arg-type]
         ).scalar_one()  # type: ignore[call-overload]
         assert 0 < n_adv <= 3 * len(items)
+        # The queue serves in id order: one query's distractors never follow each other.
+        adversarial = Example.__table__  # type: ignore[attr-defined]
+        parents = s.execute(
+            select(adversarial.c.parent_example_id).where(adversarial.c.origin == "adversarial")
+            .order_by(adversarial.c.id)
+        ).scalars().all()
+        assert all(a != b for a, b in zip(parents, parents[1:], strict=False)), parents
         for it in items:
             query = s.get(Example, it.query_example_id)
             assert query is not None and query.label

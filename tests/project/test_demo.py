@@ -1,35 +1,52 @@
 """The demo walked end to end by one person with only the links it prints: sample -> caption
 -> validate (three validators, one browser) -> keep -> match -> build, on the real COCO slice
-in demo/ and the database the demo names. The pages are driven over HTTP (the browser tests
-cover the same pages in Chromium); the commands run as the walk-through prints them."""
+in demo/ and the database the demo names. The site runs as the demo starts it (`vsr serve`,
+a real server) on a port other than 8000, set the one way the README gives (PORT), and every
+link the demo, the CLI and the dashboard print must lead there; the pages are driven over
+HTTP (the browser tests cover the same pages in Chromium); the commands run as the
+walk-through prints them."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 from sqlmodel import Session, col, select
 
-from tests.support.webapp_coco import answer, client_for, enter, form_field, make_app, task
+from tests.support.fake_prolific import TOKEN, running
+from tests.support.webapp_coco import answer, enter, form_field, task
 from vsr_core.db import make_engine
 from vsr_core.models import Assignment, Example, InviteToken, LeaseStatus, McItem, Vote
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-LINK = re.compile(r"http://127\.0\.0\.1:8000/start/(generate|validate)\?token=[\w-]+")
-RELATIONS = ["on top of", "beneath", "beside", "behind", "under", "in front of"]
+RELATIONS = ["on top of", "beneath", "beside", "behind", "under", "in front of", "near"]
 
 
-def _env(db_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "VSR_DEBUG"}
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    assert port != 8000
+    return port
+
+
+def _env(db_url: str, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VSR_DEBUG", "BASE_URL")}
     env.update(
         DATABASE_URL=db_url, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PORT=str(port),
+        SECRET_KEY="demo-walk-" + "s" * 40, IMAGE_ROOT=str(ROOT / "demo/coco/images"),
     )
     return env
 
@@ -38,6 +55,30 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> str:
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
     assert r.returncode == 0, (cmd, r.stdout, r.stderr)
     return r.stdout
+
+
+@contextmanager
+def _site(env: dict[str, str], cwd: Path, site: str) -> Iterator[None]:
+    """`vsr serve` as scripts/demo.sh starts it (the port from PORT)."""
+    log = (cwd / "serve.log").open("w")
+    proc = subprocess.Popen([str(BIN / "vsr"), "serve", "--host", "127.0.0.1"], env=env,
+                            cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{site}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                (cwd / "serve.log").read_text()
+            time.sleep(0.2)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
 
 
 def _label_of_open_lease(db_url: str, token: str) -> bool:
@@ -56,23 +97,60 @@ def _label_of_open_lease(db_url: str, token: str) -> bool:
     return bool(label)
 
 
-def test_one_person_walks_the_demo_to_a_dataset(tmp_path: Path) -> None:
+def test_one_person_walks_the_demo_to_a_dataset_on_another_port(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'vsr_demo.db'}"
-    env = _env(db_url)
+    port = _free_port()
+    site = f"http://127.0.0.1:{port}"
+    env = _env(db_url, port)
+    link_re = re.compile(re.escape(site) + r"/start/(generate|validate)\?token=[\w-]+")
     out = _run(["bash", str(ROOT / "scripts/demo_data.sh")], env, tmp_path)
-    links = LINK.findall(out)
-    full = [m.group(0) for m in LINK.finditer(out)]
+    links = link_re.findall(out)
+    full = [m.group(0) for m in link_re.finditer(out)]
     assert len(full) == len(set(full)), out  # every link printed once
     assert links.count("generate") == 1 and links.count("validate") >= 3, out
+    assert ":8000" not in out and f"Demo site: {site}" in out and f"{site}/admin" in out
     assert f"database: {db_url}" in out and f"export DATABASE_URL={db_url}" in out
     assert "vsr match" in out and "build-dataset --out" in out
     # Running the demo again changes nothing and still prints each link once.
     again = _run(["bash", str(ROOT / "scripts/demo_data.sh")], env, tmp_path)
-    assert LINK.findall(again) == links and "stored 0 new image pairs" in again
+    assert link_re.findall(again) == links and "stored 0 new image pairs" in again
+    # The CLI's links follow the port too.
+    invite = _run(["vsr", "invite", "create", "--label", "extra", "--roles", "validate"], env,
+                  tmp_path)
+    assert invite.startswith(f"validate: {site}/start/validate?token="), invite
+    with running() as (prolific_url, _):
+        created = _run(["vsr", "platform", "create", "--platform", "prolific",
+                        "--reward-cents", "900", "--places", "3"],
+                       env | {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": prolific_url},
+                       tmp_path)
+    assert f"entry URL: {site}/start/generate?PROLIFIC_PID=" in created, created
 
-    app = make_app(db_url, tmp_path, image_root=ROOT / "demo/coco/images")
-    browser = client_for(app)  # one browser for every link, as one person would
+    with _site(env, tmp_path, site):
+        # A second site on the same port: one line naming it, before uvicorn starts.
+        busy = subprocess.run([str(BIN / "vsr"), "serve"], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=120)
+        assert busy.returncode == 1 and busy.stdout == "", busy
+        (line,) = busy.stderr.strip().splitlines()
+        assert line.startswith(f"error: port {port} on 127.0.0.1 is not free"), line
+        walk(tmp_path, db_url, env, site, full)
+
+
+def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list[str]) -> None:
+    # The dashboard's entry links name the port the site runs on.
+    admin = httpx.Client(base_url=site, follow_redirects=True)
+    form = admin.get("/admin/login").text
+    token = re.search(r'name="csrf_token" value="([^"]+)"', form)
+    assert token is not None
+    r = admin.post("/admin/login", data={"username": "admin", "password": "demo-admin",
+                                         "csrf_token": token.group(1), "next": "/admin"})
+    assert r.status_code in (200, 303), r.text
+    settings_page = admin.get("/admin/settings").text
+    assert f"{site}/start/validate" in settings_page and ":8000" not in settings_page
+
+    # One browser for every link, as one person would.
+    browser = httpx.Client(base_url=site, follow_redirects=True)
     annotator = next(u for u in full if "/generate?" in u)
+    assert annotator.startswith(site)
     csrf = enter(browser, urlsplit(annotator).query)
     assert browser.post("/begin/generate", data={"csrf": csrf}).status_code == 200
     for relation in RELATIONS:
@@ -80,22 +158,29 @@ def test_one_person_walks_the_demo_to_a_dataset(tmp_path: Path) -> None:
                                                   duration_ms="9000"), follow_redirects=False)
         assert r.status_code == 303, r.text
 
-    def validate_everything() -> int:
+    def validate_everything() -> tuple[int, list[list[int]]]:
         """Each validator link in turn, batch after batch, until a batch offers nothing: the
-        other image of a caption comes in a later batch than the first (issue 12: both
-        halves of a caption never reach a validator in one batch), so a person reopens the
-        link when told they judged everything available."""
-        cast = 0
+        two halves of a caption never come in one batch, so a person reopens the link once,
+        when told they judged everything available. Returns the votes cast and, per
+        validator, the sizes of the batches that served something; each batch's counter
+        ("Item 1 of N") must be reached."""
+        cast, sizes = 0, []
         for link in (u for u in full if "/validate?" in u):
+            assert link.startswith(site)
             token = urlsplit(link).query.removeprefix("token=")
+            served: list[int] = []
             while True:
                 csrf = enter(browser, urlsplit(link).query, kind="validate")
                 browser.post("/begin/validate", data={"csrf": csrf})
-                in_batch = 0
+                in_batch, of = 0, None
                 while True:
                     page = browser.get("/validate", follow_redirects=False)
                     if page.status_code != 200 or 'name="assignment_id"' not in page.text:
                         break  # judged everything there is
+                    counter = re.search(r'id="item-number">(\d+)</strong> of (\d+)', page.text)
+                    assert counter and int(counter.group(1)) == in_batch + 1, page.text
+                    assert of in (None, int(counter.group(2)))
+                    of = int(counter.group(2))
                     fields = {k: form_field(page.text, k) for k in ("csrf", "assignment_id")}
                     value = "true" if _label_of_open_lease(db_url, token) else "false"
                     r = browser.post("/validate",
@@ -103,13 +188,20 @@ def test_one_person_walks_the_demo_to_a_dataset(tmp_path: Path) -> None:
                                      follow_redirects=False)
                     assert r.status_code == 303, r.text
                     in_batch += 1
-                cast += in_batch
                 if in_batch == 0:
                     break
-        return cast
+                assert in_batch == of, (in_batch, of)  # the counter was reached
+                done = browser.get("/done/validate").text
+                assert "Check for more work" in done and "page you came from" not in done
+                served.append(in_batch)
+            cast += sum(served)
+            sizes.append(served)
+        return cast, sizes
 
-    votes = validate_everything()
+    votes, sizes = validate_everything()
     assert votes == 3 * 2 * len(RELATIONS)  # every Example has its three votes
+    # One half of every caption, then (one reopen) the other halves.
+    assert sizes == [[len(RELATIONS), len(RELATIONS)]] * 3, sizes
 
     engine = make_engine(db_url)
     with Session(engine) as s:
@@ -122,7 +214,8 @@ def test_one_person_walks_the_demo_to_a_dataset(tmp_path: Path) -> None:
     assert f"{len(RELATIONS)} kept True Examples" in report and "multiple-choice items" in report
     # The distractors go to the validators (by default), who reject them; only then do the
     # items reach mc/.
-    assert validate_everything() > 0
+    distractors, sizes = validate_everything()
+    assert distractors > 0 and all(len(batches) == 1 for batches in sizes), sizes
     done = _run([str(BIN / "build-dataset"), "--out", "demo-dataset"], env, tmp_path)
     assert "validated" in done, done
     export = tmp_path / "demo-dataset"
@@ -146,4 +239,6 @@ def test_one_person_walks_the_demo_to_a_dataset(tmp_path: Path) -> None:
     with Session(engine) as s:
         assert len(mc) == len(s.exec(select(McItem)).all()) > 0
     engine.dispose()
+    # The Pipeline page counts what mc/ holds.
+    assert f"ready for mc/: {len(mc)} of" in admin.get("/admin/pipeline").text
     assert not (tmp_path / "vsr.db").exists()  # nothing fell back to the default database

@@ -555,12 +555,7 @@ def worker_table(
         .subquery("we")
     )
     # In-house workers are named by their invite's label ("invite-1" tells an admin nothing).
-    inv_q = (
-        select(INVITE.c.worker_id.label("worker_id"), func.max(INVITE.c.label).label("label"))
-        .where(INVITE.c.worker_id.is_not(None), INVITE.c.label != "")
-        .group_by(INVITE.c.worker_id)
-        .subquery("wi")
-    )
+    inv_q = invite_labels().subquery("wi")
     votes = func.coalesce(votes_q.c.votes, 0)
     captions = func.coalesce(ex_q.c.written, 0)
     agree_rate = cast(votes_q.c.agree, Float) / func.nullif(votes_q.c.with_majority, 0)
@@ -758,10 +753,58 @@ def distinct_values(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[
 
 
 def mc_summary(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, Any]:
+    """The latest matching run's items, and how many of them build-dataset writes to mc/:
+    those whose every distractor validators rejected (an unvalidated run: none)."""
+    from vsr_core.mc_items import surviving_items
+    from vsr_core.study import load_study_config
+
     run = MatchRun.__table__  # type: ignore[attr-defined]
-    n = _conn(session).execute(
-        select(func.count())
-        .select_from(MC.join(run, run.c.id == MC.c.run_id))
-        .where(run.c.study_id == study_id)
+    conn = _conn(session)
+    latest = conn.execute(
+        select(run.c.id, run.c.params).where(run.c.study_id == study_id)
+        .order_by(run.c.id.desc()).limit(1)
+    ).first()
+    if latest is None:
+        return {"mc_items": 0, "mc_run_items": 0}
+    total = conn.execute(
+        select(func.count()).select_from(MC).where(MC.c.run_id == latest.id)
     ).scalar_one()
-    return {"mc_items": int(n)}
+    ready = 0
+    if (latest.params or {}).get("negatives_sent"):
+        threshold = load_study_config(session, study_id).keep_threshold
+        ready = len(surviving_items(session, int(latest.id), threshold))
+    return {"mc_items": ready, "mc_run_items": int(total)}
+
+
+def invite_labels() -> Any:
+    """(worker_id, label): the label of a worker's invite, the name the dashboard shows."""
+    return (
+        select(INVITE.c.worker_id.label("worker_id"), func.max(INVITE.c.label).label("label"))
+        .where(INVITE.c.worker_id.is_not(None), INVITE.c.label != "")
+        .group_by(INVITE.c.worker_id)
+    )
+
+
+def worker_names(session: Session, workers: list[Worker]) -> dict[int, str]:
+    """Each worker's name as the Workers page gives it: their invite's label, else their id
+    on the platform (``invite-N`` for an invite)."""
+    ids = [w.id for w in workers if w.id is not None]
+    labels: dict[int, str] = {}
+    if ids:
+        stmt = invite_labels().where(INVITE.c.worker_id.in_(ids))
+        labels = {int(r.worker_id): str(r.label) for r in session.connection().execute(stmt)}
+    return {w.id: labels.get(w.id, w.external_id) for w in workers if w.id is not None}
+
+
+def validators_left(session: Session, example_id: int, author_id: int | None,
+                    study_id: int) -> int:
+    """How many of the study's workers could still vote on this Example: members whose
+    roles allow validation, not blocked, not its author, who have not voted on it. 0 means
+    an Example the queue still wants votes for waits for someone new to join."""
+    voted = select(VOTE.c.worker_id).where(VOTE.c.example_id == example_id)
+    rows = session.connection().execute(
+        select(WORKER.c.id, WORKER.c.roles).where(
+            study_members(study_id), WORKER.c.blocked.is_(False), WORKER.c.id.not_in(voted),
+        )
+    )
+    return sum(1 for r in rows if r.id != author_id and (not r.roles or "validate" in r.roles))

@@ -115,7 +115,6 @@ def open_or_resume(
         else:
             return batch
     size, minutes, per_day = limits(config, kind)
-    size = _sized_to_pool(session, strategy, worker.id, size, study_id)
     if per_day:
         since = now - DAY
         used = session.exec(
@@ -145,16 +144,20 @@ def open_or_resume(
     )
     session.add(batch)
     session.flush()
+    # Sized with the new batch in place: what it can hold follows from the worker's batches.
+    batch.size = _sized_to_pool(session, strategy, worker.id, size, study_id)
+    session.add(batch)
+    session.flush()
     return batch
 
 
 def _sized_to_pool(
     session: Session, strategy: LeaseStrategy, worker_id: int, size: int, study_id: int
 ) -> int:
-    """The batch's size: the study's, but no more than the items this worker can have now,
-    so the header reads "Pair 1 of 34" when 34 exist, not 200. Nothing available keeps the
-    study's size (the batch then ends at once, see ``give_up``). Strategies without an
-    ``available`` count (tests' own) keep the study's size."""
+    """The batch's size: the study's, but no more than the items this worker can have in it,
+    so the header reads "Pair 1 of 34" when 34 exist, not 200, and the counter can be
+    reached. Nothing available keeps the study's size (the batch then ends at once, see
+    ``give_up``). Strategies without an ``available`` count (tests' own) keep the study's size."""
     available = getattr(strategy, "available", None)
     if available is None:
         return size

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
+from sqlmodel import Session, col, select
 
+from vsr_core.models import Image
 from webapp.http.errors import PageError
 
 router = APIRouter(tags=["instructions"])
@@ -47,8 +49,17 @@ def photo_path(name: str) -> Path | None:
     return None
 
 
-def available() -> dict[str, dict[str, object]]:
-    """The example photos this deployment can serve, for the instructions template."""
+def in_the_pool(session: Session) -> set[int]:
+    """The COCO ids of the example photos that are images of this database (pairs to
+    caption, Examples to judge): showing one in the instructions would show a task's answer."""
+    ids = [entry[1] for entry in EXAMPLE_PHOTOS.values()]
+    return {int(i) for i in session.exec(select(Image.coco_id).where(col(Image.coco_id).in_(ids)))}
+
+
+def available(session: Session | None = None) -> dict[str, dict[str, object]]:
+    """The example photos this deployment can serve, for the instructions template; with a
+    session, none that is part of the work (the instructions then describe it in words)."""
+    taken = in_the_pool(session) if session is not None else set()
     return {
         name: {
             "src": f"/examples/{name}.jpg",
@@ -58,7 +69,7 @@ def available() -> dict[str, dict[str, object]]:
             "height": size[1],
         }
         for name, (_, coco_id, licence, size) in EXAMPLE_PHOTOS.items()
-        if photo_path(name) is not None
+        if photo_path(name) is not None and coco_id not in taken
     }
 
 

@@ -119,7 +119,7 @@ def _preview(kind: str, request: Request, session: Session, templates: Any) -> R
     show = task_previews(request).get(kind)
     if show is not None and sample is not None:
         task = show(request, session, sample)
-    return page(templates, request, "preview.html", kind, task=task, photos=example_photos(),
+    return page(templates, request, "preview.html", kind, task=task, photos=example_photos(session),
                 texts=study_texts(current_study(request)))
 
 
@@ -187,7 +187,7 @@ def instructions(
     return page(
         templates, request, "instructions.html", kind,
         size=size, minutes=minutes, per_day=per_day, open_batch=open_batch,
-        photos=example_photos(), texts=study_texts(study),
+        photos=example_photos(session), texts=study_texts(study),
     )
 
 

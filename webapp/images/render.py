@@ -28,7 +28,7 @@ log = logging.getLogger("webapp")
 COLOUR_A = (230, 25, 75)
 COLOUR_B = (30, 136, 229)
 MAX_SIDE = 900
-RENDER_VERSION = 3  # bump when the drawing changes, so cached files are not reused
+RENDER_VERSION = 4  # bump when the drawing changes, so cached files are not reused
 
 
 def find_source(image_root: Path, image: Image) -> Path | None:
@@ -79,12 +79,15 @@ def _overlay(base: PILImage.Image, mask: np.ndarray, colour: tuple[int, int, int
     alpha = PILImage.fromarray((mask * 255).astype(np.uint8), "L")
     tint = PILImage.new("RGB", base.size, colour)
     base.paste(tint, (0, 0), alpha.point(lambda v: v * 22 // 100))
-    # Outline = mask minus its erosion, thickened so it shows on a downscaled photo.
+    # Outline = the band of the mask within ``width`` px of its edge (thick enough to show on
+    # a downscaled photo), drawn inset: the photo's frame counts as outside the instance, so
+    # one that fills the photo is outlined all round inside it, not along the frame's edge
+    # where half the line would fall off the picture.
     width = max(3, round(max(base.size) / 250))
-    edge = PILImage.fromarray(
-        (np.asarray(alpha) & ~np.asarray(alpha.filter(ImageFilter.MinFilter(3)))), "L"
-    ).filter(ImageFilter.MaxFilter(width | 1))
-    base.paste(tint, (0, 0), edge)
+    framed = PILImage.fromarray(np.pad(mask, 1).astype(np.uint8) * 255, "L")
+    inner = framed.filter(ImageFilter.MinFilter(2 * width + 1))
+    band = (np.asarray(framed) & ~np.asarray(inner))[1:-1, 1:-1]
+    base.paste(tint, (0, 0), PILImage.fromarray(band, "L"))
 
 
 def render_marked(

@@ -99,18 +99,18 @@ def _not_seen_by(worker: Any, floor: Any = None) -> list[Any]:
 
 def _no_sibling_nearby(worker: Any) -> Any:
     """Condition: the other Example of the same annotation (the same caption on its other
-    image) was not leased to this validator in their current validation batch, nor as the
-    last item of their previous one.
+    image) was not leased to this validator in their current validation batch, nor, for the
+    batch's first item, as the last item of their previous one.
 
     The two Examples of one caption have opposite labels, so seeing both in one batch or back
-    to back across a batch boundary tells the validator that one is True and the other False
-    (issue 12). Only the previous batch's last lease counts, not the whole batch: a validator
-    whose last batch held one half of every caption must still be offered the other halves in
-    the next (excluding the whole previous batch starved them for good, since no new batch
-    opens while nothing is on offer). Part of the candidate query, so both backends apply it
-    with no extra statement; the batch ids are uncorrelated subqueries (evaluated once), the
-    previous batch's last lease is read by the (batch_id, id) index, and each candidate's
-    sibling by ix_example_annotation_id and ix_assignment_worker_example.
+    to back across a batch boundary tells the validator that one is True and the other False.
+    Only the previous batch's last lease counts, and only until the current batch has an
+    item: a validator whose last batch held one half of every caption gets every other half
+    in the next (blocking one of them for the whole batch left it for a third batch). Part of
+    the candidate query, so both backends apply it with no extra statement; the batch ids and
+    the previous batch's last lease are uncorrelated subqueries (evaluated once, by the
+    (batch_id, id) index), and each candidate's sibling is read by ix_example_annotation_id
+    and ix_assignment_worker_example.
     """
     sibling = Example.__table__.alias("sibling")  # type: ignore[attr-defined]
     lease = _A.alias("sibling_lease")
@@ -126,9 +126,12 @@ def _no_sibling_nearby(worker: Any) -> Any:
             .scalar_subquery()
         )
 
+    in_current = _A.alias("current_batch_lease")
+    # Only for the current batch's first item: later items already sit between them.
+    current_is_empty = ~sa_select(literal(1)).where(in_current.c.batch_id == batch_back(0)).exists()
     previous_last_lease = (
         sa_select(func.max(last_of_previous.c.id))
-        .where(last_of_previous.c.batch_id == batch_back(1))
+        .where(last_of_previous.c.batch_id == batch_back(1), current_is_empty)
         .scalar_subquery()
     )
     seen_sibling = (
@@ -148,6 +151,7 @@ def _no_sibling_nearby(worker: Any) -> Any:
 @dataclass(frozen=True)
 class Statements:
     regular: Any
+    servable: Any
     open_floor: Any
     gold: Any
     lease_taken: Any
@@ -230,20 +234,28 @@ def statements_for(dialect: str) -> Statements:
     # parameters is expanded anew on every execution (Python CPU), and PostgreSQL cannot
     # estimate it in a generic plan (see lease_regular).
     votable = col(Example.origin).in_([literal_column(f"'{o}'") for o in VOTABLE_ORIGINS])
+    unseen = (
+        col(Example.study_id) == STUDY_PARAM,
+        *open_non_gold,
+        at_floor,
+        votable,
+        has_room(),
+        *_not_seen_by(WORKER_PARAM, floor),
+    )
     candidates = (
         select(Example.id)
-        .where(
-            col(Example.study_id) == STUDY_PARAM,
-            *open_non_gold,
-            at_floor,
-            votable,
-            has_room(),
-            *_not_seen_by(WORKER_PARAM, floor),
-            _no_sibling_nearby(WORKER_PARAM),
-        )
+        .where(*unseen, _no_sibling_nearby(WORKER_PARAM))
         .order_by(col(Example.id))
     )
     regular = candidates.limit(bindparam("q_limit", type_=Integer))
+    # What a new batch could hold (read without locking, once per batch): the unseen open
+    # Examples with their caption, since a batch holds one half of a caption at most.
+    servable = (
+        select(Example.id, Example.annotation_id)
+        .where(*unseen)
+        .order_by(col(Example.id))
+        .limit(bindparam("q_limit", type_=Integer))
+    )
     # Gold rows are shared by every validator and their counters are not touched, so they
     # are read without a lock; random order so validators do not all meet the same one first.
     gold = (
@@ -317,6 +329,7 @@ def statements_for(dialect: str) -> Statements:
         vote_on_active = _vote_on_active(value)
     return Statements(
         regular=regular,
+        servable=servable,
         lease_regular=lease_regular,
         write_vote=write_vote,
         vote_on_active=vote_on_active,
@@ -356,6 +369,21 @@ def regular_candidates(
               **room_params(config)}
     rows = run_prebuilt(session, statements_for(dialect_of(session)).regular, params).scalars()
     return [i for i in rows if i is not None]
+
+
+def servable_count(
+    session: Session, worker_id: int, config: StudyConfig, limit: int,
+    study_id: int = DEFAULT_STUDY_ID,
+) -> int:
+    """How many regular items (up to ``limit``) one new validation batch of this worker can
+    hold: the open Examples they have not seen, each caption counted once (its two halves
+    never share a batch). Called with the new, still empty batch in place."""
+    params = {"q_worker": worker_id, "q_limit": 2 * limit, "q_floor": 0, "q_study": study_id,
+              **room_params(config)}
+    rows = run_prebuilt(session, statements_for(dialect_of(session)).servable, params).all()
+    captions = {("caption", r.annotation_id) if r.annotation_id is not None else ("example", r.id)
+                for r in rows}
+    return min(limit, len(captions))
 
 
 def gold_candidates(

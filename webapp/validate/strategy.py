@@ -28,6 +28,7 @@ from webapp.validate.statements import (
     gold_candidates,
     regular_candidates,
     run_prebuilt,
+    servable_count,
     statements_for,
 )
 
@@ -105,11 +106,14 @@ class ExampleStrategy:
     def available(
         self, session: Session, worker_id: int, limit: int, study_id: int = DEFAULT_STUDY_ID
     ) -> int:
-        """How many items (up to ``limit``) this worker could be served now: the open
-        Examples they have not seen (read without locking), plus the gold share that comes
-        with them at ``gold_rate``, no more than the gold items they have not seen."""
+        """How many items (up to ``limit``) a new batch of this worker can serve: the open
+        Examples they have not seen, one half of each caption (read without locking; called
+        with the new batch in place), none when not even a first item can be served, plus
+        the gold share that comes with them at ``gold_rate``, no more than the gold items
+        they have not seen."""
         config = self.study(session, study_id)
-        regular = len(regular_candidates(session, worker_id, config, limit, 0, study_id))
+        first = regular_candidates(session, worker_id, config, 1, 0, study_id)
+        regular = servable_count(session, worker_id, config, limit, study_id) if first else 0
         gold = 0
         if config.gold_rate > 0 and regular:
             share = config.gold_rate / max(1e-9, 1 - config.gold_rate)

@@ -172,9 +172,7 @@ def test_dashboard_first_use_in_chromium(
         # Pipeline: an empty sample job is a warning with its reason.
         page.goto(base + "/admin/pipeline")
         sample = page.locator('form[action="/admin/jobs/sample"]')
-        expect(sample.locator('textarea[name="coco_files"]')).to_have_attribute(
-            "placeholder", str(DEMO_COCO)
-        )
+        expect(sample.locator('textarea[name="coco_files"]')).to_have_value(str(DEMO_COCO))
         sample.locator('textarea[name="coco_files"]').fill(str(DEMO_COCO))
         sample.locator('input[name="min_area"]').fill("900000")
         sample.get_by_role("button", name="Sample pairs").click()

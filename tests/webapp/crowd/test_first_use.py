@@ -56,7 +56,8 @@ def vote(client: Any, value: str = "true") -> Any:
 
 
 def test_batch_header_shows_the_items_available(site: Any, engine: Engine) -> None:
-    """200 and 500 are the study's sizes; 2 pairs and 4 Examples are what exists."""
+    """200 and 500 are the study's sizes; 2 pairs and 4 Examples (2 captions) are what
+    exists, and one batch holds one half of each caption: 2 items, not 4."""
     annotator = client_for(site)
     start_prolific(annotator, "ann1")
     page = annotator.get("/generate")
@@ -64,10 +65,10 @@ def test_batch_header_shows_the_items_available(site: Any, engine: Engine) -> No
     validator = client_for(site)
     start_validate(validator, "val1")
     page = validator.get("/validate")
-    assert re.search(r'Item <strong id="item-number">1</strong> of 4', page.text)
+    assert re.search(r'Item <strong id="item-number">1</strong> of 2', page.text)
     with Session(engine) as s:
         sizes = sorted((b.kind, b.size) for b in s.exec(select(Batch)))
-    assert sizes == [("generate", 2), ("validate", 4)]
+    assert sizes == [("generate", 2), ("validate", 2)]
 
 
 def test_finish_now_with_work_done_gives_the_code(site: Any, engine: Engine) -> None:
@@ -120,8 +121,8 @@ def test_finish_now_with_nothing_done_has_no_code(site: Any, engine: Engine) -> 
 def test_a_validator_who_judged_everything_is_told_so(site: Any) -> None:
     client = client_for(site)
     csrf = start_validate(client, "all4")
-    # The two halves of a caption never come in one batch (issue 12), so the 4 Examples of 2
-    # captions take two batches; the validator reopens the link when told all is judged.
+    # The two halves of a caption never come in one batch, so the 4 Examples of 2 captions
+    # take two batches; the validator reopens the link once, when told all is judged.
     served: list[int] = []
     while not served or served[-1] and len(served) < 6:
         in_batch = 0
@@ -132,8 +133,9 @@ def test_a_validator_who_judged_everything_is_told_so(site: Any) -> None:
         done = client.get("/done/validate")
         assert "FIRST-USE" in done.text
         client.post("/begin/validate", data={"csrf": csrf})
-    # Never the other half of the item just judged (back to back), so 2, 1, 1 and then none.
-    assert sum(served) == 4 and served[0] == 2 and served[-1] == 0, served
+    # The other half of the item just judged never comes first in the next batch (back to
+    # back) but later in it: 2, 2 and then none.
+    assert served == [2, 2, 0], served
     # Back for more: nothing is left for them.
     assert client.get("/validate", follow_redirects=False).headers["location"] == "/done/validate"
     done = client.get("/done/validate")
@@ -188,6 +190,27 @@ def test_instructions_consent_picker_and_favicon(site: Any) -> None:
     assert page.count('value="among"') == 1
     icon = client.get("/favicon.ico")
     assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+
+
+def test_worked_examples_never_show_a_photo_of_the_work(site: Any, engine: Engine) -> None:
+    """Once the example photos are images of the study (the demo samples its pairs from the
+    same slice), the instructions describe the examples in words instead: a photo would show
+    a task's answer."""
+    from vsr_core.models import Image
+
+    with Session(engine) as s:
+        for coco_id, name in ((119828, "000000119828.jpg"), (174231, "000000174231.jpg")):
+            s.add(Image(coco_id=coco_id, file_name=name, coco_split="val2017", width=500,
+                        height=375))
+        s.commit()
+    client = client_for(site)
+    enter(client, "PROLIFIC_PID=pool1&STUDY_ID=st&SESSION_ID=se", kind="validate")
+    instructions = client.get("/instructions/validate").text
+    assert "/examples/cat-" not in instructions
+    assert "a black cat sitting in front of a laptop." in instructions
+    writer = client_for(site)
+    enter(writer, "PROLIFIC_PID=pool2&STUDY_ID=st&SESSION_ID=se")
+    assert "/examples/cat-" not in writer.get("/instructions/generate").text
 
 
 def test_consent_text_is_the_studys_own_and_safe(site: Any, engine: Engine) -> None:

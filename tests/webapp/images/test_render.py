@@ -128,3 +128,27 @@ def test_without_image_root_the_page_overlays_svg_on_the_coco_url(
     assert page.count('class="seg a"') >= 2 and page.count('class="seg b"') >= 2
     assert "/images/pair/" not in page
     assert client.get(f"/images/pair/{pair.id}/1.jpg").status_code == 404
+
+
+def test_an_instance_filling_the_photo_is_outlined_inside_it(
+    session: Session, coco_dir: Path, tmp_path: Path
+) -> None:
+    """A whole-image instance (its box is the photo) gets its outline drawn inset, all round
+    the frame, in full colour: along the frame the old outline fell half off the picture."""
+    (pair_id,) = make_pairs(session, coco_dir, 1)
+    pair = session.get(ImagePair, pair_id)
+    assert pair is not None
+    image = session.get(Image, pair.image1_id)
+    b = session.get(Instance, pair.image1_b_id)
+    assert image is not None and image.id is not None and b is not None
+    whole = Instance(coco_ann_id=-1, image_id=image.id, category_id=1, category="x",
+                     bbox=[0, 0, image.width, image.height], area=image.width * image.height,
+                     iscrowd=False, segmentation=[])
+    out = images.render_marked(coco_dir / "images", tmp_path / "cache", image, whole, b)
+    assert out is not None
+    with PILImage.open(out) as marked:
+        pixels = np.asarray(marked.convert("RGB")).astype(int)
+    red = (pixels[..., 0] > 180) & (pixels[..., 1] < 90) & (pixels[..., 2] < 120)
+    # Each side's outermost 2 px are red along most of their length.
+    for side in (red[:2, :], red[-2:, :], red[:, :2].T, red[:, -2:].T):
+        assert side.mean() > 0.8, side.mean()

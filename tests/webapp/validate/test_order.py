@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 from tests.support.webapp_coco import make_pairs
 from tests.webapp.validate.support import make_image, make_worker
 from vsr_core.captions import parse_caption
-from vsr_core.models import Annotation, Assignment, Batch, Example
+from vsr_core.models import Annotation, Assignment, Batch, Example, Worker
 from vsr_core.study import StudyConfig
 from webapp.validate import queue as vq
 from webapp.validate.strategy import ExampleStrategy
@@ -122,3 +122,23 @@ def test_siblings_never_back_to_back_nor_in_one_batch(
         missed = set(sibling_of) - set(flat)
         assert len(missed) <= 1, missed
         assert all(sibling_of[e] == sibling_of[flat[-1]] for e in missed), missed
+
+
+def test_every_caption_in_two_batches_whose_size_is_reached(
+    session: Session, vsr_dir: Path, coco_dir: Path
+) -> None:
+    """7 captions (14 Examples) and room for all in a batch: each validator is served one half
+    of every caption in their first batch and the other halves in their second (one reopen),
+    and each batch's size, the "of N" of its counter, is what it served."""
+    sibling_of = seed_queue(session, vsr_dir, coco_dir, 7)
+    strat = ExampleStrategy(config=StudyConfig(gold_rate=0.0), rng=random.Random(0))
+    for name in ("v1", "v2", "v3"):
+        batches = drive(session, strat, name)
+        assert [len(b) for b in batches] == [7, 7], batches
+        assert sorted(e for b in batches for e in b) == sorted(sibling_of)
+        sizes = session.exec(
+            select(Batch.size).join(Worker, col(Worker.id) == Batch.worker_id)
+            .where(Worker.external_id == name).order_by(col(Batch.id))
+        ).all()
+        # The third batch finds nothing and keeps the study's size (it ends at once).
+        assert list(sizes[:2]) == [7, 7], sizes

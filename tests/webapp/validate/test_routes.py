@@ -82,7 +82,8 @@ def test_instructions_batch_defaults_and_page(
     client.post("/begin/validate", data={"csrf": csrf})
     with Session(engine) as s:
         (batch,) = s.exec(select(Batch)).all()
-        assert (batch.kind, batch.size) == ("validate", 8)  # the 8 Examples, not 500
+        # 8 Examples of 4 captions: one half of each fits in a batch (4), not 8, not 500
+        assert (batch.kind, batch.size) == ("validate", 4)
         assert 89 * 60 <= (batch.deadline - batch.created_at).total_seconds() <= 90 * 60
     page = client.get("/validate")
     assert page.status_code == 200
@@ -140,8 +141,8 @@ def test_json_api_round_trip_idempotent_and_owned(site: Any, engine: Engine) -> 
     start(a, "va")
     start(b, "vb")
     item = a.get("/api/validate/item").json()
-    # 8 Examples exist: the batch holds 8, not the study's 500.
-    assert item["batch_size"] == 8 and item["done"] == 0 and not item["finished"]
+    # 8 Examples of 4 captions exist: the batch holds one half of each, not the study's 500.
+    assert item["batch_size"] == 4 and item["done"] == 0 and not item["finished"]
     public = item["item"]
     assert set(public) == {
         "assignment_id", "caption", "subj", "obj", "relation", "frame_question", "image"

@@ -128,9 +128,13 @@ def example_page(
         if example.annotation_id is not None
         else None
     )
+    names = stats.worker_names(session, [w for _, w in votes] + ([author] if author else []))
     n = len(votes)
     agree = sum(1 for v, _ in votes if v.value == example.label)
     cfg = study_config(session, admin_study(request).id)
+    assert example.id is not None
+    stuck = bool(example.queue_open and not example.is_gold) and stats.validators_left(
+        session, example.id, example.author_id, example.study_id) == 0
     return render(
         request,
         admin,
@@ -141,6 +145,8 @@ def example_page(
         votes=votes,
         author=author,
         other_half=other_half,
+        names=names,
+        stuck=stuck,
         n=n,
         agree=agree,
         cfg=cfg,

@@ -68,7 +68,9 @@ def _pipeline(
     ).all()
     forms = {k: model.model_json_schema() for k, model in jobs.JOB_KINDS.items()}
     values: dict[str, dict[str, Any]] = {k: {} for k in jobs.JOB_KINDS}
-    values["sample"]["coco_files"] = jobs.last_coco_files(session)
+    # Filled in, never a grey placeholder that looks filled: the last job's files, else the
+    # bundled demo's.
+    values["sample"]["coco_files"] = jobs.last_coco_files(session) or str(DEMO_COCO)
     if kind is not None and typed is not None:
         values[kind] = typed
     return render(
