@@ -6,7 +6,7 @@ that says so; the definitions stored before (the default study's among them) los
 here, so every stored study still parses. The hash follows the new text.
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-11-26 09:20:00
 """
 import hashlib
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0012'
-down_revision: str | None = '0010'
+down_revision: str | None = '0011'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -6,7 +6,7 @@ would invalidate collected data) and keeps every earlier one with its hash in st
 batches. Every existing study gets its stored definition as version 1.
 
 Revision ID: 0016
-Revises: 0010
+Revises: 0012
 Create Date: 2026-11-26 09:30:00
 """
 from collections.abc import Sequence
@@ -18,7 +18,7 @@ from alembic import op
 import vsr_core.types
 
 revision: str = '0016'
-down_revision: str | None = '0010'
+down_revision: str | None = '0012'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
