@@ -92,6 +92,14 @@ class Settings(BaseSettings):
         """DATA_ROOTS as absolute folders (symbolic links resolved)."""
         return [Path(p.strip()).resolve() for p in self.data_roots.split(",") if p.strip()]
 
+    @model_validator(mode="after")
+    def _default_base_url(self) -> Settings:
+        # The one place the default public address is made: it follows the serve port, so
+        # moving the site (PORT=8100) moves every link the site and the CLI print.
+        if not self.base_url:
+            self.base_url = local_url(self.port)
+        return self
+
 
 # Keys that were ever printed in this project (the old development default): a key anyone can
 # read lets anyone forge an admin cookie, so these are refused like a missing one.
