@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,21 @@ from pycocotools import mask as mask_utils
 COLOUR_A = (230, 25, 75)
 COLOUR_B = (30, 136, 229)
 MAX_SIDE = 900
+
+
+def end_with_parent() -> None:
+    """Pool initializer: end this child when the server process that started it is gone (a
+    SIGKILL leaves nobody to shut the pool down, and the child would wait forever). Polled,
+    not PR_SET_PDEATHSIG (webapp.http.parent_watch): that follows the parent *thread*, and
+    the request thread that happened to start the pool may end long before the process."""
+    parent = os.getppid()
+
+    def poll() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=poll, name="parent-watch", daemon=True).start()
 
 
 def mask_of(seg: Any, bbox: Any, height: int, width: int) -> np.ndarray:

@@ -26,7 +26,14 @@ import numpy as np
 
 from vsr_core.models import Image, Instance
 from webapp.http.errors import PageError
-from webapp.images.draw import COLOUR_A, COLOUR_B, MAX_SIDE, draw_marked, mask_of
+from webapp.images.draw import (
+    COLOUR_A,
+    COLOUR_B,
+    MAX_SIDE,
+    draw_marked,
+    end_with_parent,
+    mask_of,
+)
 
 __all__ = ["COLOUR_A", "COLOUR_B", "MAX_SIDE", "find_source", "instance_mask", "render_marked",
            "svg_shapes"]
@@ -89,7 +96,8 @@ class _Pool:
         with self._lock:
             if self._executor is None:
                 self._executor = ProcessPoolExecutor(
-                    max_workers=POOL_WORKERS, mp_context=multiprocessing.get_context("spawn")
+                    max_workers=POOL_WORKERS, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=end_with_parent,
                 )
             return self._executor
 
