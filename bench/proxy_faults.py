@@ -6,7 +6,8 @@ shipped deploy/nginx config) to two replicas on one PostgreSQL, while
 3. PostgreSQL itself is restarted (``pg_ctl restart -m immediate``): the client-visible outage
    (the longest time in which no client got an answer that was not a 5xx) is printed against
    the database's own restart time (pg_ctl's, until it accepts connections again), with the
-   5xx the clients saw by status. Target: outage <= restart + 1 s, and 503s, no 502s.
+   5xx the clients saw by status. Target: outage <= restart + 1 s, and 503s, no 502s. During
+   that phase 10 more clients load a page (GET /healthz) every 20 ms besides the validators.
 
 The site's PostgreSQL is a server of the bench's own (initdb/pg_ctl on a free port,
 bench/load/private_pg.py), never the shared one: it is restarted.
@@ -45,7 +46,7 @@ from bench.load.http_client import HttpxClient
 from bench.load.nginx import Proxy, nginx_binary
 from bench.load.private_pg import PrivatePostgres, available
 from bench.load.server import Server, free_port
-from bench.load.validators import Stats, baseline_client, enter, pct, validator
+from bench.load.validators import Stats, baseline_client, enter, pct, request, validator
 
 
 def terminate_backends(url: str) -> int:
@@ -67,15 +68,24 @@ def terminate_backends(url: str) -> int:
     return int(n)
 
 
+async def probe(client: HttpxClient, stats: Stats, deadline: float) -> None:
+    """A page load now and then (GET /healthz, which reads the database): nginx passes a
+    failed GET on to the other replica, where a failed POST goes back to the client."""
+    while time.monotonic() < deadline:
+        if await request(client, "GET", "/healthz", stats, deadline) is None:
+            return
+        await asyncio.sleep(0.02)
+
+
 async def phase(testers: list[HttpxClient], seed_: Seed, slots: list[dict[str, Any]],
-                seconds: float, total: Stats) -> Stats:
+                seconds: float, total: Stats, probes: list[HttpxClient] | None = None) -> Stats:
     stats = Stats()
     deadline = time.monotonic() + seconds
     await asyncio.gather(*(
         validator(c, seed_, stats, deadline, random.Random(k + int(deadline)), True, 0.0,
                   slots[k])
         for k, c in enumerate(testers)
-    ))
+    ), *(probe(c, stats, deadline) for c in probes or []))
     total.acked.extend(stats.acked)
     total.retries += stats.retries
     total.errors.update(stats.errors)
@@ -98,10 +108,12 @@ def outage(stats: Stats) -> float:
 
 
 async def scenario(name: str, fault: Any, recover: Any, proxy: Proxy, seed_: Seed,
-                   args: argparse.Namespace, total: Stats) -> Stats:
+                   args: argparse.Namespace, total: Stats, n_probes: int = 0) -> Stats:
     limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
     clients = [httpx.AsyncClient(base_url=proxy.base, verify=False, timeout=30, limits=limits)
                for _ in range(args.concurrency)]
+    probes = [httpx.AsyncClient(base_url=proxy.base, verify=False, timeout=30, limits=limits)
+              for _ in range(n_probes)]
     try:
         sem = asyncio.Semaphore(20)
         tag = name[:3]
@@ -123,7 +135,8 @@ async def scenario(name: str, fault: Any, recover: Any, proxy: Proxy, seed_: See
         await phase(testers, seed_, slots, args.warmup, total)
         before = await phase(testers, seed_, slots, args.phase, total)
         print(line("before", before, args.phase, base_rate, base_p99), flush=True)
-        during_task = asyncio.create_task(phase(testers, seed_, slots, args.phase, total))
+        during_task = asyncio.create_task(phase(testers, seed_, slots, args.phase, total,
+                                                [HttpxClient(c) for c in probes]))
         await asyncio.sleep(0.5)
         print(f"  fault: {await asyncio.to_thread(fault)}", flush=True)
         during = await during_task
@@ -133,7 +146,7 @@ async def scenario(name: str, fault: Any, recover: Any, proxy: Proxy, seed_: See
         print(line("after", after, args.phase, base_rate, base_p99), flush=True)
         return during
     finally:
-        await asyncio.gather(*(c.aclose() for c in clients))
+        await asyncio.gather(*(c.aclose() for c in clients + probes))
 
 
 def main() -> int:
@@ -209,7 +222,8 @@ def main() -> int:
         worst = -1e9
         for k in range(args.restarts if "restart" in only else 0):
             during = run_loop(scenario(f"PostgreSQL restart {k + 1}", restart_db,
-                                       lambda: "none needed", proxy, seed_, args, total))
+                                       lambda: "none needed", proxy, seed_, args, total,
+                                       n_probes=10))
             seen = outage(during)
             worst = max(worst, seen - restarted[-1])
             by_status = dict(sorted(during.errors.items()))

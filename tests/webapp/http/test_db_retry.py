@@ -168,3 +168,23 @@ def test_a_database_that_is_down_gets_503_with_retry_after_on_a_kept_connection(
         sockets.append(conn.sock)
     assert all(s is sockets[0] and s is not None for s in sockets)  # one connection, kept
     conn.close()
+
+
+def test_a_connection_lost_after_the_answer_is_no_error(dropping_site: Any) -> None:
+    """PostgreSQL going away between a route's last statement and the session's closing
+    ROLLBACK: the answer stands. Before, the ROLLBACK's error reached the server after the
+    response had started, and uvicorn dropped the keep-alive connection (nginx: a 502 for
+    the next request on it)."""
+    from fastapi.testclient import TestClient
+
+    app, terminator, _ = dropping_site
+
+    def after(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.strip().lower() == "select 1" and not terminator.fired:
+            terminator._kill(conn)
+
+    event.listen(app.state.engine, "after_cursor_execute", after)
+    client = TestClient(app)  # raises what the app raises
+    r = client.get("/healthz")
+    assert r.status_code == 200 and terminator.fired == 1
+    assert client.get("/healthz").status_code == 200
