@@ -167,18 +167,11 @@ def main() -> int:
         sys.exit("PostgreSQL's initdb and pg_ctl are not installed")
     only = set(args.only or ["kill", "terminate", "restart"])
 
-    from sqlalchemy import text
-
     from migrations.runner import upgrade
-    from vsr_core.db import make_engine
 
     pg = PrivatePostgres(free_port())
     pg.start()
-    admin = make_engine(pg.admin_url).execution_options(isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(text("CREATE DATABASE vsr_faults"))
-    admin.dispose()
-    url = pg.admin_url.rsplit("/", 1)[0] + "/vsr_faults"
+    url = pg.create_database("vsr_faults")
     scratch = Path(tempfile.mkdtemp(prefix="vsr_proxy_faults_"))
     replicas = [Server(url, free_port(), 1, scratch / f"replica{k}.log") for k in range(2)]
     proxy = Proxy(scratch / "nginx", [r.port for r in replicas], free_port(), free_port())

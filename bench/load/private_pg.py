@@ -72,6 +72,18 @@ class PrivatePostgres:
             raise RuntimeError(f"pg_ctl {action} failed: {out.stdout}{out.stderr}"
                                f"{self.log.read_text()[-2000:] if self.log.exists() else ''}")
 
+    def create_database(self, name: str) -> str:
+        """A new database on this server; its URL."""
+        from sqlalchemy import text
+
+        from vsr_core.db import make_engine
+
+        admin = make_engine(self.admin_url).execution_options(isolation_level="AUTOCOMMIT")
+        with admin.connect() as c:
+            c.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        return self.admin_url.rsplit("/", 1)[0] + "/" + name
+
     def restart(self) -> float:
         """``pg_ctl restart -m immediate``; seconds until it accepts connections again."""
         t0 = time.perf_counter()

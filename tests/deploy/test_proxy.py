@@ -22,7 +22,6 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import text
 from sqlmodel import Session, select
 
 from bench.load import private_pg
@@ -140,11 +139,7 @@ def private_stack(coco_dir: Path, tmp_path: Path) -> Iterator[tuple[Stack, Priva
     pg = PrivatePostgres(free_port())
     try:
         pg.start()
-        admin = make_engine(pg.admin_url).execution_options(isolation_level="AUTOCOMMIT")
-        with admin.connect() as c:
-            c.execute(text("CREATE DATABASE vsr"))
-        admin.dispose()
-        url = pg.admin_url.rsplit("/", 1)[0] + "/vsr"
+        url = pg.create_database("vsr")
         upgrade(url)
         pair_id = _seed_site(url, coco_dir)
         set_study(url, gold_rate=0.0)

@@ -10,7 +10,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.support.webapp_coco import client_for, make_app, make_pairs
-from vsr_core.models import Image, ImagePair, Instance
+from tests.webapp.images.test_render import first_image
+from vsr_core.models import ImagePair, Instance
 from webapp.images import render as images
 from webapp.images.signed_urls import pair_image_url
 
@@ -54,13 +55,7 @@ def test_the_cache_is_keyed_by_the_geometry(
 ) -> None:
     """Two servers over different databases sharing one cache folder: same ids, different
     geometry, different files (before, the second server served the first one's drawing)."""
-    (pair_id,) = make_pairs(session, coco_dir, 1)
-    pair = session.get(ImagePair, pair_id)
-    assert pair is not None
-    image = session.get(Image, pair.image1_id)
-    a = session.get(Instance, pair.image1_a_id)
-    b = session.get(Instance, pair.image1_b_id)
-    assert image is not None and a is not None and b is not None
+    image, a, b = first_image(session, coco_dir)
     cache, root = tmp_path / "shared_cache", coco_dir / "images"
     first = images.render_marked(root, cache, image, a, b)
     other_a = a.model_copy(update={"segmentation": None, "bbox": [5.0, 5.0, 50.0, 40.0]})
