@@ -27,6 +27,7 @@ from collection.validate import (
     check_file_name,
     check_id,
     check_segmentation,
+    check_size,
     check_text,
     check_web_url,
 )
@@ -238,8 +239,9 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
             )
         width = _int(img.get("width"), f"the width of image {image_id}", path)
         height = _int(img.get("height"), f"the height of image {image_id}", path)
+        check_size(width, height, image_id, path)
         # What the site later draws and serves: refused here, with the id, if unusable.
-        bbox = check_bbox(ann.get("bbox"), ann_id, path)
+        bbox = check_bbox(ann.get("bbox"), ann_id, width, height, path)
         seg = check_segmentation(ann.get("segmentation"), ann_id, width, height, path)
         area_raw = ann.get("area")
         if area_raw is None:

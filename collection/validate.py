@@ -23,6 +23,10 @@ from vsr_core.limits import INT32_MAX, LimitError, check_value
 # no segment starting with "." (so no ".."), no absolute path, no backslash, no NUL.
 _FILE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*")
 FILE_NAME_MAX = 64  # Image.file_name's column
+# The largest photo side accepted (COCO's are at most 640 px): geometry is checked against the
+# declared size, and pycocotools crashes on coordinates near 4.2e8.
+MAX_SIDE = 20_000
+OUTSIDE_SHARE = 0.01  # plus 2 px: see margin()
 # A compressed RLE string (pycocotools' encoding: characters "0" to "o").
 _RLE_COUNTS = re.compile(r"[0-o]*")
 
@@ -79,7 +83,27 @@ def check_text(value: Any, field: str, what: str, column: Any, path: Path) -> No
         raise CocoFileError(f"{path}: {exc}") from None
 
 
-def check_bbox(bbox: Any, ann_id: int, path: Path) -> list[float]:
+def check_size(width: int, height: int, image_id: int, path: Path) -> None:
+    """A photo's declared size: the bounds every geometry on it is checked against."""
+    if not (0 < width <= MAX_SIDE and 0 < height <= MAX_SIDE):
+        raise CocoFileError(
+            f"{path}: image {image_id} is {width}x{height} px; each side must be 1 to {MAX_SIDE}"
+        )
+
+
+def margin(side: int) -> float:
+    """How far outside the image a coordinate may lie: annotation tools round and overshoot
+    a little (real COCO stays inside; LVIS-style files by a pixel or so)."""
+    return 2.0 + OUTSIDE_SHARE * side
+
+
+def _inside(xs: list[float], ys: list[float], width: int, height: int) -> bool:
+    mx, my = margin(width), margin(height)
+    return (min(xs) >= -mx and max(xs) <= width + mx
+            and min(ys) >= -my and max(ys) <= height + my)
+
+
+def check_bbox(bbox: Any, ann_id: int, width: int, height: int, path: Path) -> list[float]:
     if not (isinstance(bbox, list) and len(bbox) == 4 and all(_finite(v) for v in bbox)):
         raise CocoFileError(
             f"{path}: annotation {ann_id} has bbox {str(bbox)[:80]}; expected 4 numbers "
@@ -88,6 +112,12 @@ def check_bbox(bbox: Any, ann_id: int, path: Path) -> list[float]:
     if bbox[2] <= 0 or bbox[3] <= 0:
         raise CocoFileError(
             f"{path}: annotation {ann_id} has a bbox without a positive width and height"
+        )
+    x, y, w, h = bbox
+    if not _inside([x, x + w], [y, y + h], width, height):
+        raise CocoFileError(
+            f"{path}: annotation {ann_id} has bbox {str(bbox)[:80]}, outside its "
+            f"{width}x{height} image"
         )
     return [float(v) for v in bbox]
 
@@ -112,6 +142,11 @@ def check_segmentation(seg: Any, ann_id: int, width: int, height: int, path: Pat
                 raise CocoFileError(
                     f"{where} not a list of polygons (each an even number, at least 6, of "
                     f"coordinates): {str(poly)[:80]}"
+                )
+            # pycocotools (C) overflows and crashes the process on far-away points.
+            if not _inside(poly[0::2], poly[1::2], width, height):
+                raise CocoFileError(
+                    f"{where} outside its {width}x{height} image: {str(poly)[:80]}"
                 )
         return seg
     if not isinstance(seg, dict):

@@ -15,6 +15,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "deploy" / "nginx"
 STATIC_DIR = ROOT / "webapp" / "static"
+# As docker-compose.yml ships them: a replica that cannot be reached 3 times is rested 2 s.
+UPSTREAM_OPTIONS = "max_fails=3 fail_timeout=2s"
 PLACEHOLDER = re.compile(r"\$\{(VSR_[A-Z_]+)\}")
 
 
@@ -47,18 +49,18 @@ class Proxy:
     """nginx from ``prefix`` over the given replica ports, TLS on ``https_port``."""
 
     def __init__(self, prefix: Path, upstream_ports: list[int], https_port: int,
-                 http_port: int, host: str = "localhost", fail_timeout: int = 5) -> None:
+                 http_port: int, host: str = "localhost") -> None:
         self.prefix, self.https_port, self.http_port = prefix, https_port, http_port
         self.host = host
         self.proc: subprocess.Popen[bytes] | None = None
         for sub in ("tmp", "cache"):
             (prefix / sub).mkdir(parents=True, exist_ok=True)
         cert, key = self_signed(prefix, host)
-        servers = " ".join(f"server 127.0.0.1:{p} max_fails=1 fail_timeout={fail_timeout}s;"
-                           for p in upstream_ports)
+        servers = " ".join(f"server 127.0.0.1:{p} {UPSTREAM_OPTIONS};" for p in upstream_ports)
         values = {
             "VSR_PREFIX": str(prefix), "VSR_MIME_TYPES": "/etc/nginx/mime.types",
             "VSR_UPSTREAM_SERVERS": servers, "VSR_PUBLIC_HOST": f"{host}:{https_port}",
+            "VSR_SERVER_NAME": host,
             "VSR_HTTP_PORT": str(http_port), "VSR_HTTPS_PORT": str(https_port),
             "VSR_TLS_CERT": str(cert), "VSR_TLS_KEY": str(key),
             "VSR_STATIC_DIR": str(STATIC_DIR), "VSR_CACHE_DIR": str(prefix / "cache"),

@@ -48,6 +48,14 @@ CASES = [
      "annotation 1000 has a segmentation that is not a list of polygons"),
     ({"ann": {"segmentation": {"counts": "!!", "size": [480, 640]}}},
      "annotation 1000 has a segmentation that is an RLE without valid counts"),
+    # pycocotools segfaults on a polygon near 4.2e8 px: the server process with it.
+    ({"ann": {"segmentation": [[0, 0, 4.3e8, 0, 4.3e8, 4.3e8]]}},
+     "annotation 1000 has a segmentation that is outside its 640x480 image"),
+    ({"ann": {"segmentation": [[10, 10, 100, 10, 100, -20]]}},
+     "annotation 1000 has a segmentation that is outside its 640x480 image"),
+    ({"ann": {"bbox": [600, 10, 100, 50]}},
+     "annotation 1000 has bbox [600, 10, 100, 50], outside its 640x480 image"),
+    ({"image": {"width": 4 * 10**8}}, "image 1 is 400000000x480 px; each side must be 1 to"),
     ({"ann": {"bbox": [1, 2]}}, "annotation 1000 has bbox [1, 2]; expected 4 numbers"),
     ({"ann": {"bbox": [1, 2, 0, 5]}}, "annotation 1000 has a bbox without a positive width"),
     ({"ann": {"area": float("inf")}}, "annotation 1000 has area inf"),
@@ -178,3 +186,18 @@ def test_import_vsr_checks_limits_before_writing(engine: Engine, tmp_path: Path)
                                              r"at most 300 fit"):
         import_vsr_file(engine, path)
     assert counts(engine) == {"Example": 0, "Vote": 0, "Worker": 0, "Image": 0}
+
+
+def test_geometry_a_little_outside_the_image_is_accepted(tmp_path: Path) -> None:
+    """Annotation tools round and overshoot by a pixel or so: within 2 px + 1 % of the side a
+    point is accepted, beyond it refused (640 x 480: x up to 648.4, y up to 486.8)."""
+    from collection.errors import CocoFileError
+    from collection.validate import check_bbox, check_segmentation
+
+    path = tmp_path / "instances.json"
+    near = [[-1.5, -0.5, 648.0, 0.0, 648.0, 486.5]]
+    assert check_segmentation(near, 7, 640, 480, path) == near
+    assert check_bbox([-2.0, 0.0, 650.0, 486.0], 7, 640, 480, path) == [-2.0, 0.0, 650.0, 486.0]
+    for far in ([[0, 0, 649, 0, 649, 10]], [[0, 0, 10, 0, 10, 487.5]], [[-8.5, 0, 10, 0, 10, 9]]):
+        with pytest.raises(CocoFileError, match="annotation 7 has a segmentation that is outside"):
+            check_segmentation(far, 7, 640, 480, path)

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,13 @@ import httpx
 import pytest
 from sqlmodel import Session, select
 
+from bench.load import private_pg
 from bench.load.audit import check
 from bench.load.database import VSR_RAW, seed
 from bench.load.nginx import Proxy, nginx_binary
+from bench.load.private_pg import PrivatePostgres
 from bench.load.validators import Stats
+from migrations.runner import upgrade
 from tests.support.browser import free_port, launch_chromium, require_chromium
 from tests.support.webapp_coco import set_study
 from tests.webapp.validate.test_routes import seed_examples
@@ -73,21 +77,9 @@ def _wait_healthy(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
     pytest.fail("vsr serve did not answer: " + log.read_text())
 
 
-@pytest.fixture
-def stack(pg_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[Stack]:
-    if nginx_binary() is None:
-        pytest.skip("nginx is not installed (scripts/test.sh installs Debian's nginx-light)")
-    if not VSR_RAW.is_file():
-        pytest.skip(f"real VSR data not found at {VSR_RAW}")
-    engine = make_engine(pg_url)
-    with Session(engine) as s:
-        seed_examples(s, coco_dir, 3)
-        pair_id = s.exec(select(ImagePair.id)).first()
-        assert pair_id is not None
-        create_admin(s, "admin", PASSWORD)
-    engine.dispose()
-    seed(pg_url, 400, 0, 0)  # real VSR captions to vote on while a replica dies
-    set_study(pg_url, gold_rate=0.0)
+@contextmanager
+def _serve(db_url: str, coco_dir: Path, tmp_path: Path, pair_id: int) -> Iterator[Stack]:
+    """Two `vsr serve` replicas on ``db_url`` behind the shipped nginx config."""
     https_port, ports = free_port(), [free_port(), free_port()]
     env = {
         "SECRET_KEY": SECRET, "TRUSTED_PROXIES": "127.0.0.1",
@@ -97,13 +89,13 @@ def stack(pg_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[Stack]:
     replicas = []
     try:
         for k, port in enumerate(ports):
-            replicas.append(_replica(pg_url, port, env, tmp_path / f"replica{k}.log"))
+            replicas.append(_replica(db_url, port, env, tmp_path / f"replica{k}.log"))
         for k, (port, proc) in enumerate(zip(ports, replicas, strict=True)):
             _wait_healthy(port, proc, tmp_path / f"replica{k}.log")
         proxy = Proxy(tmp_path / "nginx", ports, https_port, free_port())
         proxy.start()
         try:
-            yield Stack(proxy, replicas, ports, pg_url, pair_id)
+            yield Stack(proxy, replicas, ports, db_url, pair_id)
         finally:
             proxy.stop()
     finally:
@@ -111,6 +103,50 @@ def stack(pg_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[Stack]:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=20)
+
+
+def _seed_site(db_url: str, coco_dir: Path) -> int:
+    engine = make_engine(db_url)
+    with Session(engine) as s:
+        seed_examples(s, coco_dir, 3)
+        pair_id = s.exec(select(ImagePair.id)).first()
+        assert pair_id is not None
+        create_admin(s, "admin", PASSWORD)
+    engine.dispose()
+    return pair_id
+
+
+@pytest.fixture
+def stack(pg_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[Stack]:
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed (scripts/test.sh installs Debian's nginx-light)")
+    if not VSR_RAW.is_file():
+        pytest.skip(f"real VSR data not found at {VSR_RAW}")
+    pair_id = _seed_site(pg_url, coco_dir)
+    seed(pg_url, 400, 0, 0)  # real VSR captions to vote on while a replica dies
+    set_study(pg_url, gold_rate=0.0)
+    with _serve(pg_url, coco_dir, tmp_path, pair_id) as served:
+        yield served
+
+
+@pytest.fixture
+def private_stack(coco_dir: Path, tmp_path: Path) -> Iterator[tuple[Stack, PrivatePostgres]]:
+    """The same, over a PostgreSQL server of the test's own, which it may restart."""
+    if nginx_binary() is None:
+        pytest.skip("nginx is not installed (scripts/test.sh installs Debian's nginx-light)")
+    if not private_pg.available():
+        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed")
+    pg = PrivatePostgres(free_port())
+    try:
+        pg.start()
+        url = pg.create_database("vsr")
+        upgrade(url)
+        pair_id = _seed_site(url, coco_dir)
+        set_study(url, gold_rate=0.0)
+        with _serve(url, coco_dir, tmp_path, pair_id) as served:
+            yield served, pg
+    finally:
+        pg.stop()
 
 
 def _client(stack: Stack) -> httpx.Client:
@@ -299,3 +335,80 @@ def _send(c: httpx.Client, method: str, path: str, body: Any, stats: Stats) -> h
             continue
         return r
     raise AssertionError(f"{method} {path}: no answer through the proxy")
+
+
+def test_the_proxy_names_no_version_and_answers_only_its_own_host(stack: Stack) -> None:
+    with _client(stack) as c:
+        r = c.get("/static/site.css")
+        assert r.status_code == 200 and r.headers["server"] == "nginx"  # no version
+        assert r.headers["strict-transport-security"].startswith("max-age=")
+        assert r.headers["x-content-type-options"] == "nosniff"
+        missing = c.get("/static/no-such-file.css")
+        assert missing.status_code == 404 and "nginx/" not in missing.text
+        assert c.get("/healthz").status_code == 200  # the site's own name and port
+        # Another Host over the site's TLS: closed without an answer (444).
+        with pytest.raises(httpx.RemoteProtocolError):
+            c.get("/healthz", headers={"Host": "evil.example"})
+    with httpx.Client(verify=False, timeout=10) as plain:
+        r = plain.get(f"http://localhost:{stack.proxy.http_port}/x")
+        assert r.status_code == 301 and r.headers["location"].startswith(stack.proxy.base)
+        with pytest.raises(httpx.RemoteProtocolError):
+            plain.get(f"http://localhost:{stack.proxy.http_port}/x",
+                      headers={"Host": "evil.example"})
+    # A TLS client that names another host (SNI) is refused in the handshake.
+    import socket
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", stack.proxy.https_port), timeout=10) as raw, \
+            pytest.raises(ssl.SSLError):
+        ctx.wrap_socket(raw, server_hostname="evil.example").close()
+
+
+def test_a_database_restart_gives_503_with_retry_after_not_502(
+    private_stack: tuple[Stack, PrivatePostgres],
+) -> None:
+    """PostgreSQL restarted (`pg_ctl restart -m immediate`) under clients on keep-alive
+    connections through nginx: while it is away they get 503 with Retry-After from the app,
+    never a 502 from nginx (before: both replicas taken out, "no live upstreams")."""
+    stack, pg = private_stack
+    seen: list[tuple[float, int, str | None]] = []
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def client(k: int) -> None:
+        with _client(stack) as c:
+            _enter(c, f"restart{k:02d}")
+            while not stop.is_set():
+                for path in ("/api/validate/item", "/healthz"):
+                    try:
+                        r = c.get(path)
+                    except httpx.TransportError as exc:
+                        failures.append(f"{path}: {exc!r}")
+                        continue
+                    seen.append((time.monotonic(), r.status_code, r.headers.get("retry-after")))
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    try:
+        _until(lambda: len(seen) >= 50)
+        for _ in range(3):  # until the clients met the database away at least once
+            pg.restart()
+            back = time.monotonic()
+            _until(lambda since=back: sum(t > since + 1.0 for t, _, _ in seen) >= 50)
+            if any(status == 503 for _, status, _ in seen):
+                break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    codes = Counter(status for _, status, _ in seen)
+    assert not failures, failures[:3]
+    # 409: a validator whose batch has no item left (three pairs to share); the app's answer.
+    assert set(codes) <= {200, 409, 503}, codes
+    assert codes[503] > 0, codes
+    assert all(retry == "2" for _, status, retry in seen if status == 503)
+    assert all(status in (200, 409) for t, status, _ in seen if t > back + 1.0), codes

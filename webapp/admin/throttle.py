@@ -9,6 +9,10 @@ The failures are rows of ``RateEvent`` (webapp.http.rate_limits), so every serve
 the same count (in memory, N uvicorn workers gave a guesser N times the limit). The address
 is the peer's, or the one a configured proxy forwarded (TRUSTED_PROXIES): a client cannot
 rotate X-Forwarded-For to get fresh keys.
+
+A try is counted before its password is checked (:meth:`LoginThrottle.attempt`, atomic per
+key), and forgotten with the other failures when the password was right: concurrent tries
+then cannot all pass the check on the same count, and no lock is held while argon2 works.
 """
 
 from __future__ import annotations
@@ -35,9 +39,14 @@ class LoginThrottle:
             session, rate_limits.LOGIN_FAILED, key, self.limit, self.window
         )
 
-    def failed(self, session: Session, key: str) -> None:
-        rate_limits.record(session, rate_limits.LOGIN_FAILED, key)
+    def attempt(self, session: Session, key: str) -> int:
+        """Count one try now (committed) and return 0, or the seconds until this key may
+        try again and count nothing."""
+        wait = rate_limits.take(
+            session, rate_limits.LOGIN_FAILED, key, self.limit, self.window
+        )
         session.commit()
+        return wait
 
     def succeeded(self, session: Session, key: str) -> None:
         rate_limits.clear(session, rate_limits.LOGIN_FAILED, key)

@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
+from vsr_core.db import is_dropped_connection
 from vsr_core.settings import Settings
 from vsr_core.study_context import StudyContext
 from webapp.http.study import current_study
 
+log = logging.getLogger("webapp")
+
 
 def get_session(request: Request) -> Iterator[Session]:
-    with Session(request.app.state.engine) as session:
+    session = Session(request.app.state.engine)
+    try:
         yield session
+    finally:
+        try:
+            session.close()
+        except DBAPIError as exc:
+            # The database went away after the answer was made (the closing ROLLBACK found
+            # the connection dead; it is invalidated already). Raised, it would reach the
+            # server after the response had started, and uvicorn would drop the client's
+            # keep-alive connection: behind nginx, the next request on it became a 502.
+            if not is_dropped_connection(exc):
+                raise
+            log.warning("database connection lost while closing the session of %s %s",
+                        request.method, request.url.path)
 
 
 def get_app_settings(request: Request) -> Settings:

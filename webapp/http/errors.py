@@ -25,6 +25,7 @@ TITLES = {
     409: N_("This was already done or is no longer yours"),
     422: N_("Some answers are missing or invalid"),
     500: N_("Something went wrong on our side"),
+    503: N_("Back in a moment"),
 }
 
 CHECK_ANSWER = N_("Please check your answer.")

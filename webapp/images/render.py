@@ -1,34 +1,48 @@
-"""Marked images: the pair's two instances drawn over the COCO photo (Pillow), cached on disk.
+"""Marked images: the pair's two instances drawn over the COCO photo, cached on disk.
 
-Masks come from pycocotools (polygons and crowd RLE alike), so the drawn region is exactly
-COCO's segmentation. Without a local image root the page overlays the polygons on the COCO
-URL instead (see :func:`svg_shapes`).
+The drawing itself (webapp.images.draw: Pillow and pycocotools) runs in a small pool of
+child processes: pycocotools is C code, and a geometry stored before `vsr sample` checked it
+(a polygon at 4.2e8 px) segfaults it. A crash then ends a pool child, not the server process
+with every request in flight on it: that image answers 500, the pool is started again, and
+other requests never notice. Without a local image root the page overlays the polygons on
+the COCO URL instead (see :func:`svg_shapes`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import multiprocessing
 import os
-import tempfile
-import warnings
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image as PILImage
-from PIL import ImageFilter
-from pycocotools import mask as mask_utils
 
 from vsr_core.models import Image, Instance
+from webapp.http.errors import PageError
+from webapp.images.draw import (
+    COLOUR_A,
+    COLOUR_B,
+    MAX_SIDE,
+    draw_marked,
+    end_with_parent,
+    mask_of,
+)
+
+__all__ = ["COLOUR_A", "COLOUR_B", "MAX_SIDE", "find_source", "instance_mask", "render_marked",
+           "svg_shapes"]
 
 log = logging.getLogger("webapp")
 
-# Concept A / concept B. Red and blue stay distinguishable for the common colour blindnesses
-# when paired with the legend's text; the CSS variables --ent-a/--ent-b use the same values.
-COLOUR_A = (230, 25, 75)
-COLOUR_B = (30, 136, 229)
-MAX_SIDE = 900
 RENDER_VERSION = 4  # bump when the drawing changes, so cached files are not reused
+POOL_WORKERS = 2  # renders are rare (each file once per cache), a crash costs one restart
+RENDER_TIMEOUT = 60.0  # seconds; a photo of a few MB takes well under one
 
 
 def find_source(image_root: Path, image: Image) -> Path | None:
@@ -53,73 +67,90 @@ def find_source(image_root: Path, image: Image) -> Path | None:
 
 
 def instance_mask(instance: Instance, height: int, width: int) -> np.ndarray:
-    """A boolean HxW mask of an instance's segmentation (polygons or RLE)."""
-    seg: Any = instance.segmentation
-    if not seg:
-        x, y, w, h = (int(round(v)) for v in instance.bbox)
-        out = np.zeros((height, width), dtype=bool)
-        out[max(y, 0) : y + h, max(x, 0) : x + w] = True
-        return out
-    if isinstance(seg, list):
-        rles = mask_utils.frPyObjects(seg, height, width)
-        rle = mask_utils.merge(rles)
-    elif isinstance(seg.get("counts"), list):
-        rle = mask_utils.frPyObjects(seg, height, width)
-    else:
-        rle = dict(seg)
-        if isinstance(rle["counts"], str):
-            rle["counts"] = rle["counts"].encode("ascii")
-    with warnings.catch_warnings():
-        # pycocotools' decode trips a NumPy 2 DeprecationWarning (copy keyword); harmless.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return np.asarray(mask_utils.decode(rle), dtype=bool)
+    """A boolean HxW mask of an instance's segmentation (polygons or RLE), in this process:
+    for geometry ``vsr sample`` has checked (tests, benches), never for a request."""
+    return mask_of(instance.segmentation, instance.bbox, height, width)
 
 
-def _overlay(base: PILImage.Image, mask: np.ndarray, colour: tuple[int, int, int]) -> None:
-    alpha = PILImage.fromarray((mask * 255).astype(np.uint8), "L")
-    tint = PILImage.new("RGB", base.size, colour)
-    base.paste(tint, (0, 0), alpha.point(lambda v: v * 22 // 100))
-    # Outline = the band of the mask within ``width`` px of its edge (thick enough to show on
-    # a downscaled photo), drawn inset: the photo's frame counts as outside the instance, so
-    # one that fills the photo is outlined all round inside it, not along the frame's edge
-    # where half the line would fall off the picture.
-    width = max(3, round(max(base.size) / 250))
-    framed = PILImage.fromarray(np.pad(mask, 1).astype(np.uint8) * 255, "L")
-    inner = framed.filter(ImageFilter.MinFilter(2 * width + 1))
-    band = (np.asarray(framed) & ~np.asarray(inner))[1:-1, 1:-1]
-    base.paste(tint, (0, 0), PILImage.fromarray(band, "L"))
+def cache_name(image: Image, inst_a: Instance, inst_b: Instance) -> str:
+    """The cached file's name: the ids for people, and a digest of everything drawn (the
+    photo's name, both geometries), so servers sharing a cache folder over different
+    databases never serve each other's drawings of the same ids."""
+    drawn = [image.coco_split, image.file_name,
+             [inst_a.segmentation, inst_a.bbox], [inst_b.segmentation, inst_b.bbox]]
+    digest = hashlib.sha256(json.dumps(drawn, sort_keys=True, default=str).encode()).hexdigest()
+    return (f"{image.coco_id}_{inst_a.coco_ann_id}_{inst_b.coco_ann_id}_{digest[:20]}"
+            f"_v{RENDER_VERSION}.jpg")
+
+
+class _Pool:
+    """The render pool of this process, made on first use and made again after a crash.
+    Children are spawned, never forked: a fork of a threaded server copies locks held by
+    other threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: ProcessPoolExecutor | None = None
+
+    def get(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ProcessPoolExecutor(
+                    max_workers=POOL_WORKERS, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=end_with_parent,
+                )
+            return self._executor
+
+    def discard(self, broken: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._executor is broken:
+                self._executor = None
+        broken.shutdown(wait=False, cancel_futures=True)
+
+
+_POOL = _Pool()
+
+
+def _draw_in_pool(source: Path, target: Path, inst_a: Instance, inst_b: Instance) -> None:
+    geoms = ((inst_a.segmentation, inst_a.bbox), (inst_b.segmentation, inst_b.bbox))
+    # Twice at most: a crash breaks every render in flight in the pool, so an innocent one
+    # gets a second try in the new pool; the image that crashes it crashes that one too.
+    for attempt in (1, 2):
+        executor = _POOL.get()
+        try:
+            executor.submit(draw_marked, str(source), str(target), *geoms).result(
+                timeout=RENDER_TIMEOUT
+            )
+            return
+        except BrokenProcessPool:
+            _POOL.discard(executor)
+            log.error("the image renderer crashed on instances %s/%s (attempt %d)",
+                      inst_a.id, inst_b.id, attempt)
+        except FutureTimeout:
+            log.error("the image renderer took over %.0f s on instances %s/%s",
+                      RENDER_TIMEOUT, inst_a.id, inst_b.id)
+            break
+    raise PageError(500, "This image could not be drawn. Everything else works; please "
+                         "report the image to the study's researchers.")
 
 
 def render_marked(
     image_root: Path, cache_dir: Path, image: Image, inst_a: Instance, inst_b: Instance
 ) -> Path | None:
-    """Path of a JPEG with A and B marked; rendered once and cached. None if no source file."""
-    key = f"{image.coco_id}_{inst_a.coco_ann_id}_{inst_b.coco_ann_id}_v{RENDER_VERSION}.jpg"
-    target = cache_dir / key
+    """Path of a JPEG with A and B marked; rendered once and cached. None if no source file
+    or the geometry is unusable; a PageError(500) if drawing it crashed the renderer."""
+    target = cache_dir / cache_name(image, inst_a, inst_b)
     if target.is_file():
         return target
     source = find_source(image_root, image)
     if source is None:
         return None
-    with PILImage.open(source) as src:
-        base = src.convert("RGB")
-    h, w = base.height, base.width
     try:
-        masks = instance_mask(inst_a, h, w), instance_mask(inst_b, h, w)
+        _draw_in_pool(source, target, inst_a, inst_b)
     except (TypeError, ValueError, KeyError, IndexError) as exc:
         # A geometry stored before `vsr sample` checked it: no image rather than a 500.
         log.warning("cannot draw instances %s/%s: %s", inst_a.id, inst_b.id, exc)
         return None
-    _overlay(base, masks[0], COLOUR_A)
-    _overlay(base, masks[1], COLOUR_B)
-    base.thumbnail((MAX_SIDE, MAX_SIDE))
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    # Write then rename: several server processes may render the same file at once. mkstemp
-    # creates the file 0600 (the server's user alone), which the rename keeps.
-    fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".part")
-    with os.fdopen(fd, "wb") as fh:
-        base.save(fh, "JPEG", quality=88)
-    os.replace(tmp, target)
     return target
 
 

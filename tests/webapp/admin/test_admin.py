@@ -231,18 +231,19 @@ def test_login_throttle_window_and_reset(engine: Engine) -> None:
     k = t.key("10.0.0.1", " Alice ")
     assert k == t.key("10.0.0.1", "alice")
     with Session(engine) as s:
-        t.failed(s, k)
+        assert t.attempt(s, k) == 0
         assert t.retry_after(s, k) == 0
-        t.failed(s, k)
+        assert t.attempt(s, k) == 0
         assert 55 <= t.retry_after(s, k) <= 61  # until the first failure is a minute old
+        assert 55 <= t.attempt(s, k) <= 61  # refused, and not counted
+        assert len(s.exec(select(RateEvent)).all()) == 2
         assert t.retry_after(s, t.key("10.0.0.2", "alice")) == 0  # another address
         for event in s.exec(select(RateEvent)).all():  # a minute later
             event.at -= timedelta(seconds=61)
             s.add(event)
         s.commit()
         assert t.retry_after(s, k) == 0
-        t.failed(s, k)
-        t.failed(s, k)
+        assert t.attempt(s, k) == t.attempt(s, k) == 0
         t.succeeded(s, k)  # a good login forgets the failures
         assert t.retry_after(s, k) == 0
 

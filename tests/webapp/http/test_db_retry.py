@@ -114,3 +114,77 @@ def test_a_committed_non_idempotent_post_is_not_repeated() -> None:
     assert may_retry(post, committed=False) and not may_retry(post, committed=True)
     assert may_retry({"method": "POST", "path": "/validate"}, committed=True)
     assert may_retry({"method": "GET", "path": "/admin/data"}, committed=True)
+
+
+@pytest.fixture
+def server_without_database(tmp_path: Path) -> Any:
+    """A real uvicorn serving the app over a PostgreSQL address where nothing listens (the
+    database down, or restarting)."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from tests.support.browser import free_port
+
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/vsr_down"
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(make_app(url, tmp_path), host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    yield port
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_a_database_that_is_down_gets_503_with_retry_after_on_a_kept_connection(
+    server_without_database: int,
+) -> None:
+    """Before: an unhandled 500 after which uvicorn closed the connection; nginx met a reset
+    on its next request over it and took the replica out (502 "no live upstreams")."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", server_without_database, timeout=20)
+    sockets = []
+    for path, accept in (("/healthz", "application/json"),
+                         ("/start/validate?PROLIFIC_PID=down1&STUDY_ID=s&SESSION_ID=s",
+                          "text/html"),
+                         ("/s/default/start/validate?PROLIFIC_PID=down1&STUDY_ID=s&SESSION_ID=s",
+                          "text/html"),
+                         ("/healthz", "application/json")):
+        conn.request("GET", path, headers={"Accept": accept})
+        r = conn.getresponse()
+        body = r.read().decode()
+        assert r.status == 503, (path, r.status, body[:300])
+        assert r.getheader("Retry-After") == "2", path
+        assert (r.getheader("Connection") or "").lower() != "close", path
+        assert "database is unavailable" in body, body[:300]
+        assert "Traceback" not in body
+        sockets.append(conn.sock)
+    assert all(s is sockets[0] and s is not None for s in sockets)  # one connection, kept
+    conn.close()
+
+
+def test_a_connection_lost_after_the_answer_is_no_error(dropping_site: Any) -> None:
+    """PostgreSQL going away between a route's last statement and the session's closing
+    ROLLBACK: the answer stands. Before, the ROLLBACK's error reached the server after the
+    response had started, and uvicorn dropped the keep-alive connection (nginx: a 502 for
+    the next request on it)."""
+    from fastapi.testclient import TestClient
+
+    app, terminator, _ = dropping_site
+
+    def after(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.strip().lower() == "select 1" and not terminator.fired:
+            terminator._kill(conn)
+
+    event.listen(app.state.engine, "after_cursor_execute", after)
+    client = TestClient(app)  # raises what the app raises
+    r = client.get("/healthz")
+    assert r.status_code == 200 and terminator.fired == 1
+    assert client.get("/healthz").status_code == 200

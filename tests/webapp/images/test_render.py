@@ -49,9 +49,8 @@ def test_masks_equal_pycocotools_for_polygons_and_crowd_rle(coco_dir: Path) -> N
             assert mask.sum() == pytest.approx(ann["area"], rel=0.03)
 
 
-def test_rendered_image_marks_both_instances_and_is_cached(
-    session: Session, coco_dir: Path, tmp_path: Path
-) -> None:
+def first_image(session: Session, coco_dir: Path) -> tuple[Image, Instance, Instance]:
+    """A real pair's first image with its two instances."""
     (pair_id,) = make_pairs(session, coco_dir, 1)
     pair = session.get(ImagePair, pair_id)
     assert pair is not None
@@ -59,6 +58,13 @@ def test_rendered_image_marks_both_instances_and_is_cached(
     a = session.get(Instance, pair.image1_a_id)
     b = session.get(Instance, pair.image1_b_id)
     assert image is not None and a is not None and b is not None
+    return image, a, b
+
+
+def test_rendered_image_marks_both_instances_and_is_cached(
+    session: Session, coco_dir: Path, tmp_path: Path
+) -> None:
+    image, a, b = first_image(session, coco_dir)
     cache = tmp_path / "cache"
     out = images.render_marked(coco_dir / "images", cache, image, a, b)
     assert out is not None and out.parent == cache

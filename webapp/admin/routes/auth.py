@@ -64,7 +64,7 @@ def login(
     csrf.check(settings.secret_key, request.cookies.get(csrf.PRELOGIN_COOKIE), csrf_token)
     throttle = _throttle(request)
     key = throttle.key(_client_address(request), username)
-    wait = throttle.retry_after(session, key)
+    wait = throttle.attempt(session, key)  # counted as failed until the password is right
     if wait:
         response = _login_page(
             request, templates, settings.secret_key, safe_next(next),
@@ -74,7 +74,6 @@ def login(
         return response
     user = authenticate(session, username, password) if username and password else None
     if user is None:
-        throttle.failed(session, key)
         return _login_page(
             request,
             templates,
