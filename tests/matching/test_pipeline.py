@@ -290,8 +290,9 @@ def test_table_filter_excludes_entailed_distractors_and_can_be_turned_off(
     recs = [_rec(1, "a.jpg", "cat", "on", "bed"), _rec(2, "b.jpg", "dog", "touching", "bus")]
     splits = {1: "train", 2: "train"}
     on = run_matching(recs, fresh, TableSimilarity(), MatchParams(k=1), splits=splits)
-    # "The cat is touching the bed." is true whenever "on" is: the 'on' query gets nothing.
-    assert [it.query.id for it in on.items] == [2]
+    # "The cat is touching the bed." is true whenever "on" is: the 'on' query gets nothing;
+    # and "on" offered with "touching" would give "touching" away: nor does the other.
+    assert [it.query.id for it in on.items] == []
     assert diagnose(on, fresh)["implied_by_truth_share"] == 0.0
     off = run_matching(
         recs, fresh, TableSimilarity(), MatchParams(k=1, table_filter=False), splits=splits
@@ -430,3 +431,43 @@ def test_captions_voted_true_are_known_true_whatever_their_label(fresh: Relevanc
     res = run_matching(recs, fresh, TableSimilarity(), MatchParams(k=2), splits=splits, fit=False)
     (item,) = [it for it in res.items if it.query.image == "000000371890.jpg"]
     assert not {"near", "close to", "by", "above", "over"} & set(item.relations), item.choices
+
+
+def test_no_two_options_imply_each_other_or_are_usually_true_together(
+    fresh: RelevanceModel,
+) -> None:
+    """The implication giveaway: 'on' implies 'touching', so an item offering both has
+    'touching' as its answer (a model reading all four options learns it). No two options of
+    an item may stand in an implication (either way), equivalence or usually-true-together."""
+    from itertools import combinations
+
+    from matching.option_conflicts import table_conflicts
+    from vsr_core.relation_semantics import sim_probability
+
+    rels = ["on", "touching", "near", "close to", "above", "on top of", "left of", "right of",
+            "behind", "in front of", "under", "far from", "facing", "next to"]
+    recs = [_rec(i, f"im{i}.jpg", "cat", rels[i % len(rels)], "bed") for i in range(1, 141)]
+    res = run_matching(recs, fresh, TableSimilarity(), MatchParams(k=3),
+                       splits={r.id: "train" for r in recs})
+    assert len(res.items) >= 70
+    conflicts = table_conflicts()
+    for it in res.items:
+        assert not {"on", "touching"} <= set(it.relations), it.relations
+        for a, b in combinations(it.triples, 2):
+            assert not is_implied(a, b) and not is_implied(b, a), (a, b)
+            assert sim_probability(a, b) < 0.5 and sim_probability(b, a) < 0.5, (a, b)
+            assert not conflicts.relations_conflict(a[1], b[1])
+
+
+def test_validated_cooccurrence_adds_usually_true_together_pairs() -> None:
+    from matching.option_conflicts import conflicts_for, cooccurring_pairs
+
+    yes, no = (True,) * 3, (False,) * 3
+    recs = []
+    for i in range(12):  # 'behind' true with 'facing' on 10 of 12 images
+        recs.append(_rec(2 * i, f"p{i}.jpg", "dog", "behind", "car", yes))
+        recs.append(_rec(2 * i + 1, f"p{i}.jpg", "dog", "facing", "car", yes if i < 10 else no,
+                         label=i < 10))
+    assert ("behind", "facing") in cooccurring_pairs(recs)
+    assert ("behind", "facing") not in cooccurring_pairs(recs[:16])  # 8 images: too few
+    assert conflicts_for(recs).relations_conflict("facing", "behind")
