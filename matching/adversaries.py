@@ -360,7 +360,10 @@ def run_suite(
 
 
 def format_suite(suite: dict[str, Any]) -> list[str]:
-    lines = [f"  answer-only adversaries (train -> test, n={suite['n_test']}):"]
+    where = {"mc": "mc/, validated", "mc_unvalidated": "mc_unvalidated/, not validated"}.get(
+        suite.get("measured_on", ""), "")
+    on = f", the items of {where}" if where else ""
+    lines = [f"  answer-only adversaries (train -> test, n={suite['n_test']}{on}):"]
     if suite.get("sampled_from"):  # a bounded sample (matching.diagnostics.SUITE_SAMPLE)
         f = suite["sampled_from"]
         lines[0] = (f"  answer-only adversaries (sample: {f['n_train']} of {f['train']} train"

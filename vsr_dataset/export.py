@@ -181,7 +181,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
     meta = _meta_csv(conn, study.id, _people(rows)) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
-    mc_info = mc_summary(conn, mc) if options.wants("mc") else None
+    mc_info = mc_summary(conn, mc, mc_unvalidated) if options.wants("mc") else None
     return _Snapshot(
         rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info,
         study,

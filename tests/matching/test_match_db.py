@@ -39,6 +39,26 @@ def encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("enc"), concepts_of(vsr_sample(10)))
 
 
+def _suite_from_files(folder: Path, encoder_path: Path) -> dict:
+    """The adversary suite on exported mc JSONL files, read here line by line."""
+    from matching.diagnostics import measured_suite
+    from matching.pipeline import Item
+    from matching.records import Record
+    from matching.relevance import load_encoder
+
+    items: dict[str, list[Item]] = {}
+    for split in ("train", "test"):
+        for line in (folder / f"{split}.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            rel = rec["relations"][rec["answer"]]
+            truth = Record(rec["answer_example_id"], rec["image"], rec["subj"], rel, rec["obj"],
+                           rec["answer_caption"], True)
+            items.setdefault(split, []).append(Item(
+                truth, split, rec["choices"], [(rec["subj"], r, rec["obj"])
+                                               for r in rec["relations"]], rec["answer"], []))
+    return measured_suite(items["train"], items["test"], load_encoder(str(encoder_path)), 0)
+
+
 def _match(db_url: str, encoder: Path, *extra: str):  # type: ignore[no-untyped-def]
     return runner.invoke(
         app, ["match", "--database-url", db_url, "--model", str(encoder), *extra],
@@ -112,7 +132,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     assert res.exit_code == 0, res.output + repr(res.exception)
     exported = [json.loads(line) for part in sorted((out / "mc").glob("*.jsonl"))
                 for line in part.read_text().splitlines()]
-    assert [rec["example_id"] for rec in exported] == [first.query_example_id]
+    assert [rec["answer_example_id"] for rec in exported] == [first.query_example_id]
     assert not (out / "mc_unvalidated").exists()
     # Asked for, the items validators have not cleared are written apart and say so.
     res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
@@ -121,7 +141,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     pending = [json.loads(line) for part in sorted((out / "mc_unvalidated").glob("*.jsonl"))
                for line in part.read_text().splitlines()]
     assert len(pending) == len(items) - 1 and all(r["validated"] is False for r in pending)
-    assert first.query_example_id not in {r["example_id"] for r in pending}
+    assert first.query_example_id not in {r["answer_example_id"] for r in pending}
 
     # A second identical run reuses the negatives instead of duplicating them.
     res = _match(db_url, encoder_path, "--send-negatives-to-validation")
@@ -226,19 +246,35 @@ def test_mc_follows_the_exported_random_split_by_default(
     every mc item sits in the random part of its query Example."""
     res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
     assert res.exit_code == 0, res.output
-    res = _match(db_url, encoder_path, "--report")
+    diag_file = tmp_path / "diag.json"
+    res = _match(db_url, encoder_path, "--report", "--json", str(diag_file))
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert "STRONGEST answer-only adversary" in res.output
+    assert "the items of mc_unvalidated/, not validated" in res.output
     out = tmp_path / "export"
     # Nobody has voted on the negatives yet, so the items are in mc_unvalidated/ (mc/ holds
     # only items validators cleared); they follow the same split.
     res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
-                              "--only", "mc", "--only", "random", "--unvalidated-mc"])
+                              "--only", "mc", "--only", "random", "--only", "stats",
+                              "--only", "card", "--unvalidated-mc"])
     assert res.exit_code == 0, res.output + repr(res.exception)
+    # One figure: the suite recomputed here from the exported files is what stats.json, the
+    # card and `vsr match --report` say.
+    recomputed = _suite_from_files(out / "mc_unvalidated", encoder_path)
+    stats = json.loads((out / "stats.json").read_text())["mc"]
+    assert stats["measured_on"] == "mc_unvalidated"
+    assert stats["adversaries"] == recomputed["adversaries"]
+    assert stats["strongest_adversary"] == recomputed["strongest"]
+    reported = json.loads(diag_file.read_text())["answer_only_adversaries"]
+    assert reported["adversaries"] == recomputed["adversaries"]
+    best = recomputed["strongest"]
+    card = (out / "README.md").read_text()
+    assert f"{best['name']} {best['accuracy']:.3f}" in card
+    assert f"scored on the {recomputed['n_test']:,} items of mc_unvalidated/test" in card
     part_of = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
                for line in (out / "random" / f"{p}.jsonl").read_text().splitlines()}
     mc_dir = out / "mc_unvalidated"
-    mc = {p: [json.loads(line)["example_id"] for line in (mc_dir / f"{p}.jsonl")
+    mc = {p: [json.loads(line)["answer_example_id"] for line in (mc_dir / f"{p}.jsonl")
               .read_text().splitlines()] for p in ("train", "dev", "test")
           if (mc_dir / f"{p}.jsonl").exists()}
     assert mc.get("test"), mc
