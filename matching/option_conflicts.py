@@ -117,3 +117,18 @@ def conflicts_for(
             same[index[a], index[b]] = same[index[b], index[a]] = True
             added.add((a, b))
     return Conflicts(same, base.swap, frozenset(added))
+
+
+def meaning_key(triple: tuple[str, str, str]) -> tuple[str, str, str]:
+    """One key for every caption that says the same as ``triple`` up to synonym or converse
+    ("The cat is under the table." and "The table is above the cat." share one), by the
+    active study's table: the smallest of its equivalent forms."""
+    from matching.study_scope import active_table
+
+    s, r, o = triple
+    table = active_table()
+    forms = [(s, r, o)]
+    for rel, swapped in table.implied_literals((r, False)):
+        if (r, False) in table.implied_literals((rel, swapped)):
+            forms.append((o, rel, s) if swapped else (s, rel, o))
+    return min(forms)

@@ -172,3 +172,7 @@ def match(
     sent = " and sent their distractors to validation" if send_negatives else ""
     items = len(outcome.result.items)
     typer.echo(f"match run {run_id}: {items} multiple-choice items written{sent}")
+    if "validation_cost" in outcome.diagnostics:
+        from matching.store import format_cost
+
+        typer.echo(format_cost(outcome.diagnostics["validation_cost"]))

@@ -12,12 +12,14 @@ import orjson
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from vsr_core.models import MatchRun
+from vsr_core.models import MatchRun, McItem, Vote
 
 if TYPE_CHECKING:
     from matching.pipeline import Item
 
 MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
+MCITEM = McItem.__table__  # type: ignore[attr-defined]
+VOTE = Vote.__table__  # type: ignore[attr-defined]
 PACKAGED = "(packaged)"  # how a run names the packaged MiniLM in its params
 
 
@@ -57,6 +59,35 @@ def suite_on_lines(lines: dict[str, list[bytes]], model: str | None, seed: int) 
     return measured_suite(train, test, encoder, seed)
 
 
+def votes_on_negatives(conn: Connection, run_id: int) -> int:
+    """Votes cast so far on the run's negatives (each counted once, however many items
+    share it)."""
+    from sqlalchemy import func
+
+    ids = sorted({
+        n for (params,) in conn.execute(select(MCITEM.c.params).where(MCITEM.c.run_id == run_id))
+        for n in (params or {}).get("negative_example_ids", []) if n
+    })
+    total = 0
+    for i in range(0, len(ids), 500):
+        total += conn.execute(
+            select(func.count()).select_from(VOTE).where(VOTE.c.example_id.in_(ids[i : i + 500]))
+        ).scalar_one()
+    return int(total)
+
+
+def cost_summary(conn: Connection, run_id: int, diag: dict[str, Any], validated: int
+                 ) -> dict[str, Any] | None:
+    """The run's validation cost as `vsr match` stated it, with what happened since: votes
+    cast on its negatives and items validated (in mc/) per vote."""
+    cost = diag.get("validation_cost")
+    if not cost:
+        return None
+    cast = votes_on_negatives(conn, run_id)
+    return {**cost, "votes_cast": cast, "items_validated": validated,
+            "actual_items_per_vote": round(validated / cast, 4) if cast else None}
+
+
 def mc_summary(
     conn: Connection, lines: dict[str, list[bytes]],
     unvalidated: dict[str, list[bytes]] | None = None,
@@ -88,6 +119,7 @@ def mc_summary(
         "adversaries": suite.get("adversaries", {}),
         "adversaries_n_test": suite.get("n_test"),
         "strongest_adversary": suite.get("strongest"),
+        "validation_cost": cost_summary(conn, run_id, diag, sum(map(len, lines.values()))),
     }
 
 
@@ -107,5 +139,16 @@ def card_lines(mc: dict[str, Any]) -> list[str]:
             f"{where}/test{note}): {s['name']} "
             f"{s['accuracy']:.3f} (95 % CI {lo:.3f}-{hi:.3f}; chance {mc['chance']}). "
             f"All: {others}."
+        )
+    cost = mc.get("validation_cost")
+    if cost:
+        from matching.store import format_cost
+
+        actual = cost.get("actual_items_per_vote")
+        out.append(
+            f"  {format_cost(cost)[0].upper()}{format_cost(cost)[1:]}. So far "
+            f"{cost['votes_cast']:,} votes on these negatives and {cost['items_validated']:,} "
+            f"items validated"
+            + (f": {actual:.3f} items per vote." if actual is not None else ".")
         )
     return out

@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 from typer.testing import CliRunner
 
+from matching.option_conflicts import meaning_key
 from matching.store import surviving_items
 from tests.matching.support import VSR_VALIDATED, build_tiny_encoder, concepts_of, vsr_sample
 from vsr_cli.failure import CliError
@@ -76,6 +77,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
                  "0,1", "--send-negatives-to-validation", "--json", str(out_json))
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert "answer-only accuracy (test)" in res.output
+    assert "validation cost: " in res.output and " votes needed " in res.output
     assert "distractors implied by truth (table) 0.0" in res.output
     assert "text_only" in res.output  # the sweep table
     diag = json.loads(out_json.read_text())
@@ -94,6 +96,13 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
             select(func.count()).select_from(Example).where(Example.origin == "adversarial")  # type: ignore[arg-type]
         ).scalar_one()  # type: ignore[call-overload]
         assert 0 < n_adv <= 3 * len(items)
+        negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload]
+        keys = [(n.image_id, meaning_key((n.subj, n.relation, n.obj))) for n in negatives]
+        assert len(set(keys)) == len(keys)  # equivalent negatives share one validation
+        cost = run.diagnostics["validation_cost"]
+        assert cost["negatives"] == cost["negatives_unjudged"] == n_adv
+        assert cost["votes_needed"] == 3 * n_adv and cost["items"] == len(items)
+        assert 0 < cost["p_reject"] <= 1 and 0 < cost["expected_items_kept"] <= len(items)
         for it in items:
             query = s.get(Example, it.query_example_id)
             assert query is not None and query.label
@@ -107,7 +116,11 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
                     continue
                 neg = s.get(Example, neg_id)
                 assert neg is not None and neg.origin == "adversarial" and not neg.label
-                assert neg.caption == it.choices[i] and neg.image_id == query.image_id
+                # The distractor, or a caption saying the same (synonym, converse) that
+                # another item on this image offered: one validation for both.
+                assert meaning_key((neg.subj, neg.relation, neg.obj)) == meaning_key(
+                    (query.subj, it.relations[i], query.obj))
+                assert neg.image_id == query.image_id
                 assert neg.parent_example_id is not None and neg.queue_open
         # Nothing validated yet: no item may be exported.
         assert surviving_items(s, run.id) == []  # type: ignore[arg-type]
