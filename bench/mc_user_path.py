@@ -7,9 +7,10 @@ imported release has not judged), then `build-dataset --unvalidated-mc --seed S`
 Every step is the installed CLI run as a subprocess. Prints, per seed, every adversary of
 the exported items' stats.json (mc/ when it holds items, else mc_unvalidated/, as
 stats.json says) with its 95 % Wilson interval, the items kept of the kept True Examples,
-the validation cost `vsr match` states, and `vsr match`'s wall time (target < 60 s; its
-baseline is the same command with `--rake-rounds 0`, measured in the same run on the first
-seed, which only shows the machine's load).
+the validation cost `vsr match` states, and `vsr match`'s wall time (target < 60 s).
+At the end, `vsr match --dry-run` on the first seed is timed against a baseline in the same
+run: `--baseline-tree DIR` (e.g. main's tree, run with PYTHONPATH=DIR), else this tree
+without raking and filtering; the ratio is what to read on a loaded machine.
 
     python -m bench.mc_user_path                  # seeds 0-4 (the reported ones)
     python -m bench.mc_user_path --seeds 5,6,7,8,9  # the seeds parameters were chosen on
@@ -40,9 +41,9 @@ def _bin(name: str) -> str:
     return str(here) if here.exists() else name
 
 
-def _run(*args: str) -> tuple[str, float]:
+def _run(*args: str, env: dict[str, str] | None = None) -> tuple[str, float]:
     t0 = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, env=os.environ.copy())
+    done = subprocess.run(args, capture_output=True, text=True, env=env or os.environ.copy())
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -79,6 +80,8 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--release", type=Path, default=RELEASE)
     ap.add_argument("--match-args", default="", help="extra `vsr match` options")
+    ap.add_argument("--baseline-tree", type=Path, default=None,
+                    help="time `vsr match` of this source tree (e.g. main's) as the baseline")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     extra = args.match_args.split()
@@ -106,10 +109,20 @@ def main() -> int:
             if worst is None or best["accuracy"] > worst[0]:
                 worst = (best["accuracy"], seed, best["name"], best["ci95"])
         if seeds:
-            _, base_s = _run(_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
-                             "--rake-rounds", "0", "--database-url", f"sqlite:///{base}",
-                             *extra)
-            print(f"baseline in this run: `vsr match --dry-run --rake-rounds 0` {base_s:.1f} s")
+            env = None
+            if args.baseline_tree:
+                env = {**os.environ, "PYTHONPATH": str(args.baseline_tree)}
+                cmd = [_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run"]
+                what = f"`vsr match --dry-run` of {args.baseline_tree}"
+            else:
+                cmd = [_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
+                       "--rake-rounds", "0", "--filter-above", "0"]
+                what = "`vsr match --dry-run --rake-rounds 0 --filter-above 0`"
+            _, base_s = _run(*cmd, "--database-url", f"sqlite:///{base}", env=env)
+            _, ours_s = _run(_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
+                             "--database-url", f"sqlite:///{base}", *extra)
+            print(f"time, same run, seed {seeds[0]}: `vsr match --dry-run` {ours_s:.1f} s, "
+                  f"baseline {what} {base_s:.1f} s: ratio {ours_s / base_s:.2f}")
     if worst is not None:
         acc, seed, name, ci = worst
         verdict = "met" if acc <= TARGET else "NOT met"

@@ -179,6 +179,7 @@ def diagnose(
         "queries": result.queries,
         "items": {s: len(result.items_in(s)) for s in result.queries},
         "unmatched": result.unmatched,
+        "filtered_predictable": result.filtered,
         "chance": round(1 / (p.k + 1), 4),
         "answer_only_accuracy": _r(answer_only_accuracy(train, test)),
         "text_only_accuracy": _r(text_only_accuracy(test, relevance, p.remap)),
@@ -225,7 +226,10 @@ def format_report(diag: dict[str, Any]) -> str:
         f"table_filter={p['table_filter']} balance={p.get('balance')}",
         "  items per split: " + ", ".join(f"{s}={n}" for s, n in diag["items"].items())
         + "  (queries without k distractors: "
-        + ", ".join(f"{s}={n}" for s, n in diag["unmatched"].items()) + ")",
+        + ", ".join(f"{s}={n}" for s, n in diag["unmatched"].items())
+        + "; dropped as predictable: "
+        + (", ".join(f"{s}={n}" for s, n in (diag.get("filtered_predictable") or {}).items())
+           or "none") + ")",
         f"  chance                      {diag['chance']}",
         *format_suite(diag.get("answer_only_adversaries") or {"n_test": 0}),
         f"  answer-only accuracy (test) {diag['answer_only_accuracy']}  (naive Bayes, "

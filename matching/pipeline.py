@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from matching.assign import Method, solve
+from matching.filtering import filter_predictable
 from matching.folds import match_splits
 from matching.geometry_filter import PairShapes, rejected_mask
 from matching.option_conflicts import Conflicts, conflicts_for, table_conflicts
@@ -81,6 +82,10 @@ class MatchParams:
     # and 1, checked on 2 and 3 (docs/matching.md).
     rake_rounds: int = 1
     rake_strength: float = 0.25
+    # AFLite-style filtering (matching.filtering): items whose answer the answer-only
+    # models that never saw them give at least this probability on average are dropped
+    # (0: off). Chosen on split seeds 5-9 of the user's path (docs/matching.md).
+    filter_above: float = 0.5
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -101,6 +106,8 @@ class MatchParams:
             raise ValueError("rake_rounds must be >= 0")
         if not (self.rake_strength >= 0 and np.isfinite(self.rake_strength)):
             raise ValueError("rake_strength must be a finite number >= 0")
+        if not 0 <= self.filter_above <= 1:
+            raise ValueError("filter_above must be in [0, 1] (0: no filtering)")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,6 +145,7 @@ class MatchResult:
     known_true: dict[str, list[Triple]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     conflicts: Conflicts | None = None
+    filtered: dict[str, int] = field(default_factory=dict)  # dropped by matching.filtering
 
     def items_in(self, split: str) -> list[Item]:
         return [it for it in self.items if it.split == split]
@@ -666,6 +674,9 @@ def run_matching(
         if on_step:
             on_step(f"matched {split}")
     seconds["match_wall"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    items, filtered = filter_predictable(items, params.filter_above, params.seed)
+    seconds["filter"] = time.perf_counter() - t0
     return MatchResult(
         params=params,
         items=items,
@@ -674,4 +685,5 @@ def run_matching(
         known_true=known,
         seconds=seconds,
         conflicts=conflicts,
+        filtered=filtered,
     )

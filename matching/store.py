@@ -148,7 +148,7 @@ def validation_cost(
     for chunk in _chunks(ids, 500):
         for iv in load_item_votes(session, example_ids=chunk):
             if len(iv.values) >= votes_per_example:
-                judged.add(int(iv.item))
+                judged.add(int(iv.item))  # type: ignore[call-overload]
     open_ids = [n for n in ids if n not in judged]
     votes = len(open_ids) * votes_per_example
     expected = None

@@ -96,7 +96,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
             select(func.count()).select_from(Example).where(Example.origin == "adversarial")  # type: ignore[arg-type]
         ).scalar_one()  # type: ignore[call-overload]
         assert 0 < n_adv <= 3 * len(items)
-        negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload]
+        negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload,arg-type]
         keys = [(n.image_id, meaning_key((n.subj, n.relation, n.obj))) for n in negatives]
         assert len(set(keys)) == len(keys)  # equivalent negatives share one validation
         cost = run.diagnostics["validation_cost"]
