@@ -51,6 +51,8 @@ Z95 = 1.959963984540054
 # Hidden layer of the embedding adversary: big enough to learn pair x relation interactions
 # of ~80 concepts and ~70 relations, small enough to train in seconds on 2 cores.
 MLP_HIDDEN = (128,)
+# Fewer training options than this: no early stopping (its held-out tenth would be tiny).
+EARLY_STOP_MIN = 200
 
 
 def wilson(hits: float, n: int, z: float = Z95) -> tuple[float, float]:
@@ -166,8 +168,9 @@ def embedding_mlp(
     if not _two_classes(y):
         return np.zeros(len(te_t))
     emb = _embed_triples(encoder, list(tr_t) + list(te_t))
+    # Early stopping holds out a tenth of the options: only when that has both classes.
     clf = MLPClassifier(hidden_layer_sizes=MLP_HIDDEN, alpha=1e-3, max_iter=100, batch_size=256,
-                        early_stopping=True, random_state=seed)
+                        early_stopping=len(y) >= EARLY_STOP_MIN, random_state=seed)
     with threadpool_limits(limits=1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # early stop is enough here
         clf.fit(emb[: len(tr_t)], y)
@@ -302,7 +305,7 @@ def listwise_stack_gbm(
     with threadpool_limits(limits=1):
         clf = HistGradientBoostingClassifier(
             max_iter=200, learning_rate=0.05, max_leaf_nodes=15, l2_regularization=1.0,
-            early_stopping=True, random_state=seed,
+            early_stopping=len(y) >= EARLY_STOP_MIN, random_state=seed,
         ).fit(x_tr, y)
         return np.asarray(clf.predict_proba(x_te)[:, 1])
 
