@@ -128,7 +128,11 @@ def meaning_key(triple: tuple[str, str, str]) -> tuple[str, str, str]:
     s, r, o = triple
     table = active_table()
     forms = [(s, r, o)]
-    for rel, swapped in table.implied_literals((r, False)):
+    try:
+        implied = table.implied_literals((r, False))
+    except KeyError:  # a relation the active table does not know: only itself
+        return triple
+    for rel, swapped in implied:
         if (r, False) in table.implied_literals((rel, swapped)):
             forms.append((o, rel, s) if swapped else (s, rel, o))
     return min(forms)
