@@ -14,6 +14,17 @@ it sees only the item's options (k + 1 captions, their concepts and relations). 
 - ``p_rel_least`` / ``p_rel_most``: pick the option P_rel (the relevance model of the
   run, trained on the train split's True captions) rates least / most plausible.
 
+Listwise ones, which see all the options of an item together (the models above score each
+option alone and cannot see that "on" and "touching" offered together give "touching" away):
+
+- ``listwise_pairs_lr``: a logistic regression over each option's features plus the
+  relations offered with it (relation pairs, and relation pairs under the item's subject
+  and object).
+- ``listwise_stack_gbm``: scikit-learn's histogram gradient boosting over a stack of the
+  per-option models' scores (cross-fitted on train in ``STACK_FOLDS`` folds), each score's
+  rank and distance inside its item, and how the option stands to the others by the
+  relation table (how many it implies or is implied by, the largest P_sim either way).
+
 Each reports accuracy on test with a 95 % Wilson interval; the headline is the strongest
 adversary (highest accuracy), so the figure a user reads is the worst one. Ties between
 options count as a fair coin among the tied ones (expected accuracy).
@@ -40,6 +51,8 @@ Z95 = 1.959963984540054
 # Hidden layer of the embedding adversary: big enough to learn pair x relation interactions
 # of ~80 concepts and ~70 relations, small enough to train in seconds on 2 cores.
 MLP_HIDDEN = (128,)
+# Fewer training options than this: no early stopping (its held-out tenth would be tiny).
+EARLY_STOP_MIN = 200
 
 
 def wilson(hits: float, n: int, z: float = Z95) -> tuple[float, float]:
@@ -155,12 +168,146 @@ def embedding_mlp(
     if not _two_classes(y):
         return np.zeros(len(te_t))
     emb = _embed_triples(encoder, list(tr_t) + list(te_t))
+    # Early stopping holds out a tenth of the options: only when that has both classes.
     clf = MLPClassifier(hidden_layer_sizes=MLP_HIDDEN, alpha=1e-3, max_iter=100, batch_size=256,
-                        early_stopping=True, random_state=seed)
+                        early_stopping=len(y) >= EARLY_STOP_MIN, random_state=seed)
     with threadpool_limits(limits=1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # early stop is enough here
         clf.fit(emb[: len(tr_t)], y)
         return np.asarray(clf.predict_proba(emb[len(tr_t):])[:, 1])
+
+
+def _with_tokens(item: Item) -> list[list[str]]:
+    """Per option: its own features plus what is offered with it (relation pairs, and the
+    relation pairs under the item's subject and object), as a listwise model sees them."""
+    out = []
+    for i, t in enumerate(item.triples):
+        s, r, o = (x.replace(" ", "_") for x in t)
+        toks = _tokens(t)
+        for j, u in enumerate(item.triples):
+            if j != i:
+                other = u[1].replace(" ", "_")
+                toks += [f"with:{r}|{other}", f"subj_with:{s}|{r}|{other}",
+                         f"obj_with:{o}|{r}|{other}"]
+        out.append(toks)
+    return out
+
+
+def listwise_pairs_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
+    """A logistic regression over each option's features and the relations offered with
+    it: learns "when 'on' and 'touching' are offered together, 'touching' is the answer"."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
+
+    y = _options(train)[2]
+    if not _two_classes(y):
+        return np.zeros(sum(len(it.triples) for it in test))
+    vec = TfidfVectorizer(tokenizer=str.split, token_pattern=None, lowercase=False,
+                          sublinear_tf=True)
+    x_tr = vec.fit_transform([" ".join(t) for it in train for t in _with_tokens(it)])
+    x_te = vec.transform([" ".join(t) for it in test for t in _with_tokens(it)])
+    with threadpool_limits(limits=1):
+        clf = LogisticRegression(C=4.0, max_iter=2000).fit(x_tr, y)
+        return np.asarray(clf.decision_function(x_te))
+
+
+# Folds of the cross-fitted per-option scores the stack is trained on.
+STACK_FOLDS = 4
+
+
+def _in_item_ranks(items: Sequence[Item], scores: np.ndarray) -> np.ndarray:
+    """Each option's score as rank in its item (0 = lowest, ties averaged, scaled to 0..1)
+    and its distance to the item's best and mean."""
+    from scipy.stats import rankdata
+
+    out, at = [], 0
+    for it in items:
+        n = len(it.triples)
+        v = scores[at : at + n]
+        rk = (rankdata(v) - 1) / max(1, n - 1)
+        out.append(np.column_stack([rk, v - v.max(), v - v.mean()]))
+        at += n
+    return np.vstack(out) if out else np.zeros((0, 3))
+
+
+def _relation_features(items: Sequence[Item]) -> np.ndarray:
+    """Per option, how it stands to the other options by the relation-semantics table:
+    how many it implies, how many imply it, the largest P(it | other) and P(other | it)."""
+    from matching.study_scope import is_implied, sim_probability
+
+    rows = []
+    for it in items:
+        for i, t in enumerate(it.triples):
+            others = [u for j, u in enumerate(it.triples) if j != i]
+            rows.append([
+                sum(is_implied(t, u) for u in others), sum(is_implied(u, t) for u in others),
+                max((sim_probability(u, t) for u in others), default=0.0),
+                max((sim_probability(t, u) for u in others), default=0.0),
+            ])
+    return np.array(rows, dtype=float).reshape(-1, 4)
+
+
+def _per_option_models(
+    relevance: RelevanceModel | None,
+) -> list[Callable[[Sequence[Item], Sequence[Item]], np.ndarray]]:
+    models: list[Callable[[Sequence[Item], Sequence[Item]], np.ndarray]] = [
+        tfidf_pair_rel_lr, pair_counts, listwise_pairs_lr,
+    ]
+    if relevance is not None:
+        models.append(lambda _tr, te: p_rel_scores(te, relevance, 1.0))
+    return models
+
+
+def _stack_features(
+    train: Sequence[Item], test: Sequence[Item], relevance: RelevanceModel | None, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each per-option model's score (cross-fitted on train: every train item is scored by
+    a model that did not see it), with its in-item ranks, plus the table features."""
+    models = _per_option_models(relevance)
+    fold = np.random.default_rng(seed).integers(0, STACK_FOLDS, len(train))
+    sizes = np.array([len(it.triples) for it in train])
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    tr_cols, te_cols = [], []
+    for model in models:
+        col = np.zeros(int(sizes.sum()))
+        for f in range(STACK_FOLDS):
+            fit = [it for it, g in zip(train, fold, strict=True) if g != f]
+            held = [i for i, g in enumerate(fold) if g == f]
+            if not held:
+                continue
+            got = model(fit, [train[i] for i in held])
+            at = 0
+            for i in held:
+                col[starts[i] : starts[i + 1]] = got[at : at + sizes[i]]
+                at += sizes[i]
+        te = model(train, test)
+        tr_cols += [col[:, None], _in_item_ranks(train, col)]
+        te_cols += [te[:, None], _in_item_ranks(test, te)]
+    tr_cols.append(_relation_features(train))
+    te_cols.append(_relation_features(test))
+    return np.hstack(tr_cols), np.hstack(te_cols)
+
+
+def listwise_stack_gbm(
+    train: Sequence[Item], test: Sequence[Item], relevance: RelevanceModel | None = None,
+    seed: int = 0,
+) -> np.ndarray:
+    """Gradient boosting (non-linear) over a stack of the per-option models' cross-fitted
+    scores, their ranks inside the item, and how each option stands to the others."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from threadpoolctl import threadpool_limits
+
+    y = _options(train)[2]
+    if not _two_classes(y) or len(train) < 2 * STACK_FOLDS:
+        return np.zeros(sum(len(it.triples) for it in test))
+    x_tr, x_te = _stack_features(train, test, relevance, seed)
+    with threadpool_limits(limits=1):
+        clf = HistGradientBoostingClassifier(
+            max_iter=200, learning_rate=0.05, max_leaf_nodes=15, l2_regularization=1.0,
+            early_stopping=len(y) >= EARLY_STOP_MIN, random_state=seed,
+        ).fit(x_tr, y)
+        return np.asarray(clf.predict_proba(x_te)[:, 1])
 
 
 def p_rel_scores(test: Sequence[Item], relevance: RelevanceModel, sign: float) -> np.ndarray:
@@ -187,6 +334,9 @@ def run_suite(
         # The same counts read the other way: balancing can push the truth's features
         # below the neutral odds (pair_counts under chance), which this one would exploit.
         "pair_counts_least": lambda: -pair_counts(train, test),
+        # Listwise: models that see the four options together.
+        "listwise_pairs_lr": lambda: listwise_pairs_lr(train, test),
+        "listwise_stack_gbm": lambda: listwise_stack_gbm(train, test, relevance, seed),
     }
     if encoder is not None:
         suite["embedding_mlp"] = lambda: embedding_mlp(train, test, encoder, seed)
@@ -213,7 +363,10 @@ def run_suite(
 
 
 def format_suite(suite: dict[str, Any]) -> list[str]:
-    lines = [f"  answer-only adversaries (train -> test, n={suite['n_test']}):"]
+    where = {"mc": "mc/, validated", "mc_unvalidated": "mc_unvalidated/, not validated"}.get(
+        suite.get("measured_on", ""), "")
+    on = f", the items of {where}" if where else ""
+    lines = [f"  answer-only adversaries (train -> test, n={suite['n_test']}{on}):"]
     if suite.get("sampled_from"):  # a bounded sample (matching.diagnostics.SUITE_SAMPLE)
         f = suite["sampled_from"]
         lines[0] = (f"  answer-only adversaries (sample: {f['n_train']} of {f['train']} train"

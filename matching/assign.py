@@ -87,6 +87,11 @@ def solve(
                 return highs_lp.solve_grouped(weights, cap, allowed, _penalty(weights[allowed], n))
             except ArithmeticError:  # not a vertex (cannot happen): the exact dense solver
                 return _dense(weights, allowed, np.repeat(np.arange(g), cap))
+            except RuntimeError:
+                # HiGHS stopped short of an optimum (numerical trouble without presolve, seen
+                # on VSR with options that may not imply each other): linprog's loop, which
+                # retries with presolve and falls back to the dense solver.
+                pass
         return _grouped(weights, cap, allowed)
     if method == "grouped_full":
         return _grouped_lp(weights, cap, allowed, allowed)[0]
@@ -197,18 +202,17 @@ def _grouped_lp(
     # each row takes exactly one option, each group at most its capacity.
     a_eq = hstack([coo_matrix((np.ones(e), (ii, np.arange(e))), shape=(n, e)), identity(n)])
     a_ub = hstack([coo_matrix((np.ones(e), (gg, np.arange(e))), shape=(g, e)), coo_matrix((g, n))])
-    res = linprog(
-        np.concatenate([-w, np.full(n, pen)]),
-        A_eq=a_eq.tocsr(),
-        b_eq=np.ones(n),
-        A_ub=a_ub.tocsr(),
-        b_ub=cap.astype(float),
-        bounds=(0, 1),
-        # Dual simplex without presolve: 2x faster than the default on these LPs, and a
-        # simplex answer is a vertex (integral here).
-        method="highs-ds",
-        options={"presolve": False},
+    problem = dict(
+        c=np.concatenate([-w, np.full(n, pen)]), A_eq=a_eq.tocsr(), b_eq=np.ones(n),
+        A_ub=a_ub.tocsr(), b_ub=cap.astype(float), bounds=(0, 1),
     )
+    # Dual simplex without presolve: 2x faster than the default on these LPs, and a
+    # simplex answer is a vertex (integral here).
+    res = linprog(**problem, method="highs-ds", options={"presolve": False})
+    if res.status != 0:  # numerical trouble ("Unknown"): once more with presolve
+        res = linprog(**problem, method="highs-ds")
+    if res.status != 0:  # the exact dense solver answers instead (over every allowed edge)
+        return _dense(weights, allowed, np.repeat(np.arange(g), cap)), None, None
     if res.status != 0 or res.x is None:
         raise RuntimeError(f"grouped matching LP failed: {res.message}")
     x = res.x[:e]

@@ -115,6 +115,28 @@ def bounded_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[
     return [items[i] for i in keep]
 
 
+def measured_suite(
+    train: Sequence[Item], test: Sequence[Item], encoder: Any, seed: int,
+    suite_sample: int | None = SUITE_SAMPLE,
+) -> dict[str, Any]:
+    """The held-out adversary suite (matching.adversaries) on exactly these items, as
+    `vsr match --report` and build-dataset's stats.json and card compute it: P_rel fitted
+    anew on the train items' answers (so the figure depends on the items alone, not on the
+    queries that found no item), at most ``suite_sample`` items of each side."""
+    from matching.adversaries import run_suite
+
+    suite_train = bounded_sample(train, suite_sample, seed)
+    suite_test = bounded_sample(test, suite_sample, seed + 1)
+    relevance = None
+    if encoder is not None and train:
+        relevance = RelevanceModel(encoder, seed=seed).fit([it.query for it in train])
+    suite = run_suite(suite_train, suite_test, relevance, encoder, seed)
+    if (len(suite_train), len(suite_test)) != (len(train), len(test)):
+        suite["sampled_from"] = {"train": len(train), "test": len(test),
+                                 "n_train": len(suite_train)}
+    return suite
+
+
 def diagnose(
     result: MatchResult, relevance: RelevanceModel, adversaries: bool = True,
     suite_sample: int | None = SUITE_SAMPLE,
@@ -122,8 +144,6 @@ def diagnose(
     """All figures of a run, JSON-ready (stored in MatchRun.diagnostics). ``adversaries``:
     run the held-out answer-only suite (matching.adversaries) on train -> test, on at most
     ``suite_sample`` items of each (None or 0: all)."""
-    from matching.adversaries import run_suite
-
     p = result.params
     items = result.items
     n_distractors = sum(len(it.triples) - 1 for it in items)
@@ -142,15 +162,13 @@ def diagnose(
             known = result.known_true.get(it.query.image, ())
             known_true += int(any(is_implied(kt, d) for kt in known if kt != truth))
     train, test = result.items_in("train"), result.items_in("test")
-    suite_train = bounded_sample(train, suite_sample, p.seed)
-    suite_test = bounded_sample(test, suite_sample, p.seed + 1)
     suite = (
-        run_suite(suite_train, suite_test, relevance, relevance.encoder, p.seed) if adversaries
+        measured_suite(train, test, relevance.encoder, p.seed, suite_sample) if adversaries
         else {"n_test": len(test), "adversaries": {}, "strongest": None}
     )
-    if adversaries and (len(suite_train), len(suite_test)) != (len(train), len(test)):
-        suite["sampled_from"] = {"train": len(train), "test": len(test),
-                                 "n_train": len(suite_train)}
+    # Nothing is validated when a run is made: its items are what build-dataset writes to
+    # mc_unvalidated/ (mc/ takes them one by one as validators reject every distractor).
+    suite["measured_on"] = "mc_unvalidated"
     strongest = suite.get("strongest") or {}
     return {
         "answer_only_adversaries": suite,
@@ -161,6 +179,7 @@ def diagnose(
         "queries": result.queries,
         "items": {s: len(result.items_in(s)) for s in result.queries},
         "unmatched": result.unmatched,
+        "filtered_predictable": result.filtered,
         "chance": round(1 / (p.k + 1), 4),
         "answer_only_accuracy": _r(answer_only_accuracy(train, test)),
         "text_only_accuracy": _r(text_only_accuracy(test, relevance, p.remap)),
@@ -207,7 +226,10 @@ def format_report(diag: dict[str, Any]) -> str:
         f"table_filter={p['table_filter']} balance={p.get('balance')}",
         "  items per split: " + ", ".join(f"{s}={n}" for s, n in diag["items"].items())
         + "  (queries without k distractors: "
-        + ", ".join(f"{s}={n}" for s, n in diag["unmatched"].items()) + ")",
+        + ", ".join(f"{s}={n}" for s, n in diag["unmatched"].items())
+        + "; dropped as predictable: "
+        + (", ".join(f"{s}={n}" for s, n in (diag.get("filtered_predictable") or {}).items())
+           or "none") + ")",
         f"  chance                      {diag['chance']}",
         *format_suite(diag.get("answer_only_adversaries") or {"n_test": 0}),
         f"  answer-only accuracy (test) {diag['answer_only_accuracy']}  (naive Bayes, "

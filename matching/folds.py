@@ -66,7 +66,7 @@ def _run_job(job: tuple[str, int], shared: dict[str, Any] | None = None) -> Fold
     t0 = time.perf_counter()
     items, missing = s["match_split"](
         s["folds"][split][index], split, s["relevance"], s["similarity"], s["params"],
-        s["known"], s["geometry"],
+        s["known"], s["geometry"], conflicts=s.get("conflicts"),
     )
     return FoldResult(split, items, missing, time.perf_counter() - t0)
 
@@ -80,6 +80,7 @@ def match_splits(
     known: Mapping[str, Sequence[Triple]],
     geometry: Mapping[int, PairShapes] | None,
     workers: int = 1,
+    conflicts: Any = None,  # matching.option_conflicts.Conflicts
 ) -> dict[str, FoldResult]:
     """Every split matched (fold by fold), merged back per split with items by query id;
     ``seconds`` of a split is the sum of its folds' times (the work, whatever the workers)."""
@@ -89,7 +90,7 @@ def match_splits(
     jobs.sort(key=lambda j: -len(per_split[j[0]][j[1]]))
     shared: dict[str, Any] = dict(
         match_split=match_split, folds=per_split, relevance=relevance, similarity=similarity,
-        params=params, known=known, geometry=geometry,
+        params=params, known=known, geometry=geometry, conflicts=conflicts,
     )
     # A model-based P_sim runs torch, which must not run in a forked child.
     parallel = workers > 1 and len(jobs) > 1 and getattr(similarity, "vectorised", False)

@@ -29,13 +29,18 @@ from typing import Any
 import numpy as np
 
 from matching.assign import Method, solve
+from matching.filtering import filter_predictable
 from matching.folds import match_splits
 from matching.geometry_filter import PairShapes, rejected_mask
+from matching.option_conflicts import Conflicts, conflicts_for, table_conflicts
 from matching.raking import Adjust, Raking
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
 from matching.similarity import SimilarityScorer, table_lookup, table_matrices
 from matching.study_scope import render_caption
+
+# How often a split is matched again without the queries left short of k distractors.
+REMATCHES = 3
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,10 @@ class MatchParams:
     # and 1, checked on 2 and 3 (docs/matching.md).
     rake_rounds: int = 1
     rake_strength: float = 0.25
+    # AFLite-style filtering (matching.filtering): items whose answer the answer-only
+    # models that never saw them give at least this probability on average are dropped
+    # (0: off). Chosen on split seeds 5-9 of the user's path (docs/matching.md).
+    filter_above: float = 0.5
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -97,6 +106,8 @@ class MatchParams:
             raise ValueError("rake_rounds must be >= 0")
         if not (self.rake_strength >= 0 and np.isfinite(self.rake_strength)):
             raise ValueError("rake_strength must be a finite number >= 0")
+        if not 0 <= self.filter_above <= 1:
+            raise ValueError("filter_above must be in [0, 1] (0: no filtering)")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,6 +144,8 @@ class MatchResult:
     unmatched: dict[str, int]
     known_true: dict[str, list[Triple]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    conflicts: Conflicts | None = None
+    filtered: dict[str, int] = field(default_factory=dict)  # dropped by matching.filtering
 
     def items_in(self, split: str) -> list[Item]:
         return [it for it in self.items if it.split == split]
@@ -172,6 +185,7 @@ def match_split(
     known_true: Mapping[str, Sequence[Triple]] | None = None,
     geometry: Mapping[int, PairShapes] | None = None,
     adjust: Adjust | None = None,
+    conflicts: Conflicts | None = None,
 ) -> tuple[list[Item], int]:
     """Match one split; returns the complete items and how many queries got fewer than k.
 
@@ -181,12 +195,13 @@ def match_split(
     """
     if not (params.balance == "pair" and params.remap):
         return _match_once(
-            queries, split, relevance, similarity, params, known_true, geometry, adjust
+            queries, split, relevance, similarity, params, known_true, geometry, adjust,
+            conflicts,
         )
     todo = list(queries)
     while True:
         items, missing = _match_once(
-            todo, split, relevance, similarity, params, known_true, geometry, adjust
+            todo, split, relevance, similarity, params, known_true, geometry, adjust, conflicts
         )
         if missing == 0:
             return items, len(queries) - len(items)
@@ -202,6 +217,7 @@ def match_split_raked(
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
     geometry: Mapping[int, PairShapes] | None = None,
+    conflicts: Conflicts | None = None,
 ) -> tuple[list[Item], int]:
     """`match_split`, then raking (matching.raking): match again, pushing every
     (subject / object / pair, relation) towards k distractors per answer. Runs per split,
@@ -211,23 +227,36 @@ def match_split_raked(
     if not (params.balance == "pair" and params.remap):
         # One preparation for the first pass and every raking round: only raking's bonus
         # changes between them (issue 17).
-        prep = _prepare(queries, relevance, similarity, params, known_true, geometry)
-        if prep is None:
-            return [], 0
-        got, missing = _rounds(prep, split, similarity, params, None, render=rounds == 0)
-        rake = Raking(params.rake_strength, params.k)
-        for r in range(rounds):
-            extra = _extra(prep, rake.update(got), params)
-            got, missing = _rounds(prep, split, similarity, params, extra, render=r == rounds - 1)
-        return got, missing
+        # With a balance, queries left without k distractors are dropped and the rest
+        # matched again (at most REMATCHES times), so every response that is a distractor
+        # is also an answer of a kept item: the relations stay balanced.
+        todo = list(queries)
+        for attempt in range(REMATCHES + 1):
+            prep = _prepare(todo, relevance, similarity, params, known_true, geometry, conflicts)
+            if prep is None:
+                return [], len(queries)
+            got, missing = _rounds(prep, split, similarity, params, None, render=rounds == 0)
+            rake = Raking(params.rake_strength, params.k)
+            for r in range(rounds):
+                extra = _extra(prep, rake.update(got), params)
+                got, missing = _rounds(
+                    prep, split, similarity, params, extra, render=r == rounds - 1
+                )
+            if missing == 0 or attempt == REMATCHES or params.balance == "off":
+                break
+            kept = {it.query.id for it in got}
+            todo = [q for q in todo if q.id in kept]
+        return got, len(queries) - len(got)
     # "pair" balance drops queries and matches again until the rest is balanced.
-    got, missing = match_split(queries, split, relevance, similarity, params, known_true, geometry)
+    got, missing = match_split(
+        queries, split, relevance, similarity, params, known_true, geometry, None, conflicts
+    )
     if raking:
         rake = Raking(params.rake_strength, params.k)
         for _ in range(params.rake_rounds):
             got, missing = match_split(
                 queries, split, relevance, similarity, params, known_true, geometry,
-                rake.update(got),
+                rake.update(got), conflicts,
             )
     return got, missing
 
@@ -241,8 +270,9 @@ def _match_once(
     known_true: Mapping[str, Sequence[Triple]] | None = None,
     geometry: Mapping[int, PairShapes] | None = None,
     adjust: Adjust | None = None,
+    conflicts: Conflicts | None = None,
 ) -> tuple[list[Item], int]:
-    prep = _prepare(queries, relevance, similarity, params, known_true, geometry)
+    prep = _prepare(queries, relevance, similarity, params, known_true, geometry, conflicts)
     if prep is None:
         return [], 0
     return _rounds(prep, split, similarity, params, _extra(prep, adjust, params))
@@ -266,6 +296,7 @@ class _Prepared:
     p_truth: np.ndarray
     vectorised: bool
     remap: bool
+    conflicts: Conflicts | None  # options that may not stand together (option_conflicts)
 
     def cand_triple(self, i: int, g: int) -> Triple:
         q, r = self.queries[i], self.g_first[g]
@@ -287,8 +318,13 @@ def _prepare(
     params: MatchParams,
     known_true: Mapping[str, Sequence[Triple]] | None = None,
     geometry: Mapping[int, PairShapes] | None = None,
+    conflicts: Conflicts | None = None,
 ) -> _Prepared | None:
     queries = sorted(queries, key=lambda r: r.id)
+    if params.table_filter and conflicts is None:
+        conflicts = table_conflicts()
+    if not params.table_filter:
+        conflicts = None
     n = len(queries)
     if n == 0:
         return None
@@ -344,6 +380,10 @@ def _prepare(
         allowed &= (g_s == t_s) & (g_o == t_o)
     if params.table_filter:
         allowed &= ~table_lookup(t_rel, t_s, t_o, c_rel, c_s, c_o, implied=True)
+    if conflicts is not None:
+        # Nothing that implies the truth, is implied by it or usually true with it: a model
+        # reading all the options would pick the implied one (matching.option_conflicts).
+        allowed &= ~conflicts.lookup(t_rel, t_s, t_o, c_rel, c_s, c_o)
     for i, q in enumerate(queries):
         for kt in (known_true or {}).get(q.image, ()):
             if kt == q.triple:
@@ -360,6 +400,8 @@ def _prepare(
             bad |= (c_rel[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
             if params.table_filter:
                 bad |= fwd
+            if conflicts is not None:  # implying it or usually true with it: likely true too
+                bad |= conflicts.lookup(*kt_ids, *cand)
             allowed[i] &= ~bad
     if geometry and params.remap:
         # Candidates the query's own instance outlines show to hold (matching.geometry_filter).
@@ -386,7 +428,7 @@ def _prepare(
 
     return _Prepared(
         queries, ids, members, cap, g_first, (t_rel, t_s, t_o), (c_rel, c_s, c_o), log_rel,
-        allowed, p_truth, vectorised, params.remap,
+        allowed, p_truth, vectorised, params.remap, conflicts,
     )
 
 
@@ -422,7 +464,7 @@ def _rounds(
         if round_no > 0:
             _diversity_update(
                 p_max, allowed, chosen[:, round_no - 1], alive, queries, similarity, params, ids,
-                (t_s, t_o), (c_rel, c_s, c_o), cand_triple, vectorised,
+                (t_s, t_o), (c_rel, c_s, c_o), cand_triple, vectorised, prep.conflicts,
             )
         w = round_weights(
             log_rel, p_max, allowed & alive[:, None], params.h, params.eps, extra
@@ -538,6 +580,7 @@ def _diversity_update(
     cand: tuple[np.ndarray, np.ndarray, np.ndarray],
     cand_triple: Any,
     vectorised: bool,
+    conflicts: Conflicts | None = None,
 ) -> None:
     """After a round: P_sim becomes the max similarity to every choice of the query so far,
     and a candidate that duplicates a chosen distractor is excluded."""
@@ -558,6 +601,8 @@ def _diversity_update(
         fwd = table_lookup(d_rel, d_s, d_o, c_rel, r_s, r_o, implied=True)
         back = table_lookup(c_rel, r_s, r_o, d_rel, d_s, d_o, implied=True)
         dup |= fwd & back
+    if conflicts is not None:  # no two distractors in implication or usually true together
+        dup |= conflicts.lookup(d_rel, d_s, d_o, c_rel, r_s, r_o)
     allowed[rows] &= ~dup
     if vectorised:
         p_fwd = table_lookup(d_rel, d_s, d_o, c_rel, r_s, r_o)
@@ -614,11 +659,13 @@ def run_matching(
         if on_step:
             on_step("fit P_rel")
     known = known_true_by_image(records, threshold)
+    conflicts = conflicts_for(records, **kw) if params.table_filter else None
     items: list[Item] = []
     unmatched: dict[str, int] = {}
     t0 = time.perf_counter()
     matched = match_splits(
-        match_split_raked, by_split, relevance, similarity, params, known, geometry, workers
+        match_split_raked, by_split, relevance, similarity, params, known, geometry, workers,
+        conflicts,
     )
     for split in SPLITS:
         items += matched[split].items
@@ -627,6 +674,9 @@ def run_matching(
         if on_step:
             on_step(f"matched {split}")
     seconds["match_wall"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    items, filtered = filter_predictable(items, params.filter_above, params.seed)
+    seconds["filter"] = time.perf_counter() - t0
     return MatchResult(
         params=params,
         items=items,
@@ -634,4 +684,6 @@ def run_matching(
         unmatched=unmatched,
         known_true=known,
         seconds=seconds,
+        conflicts=conflicts,
+        filtered=filtered,
     )

@@ -8,14 +8,16 @@ half-written run.
 from __future__ import annotations
 
 import itertools
+
 from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlmodel import Session
 
+from matching.option_conflicts import meaning_key
 from matching.pipeline import MatchResult
-from matching.records import Record
+from matching.records import Record, Triple
 from vsr_core.agreement_db import load_item_votes
 from vsr_core.mc_items import surviving_items as surviving_items
 from vsr_core.models import DEFAULT_STUDY_ID, Example, ExampleOrigin, Image, MatchRun, McItem
@@ -56,6 +58,7 @@ def save_run(
     send_negatives: bool = False,
     extra_params: dict[str, Any] | None = None,
     study_id: int = DEFAULT_STUDY_ID,
+    votes_per_example: int = 3,
 ) -> MatchRun:
     """Write the run, one McItem per complete item and, with ``send_negatives``, each
     distractor as a False Example (origin adversarial) on the query's image, which the
@@ -67,26 +70,32 @@ def save_run(
     session.flush()
     assert run.id is not None
 
-    negatives: dict[tuple[int, str], int] = {}
+    # Negatives that say the same thing on one image (identical, synonym or converse,
+    # matching.option_conflicts.meaning_key) share one Example, so one validation.
+    negatives: dict[tuple[int, Triple], int] = {}
     if send_negatives:
         ex = Example.__table__  # type: ignore[attr-defined]
         image_ids = sorted({it.query.image_id for it in result.items if it.query.image_id})
         for chunk in _chunks(image_ids, 500):
             found = session.execute(
-                select(ex.c.id, ex.c.image_id, ex.c.caption).where(
+                select(ex.c.id, ex.c.image_id, ex.c.subj, ex.c.relation, ex.c.obj).where(
                     ex.c.origin == ExampleOrigin.adversarial.value, ex.c.image_id.in_(chunk),
                     ex.c.study_id == study_id,
-                )
+                ).order_by(ex.c.id)
             )
-            negatives.update({(r.image_id, r.caption): r.id for r in found})
-        fresh: dict[tuple[int, str], Example] = {}
+            for r in found:
+                negatives.setdefault(
+                    (r.image_id, meaning_key((r.subj, r.relation, r.obj))), r.id
+                )
+        reused = set(negatives.values())
+        fresh: dict[tuple[int, Triple], Example] = {}
         per_item: list[list[Example]] = []
         for it in result.items:
             if it.query.image_id is None:
                 raise ValueError(f"Example {it.query.id} has no image row: cannot send negatives")
             mine = []
             for i, (caption, (s, rel, o)) in enumerate(zip(it.choices, it.triples, strict=True)):
-                key = (it.query.image_id, caption)
+                key = (it.query.image_id, meaning_key((s, rel, o)))
                 if i == it.answer_index or key in negatives or key in fresh:
                     continue
                 fresh[key] = Example(
@@ -109,8 +118,8 @@ def save_run(
     for it in result.items:
         neg_ids: list[int | None] = [
             None if i == it.answer_index or not send_negatives
-            else negatives[(it.query.image_id or 0, c)]
-            for i, c in enumerate(it.choices)
+            else negatives[(it.query.image_id or 0, meaning_key(t))]
+            for i, t in enumerate(it.triples)
         ]
         rows.append(
             McItem(
@@ -127,11 +136,61 @@ def save_run(
             )
         )
     session.add_all(rows)
+    if send_negatives:
+        run.diagnostics = {**diagnostics, "validation_cost": validation_cost(
+            session, [r.params["negative_example_ids"] for r in rows],
+            diagnostics.get("false_caption_rejection_rate"), votes_per_example, reused,
+        )}
     session.flush()
     return run
 
 
+def validation_cost(
+    session: Session, item_negatives: Sequence[Sequence[int | None]],
+    p_reject: float | None, votes_per_example: int, reused: set[int] | None = None,
+) -> dict[str, Any]:
+    """What validating a run's negatives costs: distinct negatives queued (``reused`` ones
+    from earlier runs included), how many still lack a verdict, the votes they need, and
+    the items expected to survive if validators reject each negative with probability
+    ``p_reject`` (independently), per vote."""
+    ids = sorted({n for negs in item_negatives for n in negs if n})
+    judged: set[int] = set()
+    for chunk in _chunks(ids, 500):
+        for iv in load_item_votes(session, example_ids=chunk):
+            if len(iv.values) >= votes_per_example:
+                judged.add(int(iv.item))  # type: ignore[call-overload]
+    open_ids = [n for n in ids if n not in judged]
+    votes = len(open_ids) * votes_per_example
+    expected = None
+    if p_reject is not None:
+        expected = sum(p_reject ** len({n for n in negs if n}) for negs in item_negatives)
+    return {
+        "items": len(item_negatives),
+        "negatives": len(ids),
+        "negatives_reused": len(set(ids) & (reused or set())),
+        "negatives_unjudged": len(open_ids),
+        "votes_per_example": votes_per_example,
+        "votes_needed": votes,
+        "p_reject": None if p_reject is None else round(p_reject, 4),
+        "expected_items_kept": None if expected is None else round(expected, 1),
+        "expected_items_per_vote": (
+            None if expected is None or votes == 0 else round(expected / votes, 4)
+        ),
+    }
+
+
+def format_cost(cost: dict[str, Any]) -> str:
+    """One line for `vsr match` and the card."""
+    line = (f"validation cost: {cost['negatives']:,} distinct negatives queued for "
+            f"{cost['items']:,} items ({cost['negatives_reused']:,} shared with earlier runs; "
+            f"synonyms and converses share one), {cost['votes_needed']:,} votes needed "
+            f"({cost['negatives_unjudged']:,} unjudged x {cost['votes_per_example']})")
+    if cost.get("expected_items_kept") is not None:
+        line += (f"; if validators reject a negative as often as the data's False captions "
+                 f"({cost['p_reject']:.0%}), about {cost['expected_items_kept']:,.0f} items "
+                 f"survive: {cost['expected_items_per_vote'] or 0:.3f} items per vote")
+    return line
+
+
 def _chunks(seq: Sequence[int], size: int) -> list[Sequence[int]]:
     return [seq[i : i + size] for i in range(0, len(seq), size)]
-
-

@@ -96,6 +96,11 @@ def match(
         "every (subject/object/pair, relation) pushed towards k distractors per answer "
         "(matching/raking.py); 0 turns raking off.",
     ),
+    filter_above: float = typer.Option(
+        0.5, "--filter-above", help="Drop items whose answer answer-only models that never "
+        "saw them give at least this probability (AFLite-style, matching/filtering.py); 0: "
+        "keep every matched item.",
+    ),
     method: str = typer.Option("auto", "--method", help="auto | grouped | dense | sparse."),
     dense_limit: int = typer.Option(4000, "--dense-limit", help="Largest dense assignment."),
     top_k: int = typer.Option(50, "--top-k", help="Candidates per row for the sparse solver."),
@@ -146,7 +151,7 @@ def match(
     try:
         params = MatchParams(
             h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
-            aim=aim, backoff=backoff, rake_rounds=rake_rounds,
+            aim=aim, backoff=backoff, rake_rounds=rake_rounds, filter_above=filter_above,
             method=method,  # type: ignore[arg-type]
             dense_limit=dense_limit, top_k=top_k, fold_size=fold_size,
         )
@@ -195,6 +200,10 @@ def match(
     sent = " and sent their distractors to validation" if send_negatives else ""
     typer.echo(f"match run {run_id}: {items} multiple-choice items written{sent} "
                f"(study {study.slug})")
+    if "validation_cost" in outcome.diagnostics:
+        from matching.store import format_cost
+
+        typer.echo(format_cost(outcome.diagnostics["validation_cost"]))
 
 
 def why_no_items(result: MatchResult) -> str:

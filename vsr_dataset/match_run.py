@@ -145,6 +145,7 @@ def _run_matching_over(
         raise MatchRunError(str(exc)) from exc
     report(0.85, "diagnostics")
     diag = diagnose(result, relevance, suite_sample=request.suite_sample)
+    diag["false_caption_rejection_rate"] = false_caption_rejection_rate(records, threshold)
     diag["similarity"] = getattr(scorer, "name", request.similarity)
     diag["model"] = request.model or "all-MiniLM-L6-v2 (packaged)"
     if request.sweep:
@@ -171,10 +172,26 @@ def save_match_run(
         "similarity": outcome.diagnostics["similarity"], "model": outcome.diagnostics["model"],
         **extra,
     }
+    from vsr_core.study import load_study_config
+
     with session_scope(engine) as session:
+        votes = load_study_config(session, request.study_id).votes_per_example
         run = save_run(
             session, outcome.result, outcome.diagnostics, send_negatives=send_negatives,
-            extra_params=params, study_id=request.study_id,
+            extra_params=params, study_id=request.study_id, votes_per_example=votes,
         )
         assert run.id is not None
+        if run.diagnostics and "validation_cost" in run.diagnostics:
+            outcome.diagnostics["validation_cost"] = run.diagnostics["validation_cost"]
         return run.id
+
+
+def false_caption_rejection_rate(records: Any, threshold: float) -> float | None:
+    """Share of the data's judged False captions (written False, not adversarial
+    negatives) that validators kept as False: what a negative may expect."""
+    from vsr_core.agreement import is_kept
+
+    judged = [r for r in records if not r.label and r.origin != "adversarial" and r.votes]
+    if not judged:
+        return None
+    return sum(is_kept(False, list(r.votes), threshold) for r in judged) / len(judged)

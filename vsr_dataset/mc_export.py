@@ -41,8 +41,9 @@ def mc_lines(
     in neither (``vsr_dataset.mc_verdicts``).
 
     One line per item: the query image and concepts, the candidate captions (``choices``),
-    the index of the true one (``answer``), each choice's relation, and the ids of the
-    Examples the distractors came from.
+    the index of the true one (``answer``), each choice's relation, the answer's caption and
+    Example id (``answer_caption``, ``answer_example_id``: the key, named as such) and the
+    ids of the Examples the distractors came from, sorted (``distractor_example_ids``).
     """
     run_id = latest_run_id(conn, study_id) if run_id is None else run_id
     if run_id is None:
@@ -70,18 +71,20 @@ def mc_lines(
          coco_split) in conn.execute(stmt):
         if states.get(qid) is not wanted:
             continue
+        # Nothing but ``answer`` and the fields named answer_* tells which choice is true:
+        # the distractors' source Examples are listed sorted, not by choice position.
         record: dict[str, Any] = {
             "image": file_name,
             "image_link": f"{COCO_BASE}/{coco_split}/{file_name}",
             "subj": subj,
             "obj": obj,
-            "caption": caption,
             "choices": list(choices),
             "answer": answer,
             "relations": list(relations),
             "split": split,
-            "example_id": qid,
-            "distractor_example_ids": list(distractors),
+            "answer_caption": caption,
+            "answer_example_id": qid,
+            "distractor_example_ids": sorted(d for d in distractors if d is not None),
             "run_id": run_id,
         }
         if unvalidated:

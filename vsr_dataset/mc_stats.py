@@ -1,21 +1,100 @@
-"""What stats.json and the dataset card say about ``mc/``: the latest matching run's
-held-out answer-only adversaries (matching.adversaries), headline = the strongest."""
+"""What stats.json and the dataset card say about the multiple-choice items: the held-out
+answer-only adversaries (matching.adversaries) computed on exactly the items written, from
+their exported lines: ``mc/`` when it holds items, else ``mc_unvalidated/`` (and the figure
+says which). The headline is the strongest adversary. `vsr match --report` computes the same
+suite on the same items (matching.diagnostics.measured_suite)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import orjson
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from vsr_core.models import MatchRun
+from vsr_core.models import MatchRun, McItem, Vote
+
+if TYPE_CHECKING:
+    from matching.pipeline import Item
 
 MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
+MCITEM = McItem.__table__  # type: ignore[attr-defined]
+VOTE = Vote.__table__  # type: ignore[attr-defined]
+PACKAGED = "(packaged)"  # how a run names the packaged MiniLM in its params
 
 
-def mc_summary(conn: Connection, lines: dict[str, list[bytes]]) -> dict[str, Any] | None:
-    """None when matching never ran; else the run, its items per split as written, and its
-    adversary figures (trained on mc/train, scored on mc/test, 95 % Wilson intervals)."""
+def items_from_lines(lines: dict[str, list[bytes]]) -> dict[str, list[Item]]:
+    """Exported JSONL lines (split -> lines) back into matching Items, in file order."""
+    from matching.pipeline import Item
+    from matching.records import Record
+
+    out: dict[str, list[Item]] = {}
+    for split, rows in lines.items():
+        for line in rows:
+            rec = orjson.loads(line)
+            rels, answer = rec["relations"], rec["answer"]
+            truth = Record(
+                id=rec["answer_example_id"], image=rec["image"], subj=rec["subj"],
+                relation=rels[answer], obj=rec["obj"], caption=rec["answer_caption"],
+                label=True,
+            )
+            out.setdefault(split, []).append(Item(
+                query=truth, split=split, choices=list(rec["choices"]),
+                triples=[(rec["subj"], r, rec["obj"]) for r in rels], answer_index=answer,
+                source_ids=[],
+            ))
+    return out
+
+
+def suite_on_lines(lines: dict[str, list[bytes]], model: str | None, seed: int) -> dict[str, Any]:
+    """The adversary suite on the exported items (train -> test), as `vsr match` runs it."""
+    from matching.diagnostics import measured_suite
+    from matching.relevance import load_encoder
+
+    items = items_from_lines(lines)
+    train, test = items.get("train", []), items.get("test", [])
+    if not train or not test:
+        return {"n_test": len(test), "adversaries": {}, "strongest": None}
+    encoder = load_encoder(None if not model or model.endswith(PACKAGED) else model)
+    return measured_suite(train, test, encoder, seed)
+
+
+def votes_on_negatives(conn: Connection, run_id: int) -> int:
+    """Votes cast so far on the run's negatives (each counted once, however many items
+    share it)."""
+    from sqlalchemy import func
+
+    ids = sorted({
+        n for (params,) in conn.execute(select(MCITEM.c.params).where(MCITEM.c.run_id == run_id))
+        for n in (params or {}).get("negative_example_ids", []) if n
+    })
+    total = 0
+    for i in range(0, len(ids), 500):
+        total += conn.execute(
+            select(func.count()).select_from(VOTE).where(VOTE.c.example_id.in_(ids[i : i + 500]))
+        ).scalar_one()
+    return int(total)
+
+
+def cost_summary(conn: Connection, run_id: int, diag: dict[str, Any], validated: int
+                 ) -> dict[str, Any] | None:
+    """The run's validation cost as `vsr match` stated it, with what happened since: votes
+    cast on its negatives and items validated (in mc/) per vote."""
+    cost = diag.get("validation_cost")
+    if not cost:
+        return None
+    cast = votes_on_negatives(conn, run_id)
+    return {**cost, "votes_cast": cast, "items_validated": validated,
+            "actual_items_per_vote": round(validated / cast, 4) if cast else None}
+
+
+def mc_summary(
+    conn: Connection, lines: dict[str, list[bytes]],
+    unvalidated: dict[str, list[bytes]] | None = None,
+) -> dict[str, Any] | None:
+    """None when matching never ran; else the run, its items per split as written, and the
+    adversary figures computed on the exported items: ``mc/`` (``lines``) when it holds any,
+    else ``mc_unvalidated/`` (``unvalidated``, when written)."""
     row = conn.execute(
         select(MATCHRUN.c.id, MATCHRUN.c.params, MATCHRUN.c.diagnostics)
         .order_by(MATCHRUN.c.id.desc()).limit(1)
@@ -24,17 +103,23 @@ def mc_summary(conn: Connection, lines: dict[str, list[bytes]]) -> dict[str, Any
         return None
     run_id, params, diag = row
     params, diag = params or {}, diag or {}
-    suite = diag.get("answer_only_adversaries") or {}
+    measured_on, measured = "mc", lines
+    if not any(lines.values()) and unvalidated and any(unvalidated.values()):
+        measured_on, measured = "mc_unvalidated", unvalidated
+    suite = suite_on_lines(measured, params.get("model"), int(params.get("seed") or 0))
     return {
         "run_id": run_id,
         "items": {split: len(v) for split, v in sorted(lines.items())},
+        "items_unvalidated": {split: len(v) for split, v in sorted((unvalidated or {}).items())},
         "k": params.get("k"),
         "splits": params.get("splits"),
         "balance": params.get("balance"),
         "chance": diag.get("chance"),
+        "measured_on": measured_on,
         "adversaries": suite.get("adversaries", {}),
         "adversaries_n_test": suite.get("n_test"),
         "strongest_adversary": suite.get("strongest"),
+        "validation_cost": cost_summary(conn, run_id, diag, sum(map(len, lines.values()))),
     }
 
 
@@ -45,11 +130,25 @@ def card_lines(mc: dict[str, Any]) -> list[str]:
     s = mc.get("strongest_adversary")
     if s:
         lo, hi = s["ci95"]
+        where = mc.get("measured_on", "mc")
+        note = "" if where == "mc" else " (validators have not cleared these items)"
         others = ", ".join(f"{n} {a['accuracy']:.3f}" for n, a in mc["adversaries"].items())
         out.append(
-            f"  Strongest answer-only adversary (sees only the options, trained on mc/train, "
-            f"scored on {mc['adversaries_n_test']:,} mc/test items): {s['name']} "
+            f"  Strongest answer-only adversary (sees only the options, trained on "
+            f"{where}/train, scored on the {mc['adversaries_n_test']:,} items of "
+            f"{where}/test{note}): {s['name']} "
             f"{s['accuracy']:.3f} (95 % CI {lo:.3f}-{hi:.3f}; chance {mc['chance']}). "
             f"All: {others}."
+        )
+    cost = mc.get("validation_cost")
+    if cost:
+        from matching.store import format_cost
+
+        actual = cost.get("actual_items_per_vote")
+        out.append(
+            f"  {format_cost(cost)[0].upper()}{format_cost(cost)[1:]}. So far "
+            f"{cost['votes_cast']:,} votes on these negatives and {cost['items_validated']:,} "
+            f"items validated"
+            + (f": {actual:.3f} items per vote." if actual is not None else ".")
         )
     return out

@@ -10,7 +10,7 @@ import pytest
 from matching.diagnostics import diagnose
 from matching.folds import folds
 from matching.pipeline import MatchParams, run_matching
-from matching.records import Record, kept_true
+from matching.records import Record, kept_true, split_of
 from matching.relevance import RelevanceModel, load_encoder
 from matching.similarity import TableSimilarity
 from tests.matching.support import VSR_VALIDATED, build_tiny_encoder, concepts_of, vsr_sample
@@ -54,15 +54,17 @@ def test_fold_matching_draws_distractors_from_the_fold_and_workers_do_not_matter
     whole = run_matching(sample, relevance, TableSimilarity(), MatchParams(fold_size=0),
                          fit=False)
     assert _picks(whole) != _picks(one)  # folds change which responses a query can get
-    train = [q for q in kept_true(sample) if any(
-        it.query.id == q.id and it.split == "train" for it in one.items)]
+    # Every train query (matched or not: folds are cut before matching).
+    train = [q for q in kept_true(sample) if split_of(q.image, 0) == "train"]
     fold_of_id = {q.id: i for i, p in enumerate(folds(train, 150, 0)) for q in p}
     assert len(set(fold_of_id.values())) > 1
     for it in one.items_in("train"):
         assert all(fold_of_id[s] == fold_of_id[it.query.id] for s in it.round_sources)
     diag = diagnose(one, relevance, adversaries=False)
     assert diag["duplicate_choice_items"] == 0 and diag["implied_by_truth_share"] == 0.0
-    assert sum(diag["items"].values()) >= 0.9 * sum(one.queries.values())
+    # No two options may imply each other (matching.option_conflicts): a few queries find
+    # no k distractors their fold allows.
+    assert sum(diag["items"].values()) >= 0.8 * sum(one.queries.values())
     assert one.seconds["match_wall"] > 0
 
 

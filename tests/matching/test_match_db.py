@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 from typer.testing import CliRunner
 
+from matching.option_conflicts import meaning_key
 from matching.store import surviving_items
 from tests.matching.support import VSR_VALIDATED, build_tiny_encoder, concepts_of, vsr_sample
 from vsr_cli.failure import CliError
@@ -39,6 +40,26 @@ def encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("enc"), concepts_of(vsr_sample(10)))
 
 
+def _suite_from_files(folder: Path, encoder_path: Path) -> dict:
+    """The adversary suite on exported mc JSONL files, read here line by line."""
+    from matching.diagnostics import measured_suite
+    from matching.pipeline import Item
+    from matching.records import Record
+    from matching.relevance import load_encoder
+
+    items: dict[str, list[Item]] = {}
+    for split in ("train", "test"):
+        for line in (folder / f"{split}.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            rel = rec["relations"][rec["answer"]]
+            truth = Record(rec["answer_example_id"], rec["image"], rec["subj"], rel, rec["obj"],
+                           rec["answer_caption"], True)
+            items.setdefault(split, []).append(Item(
+                truth, split, rec["choices"], [(rec["subj"], r, rec["obj"])
+                                               for r in rec["relations"]], rec["answer"], []))
+    return measured_suite(items["train"], items["test"], load_encoder(str(encoder_path)), 0)
+
+
 def _match(db_url: str, encoder: Path, *extra: str):  # type: ignore[no-untyped-def]
     return runner.invoke(
         app, ["match", "--database-url", db_url, "--model", str(encoder), *extra],
@@ -56,6 +77,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
                  "0,1", "--send-negatives-to-validation", "--json", str(out_json))
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert "answer-only accuracy (test)" in res.output
+    assert "validation cost: " in res.output and " votes needed " in res.output
     assert "distractors implied by truth (table) 0.0" in res.output
     assert "text_only" in res.output  # the sweep table
     diag = json.loads(out_json.read_text())
@@ -81,6 +103,13 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
             .order_by(adversarial.c.id)
         ).scalars().all()
         assert all(a != b for a, b in zip(parents, parents[1:], strict=False)), parents
+        negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload,arg-type]
+        keys = [(n.image_id, meaning_key((n.subj, n.relation, n.obj))) for n in negatives]
+        assert len(set(keys)) == len(keys)  # equivalent negatives share one validation
+        cost = run.diagnostics["validation_cost"]
+        assert cost["negatives"] == cost["negatives_unjudged"] == n_adv
+        assert cost["votes_needed"] == 3 * n_adv and cost["items"] == len(items)
+        assert 0 < cost["p_reject"] <= 1 and 0 < cost["expected_items_kept"] <= len(items)
         for it in items:
             query = s.get(Example, it.query_example_id)
             assert query is not None and query.label
@@ -94,7 +123,11 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
                     continue
                 neg = s.get(Example, neg_id)
                 assert neg is not None and neg.origin == "adversarial" and not neg.label
-                assert neg.caption == it.choices[i] and neg.image_id == query.image_id
+                # The distractor, or a caption saying the same (synonym, converse) that
+                # another item on this image offered: one validation for both.
+                assert meaning_key((neg.subj, neg.relation, neg.obj)) == meaning_key(
+                    (query.subj, it.relations[i], query.obj))
+                assert neg.image_id == query.image_id
                 assert neg.parent_example_id is not None and neg.queue_open
         # Nothing validated yet: no item may be exported.
         assert surviving_items(s, run.id) == []  # type: ignore[arg-type]
@@ -119,7 +152,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     assert res.exit_code == 0, res.output + repr(res.exception)
     exported = [json.loads(line) for part in sorted((out / "mc").glob("*.jsonl"))
                 for line in part.read_text().splitlines()]
-    assert [rec["example_id"] for rec in exported] == [first.query_example_id]
+    assert [rec["answer_example_id"] for rec in exported] == [first.query_example_id]
     assert not (out / "mc_unvalidated").exists()
     # Asked for, the items validators have not cleared are written apart and say so.
     res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
@@ -128,7 +161,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     pending = [json.loads(line) for part in sorted((out / "mc_unvalidated").glob("*.jsonl"))
                for line in part.read_text().splitlines()]
     assert len(pending) == len(items) - 1 and all(r["validated"] is False for r in pending)
-    assert first.query_example_id not in {r["example_id"] for r in pending}
+    assert first.query_example_id not in {r["answer_example_id"] for r in pending}
 
     # A second identical run reuses the negatives instead of duplicating them.
     res = _match(db_url, encoder_path, "--send-negatives-to-validation")
@@ -233,19 +266,35 @@ def test_mc_follows_the_exported_random_split_by_default(
     every mc item sits in the random part of its query Example."""
     res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
     assert res.exit_code == 0, res.output
-    res = _match(db_url, encoder_path, "--report")
+    diag_file = tmp_path / "diag.json"
+    res = _match(db_url, encoder_path, "--report", "--json", str(diag_file))
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert "STRONGEST answer-only adversary" in res.output
+    assert "the items of mc_unvalidated/, not validated" in res.output
     out = tmp_path / "export"
     # Nobody has voted on the negatives yet, so the items are in mc_unvalidated/ (mc/ holds
     # only items validators cleared); they follow the same split.
     res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
-                              "--only", "mc", "--only", "random", "--unvalidated-mc"])
+                              "--only", "mc", "--only", "random", "--only", "stats",
+                              "--only", "card", "--unvalidated-mc"])
     assert res.exit_code == 0, res.output + repr(res.exception)
+    # One figure: the suite recomputed here from the exported files is what stats.json, the
+    # card and `vsr match --report` say.
+    recomputed = _suite_from_files(out / "mc_unvalidated", encoder_path)
+    stats = json.loads((out / "stats.json").read_text())["mc"]
+    assert stats["measured_on"] == "mc_unvalidated"
+    assert stats["adversaries"] == recomputed["adversaries"]
+    assert stats["strongest_adversary"] == recomputed["strongest"]
+    reported = json.loads(diag_file.read_text())["answer_only_adversaries"]
+    assert reported["adversaries"] == recomputed["adversaries"]
+    best = recomputed["strongest"]
+    card = (out / "README.md").read_text()
+    assert f"{best['name']} {best['accuracy']:.3f}" in card
+    assert f"scored on the {recomputed['n_test']:,} items of mc_unvalidated/test" in card
     part_of = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
                for line in (out / "random" / f"{p}.jsonl").read_text().splitlines()}
     mc_dir = out / "mc_unvalidated"
-    mc = {p: [json.loads(line)["example_id"] for line in (mc_dir / f"{p}.jsonl")
+    mc = {p: [json.loads(line)["answer_example_id"] for line in (mc_dir / f"{p}.jsonl")
               .read_text().splitlines()] for p in ("train", "dev", "test")
           if (mc_dir / f"{p}.jsonl").exists()}
     assert mc.get("test"), mc

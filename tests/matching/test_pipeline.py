@@ -59,7 +59,9 @@ def fresh(encoder) -> RelevanceModel:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def result(sample: list[Record], relevance: RelevanceModel):  # type: ignore[no-untyped-def]
-    return run_matching(sample, relevance, TableSimilarity(), MatchParams(h=1.0, k=3))
+    # Matching alone: the AFLite-style filter has a test of its own.
+    params = MatchParams(h=1.0, k=3, filter_above=0)
+    return run_matching(sample, relevance, TableSimilarity(), params)
 
 
 def _rec(i: int, image: str, s: str, rel: str, o: str, votes: tuple[bool, ...] = (True,) * 3,
@@ -151,7 +153,8 @@ def test_each_round_uses_each_response_at_most_once(  # type: ignore[no-untyped-
 
 @pytest.mark.parametrize("balance", ["off", "soft"])
 def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[no-untyped-def]
-    result, relevance: RelevanceModel, sample: list[Record], balance: str
+    result, relevance: RelevanceModel, sample: list[Record], balance: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """W = W_rel + h log(1 - P_sim); from round 2 on P_sim is the max similarity to every
     choice so far (truth and earlier distractors), as in VCR. W_rel is VCR's log P_rel
@@ -162,14 +165,24 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
     matching's items of the split (the same run with rake_rounds=0)."""
     from dataclasses import replace
 
+    import matching.pipeline
+
+    # Re-match until no query is left short, so the counts are over the item's queries.
+    monkeypatch.setattr(matching.pipeline, "REMATCHES", 10_000)
     first = run_matching(sample, relevance, TableSimilarity(),
                          replace(result.params, balance=balance, rake_rounds=0), fit=False)
     raked = None
     if balance == "soft":
         assert result.params.balance == "soft" and result.params.rake_rounds == 1
         raked = result
+    if raked is not None:  # the same run, re-matched until no query is left short
+        raked = run_matching(sample, relevance, TableSimilarity(), result.params, fit=False)
+    # The raked run re-matches after dropping queries left short of k distractors, so its
+    # raking bonus comes from its own first pass: checked where that is ``first``.
     for res in (first, raked):
-        if res is not None:
+        if res is not None and (res is first or res.queries == first.queries and
+                                {it.query.id for it in res.items}
+                                == {it.query.id for it in first.items}):
             _check_weights(res, first, relevance, sample, balance)
 
 
@@ -185,7 +198,12 @@ def _check_weights(  # type: ignore[no-untyped-def]
                       result.params.aim)
     split_of_id = assign_splits(kept_true(sample))
     counts: dict[tuple[str, ...], Counter[str]] = {}
+    # Queries left without k distractors are dropped and the split matched again: the
+    # counts are over the queries that kept an item.
+    with_item = {it.query.id for it in result.items}
     for q in kept_true(sample):
+        if q.id not in with_item:
+            continue
         sp = split_of_id[q.id]
         for key in ((sp, q.subj, q.obj), (sp, "s", q.subj), (sp, "o", q.obj)):
             counts.setdefault(key, Counter())[q.relation] += 1
@@ -290,8 +308,9 @@ def test_table_filter_excludes_entailed_distractors_and_can_be_turned_off(
     recs = [_rec(1, "a.jpg", "cat", "on", "bed"), _rec(2, "b.jpg", "dog", "touching", "bus")]
     splits = {1: "train", 2: "train"}
     on = run_matching(recs, fresh, TableSimilarity(), MatchParams(k=1), splits=splits)
-    # "The cat is touching the bed." is true whenever "on" is: the 'on' query gets nothing.
-    assert [it.query.id for it in on.items] == [2]
+    # "The cat is touching the bed." is true whenever "on" is: the 'on' query gets nothing;
+    # and "on" offered with "touching" would give "touching" away: nor does the other.
+    assert [it.query.id for it in on.items] == []
     assert diagnose(on, fresh)["implied_by_truth_share"] == 0.0
     off = run_matching(
         recs, fresh, TableSimilarity(), MatchParams(k=1, table_filter=False), splits=splits
@@ -430,3 +449,64 @@ def test_captions_voted_true_are_known_true_whatever_their_label(fresh: Relevanc
     res = run_matching(recs, fresh, TableSimilarity(), MatchParams(k=2), splits=splits, fit=False)
     (item,) = [it for it in res.items if it.query.image == "000000371890.jpg"]
     assert not {"near", "close to", "by", "above", "over"} & set(item.relations), item.choices
+
+
+def test_no_two_options_imply_each_other_or_are_usually_true_together(
+    fresh: RelevanceModel,
+) -> None:
+    """The implication giveaway: 'on' implies 'touching', so an item offering both has
+    'touching' as its answer (a model reading all four options learns it). No two options of
+    an item may stand in an implication (either way), equivalence or usually-true-together."""
+    from itertools import combinations
+
+    from matching.option_conflicts import table_conflicts
+    from vsr_core.relation_semantics import sim_probability
+
+    rels = ["on", "touching", "near", "close to", "above", "on top of", "left of", "right of",
+            "behind", "in front of", "under", "far from", "facing", "next to"]
+    recs = [_rec(i, f"im{i}.jpg", "cat", rels[i % len(rels)], "bed") for i in range(1, 141)]
+    res = run_matching(recs, fresh, TableSimilarity(), MatchParams(k=3, filter_above=0),
+                       splits={r.id: "train" for r in recs})
+    assert len(res.items) >= 30  # queries left short are dropped and the rest re-matched
+    conflicts = table_conflicts()
+    for it in res.items:
+        assert not {"on", "touching"} <= set(it.relations), it.relations
+        for a, b in combinations(it.triples, 2):
+            assert not is_implied(a, b) and not is_implied(b, a), (a, b)
+            assert sim_probability(a, b) < 0.5 and sim_probability(b, a) < 0.5, (a, b)
+            assert not conflicts.relations_conflict(a[1], b[1])
+
+
+def test_validated_cooccurrence_adds_usually_true_together_pairs() -> None:
+    from matching.option_conflicts import conflicts_for, cooccurring_pairs
+
+    yes, no = (True,) * 3, (False,) * 3
+    recs = []
+    for i in range(12):  # 'behind' true with 'facing' on 10 of 12 images
+        recs.append(_rec(2 * i, f"p{i}.jpg", "dog", "behind", "car", yes))
+        recs.append(_rec(2 * i + 1, f"p{i}.jpg", "dog", "facing", "car", yes if i < 10 else no,
+                         label=i < 10))
+    assert ("behind", "facing") in cooccurring_pairs(recs)
+    assert ("behind", "facing") not in cooccurring_pairs(recs[:16])  # 8 images: too few
+    assert conflicts_for(recs).relations_conflict("facing", "behind")
+
+
+def test_filtering_drops_the_items_answer_only_models_find_predictable(  # type: ignore[no-untyped-def]
+    result, sample: list[Record], relevance: RelevanceModel
+) -> None:
+    """AFLite-style: an item is dropped when models that never saw it (cross-fitted on
+    train, fitted on train for dev/test) give its answer a mean probability >= the bound."""
+    from matching.filtering import predictability
+
+    base = run_matching(sample, relevance, TableSimilarity(), MatchParams(filter_above=0),
+                        fit=False)
+    res = run_matching(sample, relevance, TableSimilarity(), MatchParams(filter_above=0.4),
+                       fit=False)
+    train = base.items_in("train")
+    others = [it for it in base.items if it.split != "train"]
+    p_train, p_other = predictability(train, others, 0)
+    expected = {it.query.id for it, p in zip(train + others, [*p_train, *p_other], strict=True)
+                if p < 0.4}
+    assert {it.query.id for it in res.items} == expected
+    assert sum(res.filtered.values()) == len(base.items) - len(expected) > 0
+    assert base.filtered == {}

@@ -274,8 +274,12 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
     assert "not** cleared" in (out / "README.md").read_text()
     item = mc[mapping[first_id]][0]
     assert item["run_id"] == run_id  # the latest run only
-    assert item["choices"][item["answer"]] == item["caption"]
-    assert item["example_id"] == first_id and len(item["relations"]) == 4
+    assert item["choices"][item["answer"]] == item["answer_caption"]
+    assert item["answer_example_id"] == first_id and len(item["relations"]) == 4
+    # Nothing else points at the answer: no plain "caption", no positional ids.
+    assert "caption" not in item and "example_id" not in item
+    ids: list[int] = item["distractor_example_ids"]  # type: ignore[assignment]
+    assert ids == sorted(ids) and None not in ids
     raw = read_jsonl(out / "all_raw.jsonl")
     assert all(r["aggregate_label"] in (0, 1) for r in raw)
     stats = json.loads((out / "stats.json").read_text())

@@ -1,0 +1,135 @@
+"""The multiple-choice figures a user gets, on the path a user runs, per split seed.
+
+For each split seed: a fresh SQLite database, `vsr db upgrade`, `vsr import-vsr` of the
+raw VSR release (every vote; the validated file and meta data after it, as docs/dataset.md
+says), `vsr match --report --split-seed S` (defaults: negatives sent to validation, which an
+imported release has not judged), then `build-dataset --unvalidated-mc --seed S`.
+Every step is the installed CLI run as a subprocess. Prints, per seed, every adversary of
+the exported items' stats.json (mc/ when it holds items, else mc_unvalidated/, as
+stats.json says) with its 95 % Wilson interval, the items kept of the kept True Examples,
+the validation cost `vsr match` states, and `vsr match`'s wall time (target < 60 s).
+At the end, `vsr match --dry-run` on the first seed is timed against a baseline in the same
+run: `--baseline-tree DIR` (e.g. main's tree, run with PYTHONPATH=DIR), else this tree
+without raking and filtering; the ratio is what to read on a loaded machine.
+
+    python -m bench.mc_user_path                  # seeds 0-4 (the reported ones)
+    python -m bench.mc_user_path --seeds 5,6,7,8,9  # the seeds parameters were chosen on
+    python -m bench.mc_user_path --release ../shared/vsr/data/data_files
+
+Target: the strongest adversary <= 0.30 on every seed, with as many items kept as possible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RELEASE = Path(__file__).resolve().parents[1].parent.parent / "shared/vsr/data/data_files"
+TARGET = 0.30
+
+
+def _bin(name: str) -> str:
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else name
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> tuple[str, float]:
+    t0 = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True, env=env or os.environ.copy())
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return done.stdout, seconds
+
+
+def imported_db(release: Path, folder: Path) -> Path:
+    db = folder / "imported.db"
+    url = f"sqlite:///{db}"
+    _run(_bin("vsr"), "db", "upgrade", "--database-url", url)
+    _run(_bin("vsr"), "import-vsr", str(release), "-q", "--database-url", url)
+    return db
+
+
+def one_seed(base: Path, folder: Path, seed: int, extra: list[str]) -> dict:
+    db = folder / f"seed{seed}.db"
+    shutil.copy(base, db)
+    url = f"sqlite:///{db}"
+    report, match_s = _run(_bin("vsr"), "match", "--report", "--split-seed", str(seed),
+                           "--database-url", url, *extra)
+    out = folder / f"export{seed}"
+    _run(_bin("build-dataset"), "--database-url", url, "--out", str(out), "--seed",
+         str(seed), "--unvalidated-mc", "--only", "mc", "--only", "stats", "--only", "card",
+         "--overwrite")
+    stats = json.loads((out / "stats.json").read_text())["mc"]
+    cost = [ln.strip() for ln in report.splitlines() if "validation cost" in ln]
+    kept = re.search(r"(\d+) kept True Examples", report)
+    return {"seed": seed, "stats": stats, "match_seconds": match_s, "cost": cost,
+            "queries": int(kept.group(1)) if kept else None}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--release", type=Path, default=RELEASE)
+    ap.add_argument("--match-args", default="", help="extra `vsr match` options")
+    ap.add_argument("--baseline-tree", type=Path, default=None,
+                    help="time `vsr match` of this source tree (e.g. main's) as the baseline")
+    args = ap.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    extra = args.match_args.split()
+    worst: tuple[float, int, str, list[float]] | None = None
+    with tempfile.TemporaryDirectory(prefix="mc_user_path_") as tmp:
+        folder = Path(tmp)
+        base = imported_db(args.release, folder)
+        for seed in seeds:
+            r = one_seed(base, folder, seed, extra)
+            s = r["stats"]
+            items = sum(s["items"].values()) or sum(s["items_unvalidated"].values())
+            parts = s["items"] if any(s["items"].values()) else s["items_unvalidated"]
+            print(f"seed {seed}: {items:,} items kept of {r['queries']:,} kept True Examples "
+                  f"({' / '.join(f'{k} {v:,}' for k, v in parts.items())}), measured on "
+                  f"{s['measured_on']}/ (n test {s['adversaries_n_test']:,}); "
+                  f"vsr match {r['match_seconds']:.1f} s", flush=True)
+            for name, a in s["adversaries"].items():
+                lo, hi = a["ci95"]
+                print(f"    {name:<20} {a['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]", flush=True)
+            best = s["strongest_adversary"]
+            print(f"  strongest: {best['name']} {best['accuracy']:.3f} "
+                  f"{best['ci95']}", flush=True)
+            for line in r["cost"]:
+                print(f"  {line}", flush=True)
+            if worst is None or best["accuracy"] > worst[0]:
+                worst = (best["accuracy"], seed, best["name"], best["ci95"])
+        if seeds:
+            env = None
+            if args.baseline_tree:
+                env = {**os.environ, "PYTHONPATH": str(args.baseline_tree)}
+                cmd = [_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run"]
+                what = f"`vsr match --dry-run` of {args.baseline_tree}"
+            else:
+                cmd = [_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
+                       "--rake-rounds", "0", "--filter-above", "0"]
+                what = "`vsr match --dry-run --rake-rounds 0 --filter-above 0`"
+            _, base_s = _run(*cmd, "--database-url", f"sqlite:///{base}", env=env)
+            _, ours_s = _run(_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
+                             "--database-url", f"sqlite:///{base}", *extra)
+            print(f"time, same run, seed {seeds[0]}: `vsr match --dry-run` {ours_s:.1f} s, "
+                  f"baseline {what} {base_s:.1f} s: ratio {ours_s / base_s:.2f}")
+    if worst is not None:
+        acc, seed, name, ci = worst
+        verdict = "met" if acc <= TARGET else "NOT met"
+        print(f"worst strongest adversary over seeds {seeds}: {acc:.3f} {ci} ({name}, seed "
+              f"{seed}); target <= {TARGET}: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
