@@ -8,7 +8,6 @@ half-written run.
 from __future__ import annotations
 
 import itertools
-
 from collections.abc import Sequence
 from typing import Any
 
