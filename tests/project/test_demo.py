@@ -234,7 +234,7 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
                    for line in (export / "random" / f"{p}.jsonl").read_text().splitlines()}
     for line in mc:
         item = json.loads(line)
-        assert random_part[item["example_id"]] == item["split"], item
+        assert random_part[item["answer_example_id"]] == item["split"], item
     engine = make_engine(db_url)
     with Session(engine) as s:
         assert len(mc) == len(s.exec(select(McItem)).all()) > 0
