@@ -241,7 +241,7 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
 
         # Matching writes Chinese distractors and sends them to validators as negatives.
         db = ("--database-url", sqlite_url)
-        report = cli("vsr", "match", "--study", "vsr-zh", "--k", "1", "--splits", "image", *db)
+        report = cli("vsr", "match", "--study", "vsr-zh", "--k", "1", *db)
         assert "kept True Examples" in report, report
         negatives = validator(
             browser, f"{ZH}/start/validate?PROLIFIC_PID=zh7e8f9a0b&STUDY_ID=st1&SESSION_ID=s4",
