@@ -26,6 +26,7 @@ from tests.support.browser import (
 )
 from tests.support.fake_prolific import TOKEN, State, running
 from tests.support.webapp_coco import make_pairs
+from tests.webapp.crowd.test_browser_pages import assert_fits
 from vsr_core.db import make_engine
 from vsr_core.models import Assignment, Example, LeaseStatus, PlatformAction, Worker
 from webapp.admin.auth import create_admin
@@ -58,13 +59,6 @@ def server(sqlite_url: str, coco_dir: Path, tmp_path: Path
 def _entry(template: str, pid: str, study: str, session: str) -> str:
     return (template.replace("{{%PROLIFIC_PID%}}", pid).replace("{{%STUDY_ID%}}", study)
             .replace("{{%SESSION_ID%}}", session))
-
-
-def _fits(page: object) -> None:
-    """The whole page scrolls only down: wide tables scroll inside their own box."""
-    width = page.evaluate(  # type: ignore[attr-defined]
-        "[document.documentElement.scrollWidth, window.innerWidth]")
-    assert width[0] <= width[1], f"page is {width[0]} px wide in a {width[1]} px window"
 
 
 @pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)], ids=["desktop", "phone"])
@@ -178,7 +172,7 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         expect(summary).to_contain_text("rewards £1.50 + bonuses")
         expect(admin.locator(f'tr[data-sub="{sa}"] td.status')).to_have_text("AWAITING REVIEW")
         expect(admin.locator(f'tr[data-sub="{sa}"] td.paid')).to_contain_text("2 written")
-        _fits(admin)
+        assert_fits(admin, "platforms page with a plan")
         # In view without scrolling the table: the submission's status; each plan field
         # under its own label, not beside the previous field.
         box = admin.locator(f'tr[data-sub="{sa}"] td.status').bounding_box()
@@ -200,7 +194,7 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         # What the apply did shows before the next sync.
         expect(admin.locator(f'tr[data-sub="{sa}"] td.status')).to_have_text("APPROVED")
         expect(admin.locator(f'tr[data-sub="{sc}"] td.status')).to_have_text("REJECTED")
-        _fits(admin)
+        assert_fits(admin, "platforms page after apply")
         admin.screenshot(path=str(shots / f"platform_applied_{w}.png"), full_page=True)
 
         # Planning again adds nothing and offers nothing to apply.
