@@ -270,3 +270,6 @@ def test_an_approve_answered_502_after_the_write_is_done(
     assert apply(session, client(url), study)["done"] == 2
     assert state.count("POST", "/submissions/s1/transition/") == 1
     assert sorted(state.transitions) == [("s1", "APPROVED"), ("s2", "REJECTED")]
+    # The lost answer, settled by reading the platform, still sets the status shown.
+    subs = {s.external_id: s.status for s in session.exec(select(PlatformSubmission))}
+    assert (subs["s1"], subs["s2"]) == ("APPROVED", "REJECTED")
