@@ -36,6 +36,7 @@ from webapp.crowd.tasks import page, redirect, strategy_for, task_previews, task
 from webapp.http import rate_limits
 from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.http.errors import PageError, screenout_context
+from webapp.http.i18n import N_
 from webapp.http.study import current_study
 
 router = APIRouter(tags=["entry"])
@@ -43,6 +44,9 @@ router = APIRouter(tags=["entry"])
 def _check_roles(worker: Worker, kind: str) -> None:
     if worker.roles and kind not in worker.roles:
         raise PageError(403, "Your invitation is not for this task.")
+
+
+CLOSED = N_("This study is closed: it takes no new participants or batches.")
 
 
 @router.get("/start/{kind}", summary="Entry from a Prolific, MTurk or invite link")
@@ -78,6 +82,8 @@ def start(
     # site-wide limits kept in the database (webapp.http.rate_limits).
     address = rate_limits.client_address(request)
     new = is_new_identity(session, entry)
+    if new and study.archived:  # no new workers: refused before the consent, not after it
+        raise PageError(403, CLOSED)
     if new:
         rate_limits.check_new_worker(session, settings, address)
     worker = resolve_worker(session, entry, study.id)
@@ -102,6 +108,8 @@ def start(
     if same_platform_session(entry, batches.latest_batch(session, worker.id, kind, study.id)):
         # The link of a submission that already finished (e.g. the worker lost the code).
         return redirect(f"/done/{kind}")
+    if study.archived:  # no batch to finish here: nothing to consent to
+        raise PageError(403, CLOSED)
     return redirect(f"/instructions/{kind}" if has_consented(request, kind) else f"/consent/{kind}")
 
 
@@ -210,7 +218,7 @@ def begin(
     address = rate_limits.client_address(request)
     new_batch = batches.current_batch(session, worker.id, kind, study.id) is None
     if new_batch and study.archived:  # an open batch may still be finished
-        raise PageError(403, "This study is closed: it takes no new participants or batches.")
+        raise PageError(403, CLOSED)
     if new_batch:
         rate_limits.check_new_batch(session, request.app.state.settings, address)
     try:

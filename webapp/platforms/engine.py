@@ -53,6 +53,9 @@ from webapp.platforms.base import GONE, Platform, PlatformError
 # Statuses that wait for our decision, and those that show a decision was already taken.
 REVIEWABLE = frozenset({"AWAITING REVIEW", "Submitted"})
 DECIDED = {"approve": {"APPROVED", "Approved"}, "reject": {"REJECTED", "Rejected"}}
+# Each platform's own word for a submission a confirmed approve/reject has moved.
+DECIDED_WORD = {"prolific": {"approve": "APPROVED", "reject": "REJECTED"},
+                "mturk": {"approve": "Approved", "reject": "Rejected"}}
 # A 'sending' row younger than this may still be in flight in another apply; older ones are
 # a crash's leftovers. Longer than the slowest call (10 s timeouts, a few 429 waits).
 STALE_AFTER = timedelta(minutes=15)
@@ -416,9 +419,11 @@ def reconcile(session: Session, platform: Platform, study: PlatformStudy,
     settled = 0
     for action_id, kind, target, cents, response, sent_at in stuck:
         outcome = _settle_lost(platform, kind, target, workers[target], cents, response, True)
-        if outcome is not None:
-            settled += _set_state(session, action_id, ActionState.sending, outcome[0],
-                                  outcome[1], old_sent_at=sent_at)
+        if outcome is not None and _set_state(session, action_id, ActionState.sending,
+                                              outcome[0], outcome[1], old_sent_at=sent_at):
+            settled += 1
+            if outcome[0] == ActionState.done:
+                _record_decision(session, platform.name, kind, target)
         _save_calls(session, calls)
         session.commit()
     return settled
@@ -448,7 +453,9 @@ def apply(session: Session, platform: Platform, study: PlatformStudy,
             continue
         state, response = _outcome(session, platform, study_ext, claimed)
         if state != ActionState.sending:
-            _set_state(session, claimed.id, ActionState.sending, state, response)
+            if _set_state(session, claimed.id, ActionState.sending, state, response) \
+                    and state == ActionState.done:
+                _record_decision(session, platform.name, claimed.kind, claimed.target)
         else:
             _set_state(session, claimed.id, ActionState.sending, state,
                        {**_response_of(session, claimed.id), **response})
@@ -457,6 +464,20 @@ def apply(session: Session, platform: Platform, study: PlatformStudy,
         counts[state] += 1
     session.expire_all()  # the caller's objects show the new states
     return counts
+
+
+def _record_decision(session: Session, platform: str, kind: str, target: str) -> None:
+    """The status a confirmed approve/reject gave the submission, stored at once so that the
+    page does not show it awaiting review until the next sync. Only a still-reviewable
+    status is replaced: a newer status read by a sync is kept."""
+    word = DECIDED_WORD.get(platform, {}).get(kind)
+    if word is None:
+        return
+    session.execute(update(PlatformSubmission).where(
+        col(PlatformSubmission.platform) == platform,
+        col(PlatformSubmission.external_id) == target,
+        col(PlatformSubmission.status).in_(REVIEWABLE),
+    ).values(status=word))
 
 
 def _response_of(session: Session, action_id: int) -> dict[str, Any]:

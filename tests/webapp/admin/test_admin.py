@@ -1000,6 +1000,14 @@ def test_decided_follows_the_validation_queue(
     o = client.get("/admin/api/overview.json").json()
     assert (o["examples"], o["decided"], o["undecided"], o["kept"]) == (1, 0, 1, 1)
     assert o["provisional"] == 1
+    # The Example's page says what the queue asks for, not "wants 3" beside 3 votes.
+    page = client.get(f"/admin/examples/{ex_id}").text
+    with Session(engine) as s:
+        stored = s.get(Example, ex_id)
+        assert stored is not None
+        most = load_study_config(s, stored.study_id).max_votes_per_example
+    assert most > 3 and '<span class="wanted">not decided at 3 votes: the queue asks for ' \
+        f'more, up to {most}</span>' in page
     with Session(engine) as s:
         row = s.get(Example, ex_id)
         assert row is not None
@@ -1009,3 +1017,5 @@ def test_decided_follows_the_validation_queue(
     o = client.get("/admin/api/overview.json").json()
     assert (o["decided"], o["undecided"], o["kept"], o["rejected"]) == (1, 0, 1, 0)
     assert o["provisional"] == 0
+    assert '<span class="wanted">decided (target 3 votes)</span>' in \
+        client.get(f"/admin/examples/{ex_id}").text

@@ -26,6 +26,7 @@ from tests.support.browser import (
 )
 from tests.support.fake_prolific import TOKEN, State, running
 from tests.support.webapp_coco import make_pairs
+from tests.webapp.crowd.test_browser_pages import assert_fits
 from vsr_core.db import make_engine
 from vsr_core.models import Assignment, Example, LeaseStatus, PlatformAction, Worker
 from webapp.admin.auth import create_admin
@@ -60,8 +61,9 @@ def _entry(template: str, pid: str, study: str, session: str) -> str:
             .replace("{{%SESSION_ID%}}", session))
 
 
+@pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)], ids=["desktop", "phone"])
 def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str,
-                                      tmp_path: Path) -> None:
+                                      tmp_path: Path, viewport: tuple[int, int]) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     base, state = server
@@ -69,7 +71,8 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
     shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = launch_chromium(p)
-        admin = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+        w, h = viewport
+        admin = browser.new_context(viewport={"width": w, "height": h}).new_page()
         errors = watch_errors(admin)
         admin.goto(base + "/admin/login")
         admin.get_by_label("Username").fill("admin")
@@ -128,7 +131,7 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         worker.keyboard.press("2")
         worker.keyboard.press("Enter")
         expect(worker.locator("#completion-code")).to_have_text(code)
-        worker.screenshot(path=str(shots / "worker_done.png"))
+        worker.screenshot(path=str(shots / f"worker_done_{w}.png"))
         # Two validators (from elsewhere) judge the caption's two Examples "true": the one
         # whose label is true is kept, which is what the bonus counts.
         for n in (1, 2):
@@ -169,7 +172,16 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         expect(summary).to_contain_text("rewards £1.50 + bonuses")
         expect(admin.locator(f'tr[data-sub="{sa}"] td.status')).to_have_text("AWAITING REVIEW")
         expect(admin.locator(f'tr[data-sub="{sa}"] td.paid')).to_contain_text("2 written")
-        admin.screenshot(path=str(shots / "platform_plan.png"), full_page=True)
+        assert_fits(admin, "platforms page with a plan")
+        # In view without scrolling the table: the submission's status; each plan field
+        # under its own label, not beside the previous field.
+        box = admin.locator(f'tr[data-sub="{sa}"] td.status').bounding_box()
+        assert box is not None and box["x"] + box["width"] <= w
+        first, second = (admin.locator(f'.platform-plan input[name="{n}"]').bounding_box()
+                         for n in ("bonus_cents_per_kept", "min_items"))
+        assert first is not None and second is not None
+        assert (second["y"] >= first["y"] + first["height"]) == (w < 700)
+        admin.screenshot(path=str(shots / f"platform_plan_{w}.png"), full_page=True)
         before = len(state.received)
         admin.get_by_role("button", name="Apply").click()  # not confirmed: the browser stops it
         assert len(state.received) == before
@@ -179,7 +191,11 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         admin.goto(base + "/admin/platform")
         expect(admin.locator(".plan-summary")).to_contain_text("All actions so far: 3 done.")
         expect(admin.locator(f'tr[data-sub="{sa}"] .action.done')).to_have_count(2)
-        admin.screenshot(path=str(shots / "platform_applied.png"), full_page=True)
+        # What the apply did shows before the next sync.
+        expect(admin.locator(f'tr[data-sub="{sa}"] td.status')).to_have_text("APPROVED")
+        expect(admin.locator(f'tr[data-sub="{sc}"] td.status')).to_have_text("REJECTED")
+        assert_fits(admin, "platforms page after apply")
+        admin.screenshot(path=str(shots / f"platform_applied_{w}.png"), full_page=True)
 
         # Planning again adds nothing and offers nothing to apply.
         sent = len(state.received)

@@ -112,7 +112,7 @@ def test_demo_pages_in_chromium(
         errors = watch_errors(page)
         page.goto(base + "/admin/login")
         page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill("demo-admin")
+        page.get_by_label("Password").fill("vsr-demo-admin-2026")  # scripts/demo_data.sh
         page.get_by_role("button", name="Log in").click()
         expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
         page.screenshot(path=str(shots / f"{width}_overview.png"))
@@ -141,6 +141,7 @@ def test_demo_pages_in_chromium(
             expect(votes).to_contain_text(f"demo validator {n}")
         expect(page.locator("body")).not_to_contain_text("invite-")
         expect(page.locator("p.stuck")).to_contain_text("every validator in this study")
+        expect(page.locator(".wanted")).to_contain_text("not decided at 3 votes")
         page.screenshot(path=str(shots / f"{width}_example.png"), full_page=True)
         for path in ("/admin", "/admin/pipeline", f"/admin/examples/{example_id}"):
             page.goto(base + path)

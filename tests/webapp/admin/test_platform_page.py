@@ -122,6 +122,9 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     assert state.paid == [("p1", 0.20 * 2)]
     page = client.get(where).text
     assert "Applied: 3 done, 0 failed." in page and "Nothing planned" in page
+    status = dict(re.findall(r'<tr data-sub="(\w+)">.*?<td class="status">(.*?)</td>', page,
+                             re.S))
+    assert status == {"s1": "APPROVED", "s2": "REJECTED"}  # before any sync
     empty = re.search(r'name="seen" value="(\w+)"', page)
     assert empty is None
     sent_so_far = len(state.received)

@@ -84,6 +84,8 @@ def test_plan_is_deterministic_and_apply_sends_once(
     subs = {s.external_id: s for s in session.exec(select(PlatformSubmission))}
     assert subs["s1"].quality["kept_captions"] == 2 and subs["s1"].quality["items"] == 4
     assert subs["s3"].status == "RETURNED"
+    # The confirmed transitions show at once, not "AWAITING REVIEW" until the next sync.
+    assert (subs["s1"].status, subs["s2"].status) == ("APPROVED", "REJECTED")
     ledger = session.exec(select(PlatformLedger)).all()
     assert len(ledger) == 4 and {r.submission_id for r in ledger} == {subs["s1"].id}
     assert sum(r.cents for r in ledger) == 40 and sum(r.kept for r in ledger) == 2
@@ -268,3 +270,6 @@ def test_an_approve_answered_502_after_the_write_is_done(
     assert apply(session, client(url), study)["done"] == 2
     assert state.count("POST", "/submissions/s1/transition/") == 1
     assert sorted(state.transitions) == [("s1", "APPROVED"), ("s2", "REJECTED")]
+    # The lost answer, settled by reading the platform, still sets the status shown.
+    subs = {s.external_id: s.status for s in session.exec(select(PlatformSubmission))}
+    assert (subs["s1"], subs["s2"]) == ("APPROVED", "REJECTED")

@@ -110,3 +110,22 @@ def test_a_5xx_bonus_waits_for_the_platform(
     _listed(stub, [])
     assert apply(session, p, study)["sending"] == 1
     assert _state(session) == "sending"
+
+
+def test_an_approved_assignment_shows_approved_before_a_sync(
+    session: Session, stubbed: tuple[MTurkPlatform, Stubber]
+) -> None:
+    p, stub = stubbed
+    study = PlatformStudy(platform="mturk", external_id="H1")
+    session.add(study)
+    session.commit()
+    session.add(PlatformSubmission(platform_study_id=study.id or 0, platform="mturk",
+                                   external_id="A1", worker_external_id="W1",
+                                   status="Submitted"))
+    session.add(PlatformAction(platform_study_id=study.id or 0, platform="mturk",
+                               kind="approve", target="A1", reason="",
+                               idempotency_key=f"mturk-{study.id}-approve-A1"))
+    session.commit()
+    stub.add_response("approve_assignment", {}, {"AssignmentId": "A1"})
+    assert apply(session, p, study)["done"] == 1
+    assert session.exec(select(PlatformSubmission)).one().status == "Approved"

@@ -105,6 +105,16 @@ def data_page(
     )
 
 
+def _votes_wanted(is_open: bool, votes: int, target: int, maximum: int) -> str:
+    """What the validation queue still asks of an Example, in the words of its rule: the
+    target first; a split at the target gets more votes, up to the maximum."""
+    if not is_open:
+        return f"decided (target {target} votes)"
+    if votes < target:
+        return f"wants {target} votes"
+    return f"not decided at {votes} votes: the queue asks for more, up to {maximum}"
+
+
 @router.get("/examples/{example_id}", include_in_schema=False)
 def example_page(
     example_id: DbId, request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
@@ -133,6 +143,9 @@ def example_page(
     agree = sum(1 for v, _ in votes if v.value == example.label)
     cfg = study_config(session, admin_study(request).id)
     assert example.id is not None
+    target = example.target_votes or cfg.votes_per_example
+    wanted = _votes_wanted(bool(example.queue_open), n, target,
+                           max(target, cfg.max_votes_per_example))
     stuck = bool(example.queue_open and not example.is_gold) and stats.validators_left(
         session, example.id, example.author_id, example.study_id) == 0
     return render(
@@ -147,6 +160,7 @@ def example_page(
         other_half=other_half,
         names=names,
         stuck=stuck,
+        wanted=wanted,
         n=n,
         agree=agree,
         cfg=cfg,
