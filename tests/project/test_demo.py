@@ -30,7 +30,8 @@ from vsr_core.models import Assignment, Example, InviteToken, LeaseStatus, McIte
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-RELATIONS = ["on top of", "beneath", "beside", "behind", "under", "in front of", "near"]
+RELATIONS = ["left of", "right of", "behind", "in front of", "far from", "facing", "above",
+             "inside", "at the edge of", "attached to"]
 
 
 def _free_port() -> int:
@@ -141,7 +142,7 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     form = admin.get("/admin/login").text
     token = re.search(r'name="csrf_token" value="([^"]+)"', form)
     assert token is not None
-    r = admin.post("/admin/login", data={"username": "admin", "password": "demo-admin",
+    r = admin.post("/admin/login", data={"username": "admin", "password": "vsr-demo-admin-2026",
                                          "csrf_token": token.group(1), "next": "/admin"})
     assert r.status_code in (200, 303), r.text
     settings_page = admin.get("/admin/settings").text
