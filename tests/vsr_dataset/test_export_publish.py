@@ -212,8 +212,8 @@ def test_mc_unvalidated_holds_only_unjudged_items(
     build_dataset(engine, out, BuildOptions(unvalidated_mc=True))
     mc = [r for p in (out / "mc").glob("*.jsonl") for r in read_jsonl(p)]
     pending = [r for p in (out / "mc_unvalidated").glob("*.jsonl") for r in read_jsonl(p)]
-    assert [r["example_id"] for r in mc] == [ids[0]]
-    assert [r["example_id"] for r in pending] == [ids[2]]
+    assert [r["answer_example_id"] for r in mc] == [ids[0]]
+    assert [r["answer_example_id"] for r in pending] == [ids[2]]
     card = (out / "README.md").read_text()
     assert "1 items are left out of both: validators judged one of their distractors true" in card
     assert "nobody has judged yet" in card
