@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from matching.pipeline import Item
+    from matching.items import Item
     from matching.relevance import Encoder, RelevanceModel
 
 Z95 = 1.959963984540054

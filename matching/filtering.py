@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from matching.pipeline import Item
+    from matching.items import Item
 
 FOLDS = 4
 Model = Callable[[Sequence["Item"], Sequence["Item"]], np.ndarray]

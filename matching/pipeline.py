@@ -32,6 +32,7 @@ from matching.assign import Method, solve
 from matching.filtering import filter_predictable
 from matching.folds import match_splits
 from matching.geometry_filter import PairShapes, rejected_mask
+from matching.items import Item as Item
 from matching.option_conflicts import Conflicts, conflicts_for, table_conflicts
 from matching.raking import Adjust, Raking
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
@@ -111,29 +112,6 @@ class MatchParams:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass
-class Item:
-    """One multiple-choice item: the query's image and concepts, k+1 captions, the answer."""
-
-    query: Record
-    split: str
-    choices: list[str]
-    triples: list[Triple]
-    answer_index: int
-    # The Example whose response became each choice (the query's own at the answer).
-    source_ids: list[int]
-    weights: list[float] = field(default_factory=list)  # W of each distractor, round order
-    round_sources: list[int] = field(default_factory=list)  # source Example per round
-
-    @property
-    def relations(self) -> list[str]:
-        return [t[1] for t in self.triples]
-
-    @property
-    def distractor_triples(self) -> list[Triple]:
-        return [t for i, t in enumerate(self.triples) if i != self.answer_index]
 
 
 @dataclass
