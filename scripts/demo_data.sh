@@ -25,7 +25,7 @@ done
 cat <<EOT
 
 Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
-  1. write captions (one annotator; 8 or more with varied relations, so matching has enough):
+  1. write captions (one annotator; 10 or more, each with a different relation, so matching has enough):
        $SITE/start/generate?token=demo-annotator
   2. validate them as three validators (each Example needs 3 votes; open the links one after
      another, in this browser or in private windows; a batch holds one image of each caption,

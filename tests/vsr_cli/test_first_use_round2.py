@@ -87,7 +87,7 @@ def test_match_says_why_it_made_no_item_and_fails(db_url: str, engine: Engine) -
 
 def test_match_names_the_study_and_writes_no_library_bars(db_url: str, engine: Engine) -> None:
     assert _cli("vsr", "db", "upgrade", db_url=db_url).returncode == 0
-    write_kept_captions(engine, 10, seed=1)
+    write_kept_captions(engine, 16, seed=1)
     r = _cli("vsr", "match", "--k", "3", "--no-send-negatives-to-validation", db_url=db_url)
     assert r.returncode == 0, r.stderr
     assert r.stderr == "", r.stderr  # no "Loading weights" bar: stderr is not a terminal
