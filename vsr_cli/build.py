@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -160,6 +160,28 @@ def build(
     if options.study is not None:
         msg += f" (study {options.study.slug})"
     typer.echo(msg)
+    mc_line = mc_figure_line(summary.stats.get("mc"))
+    if mc_line:
+        typer.echo(mc_line)
+
+
+def mc_figure_line(mc: Any) -> str | None:
+    """The exported items' strongest answer-only adversary, as stats.json has it (the
+    dashboard sends people who build here for this figure)."""
+    if not isinstance(mc, dict):
+        return None
+    best = mc.get("strongest_adversary")
+    where = mc.get("measured_on", "mc")
+    if not best:
+        return f"multiple-choice: no adversary figure ({where}/ has no train and test items)"
+    lo, hi = best["ci95"]
+    note = " (not validated)" if where == "mc_unvalidated" else ""
+    return (
+        f"multiple-choice: strongest answer-only adversary {best['name']} "
+        f"{best['accuracy']:.3f} (95 % CI {lo:.3f}-{hi:.3f}) on the "
+        f"{mc.get('adversaries_n_test') or 0:,} test items of {where}/{note}; "
+        f"in stats.json under mc"
+    )
 
 
 def _build_with_progress(
