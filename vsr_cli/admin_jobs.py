@@ -162,7 +162,8 @@ def run_build(
         summary = build_dataset(
             engine,
             out,
-            BuildOptions(seed=int(params.get("seed", 0)), study=study),
+            BuildOptions(seed=int(params.get("seed", 0)), study=study,
+                         unvalidated_mc=bool(params.get("unvalidated_mc", False))),
             progress=lambda stage, frac: report(0.9 * frac, f"building: {stage}"),
         )
         report(0.92, f"zipping {len(summary.files)} files")

@@ -108,6 +108,8 @@ class BuildParams(BaseModel):
     """Build the dataset (JSONL splits, stats, card) and zip it for download."""
 
     seed: int = Field(0, ge=0, le=2**31 - 1)
+    # build-dataset --unvalidated-mc: also the items validators have not cleared, apart.
+    unvalidated_mc: bool = False
 
 
 JOB_KINDS: dict[str, type[BaseModel]] = {
