@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
 from vsr_core.models import Job, MatchRun
-from vsr_core.settings import DEMO_DATA_DIR
-from webapp.admin import jobs, stats
+from vsr_core.settings import DEMO_DATA_DIR, Settings
+from webapp.admin import export_figure, jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import admin_study, back, check_admin_study, render
@@ -39,15 +39,17 @@ DEMO_COCO = DEMO_DATA_DIR / "annotations" / "instances_demo.json"
 
 @router.get("/pipeline", include_in_schema=False)
 def pipeline_page(
-    request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
+    request: Request, admin: AdminDep, session: SessionDep, settings: SettingsDep,
+    msg: str | None = None,
 ) -> Response:
-    return _pipeline(request, admin, session, msg=msg)
+    return _pipeline(request, admin, session, settings, msg=msg)
 
 
 def _pipeline(
     request: Request,
     admin: Any,
     session: Session,
+    settings: Settings,
     *,
     msg: str | None = None,
     kind: str | None = None,
@@ -84,6 +86,7 @@ def _pipeline(
         forms=forms,
         msg=msg,
         mc=stats.mc_summary(session, study_id),
+        figure=export_figure.figure_for_page(session, settings, study_id),
         values=values,
         form_kind=kind,
         errors=errors or {},
@@ -105,7 +108,8 @@ async def start_job(
         params = model.model_validate(raw, context={"data_roots": settings.data_root_paths()})
     except ValidationError as exc:
         return _pipeline(
-            request, admin, session, kind=kind, errors=field_errors(exc), typed=typed, status=422
+            request, admin, session, settings, kind=kind, errors=field_errors(exc),
+            typed=typed, status=422,
         )
     jobs.mark_orphans(session)
     try:
@@ -115,6 +119,7 @@ async def start_job(
             request,
             admin,
             session,
+            settings,
             kind=kind,
             typed=typed,
             status=409,

@@ -1,0 +1,111 @@
+"""The pipeline page's multiple-choice figure, as an admin sees it: the latest matching run's
+figure marked as measured before validation until the dashboard has built an export, then the
+figure of the files in that export's zip (its stats.json), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+import zipfile
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
+
+from tests.vsr_dataset.test_export import seed_native
+from tests.webapp.admin.test_admin import admin, app, wait_job  # noqa: F401  (fixtures)
+from vsr_core.models import Example, Job, MatchRun, McItem
+
+# The run's own figure, as `vsr match --report` stores it; no export can measure exactly this.
+RUN_FIGURE = {"name": "run_only_model", "accuracy": 0.777, "ci95": [0.7, 0.8]}
+
+
+def _matching_run(engine: Engine) -> int:
+    """A run whose items sit in the part build-dataset's split gives their truths, as
+    matching makes them (none validated: its negatives were never judged)."""
+    from vsr_dataset.match_splits import export_split_mapping
+
+    with Session(engine) as session:
+        seed_native(session, n_annotations=40)
+    mapping = export_split_mapping(engine, 2 / 3, 0)
+    with Session(engine) as session:
+        exs = [e for e in session.exec(select(Example).order_by(col(Example.id)))
+               if e.id in mapping]
+        run = MatchRun(params={"h": 1.0, "k": 3}, diagnostics={
+            "chance": 0.25, "strongest_adversary": RUN_FIGURE["name"],
+            "answer_only_adversaries": {"n_test": 9, "strongest": RUN_FIGURE,
+                                        "measured_on": "mc_unvalidated"},
+        })
+        session.add(run)
+        session.flush()
+        assert run.id is not None
+        for ex in exs:
+            assert ex.id is not None
+            others = [e for e in exs if e.relation != ex.relation][:3]
+            session.add(McItem(
+                run_id=run.id, query_example_id=ex.id, split=mapping[ex.id],
+                choices=[ex.caption] + [o.caption for o in others], answer_index=0,
+                relations=[ex.relation] + [o.relation for o in others],
+                distractor_example_ids=[o.id for o in others],
+            ))
+        session.commit()
+        return run.id
+
+
+def _text(page: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def _build(client: TestClient, token: str, engine: Engine, **form: str) -> dict[str, Any]:
+    r = client.post("/admin/jobs/build", data={"csrf_token": token, "seed": "0", **form},
+                    follow_redirects=False)
+    assert r.status_code == 303, r.text
+    with Session(engine) as s:
+        job = s.exec(select(Job).order_by(col(Job.id).desc())).first()
+    assert job is not None
+    done = wait_job(client, job.id, timeout=300)  # type: ignore[arg-type]
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def test_pipeline_page_shows_the_figure_of_the_latest_export(
+    admin: tuple[TestClient, str], engine: Engine  # noqa: F811
+) -> None:
+    client, token = admin
+    run_id = _matching_run(engine)
+
+    # No export yet: the run's figure, said to be measured before validation, and the
+    # command that measures the exported files.
+    page = _text(client.get("/admin/pipeline").text)
+    assert f"Latest matching run #{run_id}" in page
+    assert "run_only_model 0.777 (95% CI 0.700–0.800) on 9 test items" in page
+    assert "Measured before validation" in page
+    assert "build-dataset --out DIR --unvalidated-mc" in page
+
+    # An export without mc_unvalidated/: mc/ is empty (nothing validated), so no figure.
+    first = _build(client, token, engine)
+    page = _text(client.get("/admin/pipeline").text)
+    assert f"The latest export (build job #{first['id']}," in page
+    assert "gives no figure: mc/ of that export has no train and test items" in page
+    assert "Measured before validation" in page  # the run's figure stands in
+
+    # With mc_unvalidated/: the page shows what that export's stats.json says, measured
+    # on its files, never the run's own figure.
+    second = _build(client, token, engine, unvalidated_mc="on")
+    zf = zipfile.ZipFile(io.BytesIO(client.get(second["download"]).content))
+    mc = json.loads(zf.read("stats.json"))["mc"]
+    assert mc["measured_on"] == "mc_unvalidated" and mc["run_id"] == run_id
+    n_test = len(zf.read("mc_unvalidated/test.jsonl").decode().splitlines())
+    assert mc["adversaries_n_test"] == n_test > 0
+    best = mc["strongest_adversary"]
+    lo, hi = best["ci95"]
+    page = _text(client.get("/admin/pipeline").text)
+    assert f"Latest export (build job #{second['id']}," in page
+    assert (f"{best['name']} {best['accuracy']:.3f} (95% CI {lo:.3f}–{hi:.3f}) on the "
+            f"{n_test:,} test items of mc_unvalidated/ — not validated") in page
+    assert "Read from that export's stats.json" in page
+    assert "run_only_model" not in page.split("Matching runs")[0]
+    assert "Measured before validation" not in page
