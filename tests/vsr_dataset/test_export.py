@@ -287,6 +287,25 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
     assert stats["label_model"]["n_labelled"] == len(raw)
 
 
+def test_cli_prints_the_exported_mc_figure(db_url: str, engine: Engine, tmp_path: Path) -> None:
+    # What the dashboard points command-line users to: the figure of the files written.
+    from tests.support.mc_run import unvalidated_run
+
+    unvalidated_run(engine)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-c", "from vsr_cli.main import build_dataset_main as m; m()"]
+    proc = subprocess.run(cmd + ["--out", str(out), "--unvalidated-mc", "--only", "mc", "--only",
+                                 "stats", "--database-url", db_url, "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    mc = json.loads((out / "stats.json").read_text())["mc"]
+    best = mc["strongest_adversary"]
+    lo, hi = best["ci95"]
+    assert (f"strongest answer-only adversary {best['name']} {best['accuracy']:.3f} (95 % CI "
+            f"{lo:.3f}-{hi:.3f}) on the {mc['adversaries_n_test']:,} test items of "
+            f"mc_unvalidated/ (not validated)") in proc.stdout
+
+
 def test_worker_ids_of_mixed_sources_never_collide(
     engine: Engine, session: Session, tmp_path: Path
 ) -> None:

@@ -15,44 +15,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from tests.vsr_dataset.test_export import seed_native
+from tests.support.mc_run import RUN_FIGURE, RUN_N_TEST, unvalidated_run
 from tests.webapp.admin.test_admin import admin, app, wait_job  # noqa: F401  (fixtures)
-from vsr_core.models import Example, Job, MatchRun, McItem
-
-# The run's own figure, as `vsr match --report` stores it; no export can measure exactly this.
-RUN_FIGURE = {"name": "run_only_model", "accuracy": 0.777, "ci95": [0.7, 0.8]}
-
-
-def _matching_run(engine: Engine) -> int:
-    """A run whose items sit in the part build-dataset's split gives their truths, as
-    matching makes them (none validated: its negatives were never judged)."""
-    from vsr_dataset.match_splits import export_split_mapping
-
-    with Session(engine) as session:
-        seed_native(session, n_annotations=40)
-    mapping = export_split_mapping(engine, 2 / 3, 0)
-    with Session(engine) as session:
-        exs = [e for e in session.exec(select(Example).order_by(col(Example.id)))
-               if e.id in mapping]
-        run = MatchRun(params={"h": 1.0, "k": 3}, diagnostics={
-            "chance": 0.25, "strongest_adversary": RUN_FIGURE["name"],
-            "answer_only_adversaries": {"n_test": 9, "strongest": RUN_FIGURE,
-                                        "measured_on": "mc_unvalidated"},
-        })
-        session.add(run)
-        session.flush()
-        assert run.id is not None
-        for ex in exs:
-            assert ex.id is not None
-            others = [e for e in exs if e.relation != ex.relation][:3]
-            session.add(McItem(
-                run_id=run.id, query_example_id=ex.id, split=mapping[ex.id],
-                choices=[ex.caption] + [o.caption for o in others], answer_index=0,
-                relations=[ex.relation] + [o.relation for o in others],
-                distractor_example_ids=[o.id for o in others],
-            ))
-        session.commit()
-        return run.id
+from vsr_core.models import Job
 
 
 def _text(page: str) -> str:
@@ -75,13 +40,15 @@ def test_pipeline_page_shows_the_figure_of_the_latest_export(
     admin: tuple[TestClient, str], engine: Engine  # noqa: F811
 ) -> None:
     client, token = admin
-    run_id = _matching_run(engine)
+    run_id = unvalidated_run(engine)
 
     # No export yet: the run's figure, said to be measured before validation, and the
     # command that measures the exported files.
     page = _text(client.get("/admin/pipeline").text)
     assert f"Latest matching run #{run_id}" in page
-    assert "run_only_model 0.777 (95% CI 0.700–0.800) on 9 test items" in page
+    lo, hi = RUN_FIGURE["ci95"]
+    assert (f"{RUN_FIGURE['name']} {RUN_FIGURE['accuracy']:.3f} (95% CI {lo:.3f}–{hi:.3f}) "
+            f"on {RUN_N_TEST} test items") in page
     assert "Measured before validation" in page
     assert "build-dataset --out DIR --unvalidated-mc" in page
 
@@ -107,5 +74,5 @@ def test_pipeline_page_shows_the_figure_of_the_latest_export(
     assert (f"{best['name']} {best['accuracy']:.3f} (95% CI {lo:.3f}–{hi:.3f}) on the "
             f"{n_test:,} test items of mc_unvalidated/ — not validated") in page
     assert "Read from that export's stats.json" in page
-    assert "run_only_model" not in page.split("Matching runs")[0]
+    assert str(RUN_FIGURE["name"]) not in page.split("Matching runs")[0]
     assert "Measured before validation" not in page
