@@ -9,12 +9,15 @@ the exported items' stats.json (mc/ when it holds items, else mc_unvalidated/, a
 stats.json says) with its 95 % Wilson interval, the items kept of the kept True Examples,
 the validation cost `vsr match` states, and `vsr match`'s wall time (target < 60 s).
 At the end, `vsr match --dry-run` on the first seed is timed against a baseline in the same
-run: `--baseline-tree DIR` (e.g. main's tree, run with PYTHONPATH=DIR), else this tree
+run: `--baseline-ref REF` (a commit of this repository, e.g. main before a change: its tree
+is extracted with `git archive` into the temporary folder, imports the release with its own
+`vsr db upgrade` and `import-vsr`, and runs with PYTHONPATH pointing at it), else this tree
 without raking and filtering; the ratio is what to read on a loaded machine.
 
     python -m bench.mc_user_path                  # seeds 0-4 (the reported ones)
     python -m bench.mc_user_path --seeds 5,6,7,8,9  # the seeds parameters were chosen on
     python -m bench.mc_user_path --release ../shared/vsr/data/data_files
+    python -m bench.mc_user_path --seeds 0 --baseline-ref c1dfe81  # against that commit
 
 Target: the strongest adversary <= 0.30 on every seed, with as many items kept as possible.
 """
@@ -32,7 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RELEASE = Path(__file__).resolve().parents[1].parent.parent / "shared/vsr/data/data_files"
+ROOT = Path(__file__).resolve().parents[1]
+RELEASE = ROOT.parent.parent / "shared/vsr/data/data_files"
 TARGET = 0.30
 
 
@@ -41,21 +45,43 @@ def _bin(name: str) -> str:
     return str(here) if here.exists() else name
 
 
+def _this_tree() -> dict[str, str]:
+    """The environment that runs this tree's code: the virtualenv's `vsr` may be installed
+    editable from another checkout."""
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def _run(*args: str, env: dict[str, str] | None = None) -> tuple[str, float]:
     t0 = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, env=env or os.environ.copy())
+    done = subprocess.run(args, capture_output=True, text=True, env=env or _this_tree())
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return done.stdout, seconds
 
 
-def imported_db(release: Path, folder: Path) -> Path:
+def imported_db(release: Path, folder: Path, env: dict[str, str] | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
     db = folder / "imported.db"
     url = f"sqlite:///{db}"
-    _run(_bin("vsr"), "db", "upgrade", "--database-url", url)
-    _run(_bin("vsr"), "import-vsr", str(release), "-q", "--database-url", url)
+    _run(_bin("vsr"), "db", "upgrade", "--database-url", url, env=env)
+    _run(_bin("vsr"), "import-vsr", str(release), "-q", "--database-url", url, env=env)
     return db
+
+
+def baseline_tree(ref: str, folder: Path) -> tuple[Path, str]:
+    """The tree of commit ``ref`` of this repository, extracted into ``folder`` (no git
+    worktree to clean up), and the commit it resolved to."""
+    commit, _ = _run("git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}")
+    commit = commit.strip()
+    folder.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", commit],
+                               stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(folder)], stdin=archive.stdout, check=True)
+    if archive.wait() != 0:
+        raise SystemExit(f"git archive {commit} failed")
+    return folder, commit
 
 
 def one_seed(base: Path, folder: Path, seed: int, extra: list[str]) -> dict:
@@ -80,8 +106,9 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--release", type=Path, default=RELEASE)
     ap.add_argument("--match-args", default="", help="extra `vsr match` options")
-    ap.add_argument("--baseline-tree", type=Path, default=None,
-                    help="time `vsr match` of this source tree (e.g. main's) as the baseline")
+    ap.add_argument("--baseline-ref", default=None,
+                    help="time `vsr match` of this commit (e.g. main before a change) as the "
+                    "baseline, on a database its own code imported")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     extra = args.match_args.split()
@@ -109,16 +136,18 @@ def main() -> int:
             if worst is None or best["accuracy"] > worst[0]:
                 worst = (best["accuracy"], seed, best["name"], best["ci95"])
         if seeds:
-            env = None
-            if args.baseline_tree:
-                env = {**os.environ, "PYTHONPATH": str(args.baseline_tree)}
+            env, base_db = None, base
+            if args.baseline_ref:
+                tree, commit = baseline_tree(args.baseline_ref, folder / "baseline")
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                base_db = imported_db(args.release, folder / "baseline-db", env)
                 cmd = [_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run"]
-                what = f"`vsr match --dry-run` of {args.baseline_tree}"
+                what = f"`vsr match --dry-run` of commit {commit[:12]}"
             else:
                 cmd = [_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
                        "--rake-rounds", "0", "--filter-above", "0"]
                 what = "`vsr match --dry-run --rake-rounds 0 --filter-above 0`"
-            _, base_s = _run(*cmd, "--database-url", f"sqlite:///{base}", env=env)
+            _, base_s = _run(*cmd, "--database-url", f"sqlite:///{base_db}", env=env)
             _, ours_s = _run(_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
                              "--database-url", f"sqlite:///{base}", *extra)
             print(f"time, same run, seed {seeds[0]}: `vsr match --dry-run` {ours_s:.1f} s, "
