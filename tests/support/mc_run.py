@@ -3,6 +3,8 @@ validator has judged, over real-shaped native annotations (tests.vsr_dataset.tes
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
@@ -10,7 +12,7 @@ from tests.vsr_dataset.test_export import seed_native
 from vsr_core.models import Example, MatchRun, McItem
 
 # The run's own figure, as `vsr match --report` stores it; no export can measure exactly this.
-RUN_FIGURE = {"name": "run_only_model", "accuracy": 0.777, "ci95": [0.7, 0.8]}
+RUN_FIGURE: dict[str, Any] = {"name": "run_only_model", "accuracy": 0.777, "ci95": [0.7, 0.8]}
 RUN_N_TEST = 9
 
 

@@ -46,8 +46,8 @@ def test_pipeline_page_shows_the_figure_of_the_latest_export(
     # command that measures the exported files.
     page = _text(client.get("/admin/pipeline").text)
     assert f"Latest matching run #{run_id}" in page
-    lo, hi = RUN_FIGURE["ci95"]
-    assert (f"{RUN_FIGURE['name']} {RUN_FIGURE['accuracy']:.3f} (95% CI {lo:.3f}–{hi:.3f}) "
+    run_lo, run_hi = RUN_FIGURE["ci95"]
+    assert (f"{RUN_FIGURE['name']} {RUN_FIGURE['accuracy']:.3f} (95% CI {run_lo:.3f}–{run_hi:.3f}) "
             f"on {RUN_N_TEST} test items") in page
     assert "Measured before validation" in page
     assert "build-dataset --out DIR --unvalidated-mc" in page
