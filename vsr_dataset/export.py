@@ -243,7 +243,8 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
     meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
-    mc_info = mc_summary(conn, mc, mc_unvalidated) if options.wants("mc") else None
+    mc_info = (mc_summary(conn, mc, mc_unvalidated, study_id=study.id)
+               if options.wants("mc") else None)
     negatives, negatives_info = _negatives(every, machine, random_parts, with_negatives)
     collection: dict[str, Any] = {}
     if options.wants("card"):

@@ -90,13 +90,14 @@ def cost_summary(conn: Connection, run_id: int, diag: dict[str, Any], validated:
 
 def mc_summary(
     conn: Connection, lines: dict[str, list[bytes]],
-    unvalidated: dict[str, list[bytes]] | None = None,
+    unvalidated: dict[str, list[bytes]] | None = None, *, study_id: int,
 ) -> dict[str, Any] | None:
-    """None when matching never ran; else the run, its items per split as written, and the
-    adversary figures computed on the exported items: ``mc/`` (``lines``) when it holds any,
-    else ``mc_unvalidated/`` (``unvalidated``, when written)."""
+    """None when matching never ran for the study; else its latest run, its items per split
+    as written, and the adversary figures computed on the exported items: ``mc/``
+    (``lines``) when it holds any, else ``mc_unvalidated/`` (``unvalidated``, when written)."""
     row = conn.execute(
         select(MATCHRUN.c.id, MATCHRUN.c.params, MATCHRUN.c.diagnostics)
+        .where(MATCHRUN.c.study_id == study_id)
         .order_by(MATCHRUN.c.id.desc()).limit(1)
     ).first()
     if row is None:

@@ -25,12 +25,14 @@ from vsr_core.models import (
     Vote,
     Worker,
 )
+from vsr_core.studies import create_study
 from vsr_dataset.export import BuildOptions, ExportError, build_dataset, stream_part, zip_export
 from vsr_dataset.splits import SplitError, SplitItem, check_zeroshot
 
 CONCEPTS = ["cat", "dog", "teddy bear", "dining table", "hot dog", "cell phone", "bed", "couch",
             "pizza", "person", "car", "bus", "oven", "cake", "bench", "train", "horse", "sink",
             "laptop", "book"]
+ZH_FILE = Path(__file__).resolve().parents[2] / "studies" / "vsr-zh.toml"
 RELATIONS = ["on", "under", "left of", "contains", "at the right side of", "near", "behind"]
 
 
@@ -285,6 +287,15 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
     stats = json.loads((out / "stats.json").read_text())
     assert stats["label_model"]["model"] == "dawid-skene"
     assert stats["label_model"]["n_labelled"] == len(raw)
+    assert stats["mc"]["run_id"] == run_id
+    # A later matching run of another study is not this study's figure.
+    with Session(engine) as s:
+        zh = create_study(s, ZH_FILE.read_text(encoding="utf-8"), str(ZH_FILE))
+        s.add(MatchRun(study_id=zh.id or 0, params={"h": 2.0}))
+        s.commit()
+    build_dataset(engine, tmp_path / "again", BuildOptions(unvalidated_mc=True))
+    again = json.loads((tmp_path / "again" / "stats.json").read_text())
+    assert again["mc"]["run_id"] == run_id
 
 
 def test_cli_prints_the_exported_mc_figure(db_url: str, engine: Engine, tmp_path: Path) -> None:
