@@ -89,9 +89,9 @@ class MatchParams:
     filter_above: float = 0.5
     # Its second pass: dev / test items whose answer a stack over the first pass's
     # cross-fitted scores (fitted on the kept train items) gives at least this share of
-    # its item are dropped too (0: no second pass). 0.4: lowest worst case over split seeds
-    # 5-9 of 0.35 / 0.4 / 0.45 (docs/matching.md).
-    filter_stack_above: float = 0.4
+    # its item are dropped too (0: no second pass). 0.45: lowest worst case over split
+    # seeds 5-9 of 0.4 / 0.45 on the user's path (docs/matching.md).
+    filter_stack_above: float = 0.45
 
     def __post_init__(self) -> None:
         if self.k < 1:

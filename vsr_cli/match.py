@@ -102,7 +102,7 @@ def match(
         "keep every matched item.",
     ),
     filter_stack_above: float = typer.Option(
-        0.4, "--filter-stack-above", help="Then drop dev/test items whose answer a stack of "
+        0.45, "--filter-stack-above", help="Then drop dev/test items whose answer a stack of "
         "those models' scores (gradient boosting, fitted on the kept train items) gives at "
         "least this share of its item; 0: no second pass.",
     ),
