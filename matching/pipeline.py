@@ -87,6 +87,11 @@ class MatchParams:
     # models that never saw them give at least this probability on average are dropped
     # (0: off). Chosen on split seeds 5-9 of the user's path (docs/matching.md).
     filter_above: float = 0.5
+    # Its second pass: dev / test items whose answer a stack over the first pass's
+    # cross-fitted scores (fitted on the kept train items) gives at least this share of
+    # its item are dropped too (0: no second pass). 0.45: lowest worst case over split
+    # seeds 5-9 of 0.4 / 0.45 on the user's path (docs/matching.md).
+    filter_stack_above: float = 0.45
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -109,6 +114,8 @@ class MatchParams:
             raise ValueError("rake_strength must be a finite number >= 0")
         if not 0 <= self.filter_above <= 1:
             raise ValueError("filter_above must be in [0, 1] (0: no filtering)")
+        if not 0 <= self.filter_stack_above <= 1:
+            raise ValueError("filter_stack_above must be in [0, 1] (0: no second pass)")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -653,7 +660,8 @@ def run_matching(
             on_step(f"matched {split}")
     seconds["match_wall"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    items, filtered = filter_predictable(items, params.filter_above, params.seed)
+    items, filtered = filter_predictable(
+        items, params.filter_above, params.seed, params.filter_stack_above)
     seconds["filter"] = time.perf_counter() - t0
     return MatchResult(
         params=params,

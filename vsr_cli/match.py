@@ -101,6 +101,11 @@ def match(
         "saw them give at least this probability (AFLite-style, matching/filtering.py); 0: "
         "keep every matched item.",
     ),
+    filter_stack_above: float = typer.Option(
+        0.45, "--filter-stack-above", help="Then drop dev/test items whose answer a stack of "
+        "those models' scores (gradient boosting, fitted on the kept train items) gives at "
+        "least this share of its item; 0: no second pass.",
+    ),
     method: str = typer.Option("auto", "--method", help="auto | grouped | dense | sparse."),
     dense_limit: int = typer.Option(4000, "--dense-limit", help="Largest dense assignment."),
     top_k: int = typer.Option(50, "--top-k", help="Candidates per row for the sparse solver."),
@@ -152,6 +157,7 @@ def match(
         params = MatchParams(
             h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
             aim=aim, backoff=backoff, rake_rounds=rake_rounds, filter_above=filter_above,
+            filter_stack_above=filter_stack_above,
             method=method,  # type: ignore[arg-type]
             dense_limit=dense_limit, top_k=top_k, fold_size=fold_size,
         )

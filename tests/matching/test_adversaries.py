@@ -73,13 +73,6 @@ def test_default_matching_defeats_most_of_what_vcr_weights_leave(
         assert soft["strongest"]["accuracy"] < off["strongest"]["accuracy"] - 0.10, (soft, off)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="on this harness (the validated file, not the user's path) the listwise stack "
-    "reaches 0.306 on one seed (n_test 904): after the AFLite-style filter the per-option "
-    "models rank the answer low (tfidf 0.212), which the stack learns to read the other way; "
-    "the user's path (bench/mc_user_path.py) measures 0.231-0.241 for it on seeds 0-4",
-)
 def test_default_matching_leaves_every_adversary_near_chance(suites: dict[str, dict]) -> None:
     """Issue 12's target: the strongest answer-only adversary (listwise ones included) at
     most 0.30 at k = 3 on every split seed, most queries kept. Seeds 2 and 3 were not used

@@ -495,18 +495,26 @@ def test_filtering_drops_the_items_answer_only_models_find_predictable(  # type:
     result, sample: list[Record], relevance: RelevanceModel
 ) -> None:
     """AFLite-style: an item is dropped when models that never saw it (cross-fitted on
-    train, fitted on train for dev/test) give its answer a mean probability >= the bound."""
+    train, fitted on train for dev/test) give its answer a mean probability >= the bound,
+    and a dev / test item also when the stack over their scores gives it >= its bound."""
     from matching.filtering import predictability
 
     base = run_matching(sample, relevance, TableSimilarity(), MatchParams(filter_above=0),
                         fit=False)
-    res = run_matching(sample, relevance, TableSimilarity(), MatchParams(filter_above=0.4),
-                       fit=False)
     train = base.items_in("train")
     others = [it for it in base.items if it.split != "train"]
-    p_train, p_other = predictability(train, others, 0)
-    expected = {it.query.id for it, p in zip(train + others, [*p_train, *p_other], strict=True)
-                if p < 0.4}
-    assert {it.query.id for it in res.items} == expected
-    assert sum(res.filtered.values()) == len(base.items) - len(expected) > 0
+    p_train, p_other, s_other = predictability(train, others, 0, 0.4)
+    first = {it.query.id for it, p in zip(train + others, [*p_train, *p_other], strict=True)
+             if p < 0.4}
+    only_first = run_matching(sample, relevance, TableSimilarity(),
+                              MatchParams(filter_above=0.4, filter_stack_above=0), fit=False)
+    assert {it.query.id for it in only_first.items} == first
+    assert sum(only_first.filtered.values()) == len(base.items) - len(first) > 0
+    # The stack scores exactly the dev / test items the first pass keeps.
+    assert list(np.isnan(s_other)) == [p >= 0.4 for p in p_other]
+    bound = float(np.quantile(s_other[~np.isnan(s_other)], 0.8))
+    both = run_matching(sample, relevance, TableSimilarity(),
+                        MatchParams(filter_above=0.4, filter_stack_above=bound), fit=False)
+    stacked = {it.query.id for it, s in zip(others, s_other, strict=True) if s >= bound}
+    assert stacked and {it.query.id for it in both.items} == first - stacked
     assert base.filtered == {}
