@@ -1,13 +1,15 @@
-"""The grouped LP of matching.assign on HiGHS directly, with identical rows merged (issue 17).
+"""The grouped LP of matching.assign on HiGHS directly, with identical rows merged.
+
+(docs/scaling.md tells the 10x measures that asked for it.)
 
 Two things made the grouped LP slow at 10x, measured on a 4,877-query train fold (its
 first pass and raking, six solves): scipy's ``linprog`` wrapper (it rebuilds and checks the
 whole model on each of the 2-3 column-generation solves: ~0.15 s a call), and rows that
 are the same problem twice. Here:
 
-- the model is built once per column-generation loop with the HiGHS bindings scipy ships
-  (``scipy.optimize._highspy._core``), and the improving edges are added to it, so each
-  re-solve starts from the last basis;
+- the model is built once per column-generation loop with HiGHS's own Python package
+  (``highspy``), and the improving edges are added to it, so each re-solve starts from the
+  last basis;
 - queries whose weight rows are identical (same truth triple, same filters, same P_sim:
   ~40 % of a 10x fold) are one row with a supply: the transportation LP over row classes
   has the same optimum (it is the same LP with the identical rows' flows added up) and is
@@ -16,14 +18,16 @@ are the same problem twice. Here:
 
 Keeping one model warm across the k rounds and raking was tried and is slower: after the
 weights change the old basis costs the dual simplex more pivots than a fresh start.
-``available()`` says whether the bindings exist (scipy >= 1.15); else the caller falls back.
+``available()`` says whether highspy is installed (the ``match`` extra); else the caller falls
+back to scipy's ``linprog``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from importlib.util import find_spec
 
 import numpy as np
+import numpy.typing as npt
 
 # Groups per row class in the first LP (as matching.assign.GROUPED_START; 4, 6, 12 and 16
 # measured slower on the 10x fold).
@@ -31,23 +35,17 @@ START = 8
 MAX_ROUNDS = 50
 
 
-def _core() -> Any:
-    from scipy.optimize._highspy import _core  # private, but the HiGHS scipy itself runs
-
-    return _core
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int_]
+Mask = npt.NDArray[np.bool_]
 
 
 def available() -> bool:
-    try:
-        _core()._Highs  # noqa: B018
-    except (ImportError, AttributeError):
-        return False
-    return True
+    # The site and the CLI run without the `match` extra: highspy is imported on use.
+    return find_spec("highspy") is not None
 
 
-def solve_grouped(
-    weights: np.ndarray, cap: np.ndarray, allowed: np.ndarray, penalty: float
-) -> np.ndarray:
+def solve_grouped(weights: Floats, cap: Ints, allowed: Mask, penalty: float) -> Ints:
     """Maximum-weight assignment of rows to groups (``allowed`` edges, group capacities
     ``cap``, an unmatched row costs ``penalty``); each row's group or -1. Exact."""
     n, g = weights.shape
@@ -67,13 +65,12 @@ def solve_grouped(
     return out
 
 
-def _class_lp(
-    w: np.ndarray, allowed: np.ndarray, supply: np.ndarray, cap: np.ndarray, penalty: float
-) -> np.ndarray:
+def _class_lp(w: Floats, allowed: Mask, supply: Ints, cap: Ints, penalty: float) -> Ints:
     """Integer flows (classes x groups) of the transportation LP, by column generation."""
-    core = _core()
+    import highspy
+
     m, g = w.shape
-    h = core._Highs()
+    h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("presolve", "off")
     h.setOptionValue("simplex_strategy", 1)  # dual simplex, as linprog's "highs-ds"
@@ -84,13 +81,13 @@ def _class_lp(
     h.changeColsCost(m, np.arange(m, dtype=np.int32), np.full(m, penalty))
     idx = np.arange(m, dtype=np.int32)
     h.addRows(m, sup, sup, m, idx, idx, np.ones(m))
-    h.addRows(g, np.full(g, -core.kHighsInf), cap.astype(float), 0, np.zeros(g, dtype=np.int32),
+    h.addRows(g, np.full(g, -highspy.kHighsInf), cap.astype(float), 0, np.zeros(g, dtype=np.int32),
               np.zeros(0, dtype=np.int32), np.zeros(0))
     have = np.zeros((m, g), dtype=bool)
-    e_rows: list[np.ndarray] = []
-    e_groups: list[np.ndarray] = []
+    e_rows: list[Ints] = []
+    e_groups: list[Ints] = []
 
-    def add(ii: np.ndarray, gg: np.ndarray) -> None:
+    def add(ii: Ints, gg: Ints) -> None:
         e = len(ii)
         index = np.empty(2 * e, dtype=np.int32)
         index[0::2], index[1::2] = ii, m + gg
@@ -110,7 +107,7 @@ def _class_lp(
     for _ in range(MAX_ROUNDS):
         h.run()
         status = h.getModelStatus()
-        if status != core.HighsModelStatus.kOptimal:
+        if status != highspy.HighsModelStatus.kOptimal:
             raise RuntimeError(f"grouped matching LP failed: {h.modelStatusToString(status)}")
         sol = h.getSolution()
         y = np.asarray(sol.row_dual)

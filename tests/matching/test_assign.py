@@ -91,7 +91,7 @@ def test_grouped_column_generation_adds_the_edges_the_optimum_needs(
 ) -> None:
     # Every row likes groups 0-9 best, but they hold 30 responses for 200 rows: the optimum
     # needs edges far below each row's first GROUPED_START, which only the price check adds.
-    # Both paths: HiGHS's bindings (matching.highs_lp) and the linprog fallback.
+    # Both paths: highspy (matching.highs_lp) and the linprog fallback.
     from matching import assign
     from matching.assign import GROUPED_START
 
@@ -151,9 +151,9 @@ def test_highs_grouped_merges_identical_rows_and_keeps_the_optimum() -> None:
     # supply in the LP, and must still fill the groups as the one-shot LP does.
     from matching import highs_lp
 
-    # scipy >= 1.15 (pyproject) ships the bindings: if a scipy upgrade moved them, matching
-    # would quietly fall back to the ~5x slower linprog path; this says so instead.
-    assert highs_lp.available(), "scipy.optimize._highspy._core is gone: see matching/highs_lp"
+    # The `match` extra installs highspy: without it matching would quietly fall back to the
+    # ~5x slower linprog path; this says so instead.
+    assert highs_lp.available(), "highspy is not installed: see matching/highs_lp"
     rng = np.random.default_rng(5)
     g = 20
     base = np.round(np.log(rng.dirichlet(np.ones(g), size=60) + 1e-4), 1)
