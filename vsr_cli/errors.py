@@ -15,10 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-try:  # Typer >= 0.2x vendors click; older versions use click itself.
-    from typer._click import exceptions as click_exc
-except ImportError:  # pragma: no cover - depends on the installed Typer
-    import click.exceptions as click_exc  # type: ignore[no-redef]
+import typer
 
 from vsr_cli.common import db_reason
 
@@ -37,33 +34,44 @@ _KINDS = {
 }
 
 
+def _is(exc: BaseException, kind: str) -> bool:
+    """Whether a usage error is of click's class ``kind`` or a subclass. Typer (0.29) raises
+    its own copy of click's exceptions and makes only ``TyperException`` (their base) and
+    ``BadParameter`` public, so the others are told apart by their documented names."""
+    return isinstance(exc, typer.TyperException) and any(
+        cls.__name__ == kind for cls in type(exc).__mro__
+    )
+
+
 def usage_message(exc: Exception, args: Sequence[str]) -> str:
     """The line for a usage error (bad, missing or unknown option or command)."""
     command = _command_path(exc)
-    if isinstance(exc, click_exc.MissingParameter) and exc.param is not None:
+    if isinstance(exc, typer.BadParameter) and _is(exc, "MissingParameter") and exc.param:
         what = _param_name(exc.param)
         help_text = getattr(exc.param, "help", None)
         return f"{what} is required" + (f" ({_plain(help_text).rstrip('.')})" if help_text else "")
-    if isinstance(exc, click_exc.BadParameter) and exc.param is not None:
+    if isinstance(exc, typer.BadParameter) and exc.param is not None:
         what = _param_name(exc.param)
         wanted = _wanted(exc.message)
         given = _given_value(args, getattr(exc.param, "opts", []))
         got = "" if given is None else f" (got {given})" if given else " (got nothing)"
         return f"{what} {wanted}{got}"
-    if isinstance(exc, click_exc.NoSuchOption):
-        msg = f"unknown option {exc.option_name}"
+    if _is(exc, "NoSuchOption"):
+        option: str = getattr(exc, "option_name", "")
+        msg = f"unknown option {option}"
         if command:
             msg += f" for `{command}`"
-        guess = _closest(exc.option_name, _all_options(exc))
+        guess = _closest(option, _all_options(exc))
         if guess:
             msg += f": did you mean {guess}?"
         return msg + (f" (see `{command} --help`)" if command else "")
-    if isinstance(exc, click_exc.BadOptionUsage):
+    if isinstance(exc, typer.TyperException) and _is(exc, "BadOptionUsage"):
+        option = getattr(exc, "option_name", "")
         if "requires an argument" in exc.format_message():
-            return f"{exc.option_name} needs a value"
-        return f"{exc.option_name}: {_plain(exc.format_message())}"
+            return f"{option} needs a value"
+        return f"{option}: {_plain(exc.format_message())}"
     text = _plain(exc.format_message()) if hasattr(exc, "format_message") else str(exc)
-    if command and isinstance(exc, click_exc.UsageError):
+    if command and _is(exc, "UsageError"):
         text += f" (see `{command} --help`)"
     return text
 
@@ -97,7 +105,7 @@ def _from_driver(exc: BaseException) -> bool:
 
 
 def is_usage_error(exc: BaseException) -> bool:
-    return isinstance(exc, click_exc.ClickException)
+    return isinstance(exc, typer.TyperException)
 
 
 def is_help_request(exc: BaseException) -> bool:
@@ -123,8 +131,8 @@ def _wanted(message: str) -> str:
 def _param_name(param: Any) -> str:
     opts = [o for o in getattr(param, "opts", []) if o.startswith("-")]
     if opts:
-        return max(opts, key=len)  # --pairs rather than -p
-    return (getattr(param, "metavar", None) or getattr(param, "name", "") or "argument").upper()
+        return str(max(opts, key=len))  # --pairs rather than -p
+    return str(getattr(param, "metavar", None) or getattr(param, "name", "") or "argument").upper()
 
 
 def _given_value(args: Sequence[str], opts: Sequence[str]) -> str | None:
