@@ -3,10 +3,12 @@ the study's language (``request.state.study.language.code``).
 
 Catalogs are the ``.po`` files under ``webapp/locales/<locale>/LC_MESSAGES/messages.po``
 (``webapp/locales/messages.pot`` is their template, extracted by ``pybabel extract -F
-babel.cfg``). They are read once per process with ``babel.messages.pofile.read_po``: no
-compiled ``.mo`` is committed or built, because a generated binary next to its source drifts
-the moment someone edits the ``.po`` and forgets to recompile, and a few hundred strings
-parse in milliseconds. Fuzzy or empty entries fall back to English, as gettext does.
+babel.cfg``). They are read once per process with ``babel.messages.pofile.read_po`` and
+compiled in memory into ``babel.support.Translations``: no compiled ``.mo`` is committed or
+built, because a generated binary next to its source drifts the moment someone edits the
+``.po`` and forgets to recompile, and a few hundred strings parse in milliseconds. Fuzzy or
+empty entries fall back to English, as gettext does; plural entries take the form the
+catalog's ``Plural-Forms`` rule picks.
 
 The dashboard (``/admin``) stays English whatever study it looks at.
 """
@@ -15,11 +17,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 from babel import Locale, UnknownLocaleError
+from babel.messages.catalog import Catalog
+from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
+from babel.support import NullTranslations, Translations
 from jinja2 import pass_context
 from starlette.requests import Request
 
@@ -35,17 +41,16 @@ def N_(message: str) -> str:
 
 @dataclass(frozen=True)
 class Translator:
-    """gettext for one language: msgid -> msgstr, English when a string has no translation."""
+    """gettext for one language, English when a string has no translation."""
 
     code: str  # the study language's BCP 47 code ("zh-Hans"), for <html lang>
-    messages: dict[str, str] = field(default_factory=dict)
+    translations: NullTranslations = field(default_factory=NullTranslations)
 
     def gettext(self, message: str) -> str:
-        return self.messages.get(message) or message
+        return self.translations.gettext(message)
 
     def ngettext(self, singular: str, plural: str, n: int) -> str:
-        # The worker pages use no plural entries (they would need the catalog's plural rule).
-        return self.gettext(singular if n == 1 else plural)
+        return self.translations.ngettext(singular, plural, n)
 
 
 ENGLISH = Translator(SOURCE_LANGUAGE)
@@ -59,15 +64,30 @@ def locale_dir_name(code: str) -> str | None:
         return None
 
 
-def read_catalog(path: Path) -> dict[str, str]:
+def _read_po(path: Path) -> Catalog:
     with path.open("rb") as fh:
-        catalog = read_po(fh)
+        return read_po(fh)
+
+
+def read_catalog(path: Path) -> dict[str, str]:
+    """A catalog's translated singular entries, msgid -> msgstr (for checks of its coverage)."""
     return {
         str(m.id): str(m.string)
-        for m in catalog
-        if m.id and isinstance(m.id, str) and isinstance(m.string, str) and m.string
+        for m in _read_po(path)
+        if m.id
+        and isinstance(m.id, str)
+        and isinstance(m.string, str)
+        and m.string
         and not m.fuzzy
     }
+
+
+def compile_catalog(path: Path) -> Translations:
+    """A ``.po`` compiled in memory (fuzzy and empty entries left out, as ``msgfmt`` does)."""
+    compiled = BytesIO()
+    write_mo(compiled, _read_po(path))
+    compiled.seek(0)
+    return Translations(compiled, domain=DOMAIN)
 
 
 class Catalogs:
@@ -76,7 +96,7 @@ class Catalogs:
     def __init__(self, root: Path = LOCALES_DIR) -> None:
         self.root = root
         self._by_dir = {
-            po.parent.parent.name: read_catalog(po)
+            po.parent.parent.name: compile_catalog(po)
             for po in sorted(root.glob(f"*/LC_MESSAGES/{DOMAIN}.po"))
         }
         self._translators: dict[str, Translator] = {}
@@ -91,11 +111,11 @@ class Catalogs:
             found = self._translators.get(code)
         if found is not None:
             return found
-        name = locale_dir_name(code)
-        messages = self._by_dir.get(name or "", {})
-        if not messages and name and "_" in name:  # "zh-Hans-CN": the zh_Hans catalog
-            messages = self._by_dir.get(name.rsplit("_", 1)[0], {})
-        found = Translator(code, messages)
+        name = locale_dir_name(code) or ""
+        translations = self._by_dir.get(name)
+        if translations is None and "_" in name:  # "zh-Hans-CN": the zh_Hans catalog
+            translations = self._by_dir.get(name.rsplit("_", 1)[0])
+        found = Translator(code, translations if translations is not None else NullTranslations())
         with self._lock:
             self._translators[code] = found
         return found
@@ -106,7 +126,7 @@ def catalogs(app: Any) -> Catalogs:
     if found is None:
         found = Catalogs()
         app.state.catalogs = found
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def translator(request: Request) -> Translator:
