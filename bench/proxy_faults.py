@@ -1,5 +1,5 @@
-"""Faults through the proxy (issue 17): 100 simulated validators go through nginx (TLS, the
-shipped deploy/nginx config) to two replicas on one PostgreSQL, while
+"""Faults through the proxy (docs/deployment.md): 100 simulated validators go through nginx
+(TLS, the shipped deploy/nginx config) to two replicas on one PostgreSQL, while
 
 1. one replica is SIGKILLed (its whole process group) and, a phase later, started again;
 2. every PostgreSQL connection of the site is terminated (pg_terminate_backend), twice;

@@ -1,4 +1,4 @@
-"""Beyond one machine, in a simulation (issue 17, item 4): what the measured per-request costs
+"""Beyond one machine, in a simulation (docs/scaling.md): what the measured per-request costs
 predict for the validation round trip with more replicas, cores and data.
 
 A discrete-event simulation of the round trip as a tandem of two multi-server queues: the web

@@ -1,7 +1,7 @@
 """Kept counts: the one definition of "kept" / "rejected" for every figure that reports it.
 
 The dashboard overview, the quality page, stats.json and the dataset card all count
-Examples through ``kept_counts`` so they cannot disagree (issue 13, item 8). An Example is
+Examples through ``kept_counts`` so they cannot disagree (docs/dashboard.md). An Example is
 kept when at least ``keep_threshold`` of the votes it has so far agree with its label (the
 exact-fraction rule of ``vsr_core.agreement``); rejected when it has votes and the rule fails;
 unvoted otherwise. Whether the validation queue still wants more votes for it is a separate

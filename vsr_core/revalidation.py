@@ -1,5 +1,5 @@
 """Re-validating an imported release: fresh votes on a chosen sample, kept apart from the
-imported ones, and a report comparing the two (issue 13, item 18).
+imported ones, and a report comparing the two (docs/dataset.md, `vsr revalidate`).
 
 Researchers re-validate existing data: a human ceiling on a test sample (as the VSR paper did
 with fresh annotators), a new validator pool, a check of a translated version. Re-opening the

@@ -53,8 +53,8 @@ def _quiet(fraction: float, message: str) -> None:
 
 
 def default_workers() -> int:
-    """One matching process per CPU core this process may use, at most 4 (issue 17: on 2
-    cores the 10x train split's folds finish in half the time)."""
+    """One matching process per CPU core this process may use, at most 4 (on 2 cores the
+    10x train split's folds finish in half the time: docs/scaling.md)."""
     import os
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()

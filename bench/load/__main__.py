@@ -1,4 +1,4 @@
-"""Load and fault benchmark of the validation task (issue 5).
+"""Load and fault benchmark of the validation task (docs/validation.md).
 
 Starts its own server (``uvicorn webapp.app:create_server_app --factory --workers N``, as
 ``vsr serve`` does) against a

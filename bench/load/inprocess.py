@@ -1,5 +1,6 @@
 """CPU per validation round trip of the app itself, in one process, one request at a time
-(issue 17): the figure the HTTP benchmark's load, and other work on the machine, disturb least.
+(docs/scaling.md): the figure the HTTP benchmark's load, and other work on the machine,
+disturb least.
 
 The app (``webapp.app.create_app``, the same middleware and routes ``vsr serve`` runs) is
 called as an ASGI callable, no socket, no uvicorn, against a fresh PostgreSQL database seeded

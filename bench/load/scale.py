@@ -1,4 +1,4 @@
-"""The validation round trip at 1x and 10x VSR in one run (issue 17).
+"""The validation round trip at 1x and 10x VSR in one run (docs/scaling.md).
 
 Runs ``python -m bench.load`` (its own server, database, audit) once on top of 1x VSR history
 (12,809 settled Examples, 39,057 votes, imported with their workers) and once on top of 10x

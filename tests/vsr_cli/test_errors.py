@@ -136,7 +136,7 @@ def unmigrated_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
 
 
 def test_an_unmigrated_database_says_run_db_upgrade(unmigrated_url: str, tmp_path: Path) -> None:
-    # Issue 11 item 8: `vsr import-vsr` here printed only "error: ProgrammingError".
+    # `vsr import-vsr` here once printed only "error: ProgrammingError".
     raw = tmp_path / "raw.jsonl"
     with (VSR_DIR / "data/data_files/all_vsr_raw_data.jsonl").open() as src:
         raw.write_text("".join(next(src) for _ in range(3)))
@@ -167,7 +167,7 @@ def test_a_dropped_table_mid_command_is_plain(sqlite_url: str, tmp_path: Path) -
 
 
 def test_bad_paths_and_unreachable_servers_are_plain(tmp_path: Path) -> None:
-    # Issue 11 item 8: a bad SQLite path printed "error: OperationalError".
+    # A bad SQLite path once printed "error: OperationalError".
     bad = "sqlite:////no/such/folder/vsr.db"
     meta = str(VSR_DIR / "data/data_files/meta_data.csv")
     line = _one_error_line(_cli("vsr", "import-vsr", meta, "--database-url", bad))

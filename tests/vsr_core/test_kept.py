@@ -1,4 +1,4 @@
-"""Kept counts agree everywhere (issue 13, item 8): the dashboard overview, the quality page,
+"""Kept counts agree everywhere (docs/dashboard.md): the dashboard overview, the quality page,
 stats.json and the dataset card count the same Examples as kept, on the same database.
 
 The data: a stratified sample of the real VSR release (imported, settled) plus human

@@ -99,7 +99,7 @@ def test_unknown_relation_is_a_clear_error() -> None:
     ],
 )
 def test_vsr_usage_synonyms_are_equivalent(a: str, b: str) -> None:
-    # Issue 12: VSR's writers use these interchangeably ("The cat is into the suitcase." for
+    # VSR's writers use these interchangeably ("The cat is into the suitcase." for
     # a cat inside it), so one may never be a distractor for the other.
     assert rs.link(a, b).kind == "equivalent" and rs.link(b, a).kind == "equivalent"
     assert rs.is_implied(("cat", a, "suitcase"), ("cat", b, "suitcase"))

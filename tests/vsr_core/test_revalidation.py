@@ -1,4 +1,4 @@
-"""Re-validating an imported release (issue 13, item 18): `vsr revalidate` and the dashboard
+"""Re-validating an imported release (docs/dataset.md): `vsr revalidate` and the dashboard
 open a seeded sample of imported Examples for fresh votes through the real validation queue,
 the imported votes stay apart (the original keep rule, exports and kept counts unchanged),
 and the report compares fresh and original judgements (accuracy, Cohen's and Fleiss' kappa)."""

@@ -1,4 +1,4 @@
-"""Issue 11 items 9 and 10 against a real `vsr serve --workers 2`: the login throttle holds
+"""docs/security.md against a real `vsr serve --workers 2`: the login throttle holds
 across worker processes and forged X-Forwarded-For, and killing the supervisor with SIGKILL
 ends its workers so the next `vsr serve` can start on the same port."""
 

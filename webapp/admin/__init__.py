@@ -1,4 +1,5 @@
 """The admin dashboard: accounts and sessions, CSRF, statistics, charts and background jobs.
 
-Routes live in ``webapp/routes/admin*.py``; this package holds the logic they call.
+Routes live in ``webapp/admin/routes/`` (one module per page) and templates in
+``webapp/admin/templates/admin/``; the other modules here hold the logic they call.
 """

@@ -251,7 +251,7 @@ def _submit(
         annotation.true_image_id = true_id
         sides = [(true_id, True), (false_id, False)]
         # A random order of the two Examples, so their ids (the validation queue's order)
-        # never tell the True one from the False one (issue 12).
+        # never tell the True one from the False one (docs/validation.md, Rules).
         if secrets.randbelow(2):
             sides.reverse()
         for image_id, label in sides:

@@ -3,10 +3,11 @@
 It plugs into the shared lease machinery (``webapp.crowd.leases``) as :class:`ExampleStrategy`;
 batches, leases, expiry and completion codes are the same as for generation.
 
-Rules (issue 5): only human and adversarial Examples are served; never to their author, never
-twice to one validator; each gets ``votes_per_example`` votes (or its own ``target_votes``),
-and more, up to ``max_votes_per_example``, while ``vsr_core.agreement.is_decided`` says the votes
-so far leave the keep decision open. Gold Examples are mixed in at ``gold_rate``.
+Rules (docs/validation.md): only human and adversarial Examples are served; never to their
+author, never twice to one validator; each gets ``votes_per_example`` votes (or its own
+``target_votes``), and more, up to ``max_votes_per_example``, while
+``vsr_core.agreement.is_decided`` says the votes so far leave the keep decision open. Gold
+Examples are mixed in at ``gold_rate``.
 
 Concurrency: the vote and lease counts live on the Example row (``queue_*`` columns), so the
 row lock taken by ``SELECT ... FOR UPDATE SKIP LOCKED`` (PostgreSQL) covers the whole check:

@@ -1,4 +1,4 @@
-"""First-time use of the dashboard in a real browser (issue 13, items 8-13, 18), at
+"""First-time use of the dashboard in a real browser (docs/dashboard.md), at
 1440x900 and at phone width 390x844: every page fits, block asks first, settings keep what
 was typed, thumbnails tell a caption's two Examples apart, times are local, an empty sample
 job is a warning with its reason, a re-validation round opens from the dashboard.

@@ -1,4 +1,4 @@
-"""Admin forms and results as people read them (issue 13, items 9-11): study settings keep
+"""Admin forms and results as people read them (docs/dashboard.md): study settings keep
 what was typed and show plain labels, fractions and choices; the pipeline's sample form has
 the CLI's options; job results are figures and links, a job that stored nothing is a
 warning with its reason; no literal None in the matching runs table."""

@@ -1,4 +1,4 @@
-"""The workers page and the data browser as an admin reads them (issue 13, items 12-13):
+"""The workers page and the data browser as an admin reads them (docs/dashboard.md):
 workers named by their invite label, captions counted as captions (two Examples each),
 implausibly fast work flagged by the study's threshold, Block asks first, thumbnails that
 tell a caption's two Examples apart, a link to an Example's other half, readable times."""

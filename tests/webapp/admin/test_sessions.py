@@ -1,4 +1,4 @@
-"""Issue 11 item 9 (and the /docs part of 10): admin sessions end server-side, the login
+"""Admin sessions (docs/security.md, and the API docs' exposure): they end server-side, the login
 throttle is shared by every server process, flash messages come only from the server,
 cookies and headers under https, and request bodies are capped."""
 

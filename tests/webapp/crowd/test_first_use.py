@@ -1,4 +1,4 @@
-"""What a first-time annotator or validator meets (issue 13, items 2-7), through the HTTP
+"""What a first-time annotator or validator meets (docs/annotation-site.md), through the HTTP
 routes on SQLite and PostgreSQL: the batch header's real size, "Finish now", the done page
 when the work runs out, the reference-frame question's place, the picker, the favicon, the
 worked examples' photos and the study's own consent text. The layout at phone and desktop

@@ -1,4 +1,4 @@
-"""Issue 11 item 2: external ids are checked exactly; hostile whitespace and look-alike
+"""External ids are checked exactly (docs/security.md); hostile whitespace and look-alike
 Unicode never make a second identity."""
 
 from __future__ import annotations

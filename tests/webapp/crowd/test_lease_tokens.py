@@ -1,4 +1,4 @@
-"""Issue 11 item 1: lease ids travel as opaque tokens ("<id>.<HMAC>", webapp.crowd.lease_tokens)
+"""Lease ids travel as opaque tokens ("<id>.<HMAC>", webapp.crowd.lease_tokens, docs/security.md)
 in the task forms, the JSON APIs and the validation image's address; a bare, guessed or
 sequential id, or another worker's token, is refused before any lookup and stores nothing."""
 

@@ -243,7 +243,7 @@ def test_json_task_api(site, engine) -> None:  # type: ignore[no-untyped-def]
 def test_id_order_of_the_two_examples_does_not_follow_the_label(  # type: ignore[no-untyped-def]
     site, engine, monkeypatch, coin: int
 ) -> None:
-    # Issue 12: the validation queue serves Examples in id order, so the True one must not
+    # The validation queue serves Examples in id order, so the True one must not
     # always come first. The coin (secrets.randbelow) decides; both outcomes are written.
     import webapp.generate.submission as generation
 

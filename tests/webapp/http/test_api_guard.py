@@ -1,4 +1,4 @@
-"""Issue 11 item 1: a cross-site page cannot cast a vote with the worker's cookie."""
+"""A cross-site page cannot cast a vote with the worker's cookie (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_cross_site_vote_is_refused(site: Any, engine: Engine) -> None:
 def test_pair_images_need_the_signature_a_page_gave(
     db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
 ) -> None:
-    """Issue 11 item 10: sequential pair ids no longer open every pair's image."""
+    """Sequential pair ids no longer open every pair's image (signed image addresses)."""
     import re
 
     from tests.support.webapp_coco import client_for, make_pairs, start_prolific

@@ -1,5 +1,5 @@
 """HTML routes survive a database connection PostgreSQL terminates in the middle of the
-request (issue 11 item 6), under the same rule as the JSON API: run once more on a fresh
+request (docs/security.md), under the same rule as the JSON API: run once more on a fresh
 connection when that cannot store anything twice (webapp.http.db_retry)."""
 
 from __future__ import annotations

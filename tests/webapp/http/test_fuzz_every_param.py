@@ -1,4 +1,4 @@
-"""Every parameter of every route with hostile values (issue 11 item 4), through a real
+"""Every parameter of every route with hostile values (docs/security.md), through a real
 uvicorn server on one keep-alive connection, on SQLite and PostgreSQL.
 
 Each route of the app (``app.routes``, including the admin pages left out of the OpenAPI

@@ -1,6 +1,7 @@
-"""The exact inputs of issue 11 item 4 that reached a 500: each now gets a 4xx naming the
-field and stores nothing, on SQLite and PostgreSQL (tests/webapp/http/test_fuzz_every_param.py sends
-such values to every parameter of every route)."""
+"""The exact hostile inputs that once reached a 500 (docs/security.md): each now gets a 4xx
+naming the field and stores nothing, on SQLite and PostgreSQL
+(tests/webapp/http/test_fuzz_every_param.py sends such values to every parameter of every
+route)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11 item 3: invented identities cannot drain the pool. New identities and new batches
+"""Invented identities cannot drain the pool (docs/security.md). New identities and new batches
 are limited per client address and per study, counted in the database (every server process
 sees the same counts), and the dashboard shows the burst and cuts it off."""
 

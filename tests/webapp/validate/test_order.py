@@ -1,7 +1,8 @@
-"""Issue 12, item 5: the validation queue never shows a validator both Examples of one caption
-(the caption on its true and on its false image) back to back, nor within one batch, and its
-order does not reveal labels. Driven through a queue seeded with real VSR captions on both
-backends (the ``session`` fixture is parametrised over SQLite and PostgreSQL)."""
+"""The validation queue (docs/validation.md, Rules) never shows a validator both Examples of
+one caption (the caption on its true and on its false image) back to back, nor within one
+batch, and its order does not reveal labels. Driven through a queue seeded with real VSR
+captions on both backends (the ``session`` fixture is parametrised over SQLite and
+PostgreSQL)."""
 
 from __future__ import annotations
 

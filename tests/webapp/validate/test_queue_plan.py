@@ -1,4 +1,4 @@
-"""The candidate query's plan on PostgreSQL at 10x the data (issue 17): with a large settled,
+"""The candidate query's plan on PostgreSQL at 10x the data (docs/scaling.md): with a large settled,
 imported history below the open Examples, the planner must still walk ix_example_open in id
 order to the first free Example (a LIMIT on an ordered index scan), not read and sort every
 open Example per lease. The fix: ``id + 0 >= floor`` in webapp.validate.statements (the id
@@ -115,7 +115,7 @@ def _generic_plan(engine: Engine, stmt: Any, params: dict[str, Any]) -> tuple[st
 def test_the_lease_statement_keeps_one_generic_plan_that_walks_in_order(
     backend: str, engine: Engine
 ) -> None:
-    """The hot path's lease statement, planned once per connection for any values (issue 17:
+    """The hot path's lease statement, planned once per connection for any values (docs/scaling.md:
     planning it on every run was a fifth of PostgreSQL's CPU per round trip), still walks
     ix_example_open in id order at 10x, as the plan made for the values does."""
     if backend != "postgresql":

@@ -1,4 +1,4 @@
-"""Concurrent resubmits of one vote (issue 11 item 5): the same answer sent twice at once is
+"""Concurrent resubmits of one vote (docs/security.md): the same answer sent twice at once is
 one vote and the same answer twice, on the JSON API and the HTML form, on PostgreSQL where
 a request that waited for the lease's row lock reads the rest from an older snapshot."""
 
