@@ -31,6 +31,7 @@ from collection.validate import (
     check_text,
     check_web_url,
 )
+from vsr_core.defaults import MIN_AREA_PX
 from vsr_core.models import Image, Instance
 
 # (stage, done, total or None): how the CLI (tqdm) and the dashboard (Job.progress) follow us.
@@ -301,7 +302,7 @@ def _not_exhaustive(img: dict[str, Any] | None, path: Path) -> frozenset[int]:
 
 def load_coco(
     paths: Sequence[str | Path] | Iterable[str | Path],
-    min_area: float = 30_000,
+    min_area: float = MIN_AREA_PX,
     progress: ProgressFn | None = None,
     min_area_share: float = 0.0,
 ) -> CocoIndex:

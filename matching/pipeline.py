@@ -23,17 +23,19 @@ says the truth or a known-true caption implies, or that is equivalent to a choic
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from matching.assign import Method, solve
+from matching.assign import solve
 from matching.filtering import filter_predictable
 from matching.folds import match_splits
 from matching.geometry_filter import PairShapes, rejected_mask
 from matching.items import Item as Item
 from matching.option_conflicts import Conflicts, conflicts_for, table_conflicts
+from matching.params import Balance
+from matching.params import MatchParams as MatchParams
 from matching.raking import Adjust, Raking
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
@@ -42,83 +44,6 @@ from matching.study_scope import render_caption
 
 # How often a split is matched again without the queries left short of k distractors.
 REMATCHES = 3
-
-
-@dataclass(frozen=True)
-class MatchParams:
-    h: float = 1.0
-    k: int = 3
-    remap: bool = True
-    table_filter: bool = True
-    eps: float = 1e-4
-    method: Method = "auto"
-    dense_limit: int = 4000
-    top_k: int = 50
-    sim_top: int = 20  # model-based P_sim: scored only for each query's best groups by P_rel
-    seed: int = 0
-    # "pair": strict (concept pair, relation) balance: with remapping, a query's distractors
-    # come only from the relations other queries of the same concept pair were answered
-    # with, each used once per round, so every (pair, relation) is a distractor k times as
-    # often as it is an answer (answer-only models learn nothing; rare pairs are dropped).
-    # "soft": P_rel is replaced by leave-one-out pair-conditional counts of the split with
-    # P_rel as back-off, which pulls distractors towards the pair's other answers.
-    # "off": VCR's weights as they were. See docs/matching.md.
-    balance: str = "soft"
-    backoff: float = 1.0  # "soft": pseudo-count of each back-off (pair -> subj/obj -> even)
-    # With "soft" balance, how far distractors aim at the truth's plausibility, not past it:
-    # score = (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|. 0 is VCR's "as
-    # plausible as possible" (a weakly modelled truth becomes the least plausible option);
-    # 1 is "exactly as plausible as the truth" (the truth becomes the median one); 0.5
-    # makes every relation at least as plausible as the truth equally good.
-    # 0.4: lower worst case over split seeds than 0.6 on VSR (docs/matching.md).
-    aim: float = 0.4
-    # A split with more queries than this is matched fold by fold (matching.folds): the
-    # grouped LP grows faster than n. 0: never. Above VSR's train split (3,954 queries), so
-    # 1x runs are unchanged; a 10x train split becomes 8 folds.
-    fold_size: int = 5000
-    # Raking (matching.raking): with remapping, each split is matched again
-    # this many times, each time with every candidate's (subject / object / pair,
-    # relation) features pushed towards k distractors per answer by ``rake_strength``;
-    # 0 rounds (or balance "off") turns it off. 1 round at 0.25: chosen on split seeds 0
-    # and 1, checked on 2 and 3 (docs/matching.md).
-    rake_rounds: int = 1
-    rake_strength: float = 0.25
-    # AFLite-style filtering (matching.filtering): items whose answer the answer-only
-    # models that never saw them give at least this probability on average are dropped
-    # (0: off). Chosen on split seeds 5-9 of the user's path (docs/matching.md).
-    filter_above: float = 0.5
-    # Its second pass: dev / test items whose answer a stack over the first pass's
-    # cross-fitted scores (fitted on the kept train items) gives at least this share of
-    # its item are dropped too (0: no second pass). 0.45: lowest worst case over split
-    # seeds 5-9 of 0.4 / 0.45 on the user's path (docs/matching.md).
-    filter_stack_above: float = 0.45
-
-    def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ValueError("k (distractors per query) must be at least 1")
-        if not (self.h >= 0 and np.isfinite(self.h)):
-            raise ValueError("h must be a finite number >= 0")
-        if not 0 < self.eps < 0.5:
-            raise ValueError("eps must be in (0, 0.5)")
-        if self.balance not in ("pair", "soft", "off"):
-            raise ValueError("balance must be pair, soft or off")
-        if not 0 <= self.aim <= 1:
-            raise ValueError("aim must be in [0, 1]")
-        if not self.backoff > 0:
-            raise ValueError("backoff must be > 0")
-        if self.fold_size < 0:
-            raise ValueError("fold_size must be >= 0 (0: no folds)")
-        if self.rake_rounds < 0:
-            raise ValueError("rake_rounds must be >= 0")
-        if not (self.rake_strength >= 0 and np.isfinite(self.rake_strength)):
-            raise ValueError("rake_strength must be a finite number >= 0")
-        if not 0 <= self.filter_above <= 1:
-            raise ValueError("filter_above must be in [0, 1] (0: no filtering)")
-        if not 0 <= self.filter_stack_above <= 1:
-            raise ValueError("filter_stack_above must be in [0, 1] (0: no second pass)")
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -178,7 +103,7 @@ def match_split(
     again without it (its answer would otherwise sit in other items as a distractor only),
     until every remaining query is matched: the balance then holds exactly.
     """
-    if not (params.balance == "pair" and params.remap):
+    if not (params.balance == Balance.PAIR and params.remap):
         return _match_once(
             queries, split, relevance, similarity, params, known_true, geometry, adjust,
             conflicts,
@@ -207,9 +132,9 @@ def match_split_raked(
     """`match_split`, then raking (matching.raking): match again, pushing every
     (subject / object / pair, relation) towards k distractors per answer. Runs per split,
     or per fold where a split is matched fold by fold (matching.folds)."""
-    raking = params.remap and params.balance != "off" and params.rake_strength > 0
+    raking = params.remap and params.balance != Balance.OFF and params.rake_strength > 0
     rounds = params.rake_rounds if raking else 0
-    if not (params.balance == "pair" and params.remap):
+    if not (params.balance == Balance.PAIR and params.remap):
         # One preparation for the first pass and every raking round: only raking's bonus
         # changes between them (issue 17).
         # With a balance, queries left without k distractors are dropped and the rest
@@ -227,7 +152,7 @@ def match_split_raked(
                 got, missing = _rounds(
                     prep, split, similarity, params, extra, render=r == rounds - 1
                 )
-            if missing == 0 or attempt == REMATCHES or params.balance == "off":
+            if missing == 0 or attempt == REMATCHES or params.balance == Balance.OFF:
                 break
             kept = {it.query.id for it in got}
             todo = [q for q in todo if q.id in kept]
@@ -319,7 +244,7 @@ def _prepare(
 
     # Response groups: interchangeable responses (same relation once remapped, or the same
     # caption without remapping) are one group with a capacity, see matching.assign.
-    balance = params.balance == "pair" and params.remap
+    balance = params.balance == Balance.PAIR and params.remap
     key_of = (lambda r: r.relation) if params.remap and not balance else (lambda r: r.triple)
     groups: dict[Any, list[int]] = {}
     for j, q in enumerate(queries):
@@ -347,7 +272,7 @@ def _prepare(
     pair_row = {p: i for i, p in enumerate(pairs)}
     lp_q = lp_pairs[[pair_row[(q.subj, q.obj)] for q in queries]]
     log_rel = lp_q[:, c_rel[0]]
-    if params.remap and params.balance == "soft":
+    if params.remap and params.balance == Balance.SOFT:
         log_rel = _pair_count_log_rel(queries, lp_q, c_rel[0], ids, params.backoff, params.aim)
     if not params.remap:
         names = sorted(ids.concepts, key=ids.concepts.__getitem__)
