@@ -4,6 +4,10 @@ import (the web app may not import collection or matching), so each is written o
 
 from __future__ import annotations
 
+# The study migration 0007 created from studies/vsr.toml (``Study.is_default``): rows made
+# without a study belong to it, as every row of a database older than 0007 does.
+DEFAULT_STUDY_ID = 1
+
 # VSR's sampling rule: an instance counts only with an area of at least this many square
 # pixels (Liu et al. 2023). A study file states its own (its sampling.min_area_px).
 MIN_AREA_PX = 30_000

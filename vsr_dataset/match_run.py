@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from matching.params import MatchParams
-from vsr_core.models import DEFAULT_STUDY_ID
+from vsr_core.defaults import DEFAULT_STUDY_ID
 
 if TYPE_CHECKING:  # numpy and scipy load only when a run starts
     from sqlalchemy.engine import Engine
