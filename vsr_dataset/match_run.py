@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from matching.params import MatchParams
+from matching.params import SUITE_SAMPLE, MatchParams
 from vsr_core.defaults import DEFAULT_STUDY_ID
 
 if TYPE_CHECKING:  # numpy and scipy load only when a run starts
@@ -48,7 +48,7 @@ class MatchRequest:
     sweep: list[float] = field(default_factory=list)
     study_id: int = DEFAULT_STUDY_ID  # the study whose Examples are matched
     workers: int | None = None  # processes for splits and folds; None: default_workers()
-    suite_sample: int | None = 4000  # adversary suite items per side (None: all)
+    suite_sample: int | None = SUITE_SAMPLE  # adversary suite items per side (None: all)
 
 
 @dataclass
