@@ -6,7 +6,7 @@ real validated VSR release with the packaged MiniLM, as the test runs them.
     python bench/match_quality.py            # this tree
     PYTHONPATH=/work/main python bench/match_quality.py   # another tree, for a before/after
 
-The target (issue 12) is strongest <= 0.30 on every default seed; the worst seed is printed
+The target (docs/matching.md) is strongest <= 0.30 on every default seed; the worst seed is printed
 last. Prints the matching seconds of each run too (the work of the five matchings).
 """
 

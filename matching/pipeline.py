@@ -136,7 +136,7 @@ def match_split_raked(
     rounds = params.rake_rounds if raking else 0
     if not (params.balance == Balance.PAIR and params.remap):
         # One preparation for the first pass and every raking round: only raking's bonus
-        # changes between them (issue 17).
+        # changes between them.
         # With a balance, queries left without k distractors are dropped and the rest
         # matched again (at most REMATCHES times), so every response that is a distractor
         # is also an answer of a kept item: the relations stay balanced.
@@ -192,7 +192,7 @@ def _match_once(
 class _Prepared:
     """What every matching of one split (or fold) shares, whatever raking adds: the groups,
     P_rel, the filters and P_sim to the truth. Computed once for the first pass and every
-    raking round (issue 17)."""
+    raking round."""
 
     queries: list[Record]
     ids: _Ids
