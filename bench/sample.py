@@ -107,6 +107,7 @@ def child(mode: str, files: list[str], n_pairs: int, db_url: str | None) -> None
     if mode == "ours":
         from collection.coco import load_coco
         from collection.pairs import sample_pairs
+        from vsr_core.defaults import MIN_AREA_PX
     elif mode == "pycocotools":
         from pycocotools.coco import COCO
     base_kb = _rss_now_kb()
@@ -122,7 +123,7 @@ def child(mode: str, files: list[str], n_pairs: int, db_url: str | None) -> None
         cocos = [COCO(f) for f in files]
         info["annotations"] = sum(len(c.anns) for c in cocos)
     else:
-        index = load_coco(files, min_area=30_000)
+        index = load_coco(files, min_area=MIN_AREA_PX)
         t1 = time.perf_counter()
         res = sample_pairs(index, n_pairs, seed=1)
         info.update(

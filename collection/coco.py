@@ -31,6 +31,7 @@ from collection.validate import (
     check_text,
     check_web_url,
 )
+from vsr_core.defaults import MIN_AREA_PX
 from vsr_core.models import Image, Instance
 
 # (stage, done, total or None): how the CLI (tqdm) and the dashboard (Job.progress) follow us.
@@ -171,6 +172,31 @@ def _int(value: Any, what: str, path: Path) -> int:
 def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None:
     state = _FileState(index.min_area, progress, index.n_annotations)
     data = _read_json(path, state)
+    _check_shape(data, path)
+    _add_categories(data["categories"], index, path)
+    for lic in data.get("licenses") or []:
+        if isinstance(lic, dict) and isinstance(lic.get("id"), int):
+            index.licenses[lic["id"]] = str(lic.get("name") or "")
+    raw_images = _image_rows(data["images"], index, path)
+    index.seen_image_ids.update(raw_images)
+    index.n_images += len(raw_images)
+    index.n_annotations += state.n_annotations
+    del data
+
+    set_aside: set[int] = set()
+    for key, ann in state.candidates.items():
+        if state.counts[key] != 1:
+            continue
+        image_id, category_id = key
+        if category_id in _not_exhaustive(raw_images.get(image_id), path):
+            set_aside.add(image_id)
+            continue
+        _add_candidate(ann, image_id, category_id, raw_images, index, path)
+    index.lvis_set_aside += len(set_aside)
+
+
+def _check_shape(data: Any, path: Path) -> None:
+    """The three lists of a COCO instances file, every annotation consumed by the hook."""
     if not isinstance(data, dict) or not all(
         isinstance(data.get(k), list) for k in ("images", "annotations", "categories")
     ):
@@ -183,7 +209,10 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
             f"{path} is not a COCO instances file (an annotation lacks image_id or category_id)"
         )
 
-    for cat in data["categories"]:
+
+def _add_categories(categories: list[Any], index: CocoIndex, path: Path) -> None:
+    """Category ids and names (the same id must name the same category in every file)."""
+    for cat in categories:
         if not isinstance(cat, dict) or not isinstance(cat.get("name"), str):
             raise CocoFileError(f"{path} is not a COCO instances file (bad category {cat!r})")
         cid = check_id(_int(cat.get("id"), "a category id", path), "category id", path)
@@ -197,12 +226,12 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
         index.categories[cid] = cat["name"]
         if isinstance(cat.get("supercategory"), str):
             index.supercategories[cid] = cat["supercategory"]
-    for lic in data.get("licenses") or []:
-        if isinstance(lic, dict) and isinstance(lic.get("id"), int):
-            index.licenses[lic["id"]] = str(lic.get("name") or "")
 
+
+def _image_rows(images: list[Any], index: CocoIndex, path: Path) -> dict[int, dict[str, Any]]:
+    """The file's images by id; an id twice, or in another file given, is refused."""
     raw_images: dict[int, dict[str, Any]] = {}
-    for img in data["images"]:
+    for img in images:
         if not isinstance(img, dict):
             raise CocoFileError(f"{path} is not a COCO instances file (bad image {img!r})")
         iid = _int(img.get("id"), "an image id", path)
@@ -211,74 +240,76 @@ def _load_one(path: Path, index: CocoIndex, progress: ProgressFn | None) -> None
         if iid in index.seen_image_ids:
             raise CocoFileError(f"{path}: image id {iid} is also in another file given")
         raw_images[iid] = img
-    index.seen_image_ids.update(raw_images)
-    index.n_images += len(raw_images)
-    index.n_annotations += state.n_annotations
-    del data
+    return raw_images
 
+
+def _add_candidate(
+    ann: dict[str, Any],
+    image_id: Any,
+    category_id: Any,
+    raw_images: dict[int, dict[str, Any]],
+    index: CocoIndex,
+    path: Path,
+) -> None:
+    """Index the single instance of its category in its image if it is large enough; what
+    the site later draws and serves is refused here, with the id, if unusable."""
     from collection.geometry import area_from_segmentation
 
-    set_aside: set[int] = set()
-    for key, ann in state.candidates.items():
-        if state.counts[key] != 1:
-            continue
-        image_id, category_id = key
-        if category_id in _not_exhaustive(raw_images.get(image_id), path):
-            set_aside.add(image_id)
-            continue
-        ann_id = check_id(_int(ann.get("id"), "an annotation id", path), "annotation id", path)
-        img = raw_images.get(image_id)
-        if img is None:
-            raise CocoFileError(
-                f"{path}: annotation {ann_id} refers to image {image_id}, which is not in the file"
-            )
-        if category_id not in index.categories:
-            raise CocoFileError(
-                f"{path}: annotation {ann_id} has category_id {category_id}, which is not in "
-                "the categories"
-            )
-        width = _int(img.get("width"), f"the width of image {image_id}", path)
-        height = _int(img.get("height"), f"the height of image {image_id}", path)
-        check_size(width, height, image_id, path)
-        # What the site later draws and serves: refused here, with the id, if unusable.
-        bbox = check_bbox(ann.get("bbox"), ann_id, width, height, path)
-        seg = check_segmentation(ann.get("segmentation"), ann_id, width, height, path)
-        area_raw = ann.get("area")
-        if area_raw is None:
-            area = area_from_segmentation(seg, bbox, width, height)
-        else:
-            area = check_area(area_raw, ann_id, path)
-        if area < index.min_area or area < index.min_area_share * width * height:
-            continue
-        if image_id not in index.images:
-            check_id(image_id, "image id", path)
-            file_name = img.get("file_name") or f"{image_id:012d}.jpg"
-            columns = Image.__table__.c  # type: ignore[attr-defined]
-            for url_field in ("coco_url", "flickr_url"):
-                if img.get(url_field) is not None:
-                    check_web_url(img[url_field], url_field, image_id, path)
-                    check_text(
-                        img[url_field], url_field, f"image {image_id}", columns[url_field], path
-                    )
-            index.images[image_id] = CocoImage(
-                id=image_id,
-                file_name=check_file_name(file_name, image_id, path),
-                split=_split_of(img, path),
-                width=width,
-                height=height,
-                coco_url=img.get("coco_url"),
-                flickr_url=img.get("flickr_url"),
-                license_id=img.get("license") if isinstance(img.get("license"), int) else None,
-            )
-        index.eligible.setdefault(image_id, {})[category_id] = CocoInstance(
-            id=ann_id,
-            image_id=image_id,
-            category_id=category_id,
-            area=area,
-            bbox=bbox,
-            segmentation=seg,
+    ann_id = check_id(_int(ann.get("id"), "an annotation id", path), "annotation id", path)
+    img = raw_images.get(image_id)
+    if img is None:
+        raise CocoFileError(
+            f"{path}: annotation {ann_id} refers to image {image_id}, which is not in the file"
         )
-    index.lvis_set_aside += len(set_aside)
+    if category_id not in index.categories:
+        raise CocoFileError(
+            f"{path}: annotation {ann_id} has category_id {category_id}, which is not in "
+            "the categories"
+        )
+    width = _int(img.get("width"), f"the width of image {image_id}", path)
+    height = _int(img.get("height"), f"the height of image {image_id}", path)
+    check_size(width, height, image_id, path)
+    bbox = check_bbox(ann.get("bbox"), ann_id, width, height, path)
+    seg = check_segmentation(ann.get("segmentation"), ann_id, width, height, path)
+    area_raw = ann.get("area")
+    if area_raw is None:
+        area = area_from_segmentation(seg, bbox, width, height)
+    else:
+        area = check_area(area_raw, ann_id, path)
+    if area < index.min_area or area < index.min_area_share * width * height:
+        return
+    if image_id not in index.images:
+        index.images[image_id] = _coco_image(img, image_id, width, height, path)
+    index.eligible.setdefault(image_id, {})[category_id] = CocoInstance(
+        id=ann_id,
+        image_id=image_id,
+        category_id=category_id,
+        area=area,
+        bbox=bbox,
+        segmentation=seg,
+    )
+
+
+def _coco_image(
+    img: dict[str, Any], image_id: int, width: int, height: int, path: Path
+) -> CocoImage:
+    check_id(image_id, "image id", path)
+    file_name = img.get("file_name") or f"{image_id:012d}.jpg"
+    columns = Image.__table__.c  # type: ignore[attr-defined]
+    for url_field in ("coco_url", "flickr_url"):
+        if img.get(url_field) is not None:
+            check_web_url(img[url_field], url_field, image_id, path)
+            check_text(img[url_field], url_field, f"image {image_id}", columns[url_field], path)
+    return CocoImage(
+        id=image_id,
+        file_name=check_file_name(file_name, image_id, path),
+        split=_split_of(img, path),
+        width=width,
+        height=height,
+        coco_url=img.get("coco_url"),
+        flickr_url=img.get("flickr_url"),
+        license_id=img.get("license") if isinstance(img.get("license"), int) else None,
+    )
 
 
 def _not_exhaustive(img: dict[str, Any] | None, path: Path) -> frozenset[int]:
@@ -301,7 +332,7 @@ def _not_exhaustive(img: dict[str, Any] | None, path: Path) -> frozenset[int]:
 
 def load_coco(
     paths: Sequence[str | Path] | Iterable[str | Path],
-    min_area: float = 30_000,
+    min_area: float = MIN_AREA_PX,
     progress: ProgressFn | None = None,
     min_area_share: float = 0.0,
 ) -> CocoIndex:

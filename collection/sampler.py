@@ -18,10 +18,9 @@ from collection.coco import CocoIndex, ProgressFn, load_coco
 from collection.errors import UnknownCategoryError
 from collection.pairs import sample_pairs
 from collection.store import existing_pair_keys, store_pairs
+from vsr_core.defaults import MIN_AREA_PX
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.types import utcnow
-
-DEFAULT_MIN_AREA = 30_000
 
 
 @dataclass
@@ -103,7 +102,7 @@ def sample_into_db(
     coco_files: Sequence[str | Path],
     n_pairs: int,
     seed: int = 0,
-    min_area: float = DEFAULT_MIN_AREA,
+    min_area: float = MIN_AREA_PX,
     prefer_contrast: bool = False,
     max_per_concept_pair: int | None = None,
     concepts: Collection[str] | None = None,

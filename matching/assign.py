@@ -16,7 +16,7 @@ Three solvers, all from scipy:
   (n x 71 variables instead of an n x n matrix). It is solved by column generation: the LP
   starts with each row's ``GROUPED_START`` best groups, and the edges whose reduced cost
   (from the LP's row and group prices) says they would improve it are added until none
-  does, which proves the optimum of the full LP (issue 17: 3x faster on VSR's train split,
+  does, which proves the optimum of the full LP (3x faster on VSR's train split,
   and the solve no longer grows with n x 71 edges). ``grouped_full`` is the one-shot LP.
   Where scipy ships its HiGHS bindings, ``grouped`` runs on them directly with identical
   rows merged (matching.highs_lp: another 4-5x); else on ``linprog`` as here.

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from matching.params import SUITE_SAMPLE as SUITE_SAMPLE
 from matching.pipeline import Item, MatchResult
 from matching.relevance import RelevanceModel
 from matching.study_scope import is_equivalent, is_implied, sim_probability
@@ -99,12 +100,6 @@ def relation_distribution(items: Sequence[Item]) -> dict[str, Any]:
         "distractor": dict(distractor.most_common()),
         "total_variation": round(tv, 4),
     }
-
-
-# The adversary suite is fitted on at most this many train items and scored on at most this
-# many test items (issue 17): above VSR's 1x train split (3,954), so 1x runs see every item;
-# at 10x the suite would cost more than the whole matching. The interval is the sample's.
-SUITE_SAMPLE = 4000
 
 
 def bounded_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[Item]:

@@ -1,4 +1,4 @@
-"""Matching split by split and fold by fold, in parallel processes (issue 17).
+"""Matching split by split and fold by fold, in parallel processes (docs/matching.md).
 
 The grouped LP of a split grows faster than its number of queries (HiGHS on VSR's train
 split: 1x 4.6 s, 5x 30 s per round), so a split with more than ``MatchParams.fold_size``

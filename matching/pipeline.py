@@ -22,18 +22,20 @@ says the truth or a known-true caption implies, or that is equivalent to a choic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from matching.assign import Method, solve
+from matching.assign import solve
 from matching.filtering import filter_predictable
 from matching.folds import match_splits
 from matching.geometry_filter import PairShapes, rejected_mask
 from matching.items import Item as Item
 from matching.option_conflicts import Conflicts, conflicts_for, table_conflicts
+from matching.params import Balance
+from matching.params import MatchParams as MatchParams
 from matching.raking import Adjust, Raking
 from matching.records import SPLITS, Record, Triple, confirmed_true, kept_true, split_mapping
 from matching.relevance import RelevanceModel
@@ -42,83 +44,6 @@ from matching.study_scope import render_caption
 
 # How often a split is matched again without the queries left short of k distractors.
 REMATCHES = 3
-
-
-@dataclass(frozen=True)
-class MatchParams:
-    h: float = 1.0
-    k: int = 3
-    remap: bool = True
-    table_filter: bool = True
-    eps: float = 1e-4
-    method: Method = "auto"
-    dense_limit: int = 4000
-    top_k: int = 50
-    sim_top: int = 20  # model-based P_sim: scored only for each query's best groups by P_rel
-    seed: int = 0
-    # "pair": strict (concept pair, relation) balance: with remapping, a query's distractors
-    # come only from the relations other queries of the same concept pair were answered
-    # with, each used once per round, so every (pair, relation) is a distractor k times as
-    # often as it is an answer (answer-only models learn nothing; rare pairs are dropped).
-    # "soft": P_rel is replaced by leave-one-out pair-conditional counts of the split with
-    # P_rel as back-off, which pulls distractors towards the pair's other answers.
-    # "off": VCR's weights as they were. See docs/matching.md.
-    balance: str = "soft"
-    backoff: float = 1.0  # "soft": pseudo-count of each back-off (pair -> subj/obj -> even)
-    # With "soft" balance, how far distractors aim at the truth's plausibility, not past it:
-    # score = (1 - aim) log P_rel(d) - aim |log P_rel(d) - log P_rel(t)|. 0 is VCR's "as
-    # plausible as possible" (a weakly modelled truth becomes the least plausible option);
-    # 1 is "exactly as plausible as the truth" (the truth becomes the median one); 0.5
-    # makes every relation at least as plausible as the truth equally good.
-    # 0.4: lower worst case over split seeds than 0.6 on VSR (docs/matching.md).
-    aim: float = 0.4
-    # A split with more queries than this is matched fold by fold (matching.folds): the
-    # grouped LP grows faster than n. 0: never. Above VSR's train split (3,954 queries), so
-    # 1x runs are unchanged; a 10x train split becomes 8 folds.
-    fold_size: int = 5000
-    # Raking (matching.raking): with remapping, each split is matched again
-    # this many times, each time with every candidate's (subject / object / pair,
-    # relation) features pushed towards k distractors per answer by ``rake_strength``;
-    # 0 rounds (or balance "off") turns it off. 1 round at 0.25: chosen on split seeds 0
-    # and 1, checked on 2 and 3 (docs/matching.md).
-    rake_rounds: int = 1
-    rake_strength: float = 0.25
-    # AFLite-style filtering (matching.filtering): items whose answer the answer-only
-    # models that never saw them give at least this probability on average are dropped
-    # (0: off). Chosen on split seeds 5-9 of the user's path (docs/matching.md).
-    filter_above: float = 0.5
-    # Its second pass: dev / test items whose answer a stack over the first pass's
-    # cross-fitted scores (fitted on the kept train items) gives at least this share of
-    # its item are dropped too (0: no second pass). 0.45: lowest worst case over split
-    # seeds 5-9 of 0.4 / 0.45 on the user's path (docs/matching.md).
-    filter_stack_above: float = 0.45
-
-    def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ValueError("k (distractors per query) must be at least 1")
-        if not (self.h >= 0 and np.isfinite(self.h)):
-            raise ValueError("h must be a finite number >= 0")
-        if not 0 < self.eps < 0.5:
-            raise ValueError("eps must be in (0, 0.5)")
-        if self.balance not in ("pair", "soft", "off"):
-            raise ValueError("balance must be pair, soft or off")
-        if not 0 <= self.aim <= 1:
-            raise ValueError("aim must be in [0, 1]")
-        if not self.backoff > 0:
-            raise ValueError("backoff must be > 0")
-        if self.fold_size < 0:
-            raise ValueError("fold_size must be >= 0 (0: no folds)")
-        if self.rake_rounds < 0:
-            raise ValueError("rake_rounds must be >= 0")
-        if not (self.rake_strength >= 0 and np.isfinite(self.rake_strength)):
-            raise ValueError("rake_strength must be a finite number >= 0")
-        if not 0 <= self.filter_above <= 1:
-            raise ValueError("filter_above must be in [0, 1] (0: no filtering)")
-        if not 0 <= self.filter_stack_above <= 1:
-            raise ValueError("filter_stack_above must be in [0, 1] (0: no second pass)")
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -178,7 +103,7 @@ def match_split(
     again without it (its answer would otherwise sit in other items as a distractor only),
     until every remaining query is matched: the balance then holds exactly.
     """
-    if not (params.balance == "pair" and params.remap):
+    if not (params.balance == Balance.PAIR and params.remap):
         return _match_once(
             queries, split, relevance, similarity, params, known_true, geometry, adjust,
             conflicts,
@@ -207,11 +132,11 @@ def match_split_raked(
     """`match_split`, then raking (matching.raking): match again, pushing every
     (subject / object / pair, relation) towards k distractors per answer. Runs per split,
     or per fold where a split is matched fold by fold (matching.folds)."""
-    raking = params.remap and params.balance != "off" and params.rake_strength > 0
+    raking = params.remap and params.balance != Balance.OFF and params.rake_strength > 0
     rounds = params.rake_rounds if raking else 0
-    if not (params.balance == "pair" and params.remap):
+    if not (params.balance == Balance.PAIR and params.remap):
         # One preparation for the first pass and every raking round: only raking's bonus
-        # changes between them (issue 17).
+        # changes between them.
         # With a balance, queries left without k distractors are dropped and the rest
         # matched again (at most REMATCHES times), so every response that is a distractor
         # is also an answer of a kept item: the relations stay balanced.
@@ -227,7 +152,7 @@ def match_split_raked(
                 got, missing = _rounds(
                     prep, split, similarity, params, extra, render=r == rounds - 1
                 )
-            if missing == 0 or attempt == REMATCHES or params.balance == "off":
+            if missing == 0 or attempt == REMATCHES or params.balance == Balance.OFF:
                 break
             kept = {it.query.id for it in got}
             todo = [q for q in todo if q.id in kept]
@@ -267,7 +192,7 @@ def _match_once(
 class _Prepared:
     """What every matching of one split (or fold) shares, whatever raking adds: the groups,
     P_rel, the filters and P_sim to the truth. Computed once for the first pass and every
-    raking round (issue 17)."""
+    raking round."""
 
     queries: list[Record]
     ids: _Ids
@@ -278,10 +203,11 @@ class _Prepared:
     cand: tuple[np.ndarray, np.ndarray, np.ndarray]  # c_rel, c_s, c_o
     log_rel: np.ndarray
     allowed: np.ndarray
-    p_truth: np.ndarray
     vectorised: bool
     remap: bool
     conflicts: Conflicts | None  # options that may not stand together (option_conflicts)
+    # P_sim to the truth (n x groups), set by _sim_to_truth once ``allowed`` is known
+    p_truth: np.ndarray = field(init=False)
 
     def cand_triple(self, i: int, g: int) -> Triple:
         q, r = self.queries[i], self.g_first[g]
@@ -294,6 +220,20 @@ def _extra(prep: _Prepared, adjust: Adjust | None, params: MatchParams) -> np.nd
     if adjust is None or not params.remap:
         return None
     return adjust(prep.queries, [r.relation for r in prep.g_first])
+
+
+Ids3 = tuple[np.ndarray, np.ndarray, np.ndarray]  # (relation, subject, object) ids
+
+
+@dataclass
+class _Groups:
+    """Response groups: interchangeable responses (same relation once remapped, or the same
+    caption without remapping) are one group with a capacity, see matching.assign."""
+
+    members: list[list[int]]  # each group's queries (their responses), in query order
+    cap: np.ndarray
+    g_first: list[Record]  # each group's first member: its relation, and caption unremapped
+    cand: Ids3  # c_rel (1 x groups); c_s, c_o: the query's (n x 1) or the group's (1 x groups)
 
 
 def _prepare(
@@ -310,58 +250,87 @@ def _prepare(
         conflicts = table_conflicts()
     if not params.table_filter:
         conflicts = None
-    n = len(queries)
-    if n == 0:
+    if not queries:
         return None
     ids = _Ids()
-    t_rel, t_s, t_o = (np.array(v, dtype=int)[:, None] for v in zip(
-        *(ids.triple(q.triple) for q in queries), strict=True))
+    truth = _stack_ids(ids.triple(q.triple) for q in queries)
+    groups = _response_groups(queries, ids, truth, params)
+    log_rel = _log_rel(queries, ids, truth, groups.cand, relevance, params)
+    allowed = _allowed(queries, ids, truth, groups, params, known_true, geometry, conflicts)
+    prep = _Prepared(
+        queries, ids, groups.members, groups.cap, groups.g_first, truth, groups.cand, log_rel,
+        allowed, bool(getattr(similarity, "vectorised", False)), params.remap, conflicts,
+    )
+    prep.p_truth = _sim_to_truth(prep, similarity, params)
+    return prep
 
-    # Response groups: interchangeable responses (same relation once remapped, or the same
-    # caption without remapping) are one group with a capacity, see matching.assign.
-    balance = params.balance == "pair" and params.remap
-    key_of = (lambda r: r.relation) if params.remap and not balance else (lambda r: r.triple)
-    groups: dict[Any, list[int]] = {}
+
+def _stack_ids(triples: Iterable[tuple[int, int, int]]) -> Ids3:
+    t_rel, t_s, t_o = (np.array(v, dtype=int)[:, None] for v in zip(*triples, strict=True))
+    return t_rel, t_s, t_o
+
+
+def _response_groups(
+    queries: list[Record], ids: _Ids, truth: Ids3, params: MatchParams
+) -> _Groups:
+    balance = params.balance == Balance.PAIR and params.remap
+    by_relation = params.remap and not balance
+    groups: dict[str | Triple, list[int]] = {}
     for j, q in enumerate(queries):
-        groups.setdefault(key_of(q), []).append(j)
-    keys = list(groups)
-    members = [groups[k] for k in keys]
-    cap = np.array([len(m) for m in members], dtype=int)
+        groups.setdefault(q.relation if by_relation else q.triple, []).append(j)
+    members = list(groups.values())
     g_first = [queries[m[0]] for m in members]
     c_rel = np.array([ids.rel[r.relation] for r in g_first], dtype=int)[None, :]
     if params.remap:
-        c_s, c_o = t_s, t_o
+        c_s, c_o = truth[1], truth[2]
     else:
         c_s = np.array([ids.c(r.subj) for r in g_first], dtype=int)[None, :]
         c_o = np.array([ids.c(r.obj) for r in g_first], dtype=int)[None, :]
-    shape = (n, len(keys))
+    cap = np.array([len(m) for m in members], dtype=int)
+    return _Groups(members, cap, g_first, (c_rel, c_s, c_o))
 
-    def cand_triple(i: int, g: int) -> Triple:
-        r = g_first[g]
-        return (queries[i].subj, r.relation, queries[i].obj) if params.remap else r.triple
 
-    # log P_rel(q_i, r_j): relation plausibility for the query's concepts; without remapping
-    # also how close the response's concepts are to the query's (a bi-encoder cosine).
+def _log_rel(
+    queries: list[Record], ids: _Ids, truth: Ids3, cand: Ids3, relevance: RelevanceModel,
+    params: MatchParams,
+) -> np.ndarray:
+    """log P_rel(q_i, r_j): relation plausibility for the query's concepts; without remapping
+    also how close the response's concepts are to the query's (a bi-encoder cosine)."""
+    (_, t_s, t_o), (c_rel, c_s, c_o) = truth, cand
     pairs = sorted({(q.subj, q.obj) for q in queries})
     lp_pairs = relevance.log_proba(pairs)
     pair_row = {p: i for i, p in enumerate(pairs)}
     lp_q = lp_pairs[[pair_row[(q.subj, q.obj)] for q in queries]]
     log_rel = lp_q[:, c_rel[0]]
-    if params.remap and params.balance == "soft":
+    if params.remap and params.balance == Balance.SOFT:
         log_rel = _pair_count_log_rel(queries, lp_q, c_rel[0], ids, params.backoff, params.aim)
     if not params.remap:
         names = sorted(ids.concepts, key=ids.concepts.__getitem__)
         sim = relevance.concept_similarity(names, names)
         match = ((1 + sim[t_s, c_s]) / 2) * ((1 + sim[t_o, c_o]) / 2)
         log_rel = log_rel + np.log(np.clip(match, params.eps, 1.0))
-    log_rel = np.maximum(log_rel, np.log(params.eps))
+    floored: np.ndarray = np.maximum(log_rel, np.log(params.eps))
+    return floored
 
-    # Filters that hold in every round.
+
+def _allowed(
+    queries: list[Record],
+    ids: _Ids,
+    truth: Ids3,
+    groups: _Groups,
+    params: MatchParams,
+    known_true: Mapping[str, Sequence[Triple]] | None,
+    geometry: Mapping[int, PairShapes] | None,
+    conflicts: Conflicts | None,
+) -> np.ndarray:
+    """The filters that hold in every round: which (query, group) may be a distractor."""
+    (t_rel, t_s, t_o), (c_rel, c_s, c_o) = truth, groups.cand
     same_as_truth = (c_rel == t_rel) & (c_s == t_s) & (c_o == t_o)
-    allowed = ~np.broadcast_to(same_as_truth, shape).copy()
-    if balance:  # only relations other queries of the same concept pair were answered with
-        g_s = np.array([ids.c(r.subj) for r in g_first], dtype=int)[None, :]
-        g_o = np.array([ids.c(r.obj) for r in g_first], dtype=int)[None, :]
+    allowed = ~np.broadcast_to(same_as_truth, (len(queries), len(groups.members))).copy()
+    if params.balance == Balance.PAIR and params.remap:
+        # only relations other queries of the same concept pair were answered with
+        g_s = np.array([ids.c(r.subj) for r in groups.g_first], dtype=int)[None, :]
+        g_o = np.array([ids.c(r.obj) for r in groups.g_first], dtype=int)[None, :]
         allowed &= (g_s == t_s) & (g_o == t_o)
     if params.table_filter:
         allowed &= ~table_lookup(t_rel, t_s, t_o, c_rel, c_s, c_o, implied=True)
@@ -371,50 +340,59 @@ def _prepare(
         allowed &= ~conflicts.lookup(t_rel, t_s, t_o, c_rel, c_s, c_o)
     for i, q in enumerate(queries):
         for kt in (known_true or {}).get(q.image, ()):
-            if kt == q.triple:
-                continue
-            k_rel, k_s, k_o = ids.triple(kt)
-            row_s = c_s[i] if params.remap else c_s[0]
-            row_o = c_o[i] if params.remap else c_o[0]
-            kt_ids = (np.array(k_rel), np.array(k_s), np.array(k_o))
-            cand = (c_rel[0], row_s, row_o)
-            fwd = table_lookup(*kt_ids, *cand, implied=True)
-            # The same meaning (identical, synonym, converse) is excluded always; what it
-            # merely entails only with the table filter.
-            bad = fwd & table_lookup(*cand, *kt_ids, implied=True)
-            bad |= (c_rel[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
-            if params.table_filter:
-                bad |= fwd
-            if conflicts is not None:  # implying it or usually true with it: likely true too
-                bad |= conflicts.lookup(*kt_ids, *cand)
-            allowed[i] &= ~bad
+            if kt != q.triple:
+                allowed[i] &= ~_known_true_row(i, kt, ids, groups.cand, params, conflicts)
     if geometry and params.remap:
         # Candidates the query's own instance outlines show to hold (matching.geometry_filter).
-        allowed &= ~rejected_mask([q.id for q in queries], [r.relation for r in g_first], geometry)
+        relations = [r.relation for r in groups.g_first]
+        allowed &= ~rejected_mask([q.id for q in queries], relations, geometry)
+    return allowed
 
-    vectorised = bool(getattr(similarity, "vectorised", False))
-    if vectorised:
-        p_truth = np.broadcast_to(table_lookup(t_rel, t_s, t_o, c_rel, c_s, c_o), shape).copy()
-    else:
-        # A model-based P_sim is too slow for every pair: keep each row's best groups by P_rel.
-        top = min(params.sim_top, shape[1])
-        masked = np.where(allowed, log_rel, -np.inf)
-        keep = np.zeros(shape, dtype=bool)
-        idx = np.argpartition(-masked, top - 1, axis=1)[:, :top]
-        np.put_along_axis(keep, idx, True, axis=1)
-        allowed &= keep
-        p_truth = np.zeros(shape)
-        ii, gg = np.nonzero(allowed)
-        if len(ii):
-            p_truth[ii, gg] = similarity.score(
-                [queries[i].triple for i in ii],
-                [cand_triple(int(i), int(g)) for i, g in zip(ii, gg, strict=True)],
-            )
 
-    return _Prepared(
-        queries, ids, members, cap, g_first, (t_rel, t_s, t_o), (c_rel, c_s, c_o), log_rel,
-        allowed, p_truth, vectorised, params.remap, conflicts,
-    )
+def _known_true_row(
+    i: int, kt: Triple, ids: _Ids, cand: Ids3, params: MatchParams, conflicts: Conflicts | None
+) -> np.ndarray:
+    """Query ``i``'s candidates that a caption validators confirmed for its image makes true
+    (or likely true): never its distractors."""
+    c_rel, c_s, c_o = cand
+    k_rel, k_s, k_o = ids.triple(kt)
+    row_s = c_s[i] if params.remap else c_s[0]
+    row_o = c_o[i] if params.remap else c_o[0]
+    kt_ids = (np.array(k_rel), np.array(k_s), np.array(k_o))
+    row = (c_rel[0], row_s, row_o)
+    fwd = table_lookup(*kt_ids, *row, implied=True)
+    # The same meaning (identical, synonym, converse) is excluded always; what it merely
+    # entails only with the table filter.
+    bad = fwd & table_lookup(*row, *kt_ids, implied=True)
+    bad |= (c_rel[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
+    if params.table_filter:
+        bad |= fwd
+    if conflicts is not None:  # implying it or usually true with it: likely true too
+        bad |= conflicts.lookup(*kt_ids, *row)
+    return np.asarray(bad)
+
+
+def _sim_to_truth(prep: _Prepared, similarity: SimilarityScorer, params: MatchParams) -> np.ndarray:
+    """P_sim of each candidate to the query's truth. A model-based P_sim is too slow for
+    every pair: each row keeps only its best groups by P_rel (``prep.allowed`` narrows)."""
+    (t_rel, t_s, t_o), (c_rel, c_s, c_o) = prep.truth, prep.cand
+    shape = prep.allowed.shape
+    if prep.vectorised:
+        return np.broadcast_to(table_lookup(t_rel, t_s, t_o, c_rel, c_s, c_o), shape).copy()
+    top = min(params.sim_top, shape[1])
+    masked = np.where(prep.allowed, prep.log_rel, -np.inf)
+    keep = np.zeros(shape, dtype=bool)
+    idx = np.argpartition(-masked, top - 1, axis=1)[:, :top]
+    np.put_along_axis(keep, idx, True, axis=1)
+    prep.allowed &= keep
+    p_truth = np.zeros(shape)
+    ii, gg = np.nonzero(prep.allowed)
+    if len(ii):
+        p_truth[ii, gg] = similarity.score(
+            [prep.queries[i].triple for i in ii],
+            [prep.cand_triple(int(i), int(g)) for i, g in zip(ii, gg, strict=True)],
+        )
+    return p_truth
 
 
 def _rounds(
@@ -429,14 +407,10 @@ def _rounds(
     captions and no shuffled order (an intermediate pass that raking only counts)."""
     queries, members, cap, g_first = prep.queries, prep.members, prep.cap, prep.g_first
     n = len(queries)
-    ids, cand_triple, vectorised = prep.ids, prep.cand_triple, prep.vectorised
-    t_rel, t_s, t_o = prep.truth
-    c_rel, c_s, c_o = prep.cand
-    log_rel = prep.log_rel
+    cand_triple, log_rel = prep.cand_triple, prep.log_rel
     allowed = prep.allowed.copy()  # the diversity update removes duplicates round by round
-    p_truth = prep.p_truth
-    # Per query and round (arrays, not per-row Python lists: issue 17): the group taken,
-    # the Example whose response it is, its weight.
+    # Per query and round (arrays, not per-row Python lists, which were slow on VSR's train
+    # split): the group taken, the Example whose response it is, its weight.
     chosen = np.full((n, params.k), -1, dtype=int)
     source_ids = np.zeros((n, params.k), dtype=np.int64)
     weights_taken = np.zeros((n, params.k))
@@ -444,13 +418,11 @@ def _rounds(
     member_ids = np.array([queries[m].id for ms in members for m in ms], dtype=np.int64)
     member_start = np.concatenate([[0], np.cumsum([len(ms) for ms in members])])
     alive = np.ones(n, dtype=bool)
-    p_max = p_truth.copy()
+    p_max = prep.p_truth.copy()
     for round_no in range(params.k):
         if round_no > 0:
-            _diversity_update(
-                p_max, allowed, chosen[:, round_no - 1], alive, queries, similarity, params, ids,
-                (t_s, t_o), (c_rel, c_s, c_o), cand_triple, vectorised, prep.conflicts,
-            )
+            last = chosen[:, round_no - 1]
+            _diversity_update(prep, p_max, allowed, last, alive, similarity, params)
         w = round_weights(
             log_rel, p_max, allowed & alive[:, None], params.h, params.eps, extra
         )
@@ -503,7 +475,8 @@ def _rounds(
 
 def aimed(lp: np.ndarray, lp_truth: np.ndarray, aim: float) -> np.ndarray:
     """(1 - aim) log P(d) - aim |log P(d) - log P(truth)| (see MatchParams.aim)."""
-    return (1 - aim) * lp - aim * np.abs(lp - lp_truth)
+    out: np.ndarray = (1 - aim) * lp - aim * np.abs(lp - lp_truth)
+    return out
 
 
 def _pair_count_log_rel(
@@ -553,23 +526,20 @@ def round_weights(
 
 
 def _diversity_update(
+    prep: _Prepared,
     p_max: np.ndarray,
     allowed: np.ndarray,
     last: np.ndarray,
     alive: np.ndarray,
-    queries: Sequence[Record],
     similarity: SimilarityScorer,
     params: MatchParams,
-    ids: _Ids,
-    truth_so: tuple[np.ndarray, np.ndarray],
-    cand: tuple[np.ndarray, np.ndarray, np.ndarray],
-    cand_triple: Any,
-    vectorised: bool,
-    conflicts: Conflicts | None = None,
 ) -> None:
-    """After a round: P_sim becomes the max similarity to every choice of the query so far,
-    and a candidate that duplicates a chosen distractor is excluded."""
-    c_rel, c_s, c_o = cand
+    """After a round (``last``: the group each query took): P_sim in ``p_max`` becomes the max
+    similarity to every choice of the query so far, and a candidate that duplicates a chosen
+    distractor is excluded from ``allowed``."""
+    c_rel, c_s, c_o = prep.cand
+    truth_so = prep.truth[1], prep.truth[2]
+    conflicts, cand_triple = prep.conflicts, prep.cand_triple
     rows = np.flatnonzero(alive)
     if len(rows) == 0:
         return
@@ -589,7 +559,7 @@ def _diversity_update(
     if conflicts is not None:  # no two distractors in implication or usually true together
         dup |= conflicts.lookup(d_rel, d_s, d_o, c_rel, r_s, r_o)
     allowed[rows] &= ~dup
-    if vectorised:
+    if prep.vectorised:
         p_fwd = table_lookup(d_rel, d_s, d_o, c_rel, r_s, r_o)
         p_back = table_lookup(c_rel, r_s, r_o, d_rel, d_s, d_o)
         p_max[rows] = np.maximum(p_max[rows], np.maximum(p_fwd, p_back))

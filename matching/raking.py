@@ -1,4 +1,4 @@
-"""Raking: iterative balance of answer-only features inside selection (issue 12).
+"""Raking: iterative balance of answer-only features inside selection (docs/matching.md).
 
 The held-out adversaries of ``matching.adversaries`` are trained on the train items and
 scored on the test items. What they can learn is how often an option's (subject, relation),
@@ -82,7 +82,7 @@ class Raking:
 
     def __call__(self, queries: Sequence[Record], relations: Sequence[str]) -> np.ndarray:
         """bonus(sr) + bonus(or) + bonus(pr) of every (query, relation): one vector per
-        subject, object and pair, gathered per query (issue 17: a dict look-up per cell
+        subject, object and pair, gathered per query (a dict look-up per cell
         was a second per 5,000-query fold)."""
         col = {r: j for j, r in enumerate(relations)}
         keys: dict[str, dict[tuple[str, ...], int]] = {"sr": {}, "or": {}, "pr": {}}

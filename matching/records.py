@@ -56,7 +56,7 @@ def confirmed_true(
     """Captions validators confirmed as true for their image: whatever its writer's label
     (or origin: human, imported, adversarial negative), a caption that validators voted True
     by the keep rule is true for that image. The release holds 1,142 captions labelled False
-    that validators voted True (issue 12); such a caption is no distractor for its image."""
+    that validators voted True (docs/matching.md); such a caption is no distractor for its image."""
     return [
         r for r in records
         if (r.label and r.kept(threshold)) or is_kept(True, list(r.votes), threshold)

@@ -110,7 +110,7 @@ class RelevanceModel:
         _, _, vt = np.linalg.svd(emb - self._mean, full_matrices=False)
         self._basis = vt[:PCA_DIMS].T
         # One row per distinct (subj, obj, relation), weighted by its count: the same loss
-        # as one row per caption (issue 17: a 10x split repeats triples; the fit is ~n).
+        # as one row per caption (a 10x split repeats triples; the fit is ~n).
         counts = Counter((r.subj, r.obj, r.relation) for r in train)
         triples = list(counts)
         y = np.array([self.index[t[2]] for t in triples])

@@ -91,6 +91,7 @@ def run_sample(
     engine: Engine, params: dict[str, Any], report: Progress, study_id: int
 ) -> dict[str, Any]:
     from collection.sampler import sample_into_db
+    from vsr_core.defaults import MIN_AREA_PX
 
     files = [str(f) for f in params.get("coco_files", [])]
     concepts = params.get("concepts")
@@ -100,7 +101,7 @@ def run_sample(
         files,
         int(params["n_pairs"]),
         seed=int(params.get("seed", 0)),
-        min_area=float(params.get("min_area", 30_000)),
+        min_area=float(params.get("min_area", MIN_AREA_PX)),
         prefer_contrast=bool(params.get("prefer_contrast", False)),
         max_per_concept_pair=int(cap) if cap else None,
         concepts=[c.strip() for c in str(concepts).split(",") if c.strip()] if concepts else None,
@@ -125,7 +126,7 @@ def run_match(
     from vsr_cli.common import no_library_bars_off_terminal
 
     no_library_bars_off_terminal()  # the job's log is a file
-    from matching.pipeline import MatchParams
+    from matching.params import MatchParams
     from vsr_dataset.match_run import MatchRequest, run_matching_over, save_match_run
 
     h, k, seed = float(params["h"]), int(params["k"]), int(params.get("seed", 0))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from matching.params import Balance, MatchParams
+from vsr_cli.choices import choice
 from vsr_cli.common import (
     DB_HELP,
     STAGE_FORMAT,
@@ -18,9 +21,24 @@ from vsr_cli.common import (
     study_for,
 )
 from vsr_cli.failure import CliError, CliUsageError
+from vsr_dataset.match_run import MatchRequest, SplitSource
 
 if TYPE_CHECKING:
     from matching.pipeline import MatchResult
+
+# Every option's default is the library's: matching.params and vsr_dataset.match_run.
+PARAMS = MatchParams()
+REQUEST = MatchRequest()
+
+
+class Solver(StrEnum):
+    """The solvers --method offers: matching.assign.Method but for ``grouped_full``, the
+    one-shot LP that only tests compare column generation with."""
+
+    AUTO = "auto"
+    GROUPED = "grouped"
+    DENSE = "dense"
+    SPARSE = "sparse"
 
 
 def _parse_sweep(text: str | None) -> list[float]:
@@ -38,10 +56,12 @@ def _parse_sweep(text: str | None) -> list[float]:
 
 
 def match(
-    h: float = typer.Option(1.0, "--h", help="Trade-off: weight of log(1 - P_sim) (>= 0)."),
-    k: int = typer.Option(3, "--k", help="Distractors per query (choices = k + 1)."),
+    h: float = typer.Option(
+        PARAMS.h, "--h", help="Trade-off: weight of log(1 - P_sim) (>= 0)."
+    ),
+    k: int = typer.Option(PARAMS.k, "--k", help="Distractors per query (choices = k + 1)."),
     remap: bool = typer.Option(
-        True, "--remap/--no-remap",
+        PARAMS.remap, "--remap/--no-remap",
         help="Rewrite distractors onto the query's concepts so only the relation differs.",
     ),
     report: bool = typer.Option(False, "--report", help="Print the diagnostics."),
@@ -60,57 +80,70 @@ def match(
         "all-MiniLM-L6-v2, offline)."
     ),
     similarity: str = typer.Option(
-        "table", "--similarity",
+        REQUEST.similarity, "--similarity",
         help="P_sim: 'table' (relation-semantics table) or a CrossEncoder NLI model name/path.",
     ),
     table_filter: bool = typer.Option(
-        True, "--table-filter/--no-table-filter",
+        PARAMS.table_filter, "--table-filter/--no-table-filter",
         help="Never use distractors the relation table says the truth implies.",
     ),
     keep_threshold: float | None = typer.Option(
         None, "--keep-threshold", help="Agreement needed to keep an Example (default: study "
         "setting, 2/3)."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of tie-breaking and choice order."),
-    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the train/dev/test split."),
-    splits: str = typer.Option(
-        "export", "--splits",
+    seed: int = typer.Option(PARAMS.seed, "--seed", help="Seed of tie-breaking and choice order."),
+    split_seed: int = typer.Option(
+        REQUEST.split_seed, "--split-seed", help="Seed of the train/dev/test split."
+    ),
+    splits: SplitSource = typer.Option(
+        REQUEST.splits, "--splits", parser=choice(SplitSource, "--splits"),
         help="'export' (default): the random split build-dataset writes (same seed), so no "
         "truth of mc/test is in random/train; 'image': every Example of an image in one "
         "split (matching.records.split_of).",
     ),
-    balance: str = typer.Option(
-        "soft", "--balance",
+    balance: Balance = typer.Option(
+        PARAMS.balance, "--balance", parser=choice(Balance, "--balance"),
         help="(concept pair, relation) balance against answer-only models: soft (default), "
         "pair (strict: exact balance, drops queries of rare pairs) or off (VCR's weights).",
     ),
     aim: float = typer.Option(
-        0.4, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
+        PARAMS.aim, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
         "(VCR), 1 = exactly as plausible as the truth (docs/matching.md).",
     ),
     backoff: float = typer.Option(
-        1.0, "--backoff", help="With --balance soft: pseudo-count of the P_rel back-off."
+        PARAMS.backoff, "--backoff", help="With --balance soft: pseudo-count of the P_rel back-off."
     ),
     rake_rounds: int = typer.Option(
-        1, "--rake-rounds", help="With a balance: how often each split is matched again with "
+        PARAMS.rake_rounds, "--rake-rounds",
+        help="With a balance: how often each split is matched again with "
         "every (subject/object/pair, relation) pushed towards k distractors per answer "
         "(matching/raking.py); 0 turns raking off.",
     ),
     filter_above: float = typer.Option(
-        0.5, "--filter-above", help="Drop items whose answer answer-only models that never "
+        PARAMS.filter_above, "--filter-above",
+        help="Drop items whose answer answer-only models that never "
         "saw them give at least this probability (AFLite-style, matching/filtering.py); 0: "
         "keep every matched item.",
     ),
     filter_stack_above: float = typer.Option(
-        0.45, "--filter-stack-above", help="Then drop dev/test items whose answer a stack of "
+        PARAMS.filter_stack_above, "--filter-stack-above",
+        help="Then drop dev/test items whose answer a stack of "
         "those models' scores (gradient boosting, fitted on the kept train items) gives at "
         "least this share of its item; 0: no second pass.",
     ),
-    method: str = typer.Option("auto", "--method", help="auto | grouped | dense | sparse."),
-    dense_limit: int = typer.Option(4000, "--dense-limit", help="Largest dense assignment."),
-    top_k: int = typer.Option(50, "--top-k", help="Candidates per row for the sparse solver."),
+    method: Solver = typer.Option(
+        Solver(PARAMS.method), "--method", parser=choice(Solver, "--method"),
+        help="auto | grouped | dense | sparse.",
+    ),
+    dense_limit: int = typer.Option(
+        PARAMS.dense_limit, "--dense-limit", help="Largest dense assignment."
+    ),
+    top_k: int = typer.Option(
+        PARAMS.top_k, "--top-k", help="Candidates per row for the sparse solver."
+    ),
     fold_size: int = typer.Option(
-        5000, "--fold-size", help="Match a split with more queries than this fold by fold "
+        PARAMS.fold_size, "--fold-size",
+        help="Match a split with more queries than this fold by fold "
         "(0: never; docs/matching.md)."
     ),
     workers: int = typer.Option(
@@ -118,7 +151,8 @@ def match(
         "CPU core, at most 4); the result is the same for any number."
     ),
     suite_sample: int = typer.Option(
-        4000, "--suite-sample", help="Fit the answer-only adversaries on at most this many "
+        REQUEST.suite_sample or 0, "--suite-sample",
+        help="Fit the answer-only adversaries on at most this many "
         "train items and score them on at most this many test items (0: all)."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute and print, write nothing."),
@@ -135,20 +169,13 @@ def match(
     no_library_bars_off_terminal()
     from matching import model_libraries
     from matching.diagnostics import format_report, format_sweep
-    from matching.pipeline import MatchParams
-    from vsr_dataset.match_run import MatchRequest, MatchRunError, run_matching_over, save_match_run
+    from vsr_dataset.match_run import MatchRunError, run_matching_over, save_match_run
 
     try:  # before any data is read: without the [match] extra nothing can be matched
         model_libraries.check_installed()
     except model_libraries.MissingModelLibraries as exc:
         raise CliError(str(exc)) from None
     hs = _parse_sweep(sweep)
-    if splits not in ("image", "export"):
-        raise CliUsageError(f"--splits must be image or export; got {splits!r}")
-    if balance not in ("soft", "pair", "off"):
-        raise CliUsageError(f"--balance must be soft, pair or off; got {balance!r}")
-    if method not in ("auto", "grouped", "dense", "sparse"):
-        raise CliUsageError(f"--method must be auto, grouped, dense or sparse; got {method!r}")
     if workers < 0 or suite_sample < 0:
         raise CliUsageError("--workers and --suite-sample must be >= 0")
     if keep_threshold is not None and not 0 < keep_threshold <= 1:
@@ -158,7 +185,7 @@ def match(
             h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
             aim=aim, backoff=backoff, rake_rounds=rake_rounds, filter_above=filter_above,
             filter_stack_above=filter_stack_above,
-            method=method,  # type: ignore[arg-type]
+            method=method.value,  # mypy checks every Solver is a Method, and so does a test
             dense_limit=dense_limit, top_k=top_k, fold_size=fold_size,
         )
     except ValueError as exc:
@@ -176,16 +203,12 @@ def match(
     )
     with progress_bar(total=4, desc="matching", bar_format=STAGE_FORMAT) as bar:
 
-        def say(fraction: float, message: str) -> None:
-            if fraction in (0.1, 0.9):  # the counts and the sweep, as lines of their own
-                bar.write(message)
-
         def step(name: str) -> None:
             bar.set_postfix_str(name)
             bar.update(1)
 
         try:
-            outcome = run_matching_over(engine, request, report=say, on_step=step)
+            outcome = run_matching_over(engine, request, on_step=step, on_milestone=bar.write)
         except MatchRunError as exc:
             raise CliError(str(exc)) from exc
     diag = outcome.diagnostics

@@ -9,6 +9,7 @@ import typer
 
 from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for, study_for
 from vsr_cli.failure import CliError, CliUsageError
+from vsr_core.defaults import MIN_AREA_PX
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -69,7 +70,10 @@ def sample(
     pairs: int = typer.Option(100, "--pairs", min=1, help="How many new image pairs to store"),
     seed: int = typer.Option(0, "--seed", help="Random seed: same files, seed, DB -> same pairs"),
     min_area: float = typer.Option(
-        30_000, "--min-area", min=0, help="Minimum instance area in pixels (VSR: 30,000)"
+        MIN_AREA_PX,
+        "--min-area",
+        min=0,
+        help=f"Minimum instance area in pixels (VSR: {MIN_AREA_PX:,})",
     ),
     prefer_contrast: bool = typer.Option(
         False,

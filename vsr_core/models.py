@@ -25,6 +25,7 @@ from sqlalchemy import (
 )
 from sqlmodel import Field, SQLModel
 
+from vsr_core.defaults import DEFAULT_STUDY_ID as DEFAULT_STUDY_ID
 from vsr_core.types import JSONType, UTCDateTime, utcnow
 
 
@@ -42,11 +43,6 @@ def _json(default: Any = None, nullable: bool = True) -> Any:
     if callable(default):
         return Field(default_factory=default, sa_column=Column(JSONType, nullable=nullable))
     return Field(default=default, sa_column=Column(JSONType, nullable=nullable))
-
-
-# The study migration 0007 created from studies/vsr.toml (``Study.is_default``): rows made
-# without a study belong to it, as every row of a database older than 0007 does.
-DEFAULT_STUDY_ID = 1
 
 
 def _study(index: bool = True) -> Any:

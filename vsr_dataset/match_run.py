@@ -8,35 +8,47 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from vsr_core.models import DEFAULT_STUDY_ID
+from matching.params import SUITE_SAMPLE, MatchParams
+from vsr_core.defaults import DEFAULT_STUDY_ID
 
 if TYPE_CHECKING:  # numpy and scipy load only when a run starts
     from sqlalchemy.engine import Engine
 
-    from matching.pipeline import MatchParams, MatchResult
+    from matching.pipeline import MatchResult
 
 # (fraction done 0..1, what is happening) — a progress bar or a job row.
 Report = Callable[[float, str], None]
+# A line worth keeping on its own (how many Examples are matched, what the sweep covers),
+# besides the progress: a terminal prints it above its bar.
+Milestone = Callable[[str], None]
 
 
 class MatchRunError(ValueError):
     """A run that cannot start or finish; the message is one line a user can act on."""
 
 
+class SplitSource(StrEnum):
+    """Which train/dev/test split matching runs within."""
+
+    IMAGE = "image"  # every Example of an image in one split (matching.records.split_of)
+    EXPORT = "export"  # build-dataset's random split (same seed): no mc/test truth in train
+
+
 @dataclass
 class MatchRequest:
-    params: MatchParams
+    params: MatchParams = field(default_factory=MatchParams)
     model: str | None = None  # sentence-transformers name or path; None: the packaged MiniLM
     similarity: str = "table"  # 'table' or a CrossEncoder NLI model name/path
-    splits: str = "export"  # 'export': build-dataset's random split; 'image': by image
+    splits: SplitSource = SplitSource.EXPORT
     split_seed: int = 0
     keep_threshold: float | None = None  # None: the study setting
     sweep: list[float] = field(default_factory=list)
     study_id: int = DEFAULT_STUDY_ID  # the study whose Examples are matched
     workers: int | None = None  # processes for splits and folds; None: default_workers()
-    suite_sample: int | None = 4000  # adversary suite items per side (None: all)
+    suite_sample: int | None = SUITE_SAMPLE  # adversary suite items per side (None: all)
 
 
 @dataclass
@@ -49,6 +61,10 @@ class MatchOutcome:
 
 
 def _quiet(fraction: float, message: str) -> None:
+    return None
+
+
+def _unnoted(message: str) -> None:
     return None
 
 
@@ -66,6 +82,7 @@ def run_matching_over(
     request: MatchRequest,
     report: Report = _quiet,
     on_step: Callable[[str], None] | None = None,
+    on_milestone: Milestone = _unnoted,
 ) -> MatchOutcome:
     """Match the database's kept True Examples; raises MatchRunError when it cannot.
 
@@ -83,7 +100,7 @@ def run_matching_over(
             raise MatchRunError(f"no study with id {request.study_id}")
         definition = StudyContext.of(study).definition
     with study_scope(scope_for(definition)):
-        return _run_matching_over(engine, request, report, on_step)
+        return _run_matching_over(engine, request, report, on_step, on_milestone)
 
 
 def _run_matching_over(
@@ -91,6 +108,7 @@ def _run_matching_over(
     request: MatchRequest,
     report: Report = _quiet,
     on_step: Callable[[str], None] | None = None,
+    on_milestone: Milestone = _unnoted,
 ) -> MatchOutcome:
     from sqlmodel import Session
 
@@ -105,7 +123,7 @@ def _run_matching_over(
     from vsr_dataset.match_geometry import load_pair_shapes
     from vsr_dataset.match_splits import export_split_mapping
 
-    if request.splits not in ("image", "export"):
+    if request.splits not in set(SplitSource):
         raise MatchRunError(f"splits must be image or export; got {request.splits!r}")
     report(0.02, "loading kept Examples")
     with Session(engine) as session:
@@ -122,7 +140,9 @@ def _run_matching_over(
             f"only {len(queries)} kept True Examples: need at least {k + 1} to match "
             "(import or validate data first)"
         )
-    report(0.1, f"{len(queries)} kept True Examples (of {len(records)}); loading models ...")
+    counts = f"{len(queries)} kept True Examples (of {len(records)}); loading models ..."
+    report(0.1, counts)
+    on_milestone(counts)
     try:
         encoder = load_encoder(request.model)
         scorer = load_similarity(request.similarity)
@@ -133,7 +153,7 @@ def _run_matching_over(
     # The random split build-dataset writes, so no mc/test truth is in random/train.
     mapping = (
         export_split_mapping(engine, threshold, request.split_seed, request.study_id)
-        if request.splits == "export" else None
+        if request.splits == SplitSource.EXPORT else None
     )
     try:
         result = run_matching(
@@ -149,7 +169,9 @@ def _run_matching_over(
     diag["similarity"] = getattr(scorer, "name", request.similarity)
     diag["model"] = request.model or "all-MiniLM-L6-v2 (packaged)"
     if request.sweep:
-        report(0.9, f"sweeping h over {request.sweep}")
+        sweeping = f"sweeping h over {request.sweep}"
+        report(0.9, sweeping)
+        on_milestone(sweeping)
         diag["sweep"] = run_sweep(
             records, relevance, scorer, request.params, request.sweep, splits=mapping,
             split_seed=request.split_seed, threshold=threshold,

@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from matching.params import Balance
 from matching.records import Record, load_vsr_jsonl, stratified_sample
 from vsr_core.relations import all_relations
 
@@ -99,7 +100,9 @@ def concepts_of(records: list[Record]) -> list[str]:
 
 # The matchings tests/matching/test_adversaries.py checks and bench/match_quality.py prints:
 # VCR's weights (balance "off") on split seed 0, then the default on split seeds 0-3.
-ADVERSARY_RUNS = (("off", 0), ("soft", 0), ("soft", 1), ("soft", 2), ("soft", 3))
+ADVERSARY_RUNS = (
+    (Balance.OFF, 0), (Balance.SOFT, 0), (Balance.SOFT, 1), (Balance.SOFT, 2), (Balance.SOFT, 3),
+)
 
 
 def run_on_export_split(relevance: Any, params: Any, split_seed: int = 0, fit: bool = True) -> Any:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from matching.params import Balance
 from matching.pipeline import MatchParams, MatchResult, run_matching
 from matching.records import Record
 from matching.relevance import RelevanceModel, load_encoder
@@ -128,7 +129,7 @@ def test_a_converse_is_never_offered_as_a_distractor(
     lab: StudyDefinition, lab_encoder: Path
 ) -> None:
     records = lab_records(lab)
-    params = MatchParams(k=2, remap=False, balance="off")
+    params = MatchParams(k=2, remap=False, balance=Balance.OFF)
     # VSR's built-in table does not know the lab's relations: matching refuses to guess.
     with pytest.raises(ValueError, match="not in the study's relation vocabulary"):
         match(records, lab_encoder, params)
@@ -167,7 +168,7 @@ def test_known_true_converse_is_no_distractor_and_captions_follow_the_lab_templa
                votes=(True, True, True), origin="adversarial")  # known true, never a query
         for q in queries
     ]
-    params = MatchParams(k=2, remap=True, balance="off")
+    params = MatchParams(k=2, remap=True, balance=Balance.OFF)
     with study_scope(scope_for(lab)):
         result = match(records + extra, lab_encoder, params)
     by_query = {it.query.id: it for it in result.items}

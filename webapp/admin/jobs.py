@@ -33,6 +33,7 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from vsr_core.defaults import MATCH_H, MATCH_K, MATCH_SEED, MIN_AREA_PX
 from vsr_core.models import DEFAULT_STUDY_ID, JOB_HEARTBEAT_MISSED, JOB_HEARTBEAT_SECONDS, Job
 from vsr_core.settings import Settings
 from vsr_core.types import utcnow
@@ -49,7 +50,7 @@ class SampleParams(BaseModel):
     n_pairs: int = Field(100, ge=1, le=100_000)
     seed: int = Field(0, ge=0, le=2**31 - 1)
     # The options of `vsr sample` (vsr_cli/sample.py), same names and defaults.
-    min_area: float = Field(30_000, ge=0, le=10_000_000)
+    min_area: float = Field(MIN_AREA_PX, ge=0, le=10_000_000)
     prefer_contrast: bool = False
     max_per_concept_pair: int | None = Field(None, ge=1, le=100_000)
     concepts: str | None = Field(None, max_length=2000, pattern=r"^[a-z ,]*$")
@@ -96,12 +97,13 @@ def readable_file(path: str, roots: list[Path]) -> Path | None:
         return None
 
 
-class MatchParams(BaseModel):
-    """Adversarial matching: h trades difficulty for correctness, k rounds = k distractors."""
+class MatchJobForm(BaseModel):
+    """Adversarial matching: h trades difficulty for correctness, k rounds = k distractors.
+    The dashboard's form of a matching job; the job runs matching.params.MatchParams."""
 
-    h: float = Field(1.0, ge=0.0, le=100.0)
-    k: int = Field(3, ge=1, le=10)
-    seed: int = Field(0, ge=0, le=2**31 - 1)
+    h: float = Field(MATCH_H, ge=0.0, le=100.0)
+    k: int = Field(MATCH_K, ge=1, le=10)
+    seed: int = Field(MATCH_SEED, ge=0, le=2**31 - 1)
 
 
 class BuildParams(BaseModel):
@@ -114,7 +116,7 @@ class BuildParams(BaseModel):
 
 JOB_KINDS: dict[str, type[BaseModel]] = {
     "sample": SampleParams,
-    "match": MatchParams,
+    "match": MatchJobForm,
     "build": BuildParams,
 }
 
