@@ -8,6 +8,7 @@ library of its part -- collection (sample pairs), matching (adversarial matching
 
 from __future__ import annotations
 
+import logging
 import time
 import traceback
 from collections.abc import Callable
@@ -17,10 +18,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from vsr_core.models import JOB_HEARTBEAT_SECONDS, Job
+from vsr_core.models import JOB_HEARTBEAT_SECONDS, Job, JobKind, JobStatus
 from vsr_core.types import utcnow
 
 Progress = Callable[[float, str], None]
+log = logging.getLogger(__name__)
 
 
 class JobCancelled(Exception):
@@ -65,7 +67,7 @@ class JobReporter:
                 ).scalar_one_or_none()
                 if status is None:
                     raise JobCancelled("the job row is gone")
-                if status == "cancelled":
+                if status == JobStatus.cancelled:
                     raise JobCancelled("cancelled by an admin")
                 conn.execute(
                     update(table)
@@ -191,9 +193,9 @@ def _jsonable(value: Any) -> Any:
 
 
 HANDLERS: dict[str, Callable[[Engine, dict[str, Any], Progress, int], dict[str, Any]]] = {
-    "sample": run_sample,
-    "match": run_match,
-    "build": run_build,
+    JobKind.sample: run_sample,
+    JobKind.match: run_match,
+    JobKind.build: run_build,
 }
 
 
@@ -233,7 +235,7 @@ class Heartbeat:
         try:
             with self.engine.begin() as conn:
                 conn.execute(update(table).where(table.c.id == self.job_id,
-                                                 table.c.status == "running")
+                                                 table.c.status == JobStatus.running)
                              .values(heartbeat_at=utcnow()))
         except OperationalError:
             return  # busy or briefly unreachable: the next beat tries again
@@ -245,43 +247,45 @@ def run_job(engine: Engine, job_id: int) -> Job:
         job = session.get(Job, job_id)
         if job is None:
             raise LookupError(f"there is no job #{job_id}")
-        if job.status != "queued":
+        if job.status != JobStatus.queued:
             raise RuntimeError(f"job #{job_id} is {job.status}, not queued")
         handler = HANDLERS.get(job.kind)
-        job.status = "running" if handler else "failed"
+        job.status = JobStatus.running if handler else JobStatus.failed
         job.started_at = utcnow()
         job.message = "started" if handler else f"unknown job kind {job.kind!r}"
         session.add(job)
         session.commit()
         params = dict(job.params)
-        study_id = job.study_id
+        study_id, kind = job.study_id, job.kind
         if handler is None:
             session.refresh(job)
             return job
     report = JobReporter(engine, job_id)
-    status, message, result = "succeeded", "done", None
+    log.info("job %s (%s) of study %s started", job_id, kind, study_id)
+    status, message, result = JobStatus.succeeded, "done", None
     try:
         with Heartbeat(report.engine, job_id):
             result = handler(engine, params, report, study_id)
     except JobCancelled:
-        status, message = "cancelled", "cancelled by an admin"
+        status, message = JobStatus.cancelled, "cancelled by an admin"
     except Exception as exc:  # the job fails, with the reason for the admin, never silently
-        status = "failed"
+        status = JobStatus.failed
         message = " ".join(str(exc).split()) or type(exc).__name__
         traceback.print_exc()
     with Session(engine) as session:
         job = session.get(Job, job_id)
         if job is None:
             raise LookupError(f"job #{job_id} disappeared")
-        if job.status == "cancelled":
-            status, message = "cancelled", job.message
+        if job.status == JobStatus.cancelled:
+            status, message = JobStatus.cancelled, job.message
         job.status = status
         job.message = message[:2000]
         job.result = result
-        if status == "succeeded":
+        if status == JobStatus.succeeded:
             job.progress = 1.0
         job.finished_at = utcnow()
         session.add(job)
         session.commit()
         session.refresh(job)
+        log.info("job %s (%s) of study %s ended %s", job_id, kind, study_id, status)
         return job

@@ -115,7 +115,7 @@ def _table_names(engine: Engine) -> set[str]:
 def _no_database(url: str, path: Path, given: str | None) -> str:
     if given:
         where = f"--database-url is {safe_url(url)}"
-    elif os.environ.get("DATABASE_URL"):
+    elif "database_url" in settings_for(None).model_fields_set:  # from the environment
         where = f"DATABASE_URL is {safe_url(url)}"
     else:
         where = f"DATABASE_URL is not set, so the default {safe_url(url)}"

@@ -115,10 +115,11 @@ def _send(action: str, session: Any, client: Any, study: Any, log: Any,
 
         if not confirm_create(session, client, study):
             raise CliError("the study's create is not confirmed on the platform yet")
+        from vsr_core.models import BatchKind
         from webapp.validate.strategy import ExampleStrategy
 
         released = eng.sync(session, client, study, {
-            "generate": PairStrategy(), "validate": ExampleStrategy()}, log)
+            BatchKind.generate: PairStrategy(), BatchKind.validate: ExampleStrategy()}, log)
         typer.echo(f"synced; {released} leases released")
     else:
         counts = eng.apply(session, client, study, timedelta(minutes=stale_minutes), log)

@@ -178,6 +178,7 @@ def admin_run_job(
     """Run one background job queued from the dashboard (used by the web server)."""
     from vsr_cli.admin_jobs import run_job
     from vsr_cli.common import engine_for
+    from vsr_core.models import JobStatus
 
     engine = engine_for(database_url)
     try:
@@ -187,5 +188,5 @@ def admin_run_job(
     finally:
         engine.dispose()
     typer.echo(f"job {job_id} {job.status}: {job.message}")
-    if job.status != "succeeded":
+    if job.status != JobStatus.succeeded:
         raise typer.Exit(1)

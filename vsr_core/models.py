@@ -99,6 +99,69 @@ class LeaseStatus(StrEnum):
     expired = "expired"
 
 
+class JobStatus(StrEnum):
+    """A dashboard job's life: queued -> running -> succeeded | failed | cancelled."""
+
+    queued = "queued"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+# The statuses of a job whose process may still be at work.
+ACTIVE_JOB_STATUSES = (JobStatus.queued, JobStatus.running)
+
+
+class JobKind(StrEnum):
+    """What a dashboard job does (vsr_cli.admin_jobs has one handler per kind)."""
+
+    sample = "sample"
+    match = "match"
+    build = "build"
+
+
+class CrowdPlatform(StrEnum):
+    """The crowd platforms a platform study can live on (also ``Worker.source`` values)."""
+
+    prolific = "prolific"
+    mturk = "mturk"
+
+
+class PlatformStudyState(StrEnum):
+    """creating (written ahead of the create call) -> draft -> published <-> paused; an MTurk
+    HIT is published from its creation."""
+
+    creating = "creating"
+    draft = "draft"
+    published = "published"
+    paused = "paused"
+
+
+class PlatformActionKind(StrEnum):
+    approve = "approve"
+    reject = "reject"
+    return_ = "return"  # ask the participant to return the submission (Prolific only)
+    bonus = "bonus"
+
+
+class PlatformActionState(StrEnum):
+    """planned -> sending (committed before the call) -> done | failed | unknown."""
+
+    planned = "planned"
+    sending = "sending"  # claimed; the call may be in flight or its answer lost
+    done = "done"
+    failed = "failed"  # refused by the platform: nothing happened
+    unknown = "unknown"  # may have happened; never re-sent: a person checks the platform
+
+
+class LedgerUnitKind(StrEnum):
+    """A unit of work the settlement ledger credits: one vote, or one written Example."""
+
+    vote = "vote"
+    example = "example"
+
+
 # --- studies ----------------------------------------------------------------------------
 
 
@@ -483,7 +546,7 @@ class Job(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     study_id: int = _study()
     kind: str = Field(max_length=32)
-    status: str = Field(default="queued", max_length=16, index=True)
+    status: str = Field(default=JobStatus.queued, max_length=16, index=True)
     progress: float = 0.0
     message: str = Field(default="", max_length=2000)
     params: dict[str, Any] = _json(default=dict, nullable=False)
@@ -511,7 +574,7 @@ class PlatformStudy(SQLModel, table=True):
     study_id: int = _study()
     platform: str = Field(max_length=16)
     external_id: str = Field(max_length=128)
-    state: str = Field(default="draft", max_length=32)
+    state: str = Field(default=PlatformStudyState.draft, max_length=32)
     settings: dict[str, Any] = _json(default=dict, nullable=False)
     created_at: datetime = _ts()
     synced_at: datetime | None = _opt_ts()
@@ -546,7 +609,7 @@ class PlatformAction(SQLModel, table=True):
     amount_cents: int | None = None
     reason: str = Field(default="", max_length=500)
     idempotency_key: str = Field(max_length=128, unique=True, index=True)
-    state: str = Field(default="planned", max_length=16, index=True)
+    state: str = Field(default=PlatformActionState.planned, max_length=16, index=True)
     response: dict[str, Any] | None = _json()
     created_at: datetime = _ts()
     sent_at: datetime | None = _opt_ts()
@@ -560,7 +623,7 @@ class PlatformLedger(SQLModel, table=True):
 
     __table_args__ = (UniqueConstraint("unit_kind", "unit_id", name="uq_ledger_unit"),)
     id: int | None = Field(default=None, primary_key=True)
-    unit_kind: str = Field(max_length=16)  # 'vote' | 'example'
+    unit_kind: str = Field(max_length=16)  # LedgerUnitKind
     unit_id: int
     platform_study_id: int = Field(foreign_key="platformstudy.id", index=True)
     submission_id: int = Field(foreign_key="platformsubmission.id", index=True)

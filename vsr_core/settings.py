@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The bundled real COCO slice (demo/SOURCE.md): the one folder dashboard jobs may read when
@@ -117,13 +117,27 @@ def secret_key_problem(key: str) -> str | None:
         return f"SECRET_KEY is shorter than {MIN_SECRET_KEY_LENGTH} characters"
     return None
 
-    @model_validator(mode="after")
-    def _default_base_url(self) -> Settings:
-        # The one place the default public address is made: it follows the serve port, so
-        # moving the site (PORT=8100) moves every link the site and the CLI print.
-        if not self.base_url:
-            self.base_url = local_url(self.port)
-        return self
+
+class PlatformCredentials(BaseSettings):
+    """The crowd platforms' credentials and switches, from the environment only (never a
+    ``.env`` file, never stored), read afresh each time a platform client is made.
+
+    Apart from :class:`Settings` on purpose: a job's process gets every ``Settings`` field
+    (webapp.admin.jobs.child_env) and must never get these. MTurk's own keys stay with
+    boto3's credential chain.
+    """
+
+    model_config = SettingsConfigDict(extra="ignore", env_ignore_empty=True)
+
+    prolific_api_token: SecretStr = Field(
+        default=SecretStr(""), description="Prolific API token (PROLIFIC_API_TOKEN)"
+    )
+    prolific_base_url: str = Field(
+        default="", description="Prolific API address; empty: the real API"
+    )
+    mturk_production: bool = Field(
+        default=False, description="MTurk's real marketplace instead of the sandbox"
+    )
 
 
 def local_url(port: int) -> str:

@@ -1,11 +1,13 @@
 """What admins change from the dashboard: block/unblock workers, gold marks, re-queueing.
 
 Each function does its whole change in the caller's transaction and commits once, so a
-failure leaves nothing half-written.
+failure leaves nothing half-written, and logs what it did with the acting admin's id
+(``admin_id``) when the caller knows it; never a reason typed by the admin.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlalchemy import func, true
@@ -20,21 +22,31 @@ from vsr_core.models import (
     Worker,
 )
 
+log = logging.getLogger(__name__)
 
-def unblock_worker(session: Session, worker: Worker) -> None:
+
+def unblock_worker(session: Session, worker: Worker, *, admin_id: int | None = None) -> None:
     worker.blocked = False
     session.add(worker)
     session.commit()
+    log.info("admin %s unblocked worker %s", admin_id, worker.id)
 
 
-def set_flag(session: Session, worker: Worker, flagged: bool, reason: str | None) -> None:
+def set_flag(
+    session: Session, worker: Worker, flagged: bool, reason: str | None, *,
+    admin_id: int | None = None,
+) -> None:
     worker.flagged = flagged
     worker.flag_reason = (reason or "")[:500] or None if flagged else None
     session.add(worker)
     session.commit()
+    log.info("admin %s %s worker %s", admin_id, "flagged" if flagged else "unflagged", worker.id)
 
 
-def set_gold(session: Session, example: Example, gold: bool, gold_label: bool | None) -> None:
+def set_gold(
+    session: Session, example: Example, gold: bool, gold_label: bool | None, *,
+    admin_id: int | None = None,
+) -> None:
     """Mark or unmark an Example as gold. Commits.
 
     The validation queue counts active leases only on regular Examples (gold ones are shared
@@ -58,6 +70,8 @@ def set_gold(session: Session, example: Example, gold: bool, gold_label: bool | 
     example.queue_leases = 0 if gold else int(active)
     session.add(example)
     session.commit()
+    log.info("admin %s set Example %s of study %s gold=%s label=%s", admin_id, example.id,
+             example.study_id, gold, example.gold_label)
 
 
 def vote_count(session: Session, example_id: int) -> int:
@@ -69,7 +83,10 @@ class NotVotableError(ValueError):
     """The validation queue does not serve Examples of this origin."""
 
 
-def requeue(session: Session, example: Example, extra_votes: int, config: Any) -> int:
+def requeue(
+    session: Session, example: Example, extra_votes: int, config: Any, *,
+    admin_id: int | None = None,
+) -> int:
     """Ask for ``extra_votes`` more votes on this Example; returns its new vote target.
 
     The target is the Example's own ``target_votes`` override; its queue state is then
@@ -90,6 +107,8 @@ def requeue(session: Session, example: Example, extra_votes: int, config: Any) -
     )
     session.add(example)
     session.commit()
+    log.info("admin %s re-queued Example %s of study %s for %s votes", admin_id, example.id,
+             example.study_id, target)
     return target
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Job, MatchRun
+from vsr_core.models import Job, JobKind, JobStatus, MatchRun
 from vsr_core.settings import Settings
 from webapp.admin.jobs import export_dir
 
@@ -58,8 +58,8 @@ def latest_export(session: Session, settings: Settings, study_id: int) -> dict[s
     the multiple-choice items; None when the dashboard has built nothing. ``problem`` says
     why there is no figure (zip gone, no items, ...)."""
     job = session.exec(
-        select(Job).where(Job.study_id == study_id, Job.kind == "build",
-                          Job.status == "succeeded")
+        select(Job).where(Job.study_id == study_id, Job.kind == JobKind.build,
+                          Job.status == JobStatus.succeeded)
         .order_by(col(Job.id).desc()).limit(1)
     ).first()
     if job is None:

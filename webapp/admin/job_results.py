@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vsr_core.models import Job
+from vsr_core.models import Job, JobKind, JobStatus
 
 
 def _n(value: Any) -> str:
@@ -24,13 +24,13 @@ def describe(job: Job) -> dict[str, Any] | None:
     """``{"level": "ok"|"warning", "headline", "reason", "figures": [(label, text)],
     "links": [(text, href)]}`` for a succeeded job with a result, else None."""
     result = job.result
-    if job.status != "succeeded" or not isinstance(result, dict):
+    if job.status != JobStatus.succeeded or not isinstance(result, dict):
         return None
-    if job.kind == "sample":
+    if job.kind == JobKind.sample:
         return _sample(result)
-    if job.kind == "match":
+    if job.kind == JobKind.match:
         return _match(result)
-    if job.kind == "build":
+    if job.kind == JobKind.build:
         return _build(job, result)
     return None
 

@@ -34,13 +34,20 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from vsr_core.defaults import MATCH_H, MATCH_K, MATCH_SEED, MIN_AREA_PX
-from vsr_core.models import DEFAULT_STUDY_ID, JOB_HEARTBEAT_MISSED, JOB_HEARTBEAT_SECONDS, Job
+from vsr_core.models import (
+    ACTIVE_JOB_STATUSES,
+    DEFAULT_STUDY_ID,
+    JOB_HEARTBEAT_MISSED,
+    JOB_HEARTBEAT_SECONDS,
+    Job,
+    JobKind,
+    JobStatus,
+)
 from vsr_core.settings import Settings
 from vsr_core.types import utcnow
 from webapp.admin.job_results import describe
 
-ACTIVE = ("queued", "running")
-log = logging.getLogger("webapp.admin.jobs")
+log = logging.getLogger(__name__)
 MAX_PATH = 1024  # characters of one file path a job may name
 
 
@@ -115,9 +122,9 @@ class BuildParams(BaseModel):
 
 
 JOB_KINDS: dict[str, type[BaseModel]] = {
-    "sample": SampleParams,
-    "match": MatchJobForm,
-    "build": BuildParams,
+    JobKind.sample: SampleParams,
+    JobKind.match: MatchJobForm,
+    JobKind.build: BuildParams,
 }
 
 
@@ -131,21 +138,24 @@ def export_dir(settings: Settings) -> Path:
 
 
 def create_job(
-    session: Session, settings: Settings, kind: str, params: BaseModel,
+    session: Session, settings: Settings, kind: JobKind, params: BaseModel,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> Job:
     """Insert a queued Job of the study (one active job per kind: two builds at once would
     fight)."""
-    busy = session.exec(select(Job).where(Job.kind == kind, col(Job.status).in_(ACTIVE))).first()
+    busy = session.exec(
+        select(Job).where(Job.kind == kind, col(Job.status).in_(ACTIVE_JOB_STATUSES))
+    ).first()
     if busy is not None:
         raise JobBusyError(f"a {kind} job (#{busy.id}) is already running")
     data: dict[str, Any] = params.model_dump()
-    job = Job(study_id=study_id, kind=kind, params=data, status="queued",
+    job = Job(study_id=study_id, kind=kind, params=data, status=JobStatus.queued,
               message="waiting to start")
     session.add(job)
     session.commit()
     session.refresh(job)
-    if kind == "build":
+    log.info("job %s (%s) of study %s queued", job.id, kind, study_id)
+    if kind == JobKind.build:
         assert job.id is not None
         job.params = {**data, "zip": str(export_dir(settings) / f"vsr-dataset-job{job.id}.zip")}
         session.add(job)
@@ -157,7 +167,7 @@ def create_job(
 def last_coco_files(session: Session) -> str:
     """The COCO files of the latest sample job, to prefill the form."""
     job = session.exec(
-        select(Job).where(Job.kind == "sample").order_by(col(Job.id).desc()).limit(1)
+        select(Job).where(Job.kind == JobKind.sample).order_by(col(Job.id).desc()).limit(1)
     ).first()
     files = job.params.get("coco_files", []) if job else []
     return "\n".join(str(f) for f in files)
@@ -233,11 +243,11 @@ def launch(session: Session, engine: Engine, settings: Settings, job: Job) -> in
     log_dir = export_dir(settings).parent / "job-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"job{job.id}.log"
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") as output:
         proc = subprocess.Popen(
             [sys.executable, "-m", "vsr_cli.main", "admin", "run-job", str(job.id)],
             env=child_env(settings),
-            stdout=log,
+            stdout=output,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # a killed server does not take the job down mid-write
@@ -245,6 +255,7 @@ def launch(session: Session, engine: Engine, settings: Settings, job: Job) -> in
     job.params = {**job.params, "_pid": proc.pid, "_host": host_id(), "_log": str(log_path)}
     session.add(job)
     session.commit()
+    log.info("job %s started as process %s", job.id, proc.pid)
     threading.Thread(
         target=_reap, args=(engine, job.id, proc, log_path), daemon=True, name=f"job-{job.id}"
     ).start()
@@ -256,9 +267,9 @@ def _reap(engine: Engine, job_id: int, proc: subprocess.Popen[bytes], log_path: 
     try:
         with Session(engine) as session:
             job = session.get(Job, job_id)
-            if job is None or job.status not in ACTIVE:
+            if job is None or job.status not in ACTIVE_JOB_STATUSES:
                 return
-            job.status = "failed"
+            job.status = JobStatus.failed
             job.finished_at = utcnow()
             last = _last_line(log_path)
             job.message = f"the job process ended (exit code {code}): {last}"[:2000]
@@ -309,7 +320,7 @@ SILENT_AFTER_SECONDS = JOB_HEARTBEAT_SECONDS * JOB_HEARTBEAT_MISSED
 def _silent_elsewhere(job: Job) -> bool:
     """A running job of another host whose process has missed its heartbeats: its host or
     container is gone (that host's own server would otherwise have judged the pid)."""
-    if job.status != "running" or _same_host(job.params.get("_host")) is not None:
+    if job.status != JobStatus.running or _same_host(job.params.get("_host")) is not None:
         return False
     last = job.heartbeat_at or job.started_at or job.created_at
     return (utcnow() - last).total_seconds() > SILENT_AFTER_SECONDS
@@ -319,7 +330,7 @@ def mark_orphans(session: Session) -> int:
     """Active jobs whose process is gone (e.g. the server restarted, or the replica's host
     vanished) become failed."""
     n = 0
-    for job in list(session.exec(select(Job).where(col(Job.status).in_(ACTIVE)))):
+    for job in list(session.exec(select(Job).where(col(Job.status).in_(ACTIVE_JOB_STATUSES)))):
         pid = job.params.get("_pid")
         started = job.started_at or job.created_at
         stale_queue = pid is None and (utcnow() - started).total_seconds() > 60
@@ -335,14 +346,15 @@ def mark_orphans(session: Session) -> int:
         beat = col(Job.heartbeat_at)
         done = session.execute(
             update(Job)
-            .where(col(Job.id) == job.id, col(Job.status).in_(ACTIVE),
+            .where(col(Job.id) == job.id, col(Job.status).in_(ACTIVE_JOB_STATUSES),
                    beat.is_(None) if job.heartbeat_at is None else beat == job.heartbeat_at)
-            .values(status="failed", finished_at=utcnow(), message=message)
+            .values(status=JobStatus.failed, finished_at=utcnow(), message=message)
         )
         n += int(getattr(done, "rowcount", 0) or 0)
     if n:
         session.commit()
         session.expire_all()
+        log.warning("%s jobs whose process is gone marked failed", n)
     return n
 
 
@@ -354,11 +366,12 @@ def cancel(session: Session, job: Job) -> None:
     if isinstance(pid, int) and _same_host(job.params.get("_host")) and _alive(pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
-    job.status = "cancelled"
+    job.status = JobStatus.cancelled
     job.finished_at = utcnow()
     job.message = "cancelled by an admin"
     session.add(job)
     session.commit()
+    log.info("job %s (%s) of study %s cancelled", job.id, job.kind, job.study_id)
 
 
 def public(job: Job) -> dict[str, Any]:
@@ -375,6 +388,6 @@ def public(job: Job) -> dict[str, Any]:
         "created_at": job.created_at.isoformat(timespec="seconds"),
         "finished_at": job.finished_at.isoformat(timespec="seconds") if job.finished_at else None,
         "download": f"/admin/jobs/{job.id}/download"
-        if job.kind == "build" and job.status == "succeeded"
+        if job.kind == JobKind.build and job.status == JobStatus.succeeded
         else None,
     }

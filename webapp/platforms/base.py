@@ -6,6 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
+from vsr_core.settings import PlatformCredentials
+
 
 class PlatformError(Exception):
     """A platform refused or could not be reached; the message is one line for the CLI/page.
@@ -17,6 +21,16 @@ class PlatformError(Exception):
     def __init__(self, message: str, maybe_sent: bool = False) -> None:
         super().__init__(message)
         self.maybe_sent = maybe_sent
+
+
+def credentials() -> PlatformCredentials:
+    """The platforms' credentials from the environment as it is now; a malformed value is a
+    one-line PlatformError naming the variable (never its value)."""
+    try:
+        return PlatformCredentials()
+    except ValidationError as exc:
+        names = ", ".join(str(e["loc"][0]).upper() for e in exc.errors() if e["loc"])
+        raise PlatformError(f"malformed platform setting: {names}") from None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ unknown and publishing is refused unless the researcher states the expected dura
 
 from __future__ import annotations
 
+import logging
 import secrets
 import statistics
 import string
@@ -19,23 +20,36 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Batch, BatchStatus, PlatformStudy, Study, Worker
+from vsr_core.models import (
+    Batch,
+    BatchKind,
+    BatchStatus,
+    CrowdPlatform,
+    PlatformStudy,
+    PlatformStudyState,
+    Study,
+    Worker,
+    WorkerSource,
+)
 from vsr_core.study import load_study_config
 from webapp.platforms.base import Platform, PlatformError
 
-KINDS = ("generate", "validate")
+KINDS = tuple(BatchKind)
 # Minimum hourly pay in the platform's currency (minor units per hour). Prolific's published
 # minimum is £6.00/h; MTurk has none (a lab may set its own with settings["min_hourly_cents"]).
-MINIMUM_CENTS_PER_HOUR: dict[str, int | None] = {"prolific": 600, "mturk": None}
-CURRENCY = {"prolific": "£", "mturk": "$"}
+MINIMUM_CENTS_PER_HOUR: dict[str, int | None] = {
+    CrowdPlatform.prolific: 600, CrowdPlatform.mturk: None,
+}
+CURRENCY: dict[str, str] = {CrowdPlatform.prolific: "£", CrowdPlatform.mturk: "$"}
 PROLIFIC_PARAMS = ("PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
                    "&SESSION_ID={{%SESSION_ID%}}")
 # Workers who did real, timed work (imported VSR votes carry no batch times of their own).
-REAL_SOURCES = ("prolific", "mturk", "invite")
+REAL_SOURCES = (WorkerSource.prolific, WorkerSource.mturk, WorkerSource.invite)
 # Distinct workers measured before their time per item is trusted for the pay check.
 MIN_MEASUREMENTS = 5
 CODE_ALPHABET = string.ascii_uppercase + string.digits
 CODE_LENGTH = 12  # 62 bits from `secrets`: not guessable, not shared between studies
+log = logging.getLogger(__name__)
 
 
 def new_code() -> str:
@@ -134,13 +148,15 @@ def item_seconds(session: Session, study_id: int, kind: str) -> ItemTime:
 
 def batch_items(session: Session, study_id: int, kind: str) -> int:
     config = load_study_config(session, study_id)
-    return config.generate_batch_size if kind == "generate" else config.validate_batch_size
+    if kind == BatchKind.generate:
+        return config.generate_batch_size
+    return config.validate_batch_size
 
 
 def effective_pay(session: Session, study: PlatformStudy,
                   measured: ItemTime | None = None) -> Pay:
     s = study.settings
-    kind = s.get("kind", "generate")
+    kind = s.get("kind", BatchKind.generate)
     items = int(s.get("batch_items") or batch_items(session, study.study_id, kind))
     m = measured if measured is not None else item_seconds(session, study.study_id, kind)
     stated = s.get("stated_minutes")
@@ -160,7 +176,7 @@ def entry_url(base_url: str, study: Study, kind: str, platform: str) -> str:
     for the others; Prolific's version carries its URL parameters."""
     prefix = "" if study.is_default else f"/s/{study.slug}"
     url = f"{base_url.rstrip('/')}{prefix}/start/{kind}"
-    return f"{url}?{PROLIFIC_PARAMS}" if platform == "prolific" else url
+    return f"{url}?{PROLIFIC_PARAMS}" if platform == CrowdPlatform.prolific else url
 
 
 def new_settings(
@@ -177,7 +193,7 @@ def new_settings(
     if reward_cents < 1 or places < 1:
         raise PlatformError("reward and places must be at least 1")
     config = load_study_config(session, study.id or 0)
-    limit = config.generate_minutes if kind == "generate" else config.validate_minutes
+    limit = config.generate_minutes if kind == BatchKind.generate else config.validate_minutes
     items = batch_items(session, study.id or 0, kind)
     measured = item_seconds(session, study.id or 0, kind)
     if estimated_minutes:
@@ -199,7 +215,7 @@ def new_settings(
 
 def platform_body(platform: str, s: dict[str, Any]) -> dict[str, Any]:
     """What the platform's create call takes (Prolific: POST /studies/; MTurk: CreateHIT)."""
-    if platform == "mturk":
+    if platform == CrowdPlatform.mturk:
         return {"title": s["title"], "description": s["title"], "reward_cents": s["reward_cents"],
                 "assignments": s["places"], "url": s["url"],
                 "duration_seconds": int(s["max_minutes"]) * 60,
@@ -228,7 +244,7 @@ def create(session: Session, platform: Platform, study: Study,
     id once it exists (the call log names it), and None if it is removed again."""
     marker = f"vsr-{secrets.token_hex(12)}"
     row = PlatformStudy(study_id=study.id or 0, platform=platform.name,
-                        external_id=f"pending:{marker}", state="creating",
+                        external_id=f"pending:{marker}", state=PlatformStudyState.creating,
                         settings={**settings, "marker": marker})
     session.add(row)
     session.commit()
@@ -262,15 +278,19 @@ def _find(platform: Platform, marker: str) -> str | None:
 
 def _adopt(session: Session, platform: Platform, row: PlatformStudy, external_id: str) -> None:
     row.external_id = external_id
-    row.state = "published" if platform.name == "mturk" else "draft"
+    # MTurk has no drafts: its create made the HIT live.
+    live = platform.name == CrowdPlatform.mturk
+    row.state = PlatformStudyState.published if live else PlatformStudyState.draft
     session.add(row)
     session.commit()
+    log.info("platform study %s of study %s is %s %s (%s)", row.id, row.study_id,
+             platform.name, external_id, row.state)
 
 
 def confirm_create(session: Session, platform: Platform, row: PlatformStudy) -> bool:
     """A study whose create answer was lost: look for it by its marker again (sync does);
     True once found."""
-    if row.state != "creating":
+    if row.state != PlatformStudyState.creating:
         return True
     marker = str(row.settings.get("marker", ""))
     session.commit()
@@ -283,10 +303,10 @@ def confirm_create(session: Session, platform: Platform, row: PlatformStudy) -> 
 
 # Which state each step starts from and leads to: a draft is published once, a live study
 # is paused, a paused one resumed (Prolific refuses PUBLISH on a paused study: that is START).
-STEPS: dict[str, tuple[frozenset[str], str]] = {
-    "publish": (frozenset({"draft"}), "published"),
-    "pause": (frozenset({"published"}), "paused"),
-    "resume": (frozenset({"paused"}), "published"),
+STEPS: dict[str, tuple[frozenset[PlatformStudyState], PlatformStudyState]] = {
+    "publish": (frozenset({PlatformStudyState.draft}), PlatformStudyState.published),
+    "pause": (frozenset({PlatformStudyState.published}), PlatformStudyState.paused),
+    "resume": (frozenset({PlatformStudyState.paused}), PlatformStudyState.published),
 }
 
 
@@ -341,3 +361,4 @@ def _transition(
     row.state = state
     session.add(row)
     session.commit()
+    log.info("platform study %s of study %s: %s, now %s", row.id, row.study_id, step, state)

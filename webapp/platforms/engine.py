@@ -24,10 +24,10 @@ other writer, workers' pages included.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import insert, update
@@ -37,8 +37,12 @@ from sqlmodel import Session, col, select
 from vsr_core.agreement import DEFAULT_THRESHOLD
 from vsr_core.models import (
     Assignment,
+    CrowdPlatform,
     LeaseStatus,
+    LedgerUnitKind,
     PlatformAction,
+    PlatformActionKind,
+    PlatformActionState,
     PlatformCall,
     PlatformLedger,
     PlatformStudy,
@@ -52,23 +56,23 @@ from webapp.platforms.base import GONE, Platform, PlatformError
 
 # Statuses that wait for our decision, and those that show a decision was already taken.
 REVIEWABLE = frozenset({"AWAITING REVIEW", "Submitted"})
-DECIDED = {"approve": {"APPROVED", "Approved"}, "reject": {"REJECTED", "Rejected"}}
+DECIDED: dict[str, set[str]] = {PlatformActionKind.approve: {"APPROVED", "Approved"},
+           PlatformActionKind.reject: {"REJECTED", "Rejected"}}
 # Each platform's own word for a submission a confirmed approve/reject has moved.
-DECIDED_WORD = {"prolific": {"approve": "APPROVED", "reject": "REJECTED"},
-                "mturk": {"approve": "Approved", "reject": "Rejected"}}
+DECIDED_WORD: dict[str, dict[str, str]] = {
+    CrowdPlatform.prolific: {
+        PlatformActionKind.approve: "APPROVED", PlatformActionKind.reject: "REJECTED",
+    },
+    CrowdPlatform.mturk: {
+        PlatformActionKind.approve: "Approved", PlatformActionKind.reject: "Rejected",
+    },
+}
 # A 'sending' row younger than this may still be in flight in another apply; older ones are
 # a crash's leftovers. Longer than the slowest call (10 s timeouts, a few 429 waits).
 STALE_AFTER = timedelta(minutes=15)
 PLAN_ATTEMPTS = 3
 PAY_SENT = "pay_sent"  # in a bonus action's response: the paying request was sent
-
-
-class ActionState(StrEnum):
-    planned = "planned"
-    sending = "sending"  # claimed; the call may be in flight or its answer lost
-    done = "done"
-    failed = "failed"  # refused by the platform: nothing happened
-    unknown = "unknown"  # may have happened; never re-sent: a person checks the platform
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,8 @@ def sync(
     session.add(study)
     _save_calls(session, calls)
     session.commit()
+    log.info("synced %s submissions of platform study %s; %s leases released", len(remotes),
+             study_id, released)
     return released
 
 
@@ -209,7 +215,9 @@ def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformA
     transaction is rolled back and planned again, finding the winner's rows."""
     for attempt in range(PLAN_ATTEMPTS):
         try:
-            return _plan_once(session, study, rules)
+            added = _plan_once(session, study, rules)
+            log.info("planned %s new actions for platform study %s", len(added), study.id)
+            return added
         except IntegrityError:
             session.rollback()
             if attempt == PLAN_ATTEMPTS - 1:
@@ -233,10 +241,11 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
         reason = _verdict(q, rules)
         units = [] if reason else w.new_units()
         cents = [_unit_cents(u, rules) for u in units]
-        wanted: list[tuple[str, int | None, str]] = (
-            [("reject", None, reason)] if reason else [("approve", None, "")])
+        wanted: list[tuple[PlatformActionKind, int | None, str]] = (
+            [(PlatformActionKind.reject, None, reason)] if reason
+            else [(PlatformActionKind.approve, None, "")])
         if sum(cents):
-            wanted.append(("bonus", sum(cents), _bonus_reason(units, rules)))
+            wanted.append((PlatformActionKind.bonus, sum(cents), _bonus_reason(units, rules)))
         bonus_key: str | None = None
         for kind, amount, why in wanted:
             k = key(study, kind, sub.external_id)
@@ -246,7 +255,7 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
                 platform_study_id=study.id or 0, platform=study.platform, kind=kind,
                 target=sub.external_id, amount_cents=amount, reason=why or "",
                 idempotency_key=k))
-            bonus_key = k if kind == "bonus" else bonus_key
+            bonus_key = k if kind == PlatformActionKind.bonus else bonus_key
         if bonus_key is None:
             # No bonus now, or this submission's bonus was planned before: these units are
             # paid by the reward only, never by a second bonus.
@@ -278,14 +287,14 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
 
 
 def _unit_cents(unit: settlement.Unit, rules: Rules) -> int:
-    if unit.kind == settlement.EXAMPLE:
+    if unit.kind == LedgerUnitKind.example:
         return rules.bonus_cents_per_kept if unit.kept else 0
     return rules.bonus_cents_per_vote
 
 
 def _bonus_reason(units: list[settlement.Unit], rules: Rules) -> str:
-    kept = sum(u.kind == settlement.EXAMPLE and u.kept for u in units)
-    votes = sum(u.kind == settlement.VOTE for u in units) if rules.bonus_cents_per_vote else 0
+    kept = sum(u.kind == LedgerUnitKind.example and u.kept for u in units)
+    votes = sum(u.kind == LedgerUnitKind.vote for u in units) if rules.bonus_cents_per_vote else 0
     parts = [f"{kept} kept captions"] if kept and rules.bonus_cents_per_kept else []
     parts += [f"{votes} votes"] if votes else []
     return ", ".join(parts)
@@ -307,16 +316,16 @@ class _Claimed:
 
 def _send(session: Session, platform: Platform, study_external_id: str,
           a: _Claimed) -> dict[str, Any]:
-    if a.kind == "approve":
+    if a.kind == PlatformActionKind.approve:
         return platform.approve(a.target, a.key)
-    if a.kind == "reject":
+    if a.kind == PlatformActionKind.reject:
         return platform.reject(a.target, a.reason, a.key)
-    if a.kind == "return":
+    if a.kind == PlatformActionKind.return_:
         return platform.request_return(a.target, a.reason, a.key)
 
     def record(note: dict[str, Any]) -> None:
         """Write-ahead: what the pay request is about to do, committed before it is sent."""
-        _set_state(session, a.id, ActionState.sending, ActionState.sending,
+        _set_state(session, a.id, PlatformActionState.sending, PlatformActionState.sending,
                    {**note, PAY_SENT: True})
         session.commit()
 
@@ -331,7 +340,8 @@ def _worker_ext(session: Session, platform: str, target: str) -> str:
     return sub.worker_external_id if sub else ""
 
 
-def _set_state(session: Session, action_id: int, old: str, new: str,
+def _set_state(session: Session, action_id: int, old: PlatformActionState,
+               new: PlatformActionState,
                response: dict[str, Any] | None = None, sent_at: datetime | None = None,
                old_sent_at: datetime | None = None) -> bool:
     """Move one action from ``old`` to ``new`` unless someone else moved it first (a
@@ -356,8 +366,8 @@ def _claim(session: Session, action_id: int) -> _Claimed | None:
     first. On SQLite the transaction is BEGIN IMMEDIATE (vsr_core.db), so the read and the
     update are one writer's step."""
     try:
-        if not _set_state(session, action_id, ActionState.planned, ActionState.sending,
-                          {}, sent_at=utcnow()):
+        if not _set_state(session, action_id, PlatformActionState.planned,
+                          PlatformActionState.sending, {}, sent_at=utcnow()):
             return None
         action = session.get(PlatformAction, action_id)
         assert action is not None and action.id is not None
@@ -371,7 +381,8 @@ def _claim(session: Session, action_id: int) -> _Claimed | None:
 
 
 def _settle_lost(platform: Platform, kind: str, target: str, worker_ext: str, cents: int,
-                 response: dict[str, Any], stale: bool) -> tuple[str, dict[str, Any]] | None:
+                 response: dict[str, Any], stale: bool,
+                 ) -> tuple[PlatformActionState, dict[str, Any]] | None:
     """What a 'sending' action whose answer never came is, read from the platform; None to
     leave it 'sending' (ask again later). ``stale``: older than any live call, so a request
     that has not shown by now never arrived and may be sent again (approve/reject: the
@@ -380,24 +391,24 @@ def _settle_lost(platform: Platform, kind: str, target: str, worker_ext: str, ce
         if kind in DECIDED:
             status = platform.submission_status(target)
             if status in DECIDED[kind]:
-                return ActionState.done, {"reconciled": status}
-            return (ActionState.planned, {"reconciled": status}) if stale else None
-        if kind == "bonus" and platform.name == "mturk":
+                return PlatformActionState.done, {"reconciled": status}
+            return (PlatformActionState.planned, {"reconciled": status}) if stale else None
+        if kind == PlatformActionKind.bonus and platform.name == CrowdPlatform.mturk:
             if platform.bonus_paid(target, worker_ext, cents):
-                return ActionState.done, {"reconciled": "ListBonusPayments shows it paid"}
-            return (ActionState.planned, {"reconciled": "not paid"}) if stale else None
+                return PlatformActionState.done, {"reconciled": "ListBonusPayments shows it paid"}
+            return (PlatformActionState.planned, {"reconciled": "not paid"}) if stale else None
     except PlatformError:
         return None  # ask again on the next apply
-    if kind == "bonus":
+    if kind == PlatformActionKind.bonus:
         if response.get(PAY_SENT):
-            return ActionState.unknown, {
+            return PlatformActionState.unknown, {
                 **response, "unknown": "the pay request was sent and its answer lost; it is "
                 "never re-sent (each pay request pays again): check the bonus on Prolific"}
         # The pay request was never sent (its marker is written before it): an unpaid
         # set-up, if any, pays nothing, so the bonus may be planned again.
-        return (ActionState.planned, {**response, "reconciled": "pay never sent"}) \
+        return (PlatformActionState.planned, {**response, "reconciled": "pay never sent"}) \
             if stale else None
-    return (ActionState.unknown, {"unknown": "check on the platform"}) if stale else None
+    return (PlatformActionState.unknown, {"unknown": "check on the platform"}) if stale else None
 
 
 def reconcile(session: Session, platform: Platform, study: PlatformStudy,
@@ -411,7 +422,7 @@ def reconcile(session: Session, platform: Platform, study: PlatformStudy,
               a.sent_at) for a in session.exec(
         select(PlatformAction).where(
             PlatformAction.platform_study_id == study_id,
-            PlatformAction.state == ActionState.sending,
+            PlatformAction.state == PlatformActionState.sending,
             col(PlatformAction.sent_at) <= cutoff,
         ))]
     workers = {t: _worker_ext(session, study.platform, t) for _, _, t, _, _, _ in stuck}
@@ -419,13 +430,15 @@ def reconcile(session: Session, platform: Platform, study: PlatformStudy,
     settled = 0
     for action_id, kind, target, cents, response, sent_at in stuck:
         outcome = _settle_lost(platform, kind, target, workers[target], cents, response, True)
-        if outcome is not None and _set_state(session, action_id, ActionState.sending,
+        if outcome is not None and _set_state(session, action_id, PlatformActionState.sending,
                                               outcome[0], outcome[1], old_sent_at=sent_at):
             settled += 1
-            if outcome[0] == ActionState.done:
+            if outcome[0] == PlatformActionState.done:
                 _record_decision(session, platform.name, kind, target)
         _save_calls(session, calls)
         session.commit()
+    if settled:
+        log.info("reconciled %s actions of platform study %s", settled, study_id)
     return settled
 
 
@@ -441,10 +454,12 @@ def apply(session: Session, platform: Platform, study: PlatformStudy,
     study_id, study_ext = study.id, study.external_id
     session.commit()
     reconcile(session, platform, study, stale_after, calls)
-    counts = dict.fromkeys(("done", "failed", "unknown", "sending"), 0)
+    counts: dict[str, int] = dict.fromkeys(
+        (PlatformActionState.done, PlatformActionState.failed, PlatformActionState.unknown,
+         PlatformActionState.sending), 0)
     planned = list(session.exec(select(PlatformAction.id).where(
         PlatformAction.platform_study_id == study_id,
-        PlatformAction.state == ActionState.planned,
+        PlatformAction.state == PlatformActionState.planned,
     ).order_by(col(PlatformAction.id))))
     session.commit()
     for action_id in planned:
@@ -452,15 +467,16 @@ def apply(session: Session, platform: Platform, study: PlatformStudy,
         if claimed is None:
             continue
         state, response = _outcome(session, platform, study_ext, claimed)
-        if state != ActionState.sending:
-            if _set_state(session, claimed.id, ActionState.sending, state, response) \
-                    and state == ActionState.done:
+        if state != PlatformActionState.sending:
+            if _set_state(session, claimed.id, PlatformActionState.sending, state, response) \
+                    and state == PlatformActionState.done:
                 _record_decision(session, platform.name, claimed.kind, claimed.target)
         else:
-            _set_state(session, claimed.id, ActionState.sending, state,
+            _set_state(session, claimed.id, PlatformActionState.sending, state,
                        {**_response_of(session, claimed.id), **response})
         _save_calls(session, calls)
         session.commit()
+        log.info("%s %s of platform study %s: %s", claimed.kind, claimed.target, study_id, state)
         counts[state] += 1
     session.expire_all()  # the caller's objects show the new states
     return counts
@@ -486,26 +502,26 @@ def _response_of(session: Session, action_id: int) -> dict[str, Any]:
 
 
 def _outcome(session: Session, platform: Platform, study_ext: str,
-             a: _Claimed) -> tuple[str, dict[str, Any]]:
+             a: _Claimed) -> tuple[PlatformActionState, dict[str, Any]]:
     """Send one claimed action; its new state and what to record."""
     try:
-        return ActionState.done, _send(session, platform, study_ext, a)
+        return PlatformActionState.done, _send(session, platform, study_ext, a)
     except PlatformError as exc:
         if not exc.maybe_sent:
             if _already_done(platform, a):
-                return ActionState.done, {"already_done": str(exc)}
-            return ActionState.failed, {**_response_of(session, a.id), "error": str(exc)}
+                return PlatformActionState.done, {"already_done": str(exc)}
+            return PlatformActionState.failed, {**_response_of(session, a.id), "error": str(exc)}
         lost = {"lost": str(exc)}
         settled = _settle_lost(platform, a.kind, a.target, a.worker_external_id,
                                a.amount_cents, _response_of(session, a.id), False)
-        return settled if settled is not None else (ActionState.sending, lost)
+        return settled if settled is not None else (PlatformActionState.sending, lost)
 
 
 def _already_done(platform: Platform, a: _Claimed) -> bool:
     """A refused bonus that the platform shows as paid was paid by an earlier, crashed apply
     (MTurk refuses a second SendBonus with the same UniqueRequestToken): it is done, not
     failed. Asked of the platform, not read from the error's wording."""
-    if a.kind != "bonus":
+    if a.kind != PlatformActionKind.bonus:
         return False
     try:
         return platform.bonus_paid(a.target, a.worker_external_id, a.amount_cents) is True

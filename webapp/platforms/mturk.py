@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from vsr_core.models import CrowdPlatform
 from webapp.platforms.base import PlatformError, Record, RemoteSubmission
 
 SANDBOX = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
@@ -36,7 +37,7 @@ def _plain(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class MTurkPlatform:
-    name = "mturk"
+    name = CrowdPlatform.mturk.value
     # A HIT's lifetime unless its settings say otherwise; a resumed HIT lives this long again.
     resume_seconds = DEFAULT_LIFETIME_SECONDS
 

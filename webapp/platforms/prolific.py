@@ -1,19 +1,20 @@
 """Prolific through its public REST API (https://docs.prolific.com, API v1).
 
-The token comes from PROLIFIC_API_TOKEN and is only ever put in the Authorization header:
-never stored, never logged (the call log keeps method, path, body and answer).
+The token comes from PROLIFIC_API_TOKEN (vsr_core.settings.PlatformCredentials) and is only
+ever put in the Authorization header: never stored, never logged (the call log keeps method,
+path, body and answer).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-from webapp.platforms.base import PlatformError, Record, RemoteSubmission
+from vsr_core.models import CrowdPlatform
+from webapp.platforms.base import PlatformError, Record, RemoteSubmission, credentials
 
 DEFAULT_BASE_URL = "https://api.prolific.com/api/v1"
 CallLog = Callable[[str, str, dict[str, Any] | None, int | None, Any, str], None]
@@ -24,7 +25,7 @@ def _no_log(*_: Any) -> None:
 
 
 class ProlificPlatform:
-    name = "prolific"
+    name = CrowdPlatform.prolific.value
 
     def __init__(
         self,
@@ -36,10 +37,13 @@ class ProlificPlatform:
         log: CallLog = _no_log,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        token = token if token is not None else os.environ.get("PROLIFIC_API_TOKEN", "")
+        if token is None or not base_url:  # the environment fills what the caller left out
+            creds = credentials()
+            token = creds.prolific_api_token.get_secret_value() if token is None else token
+            base_url = base_url or creds.prolific_base_url
         if not token:
             raise PlatformError("PROLIFIC_API_TOKEN is not set")
-        self.base_url = (base_url or os.environ.get("PROLIFIC_BASE_URL") or DEFAULT_BASE_URL)
+        self.base_url = base_url or DEFAULT_BASE_URL
         self._client = httpx.Client(
             base_url=self.base_url.rstrip("/"),
             headers={"Authorization": f"Token {token}"},

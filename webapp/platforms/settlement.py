@@ -27,7 +27,9 @@ from vsr_core.models import (
     Annotation,
     Assignment,
     Batch,
+    CrowdPlatform,
     Example,
+    LedgerUnitKind,
     PlatformLedger,
     PlatformStudy,
     PlatformSubmission,
@@ -35,15 +37,16 @@ from vsr_core.models import (
     Worker,
 )
 
-VOTE, EXAMPLE = "vote", "example"
 # The entry parameter that names the submission, and the one that names the platform study.
-SESSION_KEY = {"prolific": "session_id", "mturk": "assignment_id"}
-STUDY_KEY = {"prolific": "study_id", "mturk": "hit_id"}
+SESSION_KEY: dict[str, str] = {
+    CrowdPlatform.prolific: "session_id", CrowdPlatform.mturk: "assignment_id",
+}
+STUDY_KEY: dict[str, str] = {CrowdPlatform.prolific: "study_id", CrowdPlatform.mturk: "hit_id"}
 
 
 @dataclass(frozen=True)
 class Unit:
-    kind: str  # VOTE | EXAMPLE
+    kind: LedgerUnitKind
     id: int
     batch_id: int
     kept: bool = False  # an Example validation has settled and kept
@@ -62,14 +65,16 @@ class Work:
     units: list[Unit] = field(default_factory=list)
     elsewhere: int = 0
 
-    def count(self, kind: str, kept: bool = False) -> int:
+    def count(self, kind: LedgerUnitKind, kept: bool = False) -> int:
         return sum(u.kind == kind and (u.kept or not kept) for u in self.units)
 
     def quality(self) -> dict[str, Any]:
         gold = [u.gold_correct for u in self.units if u.gold_correct is not None]
-        votes, written = self.count(VOTE), self.count(EXAMPLE)
+        votes = self.count(LedgerUnitKind.vote)
+        written = self.count(LedgerUnitKind.example)
+        kept = self.count(LedgerUnitKind.example, kept=True)
         return {"batches": len(self.batches), "votes": votes, "written": written,
-                "items": votes + written, "kept_captions": self.count(EXAMPLE, kept=True),
+                "items": votes + written, "kept_captions": kept,
                 "gold_answered": len(gold),
                 "gold_accuracy": sum(gold) / len(gold) if gold else None,
                 "flagged": self.flagged, "credited_elsewhere": self.elsewhere}
@@ -137,25 +142,28 @@ def _units(session: Session, batch_ids: Any, kept_rule: Any) -> Iterable[Unit]:
                   col(Example.gold_label), col(Vote.value), col(ledger.submission_id))
         .join(Assignment, col(Assignment.id) == col(Vote.assignment_id))
         .join(Example, col(Example.id) == col(Vote.example_id))
-        .outerjoin(ledger, and_(col(ledger.unit_kind) == VOTE, col(ledger.unit_id) == Vote.id))
+        .outerjoin(ledger, and_(col(ledger.unit_kind) == LedgerUnitKind.vote,
+                                col(ledger.unit_id) == Vote.id))
         .where(col(Assignment.batch_id).in_(batch_ids)))
     for vote_id, batch_id, is_gold, gold_label, value, credited in votes:
         gold = value == gold_label if is_gold and gold_label is not None else None
-        yield Unit(VOTE, vote_id or 0, batch_id, gold_correct=gold, credited_to=credited)
+        yield Unit(LedgerUnitKind.vote, vote_id or 0, batch_id, gold_correct=gold,
+                   credited_to=credited)
     examples = session.execute(
         sa_select(col(Example.id), col(Assignment.batch_id), col(Example.queue_settled),
                   col(Example.queue_agree), col(Example.queue_votes),
                   col(ledger.submission_id))
         .join(Annotation, col(Annotation.id) == col(Example.annotation_id))
         .join(Assignment, col(Assignment.id) == col(Annotation.assignment_id))
-        .outerjoin(ledger, and_(col(ledger.unit_kind) == EXAMPLE,
+        .outerjoin(ledger, and_(col(ledger.unit_kind) == LedgerUnitKind.example,
                                 col(ledger.unit_id) == Example.id))
         .where(col(Assignment.batch_id).in_(batch_ids), col(Example.is_gold).is_(False)))
     for example_id, batch_id, settled, agree, n, credited in examples:
         # A provisional 2-1 Example may still lose, and money is not taken back: only
         # settled ones count as kept (vsr_core.kept's rule).
         kept = bool(settled) and n > 0 and bool(kept_rule(agree, n))
-        yield Unit(EXAMPLE, example_id or 0, batch_id, kept=kept, credited_to=credited)
+        yield Unit(LedgerUnitKind.example, example_id or 0, batch_id, kept=kept,
+                   credited_to=credited)
 
 
 def ledger_rows(session: Session, study: PlatformStudy) -> list[PlatformLedger]:
@@ -169,7 +177,7 @@ def paid_for(session: Session, study: PlatformStudy) -> dict[int, dict[str, int]
     for row in ledger_rows(session, study):
         d = out.setdefault(row.submission_id,
                            {"votes": 0, "written": 0, "kept": 0, "cents": 0})
-        d["votes" if row.unit_kind == VOTE else "written"] += 1
+        d["votes" if row.unit_kind == LedgerUnitKind.vote else "written"] += 1
         d["kept"] += row.kept
         d["cents"] += row.cents
     return out

@@ -4,6 +4,7 @@ Example row (its ``queue_*`` counters), the decision state, and the values a vot
 from __future__ import annotations
 
 import functools
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -109,8 +110,33 @@ def decision_state(
 
 STATES_PARAM = bindparam("q_states", type_=String)
 STATES_WIDTH_PARAM = bindparam("q_states_width", type_=Integer)
-_STATE_CHARS = {(False, False): "0", (False, True): "1", (True, False): "2", (True, True): "3"}
-DECISION_OF_CHAR = {char: state for state, char in _STATE_CHARS.items()}
+
+
+class DecisionState(StrEnum):
+    """One cell of the decision table: the (settled, open) pair as the digit
+    2 * settled + open, the character the SQL reads."""
+
+    closed = "0"  # not settled, wants no more votes (its maximum is reached)
+    wanted = "1"  # not settled, wants votes
+    settled = "2"  # settled and wants no more votes
+    settled_wanted = "3"  # settled, but wants votes up to its target
+
+    @classmethod
+    def of(cls, settled: bool, still_open: bool) -> DecisionState:
+        return cls(str(2 * settled + still_open))
+
+    @property
+    def pair(self) -> tuple[bool, bool]:
+        """(settled, open)."""
+        digit = int(self.value)
+        return digit >= 2, digit % 2 == 1
+
+
+# The cells whose Example is settled, and those whose Example stays open (in this order: the
+# SQL lists them so).
+SETTLED_STATES = (DecisionState.settled, DecisionState.settled_wanted)
+OPEN_STATES = (DecisionState.wanted, DecisionState.settled_wanted)
+DECISION_OF_CHAR = {state.value: state.pair for state in DecisionState}
 
 
 def decision_states(config: StudyConfig) -> dict[str, Any]:
@@ -131,8 +157,10 @@ def _decision_states(
         decide_method=method, decide_confidence=confidence,
     )
     width = max(target, max_votes) + 1  # votes 0..maximum; agree 0..votes
+    # A cell with more agreeing votes than votes never occurs; it is filled as closed.
     chars = [
-        _STATE_CHARS[decision_state(agree, votes, target, config)] if agree <= votes else "0"
+        DecisionState.of(*decision_state(agree, votes, target, config))
+        if agree <= votes else DecisionState.closed
         for votes in range(width) for agree in range(width)
     ]
     return {"q_states": "".join(chars), "q_states_width": width}
@@ -145,10 +173,11 @@ def decided_columns(new_votes: Any, new_agree: Any) -> dict[str, Any]:
     state = func.substr(STATES_PARAM, new_votes * STATES_WIDTH_PARAM + new_agree + 1, 1)
     known = and_(col(Example.target_votes).is_(None), new_votes < STATES_WIDTH_PARAM)
 
-    def one_of(chars: str) -> Any:  # constants in the SQL: no IN list expanded per execution
-        return state.in_([literal_column(f"'{c}'") for c in chars])
+    def one_of(states: tuple[DecisionState, ...]) -> Any:
+        # Constants in the SQL: no IN list expanded per execution.
+        return state.in_([literal_column(f"'{s.value}'") for s in states])
 
     return {
-        "queue_settled": case((known, one_of("23")), else_=col(Example.queue_settled)),
-        "queue_open": case((known, one_of("13")), else_=col(Example.queue_open)),
+        "queue_settled": case((known, one_of(SETTLED_STATES)), else_=col(Example.queue_settled)),
+        "queue_open": case((known, one_of(OPEN_STATES)), else_=col(Example.queue_open)),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
@@ -15,6 +16,7 @@ from webapp.admin.throttle import LoginThrottle
 from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
 
 router = APIRouter(prefix="/admin", tags=["admin"])
+log = logging.getLogger(__name__)
 
 
 def _throttle(request: Request) -> LoginThrottle:
@@ -83,6 +85,7 @@ def login(
             401,
         )
     throttle.succeeded(session, key)
+    log.info("admin %s logged in", user.id)
     response = RedirectResponse(safe_next(next), status_code=303)
     response.set_cookie(
         COOKIE_NAME,
@@ -100,6 +103,7 @@ def login(
 @router.post("/logout", include_in_schema=False)
 def logout(admin: AdminPostDep, session: SessionDep) -> Response:
     end_sessions(session, admin.user_id)  # the cookie stops working even if it was copied
+    log.info("admin %s logged out", admin.user_id)
     response = RedirectResponse("/admin/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/admin")
     return response

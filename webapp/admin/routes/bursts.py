@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Form, Request
@@ -13,6 +14,7 @@ from webapp.admin.pages import back, figure_cache, render
 from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+log = logging.getLogger(__name__)
 
 
 @router.get("/bursts", include_in_schema=False)
@@ -34,6 +36,8 @@ def cut(
     address: Annotated[str, Form(min_length=1, max_length=200)],
 ) -> Response:
     blocked, released = cut_burst(session, address, getattr(request.app.state, "strategies", {}))
+    log.info("admin %s cut the burst from %r: %s workers blocked, %s leases returned",
+             admin.user_id, address, blocked, released)
     figure_cache(request).clear()
     return back(
         "/admin/bursts",

@@ -251,10 +251,10 @@ def mark_gold(
 ) -> Response:
     example = _example(session, example_id, request)
     if gold == "off":
-        actions.set_gold(session, example, False, None)
+        actions.set_gold(session, example, False, None, admin_id=admin.user_id)
         message = "No longer gold."
     else:
-        actions.set_gold(session, example, True, gold == "true")
+        actions.set_gold(session, example, True, gold == "true", admin_id=admin.user_id)
         message = f"Marked as gold with the answer {gold.capitalize()}."
     figure_cache(request).clear()
     return back(f"/admin/examples/{example_id}", message)
@@ -271,7 +271,7 @@ def requeue(
     example = _example(session, example_id, request)
     try:
         config = study_config(session, example.study_id)
-        target = actions.requeue(session, example, extra_votes, config)
+        target = actions.requeue(session, example, extra_votes, config, admin_id=admin.user_id)
     except actions.NotVotableError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
     figure_cache(request).clear()

@@ -3,6 +3,7 @@ Long work runs as a background job whose progress the page polls."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from fastapi.responses import FileResponse, Response
 from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Job, MatchRun
+from vsr_core.models import ACTIVE_JOB_STATUSES, Job, JobKind, JobStatus, MatchRun
 from vsr_core.settings import DEMO_DATA_DIR, Settings
 from webapp.admin import export_figure, jobs, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
@@ -21,6 +22,7 @@ from webapp.http.deps import SessionDep, SettingsDep
 from webapp.http.inputs import DbId
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+log = logging.getLogger(__name__)
 
 
 def _job(session: Session, job_id: int, request: Request) -> Job:
@@ -72,7 +74,7 @@ def _pipeline(
     values: dict[str, dict[str, Any]] = {k: {} for k in jobs.JOB_KINDS}
     # Filled in, never a grey placeholder that looks filled: the last job's files, else the
     # bundled demo's.
-    values["sample"]["coco_files"] = jobs.last_coco_files(session) or str(DEMO_COCO)
+    values[JobKind.sample]["coco_files"] = jobs.last_coco_files(session) or str(DEMO_COCO)
     if kind is not None and typed is not None:
         values[kind] = typed
     return render(
@@ -113,7 +115,7 @@ async def start_job(
         )
     jobs.mark_orphans(session)
     try:
-        job = jobs.create_job(session, settings, kind, params, admin_study(request).id)
+        job = jobs.create_job(session, settings, JobKind(kind), params, admin_study(request).id)
     except jobs.JobBusyError as exc:
         return _pipeline(
             request,
@@ -125,6 +127,7 @@ async def start_job(
             status=409,
             errors={FORM_LEVEL: f"{exc}: wait for it to finish or cancel it below"},
         )
+    log.info("admin %s started %s job %s", admin.user_id, kind, job.id)
     jobs.launch(session, request.app.state.engine, settings, job)
     return back("/admin/pipeline", f"Started {kind} job #{job.id}.")
 
@@ -150,8 +153,9 @@ def cancel_job(
     job_id: DbId, request: Request, admin: AdminPostDep, session: SessionDep
 ) -> Response:
     job = _job(session, job_id, request)
-    if job.status not in jobs.ACTIVE:
+    if job.status not in ACTIVE_JOB_STATUSES:
         raise HTTPException(status_code=409, detail=f"Job #{job_id} is already {job.status}.")
+    log.info("admin %s cancels job %s", admin.user_id, job_id)
     jobs.cancel(session, job)
     return back("/admin/pipeline", f"Job #{job_id} cancelled.")
 
@@ -161,7 +165,7 @@ def download(
     job_id: DbId, request: Request, session: SessionDep, settings: SettingsDep
 ) -> Response:
     job = _job(session, job_id, request)
-    if job.kind != "build" or job.status != "succeeded":
+    if job.kind != JobKind.build or job.status != JobStatus.succeeded:
         raise HTTPException(status_code=409, detail=f"Job #{job_id} has no finished download.")
     path = Path(str(job.params.get("zip", ""))).resolve()
     # Only files inside the export folder, whatever the Job row says.

@@ -9,6 +9,7 @@ Tokens come from the environment (webapp.platforms.clients) and are never shown.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import Counter
 from typing import Annotated, Any
 
@@ -17,7 +18,14 @@ from fastapi.responses import Response
 from sqlmodel import Session, col, func, select
 
 from vsr_core.limits import INT32_MAX
-from vsr_core.models import PlatformAction, PlatformCall, PlatformStudy, Study
+from vsr_core.models import (
+    PlatformAction,
+    PlatformActionKind,
+    PlatformActionState,
+    PlatformCall,
+    PlatformStudy,
+    Study,
+)
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import admin_study, back, figure_cache, render
 from webapp.http.deps import SessionDep
@@ -28,6 +36,7 @@ from webapp.platforms.base import PlatformError
 from webapp.platforms.clients import NAMES, client_for
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+log = logging.getLogger(__name__)
 CALLS_PER_PAGE = 25
 SUBMISSIONS_SHOWN = 500
 
@@ -52,7 +61,8 @@ def _url(ps: int | None) -> str:
 
 def _planned(session: Session, row: PlatformStudy) -> list[PlatformAction]:
     return list(session.exec(select(PlatformAction).where(
-        PlatformAction.platform_study_id == row.id, PlatformAction.state == "planned"
+        PlatformAction.platform_study_id == row.id,
+        PlatformAction.state == PlatformActionState.planned,
     ).order_by(col(PlatformAction.id))))
 
 
@@ -64,8 +74,8 @@ def fingerprint(actions: list[PlatformAction]) -> str:
 
 def _preview(row: PlatformStudy, actions: list[PlatformAction]) -> dict[str, Any]:
     counts = Counter(a.kind for a in actions)
-    bonus = sum(a.amount_cents or 0 for a in actions if a.kind == "bonus")
-    reward = int(row.settings.get("reward_cents", 0)) * counts["approve"]
+    bonus = sum(a.amount_cents or 0 for a in actions if a.kind == PlatformActionKind.bonus)
+    reward = int(row.settings.get("reward_cents", 0)) * counts[PlatformActionKind.approve]
     return {"counts": dict(counts), "bonus_cents": bonus, "reward_cents": reward,
             "total_cents": bonus + reward, "fingerprint": fingerprint(actions)}
 
@@ -99,7 +109,7 @@ def platform_page(
         rules = eng.rules_for(session, row)
         actions = list(session.exec(select(PlatformAction).where(
             PlatformAction.platform_study_id == row.id).order_by(col(PlatformAction.id))))
-        planned = [a for a in actions if a.state == eng.ActionState.planned]
+        planned = [a for a in actions if a.state == PlatformActionState.planned]
         total = session.exec(select(func.count()).select_from(PlatformCall).where(
             PlatformCall.platform_study_id == row.id)).one()
         ctx |= {
@@ -118,14 +128,14 @@ def platform_page(
 
 def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> str:
     """One platform step with its calls logged; the message for the flash."""
-    log = eng.CallLog(row.platform, row.id)
+    calls = eng.CallLog(row.platform, row.id)
     try:
-        client = client_for(row.platform, log)
+        client = client_for(row.platform, calls)
         if what == "sync":
             if not drafts.confirm_create(session, client, row):
                 return "Not synced: the study's create is not confirmed on the platform yet."
             released = eng.sync(session, client, row, getattr(request.app.state, "strategies",
-                                                                {}), log)
+                                                                {}), calls)
             figure_cache(request).clear()
             return f"Synced; {released} leased item(s) of gone participants released."
         if what == "publish":
@@ -136,13 +146,13 @@ def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> s
         if what == "resume":
             drafts.resume(session, client, row)
             return "Resumed."
-        counts = eng.apply(session, client, row, calls=log)
+        counts = eng.apply(session, client, row, calls=calls)
         return f"Applied: {counts['done']} done, {counts['failed']} failed."
     except PlatformError as exc:
         return f"Not done: {exc}"
     finally:
         session.rollback()
-        log.save(session)
+        calls.save(session)
 
 
 @router.post("/platform/create", include_in_schema=False)
@@ -157,21 +167,23 @@ def create(
 ) -> Response:
     study = session.get(Study, admin_study(request).id)
     assert study is not None
-    log = eng.CallLog(platform)
+    calls = eng.CallLog(platform)
+    log.info("admin %s creates a %s %s study for study %s", admin.user_id, platform, kind,
+             study.id)
     try:
         settings = drafts.new_settings(
             session, study, platform, kind, reward_cents=reward_cents, places=places,
             base_url=request.app.state.settings.base_url, title=title.strip(),
             estimated_minutes=min(int(expected_minutes), 24 * 60) or None
             if expected_minutes else None)
-        row = drafts.create(session, client_for(platform, log), study, settings,
-                            on_row=log.name_study)
+        row = drafts.create(session, client_for(platform, calls), study, settings,
+                            on_row=calls.name_study)
         msg, ps = f"Created {platform} study {row.external_id} ({row.state}).", row.id
     except PlatformError as exc:
         msg, ps = f"Not created: {exc}", None
     finally:
         session.rollback()
-        log.save(session)
+        calls.save(session)
     return back(_url(ps), msg)
 
 
@@ -194,6 +206,8 @@ def act(
         row.settings = {**row.settings, "rules": rules}
         session.add(row)
         added = eng.plan(session, row, eng.rules_for(session, row))
+        log.info("admin %s planned %s new actions for platform study %s (study %s)",
+                 admin.user_id, len(added), row.id, row.study_id)
         return back(_url(ps), f"Planned {len(added)} new action(s); nothing sent yet.")
     if what == "apply":
         planned = _planned(session, row)
@@ -204,4 +218,6 @@ def act(
                                   "check it again.")
     elif what not in ("sync", *drafts.STEPS):
         raise HTTPException(404, "No such platform action.")
+    log.info("admin %s: %s platform study %s (study %s)", admin.user_id, what, row.id,
+             row.study_id)
     return back(_url(ps), _run(request, session, row, what))

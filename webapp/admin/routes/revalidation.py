@@ -3,6 +3,7 @@ compares the fresh judgements with the original ones (vsr_core.revalidation)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -18,6 +19,7 @@ from webapp.admin.stats import distinct_values
 from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+log = logging.getLogger(__name__)
 ROUND_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 
 
@@ -131,6 +133,7 @@ async def open_revalidation(request: Request, admin: AdminPostDep, session: Sess
         return _page(
             request, admin, session, None, errors={FORM_LEVEL: str(exc)}, typed=typed, status=422
         )
+    log.info("admin %s opened a re-validation round: %s", admin.user_id, opened.line())
     figure_cache(request).clear()
     return back(
         f"/admin/revalidation?round={opened.round}",

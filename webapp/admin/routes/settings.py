@@ -4,6 +4,7 @@ entry links to paste into Prolific or MTurk; invite links for in-house annotator
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ from webapp.admin.settings_form import (
 from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+log = logging.getLogger(__name__)
 KINDS = ("generate", "validate")
 
 
@@ -118,6 +120,9 @@ async def save_settings(request: Request, admin: AdminPostDep, session: SessionD
                      shown=json.dumps(shown))
     if not changes:
         return back("/admin/settings", "Nothing changed.")
+    # The names of the changed settings only: their values may be long texts (consent).
+    log.info("admin %s changed settings %s of study %s", admin.user_id,
+             ", ".join(sorted(changes)), study_id)
     _after_settings_change(session, study_id)
     figure_cache(request).clear()
     return back("/admin/settings", "Settings saved.")
@@ -142,4 +147,6 @@ def create_invite(
                         study_id=admin_study(request).id)
     session.add(token)
     session.commit()
+    log.info("admin %s created invite %s (roles %s) for study %s", admin.user_id, token.id,
+             ", ".join(chosen), token.study_id)
     return back("/admin/settings", f"Invite link created for {label.strip() or 'an annotator'}.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
@@ -15,6 +16,8 @@ from webapp.admin.pages import admin_study, back, cached, figure_cache, render, 
 from webapp.crowd import workers
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
 PAGE = 50
@@ -145,6 +148,8 @@ def block(
     released = workers.block_worker(
         session, worker, getattr(request.app.state, "strategies", {}), reason or None
     )
+    log.info("admin %s blocked worker %s; %s leases returned", admin.user_id, worker_id,
+             released)
     figure_cache(request).clear()
     return back(
         _next(next, worker_id),
@@ -160,7 +165,7 @@ def unblock(
     session: SessionDep,
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
-    actions.unblock_worker(session, _worker(session, worker_id))
+    actions.unblock_worker(session, _worker(session, worker_id), admin_id=admin.user_id)
     figure_cache(request).clear()
     return back(_next(next, worker_id), f"Worker #{worker_id} unblocked.")
 
@@ -175,7 +180,8 @@ def flag(
     reason: Annotated[str, Form(max_length=500)] = "",
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
-    actions.set_flag(session, _worker(session, worker_id), flagged, reason)
+    actions.set_flag(session, _worker(session, worker_id), flagged, reason,
+                     admin_id=admin.user_id)
     state = "flagged" if flagged else "unflagged"
     return back(_next(next, worker_id), f"Worker #{worker_id} {state}.")
 
