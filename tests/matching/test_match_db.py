@@ -20,6 +20,7 @@ from vsr_cli.failure import CliError
 from vsr_cli.main import app
 from vsr_core.db import make_engine
 from vsr_core.models import Example, MatchRun, McItem, Vote, Worker
+from vsr_core.tables import EXAMPLE
 
 pytestmark = pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found")
 runner = CliRunner()
@@ -97,10 +98,9 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
         ).scalar_one()  # type: ignore[call-overload]
         assert 0 < n_adv <= 3 * len(items)
         # The queue serves in id order: one query's distractors never follow each other.
-        adversarial = Example.__table__  # type: ignore[attr-defined]
         parents = s.execute(
-            select(adversarial.c.parent_example_id).where(adversarial.c.origin == "adversarial")
-            .order_by(adversarial.c.id)
+            select(EXAMPLE.c.parent_example_id).where(EXAMPLE.c.origin == "adversarial")
+            .order_by(EXAMPLE.c.id)
         ).scalars().all()
         assert all(a != b for a, b in zip(parents, parents[1:], strict=False)), parents
         negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload,arg-type]
