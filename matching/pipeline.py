@@ -320,7 +320,9 @@ def _prepare(
     # Response groups: interchangeable responses (same relation once remapped, or the same
     # caption without remapping) are one group with a capacity, see matching.assign.
     balance = params.balance == "pair" and params.remap
-    key_of = (lambda r: r.relation) if params.remap and not balance else (lambda r: r.triple)
+    key_of: Callable[[Record], Any] = (
+        (lambda r: r.relation) if params.remap and not balance else (lambda r: r.triple)
+    )
     groups: dict[Any, list[int]] = {}
     for j, q in enumerate(queries):
         groups.setdefault(key_of(q), []).append(j)
@@ -503,7 +505,8 @@ def _rounds(
 
 def aimed(lp: np.ndarray, lp_truth: np.ndarray, aim: float) -> np.ndarray:
     """(1 - aim) log P(d) - aim |log P(d) - log P(truth)| (see MatchParams.aim)."""
-    return (1 - aim) * lp - aim * np.abs(lp - lp_truth)
+    score: np.ndarray = (1 - aim) * lp - aim * np.abs(lp - lp_truth)
+    return score
 
 
 def _pair_count_log_rel(

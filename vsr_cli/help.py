@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
+_Command = TypeVar("_Command")
 _WORDS = (("int", "INTEGER"), ("float", "NUMBER"), ("path", "PATH"), ("str", "TEXT"))
 
 
-def plain_metavars(command: Any) -> Any:
+def plain_metavars(command: _Command) -> _Command:
     """Give every option of ``command`` and its subcommands that takes a value and has no
     metavar of its own a plain one; returns ``command``."""
     import typer

@@ -49,7 +49,7 @@ def test_all_solvers_find_the_brute_force_optimum(seed: int) -> None:
     cap = rng.integers(0, 3, size=g)
     best = _brute_force(weights, cap)
     for method in ("dense", "grouped", "grouped_full", "sparse"):
-        got = _score(weights, cap, solve(weights, cap, method=method, top_k=50))  # type: ignore[arg-type]
+        got = _score(weights, cap, solve(weights, cap, method=method, top_k=50))
         assert got[0] == best[0], method
         assert got[1] == pytest.approx(best[1], abs=1e-9), method
 
@@ -131,7 +131,7 @@ def test_sparse_top_k_is_valid_and_close_to_the_optimum() -> None:
 def test_rows_without_an_allowed_response_get_minus_one() -> None:
     w = np.array([[0.0, -np.inf], [-1.0, -2.0], [-np.inf, -np.inf]])
     for method in ("dense", "grouped", "sparse"):
-        out = solve(w, np.array([1, 1]), method=method)  # type: ignore[arg-type]
+        out = solve(w, np.array([1, 1]), method=method)
         assert out.tolist() == [0, 1, -1], method
 
 

@@ -106,7 +106,7 @@ def catalogs(app: Any) -> Catalogs:
     if found is None:
         found = Catalogs()
         app.state.catalogs = found
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def translator(request: Request) -> Translator:

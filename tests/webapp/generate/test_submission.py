@@ -176,7 +176,7 @@ def test_relations_follow_the_study_setting(site, engine, db_url: str) -> None: 
     assert r.status_code == 422
     r = client.post("/generate", data=answer(fields, relation="up"), follow_redirects=False)
     assert r.status_code == 303
-    assert _rows(engine)[1][0].caption.endswith("is up the " + _rows(engine)[0][0].obj + ".")  # type: ignore[operator]
+    assert _rows(engine)[1][0].caption.endswith("is up the " + _rows(engine)[0][0].obj + ".")
 
 
 def test_expired_lease_returns_the_pair_to_the_pool(site, engine) -> None:  # type: ignore[no-untyped-def]

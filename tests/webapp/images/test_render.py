@@ -93,7 +93,7 @@ def test_rendered_image_marks_both_instances_and_is_cached(
 
 
 def test_flat_image_root_and_missing_files(
-    db_url: str, engine, coco_dir: Path, tmp_path: Path  # type: ignore[no-untyped-def]
+    db_url: str, engine, coco_dir: Path, tmp_path: Path
 ) -> None:
     with Session(engine) as s:
         (pair_id,) = make_pairs(s, coco_dir, 1)
@@ -117,7 +117,7 @@ def test_flat_image_root_and_missing_files(
 
 
 def test_without_image_root_the_page_overlays_svg_on_the_coco_url(
-    db_url: str, engine, coco_dir: Path, tmp_path: Path  # type: ignore[no-untyped-def]
+    db_url: str, engine, coco_dir: Path, tmp_path: Path
 ) -> None:
     with Session(engine) as s:
         make_pairs(s, coco_dir, 1)

@@ -99,7 +99,7 @@ def _generic_plan(engine: Engine, stmt: Any, params: dict[str, Any]) -> tuple[st
     try:
         with lean.connect() as conn:
             cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-            cur.execute(psql.SQL("PREPARE lease AS " + text.replace("%%", "%")))  # type: ignore[arg-type]
+            cur.execute(psql.SQL("PREPARE lease AS " + text.replace("%%", "%")))
             for _ in range(6):
                 cur.execute(psql.SQL("EXPLAIN (COSTS OFF) EXECUTE lease({})").format(args))
                 plan = "\n".join(row[0] for row in cur.fetchall())
