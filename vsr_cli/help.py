@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
-_Command = TypeVar("_Command")
 _WORDS = (("int", "INTEGER"), ("float", "NUMBER"), ("path", "PATH"), ("str", "TEXT"))
 
 
-def plain_metavars(command: _Command) -> _Command:
+def plain_metavars(command: Any) -> Any:
     """Give every option of ``command`` and its subcommands that takes a value and has no
     metavar of its own a plain one; returns ``command``."""
     import typer

@@ -92,11 +92,11 @@ def test_grouped_column_generation_adds_the_edges_the_optimum_needs(
     # Every row likes groups 0-9 best, but they hold 30 responses for 200 rows: the optimum
     # needs edges far below each row's first GROUPED_START, which only the price check adds.
     # Both paths: HiGHS's bindings (matching.highs_lp) and the linprog fallback.
-    from matching import assign
+    from matching import assign, highs_lp
     from matching.assign import GROUPED_START
 
     if not bindings:
-        monkeypatch.setattr(assign.highs_lp, "available", lambda: False)
+        monkeypatch.setattr(highs_lp, "available", lambda: False)
 
     rng = np.random.default_rng(4)
     n, g = 200, 24

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -41,7 +42,7 @@ def encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("enc"), concepts_of(vsr_sample(10)))
 
 
-def _suite_from_files(folder: Path, encoder_path: Path) -> dict:
+def _suite_from_files(folder: Path, encoder_path: Path) -> dict[str, Any]:
     """The adversary suite on exported mc JSONL files, read here line by line."""
     from matching.diagnostics import measured_suite
     from matching.pipeline import Item

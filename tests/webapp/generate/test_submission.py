@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from tests.support.webapp_coco import (
@@ -19,7 +22,7 @@ from vsr_core.models import Annotation, Assignment, Batch, Example, ImagePair
 from vsr_core.types import utcnow
 
 
-def _rows(engine):  # type: ignore[no-untyped-def]
+def _rows(engine: Engine) -> tuple[Sequence[Annotation], Sequence[Example]]:
     with Session(engine) as s:
         return (
             s.exec(select(Annotation)).all(),
@@ -176,7 +179,7 @@ def test_relations_follow_the_study_setting(site, engine, db_url: str) -> None: 
     assert r.status_code == 422
     r = client.post("/generate", data=answer(fields, relation="up"), follow_redirects=False)
     assert r.status_code == 303
-    assert _rows(engine)[1][0].caption.endswith("is up the " + _rows(engine)[0][0].obj + ".")
+    assert _rows(engine)[1][0].caption.endswith("is up the " + _rows(engine)[0][0].obj + ".")  # type: ignore[operator]
 
 
 def test_expired_lease_returns_the_pair_to_the_pool(site, engine) -> None:  # type: ignore[no-untyped-def]
@@ -245,9 +248,8 @@ def test_id_order_of_the_two_examples_does_not_follow_the_label(  # type: ignore
 ) -> None:
     # Issue 12: the validation queue serves Examples in id order, so the True one must not
     # always come first. The coin (secrets.randbelow) decides; both outcomes are written.
-    import webapp.generate.submission as generation
-
-    monkeypatch.setattr(generation.secrets, "randbelow", lambda n: coin)
+    # webapp.generate.submission draws from the standard secrets module: patch it there.
+    monkeypatch.setattr(secrets, "randbelow", lambda n: coin)
     client = client_for(site)
     start_prolific(client, f"gen-order-{coin}")
     fields = task(client)
