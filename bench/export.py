@@ -55,8 +55,8 @@ def fill(url: str, n_examples: int, seed: int = 0) -> None:
 
     from vsr_core.captions import render_caption
     from vsr_core.db import make_engine
-    from vsr_core.models import Example, Image, Vote, Worker
     from vsr_core.relations import enabled_relations
+    from vsr_core.tables import EXAMPLE, IMAGE, VOTE, WORKER
     from vsr_core.types import utcnow
 
     rng = random.Random(seed)
@@ -65,12 +65,12 @@ def fill(url: str, n_examples: int, seed: int = 0) -> None:
     now = utcnow()
     n_images = max(1, n_examples // 2)
     with engine.begin() as conn:
-        conn.execute(insert(Worker.__table__), [  # type: ignore[attr-defined]
+        conn.execute(insert(WORKER), [
             {"source": "prolific", "external_id": f"W{i:03d}", "roles": ["validator"],
              "blocked": False, "flagged": False, "created_at": now}
             for i in range(60)
         ])
-        conn.execute(insert(Image.__table__), [  # type: ignore[attr-defined]
+        conn.execute(insert(IMAGE), [
             {"coco_id": i + 1, "file_name": f"{i + 1:012d}.jpg",
              "coco_split": "train2017" if i % 5 else "val2017", "width": 640, "height": 480}
             for i in range(n_images)
@@ -86,7 +86,7 @@ def fill(url: str, n_examples: int, seed: int = 0) -> None:
         })
     with engine.begin() as conn:
         for i in range(0, len(ex_rows), 20_000):
-            conn.execute(insert(Example.__table__), ex_rows[i : i + 20_000])  # type: ignore[attr-defined]
+            conn.execute(insert(EXAMPLE), ex_rows[i : i + 20_000])
     votes = []
     for eid in range(1, n_examples + 1):
         label = eid % 2 == 1
@@ -96,7 +96,7 @@ def fill(url: str, n_examples: int, seed: int = 0) -> None:
                           "value": label if rng.random() < p else not label, "created_at": now})
     with engine.begin() as conn:
         for i in range(0, len(votes), 50_000):
-            conn.execute(insert(Vote.__table__), votes[i : i + 50_000])  # type: ignore[attr-defined]
+            conn.execute(insert(VOTE), votes[i : i + 50_000])
     engine.dispose()
     print(f"filled {n_examples:,} Examples, {len(votes):,} votes")
 

@@ -25,16 +25,25 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matching.pipeline import MatchParams
+    from matching.records import Record
+    from matching.relevance import RelevanceModel
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 VALIDATED = ROOT.parent / "shared/vsr/data/data_files/all_vsr_validated_data.jsonl"
 
 
-def first_round_matrix(queries, relevance, params):  # type: ignore[no-untyped-def]
+def first_round_matrix(
+    queries: Sequence[Record], relevance: RelevanceModel, params: MatchParams
+) -> np.ndarray:
     """The expanded N x N round-1 weight matrix (remapping, table P_sim and filter): what a
     general matcher needs as input. -inf marks excluded pairs."""
     from matching.similarity import table_matrices
@@ -45,7 +54,8 @@ def first_round_matrix(queries, relevance, params):  # type: ignore[no-untyped-d
     log_rel = np.maximum(lp[:, rel], np.log(params.eps))
     p = p_same[rel[:, None], rel[None, :]]
     w = log_rel + params.h * np.log(np.clip(1 - p, params.eps, 1))
-    return np.where(imp_same[rel[:, None], rel[None, :]], -np.inf, w)
+    weights: np.ndarray = np.where(imp_same[rel[:, None], rel[None, :]], -np.inf, w)
+    return weights
 
 
 def networkx_round(w: np.ndarray) -> float:

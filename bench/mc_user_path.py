@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT.parent.parent / "shared/vsr/data/data_files"
@@ -84,7 +85,7 @@ def baseline_tree(ref: str, folder: Path) -> tuple[Path, str]:
     return folder, commit
 
 
-def one_seed(base: Path, folder: Path, seed: int, extra: list[str]) -> dict:
+def one_seed(base: Path, folder: Path, seed: int, extra: list[str]) -> dict[str, Any]:
     db = folder / f"seed{seed}.db"
     shutil.copy(base, db)
     url = f"sqlite:///{db}"

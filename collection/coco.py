@@ -32,7 +32,7 @@ from collection.validate import (
     check_web_url,
 )
 from vsr_core.defaults import MIN_AREA_PX
-from vsr_core.models import Image, Instance
+from vsr_core.tables import IMAGE, INSTANCE
 
 # (stage, done, total or None): how the CLI (tqdm) and the dashboard (Job.progress) follow us.
 ProgressFn = Callable[[str, int, int | None], None]
@@ -216,8 +216,7 @@ def _add_categories(categories: list[Any], index: CocoIndex, path: Path) -> None
         if not isinstance(cat, dict) or not isinstance(cat.get("name"), str):
             raise CocoFileError(f"{path} is not a COCO instances file (bad category {cat!r})")
         cid = check_id(_int(cat.get("id"), "a category id", path), "category id", path)
-        column = Instance.__table__.c.category  # type: ignore[attr-defined]
-        check_text(cat["name"], "name", f"category {cid}", column, path)
+        check_text(cat["name"], "name", f"category {cid}", INSTANCE.c.category, path)
         known = index.categories.get(cid)
         if known is not None and known != cat["name"]:
             raise CocoFileError(
@@ -295,11 +294,10 @@ def _coco_image(
 ) -> CocoImage:
     check_id(image_id, "image id", path)
     file_name = img.get("file_name") or f"{image_id:012d}.jpg"
-    columns = Image.__table__.c  # type: ignore[attr-defined]
     for url_field in ("coco_url", "flickr_url"):
         if img.get(url_field) is not None:
             check_web_url(img[url_field], url_field, image_id, path)
-            check_text(img[url_field], url_field, f"image {image_id}", columns[url_field], path)
+            check_text(img[url_field], url_field, f"image {image_id}", IMAGE.c[url_field], path)
     return CocoImage(
         id=image_id,
         file_name=check_file_name(file_name, image_id, path),

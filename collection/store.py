@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import aliased
 from sqlmodel import Session
@@ -22,6 +22,7 @@ from collection.pairs import PairKey, SampledPair
 from vsr_core.db import is_postgres, session_scope
 from vsr_core.limits import LimitError, check_row
 from vsr_core.models import DEFAULT_STUDY_ID, Image, ImagePair, Instance, PairStatus
+from vsr_core.tables import IMAGE, IMAGE_PAIR, INSTANCE
 from vsr_core.types import utcnow
 
 _CHUNK = 500  # rows per statement: well under SQLite's variable limit, few round trips
@@ -55,7 +56,7 @@ def _chunks(rows: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
 
 
 def _insert_ignore(
-    session: Session, model: Any, rows: list[dict[str, Any]], keys: list[str]
+    session: Session, table: Table, rows: list[dict[str, Any]], keys: list[str]
 ) -> None:
     """INSERT ... ON CONFLICT (keys) DO NOTHING, as one cached Core statement run executemany.
 
@@ -68,11 +69,11 @@ def _insert_ignore(
     if is_postgres(conn.engine):
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-        stmt: Any = pg_insert(model.__table__).on_conflict_do_nothing(index_elements=keys)
+        stmt: Any = pg_insert(table).on_conflict_do_nothing(index_elements=keys)
     else:
         from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-        stmt = sqlite_insert(model.__table__).on_conflict_do_nothing(index_elements=keys)
+        stmt = sqlite_insert(table).on_conflict_do_nothing(index_elements=keys)
     for chunk in _chunks(rows):
         conn.execute(stmt, list(chunk))
 
@@ -123,14 +124,14 @@ def store_pairs(
     # driver error (the loader checked the ids, geometry and names; this covers the rest).
     try:
         for row in image_rows:
-            check_row(Image, row, f"COCO image {row['coco_id']}")
+            check_row(IMAGE, row, f"COCO image {row['coco_id']}")
         for i in inst.values():
-            check_row(Instance, {"category_id": i.category_id, "area": i.area},
+            check_row(INSTANCE, {"category_id": i.category_id, "area": i.area},
                       f"COCO annotation {i.id}")
     except LimitError as exc:
         raise SamplerError(str(exc)) from None
     with session_scope(engine) as session:
-        _insert_ignore(session, Image, image_rows, ["coco_id"])
+        _insert_ignore(session, IMAGE, image_rows, ["coco_id"])
         img_pk = _id_map(session, Image.coco_id, Image.id, image_ids)
         if progress is not None:
             progress("store", len(image_rows), total_steps)
@@ -147,7 +148,7 @@ def store_pairs(
             }
             for i in sorted(inst.values(), key=lambda x: x.id)
         ]
-        _insert_ignore(session, Instance, inst_rows, ["coco_ann_id"])
+        _insert_ignore(session, INSTANCE, inst_rows, ["coco_ann_id"])
         inst_pk = _id_map(session, Instance.coco_ann_id, Instance.id, sorted(inst))
         if progress is not None:
             progress("store", len(image_rows) + len(inst_rows), total_steps)
@@ -175,7 +176,7 @@ def store_pairs(
             )
         keys = ["study_id", "image1_id", "image2_id", "concept_a", "concept_b"]
         for k, chunk in enumerate(_chunks(pair_rows)):
-            _insert_ignore(session, ImagePair, list(chunk), keys)
+            _insert_ignore(session, IMAGE_PAIR, list(chunk), keys)
             if progress is not None:
                 done = len(image_rows) + len(inst_rows) + min((k + 1) * _CHUNK, len(pair_rows))
                 progress("store", done, total_steps)

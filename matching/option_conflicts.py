@@ -55,7 +55,10 @@ class Conflicts:
         """Broadcasting: do the captions (a_s a_rel a_o) and (b_s b_rel b_o) conflict?"""
         same = (a_s == b_s) & (a_o == b_o)
         swap = (a_s == b_o) & (a_o == b_s) & ~same
-        return np.where(same, self.same[a_rel, b_rel], swap & self.swap[a_rel, b_rel])
+        conflict: np.ndarray = np.where(
+            same, self.same[a_rel, b_rel], swap & self.swap[a_rel, b_rel]
+        )
+        return conflict
 
     def relations_conflict(self, a: str, b: str) -> bool:
         index = table_matrices()[0]

@@ -143,7 +143,9 @@ def stratified_sample(
     return sorted(out, key=lambda r: r.id)
 
 
-def split_mapping(records: Iterable[Record], splits: Mapping[int, str] | None, seed: int) -> dict:
+def split_mapping(
+    records: Iterable[Record], splits: Mapping[int, str] | None, seed: int
+) -> dict[int, str]:
     """The given split mapping, or the default image-keyed one; unknown split names fail."""
     mapping = dict(splits) if splits is not None else assign_splits(records, seed)
     bad = {s for s in mapping.values() if s not in SPLITS}

@@ -55,7 +55,7 @@ def load_encoder(name_or_path: str | None = None) -> Encoder:
     from matching import model_libraries
 
     libraries: Any = model_libraries.load("sentence_transformers")
-    model: Any = libraries.SentenceTransformer(str(name_or_path), device="cpu")
+    model: Encoder = libraries.SentenceTransformer(str(name_or_path), device="cpu")
     return model
 
 
@@ -94,7 +94,8 @@ class RelevanceModel:
 
     def concept_similarity(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """Cosine similarity matrix between two lists of concept names."""
-        return self.embed_concepts(list(a)) @ self.embed_concepts(list(b)).T
+        sim: np.ndarray = self.embed_concepts(list(a)) @ self.embed_concepts(list(b)).T
+        return sim
 
     # -- training and scoring ------------------------------------------------------------
     def fit(self, train: Sequence[Record]) -> RelevanceModel:

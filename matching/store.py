@@ -19,25 +19,26 @@ from matching.pipeline import MatchResult
 from matching.records import Record, Triple
 from vsr_core.agreement_db import load_item_votes
 from vsr_core.mc_items import surviving_items as surviving_items
-from vsr_core.models import DEFAULT_STUDY_ID, Example, ExampleOrigin, Image, MatchRun, McItem
+from vsr_core.models import DEFAULT_STUDY_ID, Example, ExampleOrigin, MatchRun, McItem
+from vsr_core.tables import EXAMPLE, IMAGE
 
 
 def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Record]:
     """Every Example of the study with its votes (kept or not: matching filters).
     Adversarial negatives come along only so that those validators judged True count as
     known true."""
-    ex, im = Example.__table__, Image.__table__  # type: ignore[attr-defined]
-    mine = ex.c.study_id == study_id
+    mine = EXAMPLE.c.study_id == study_id
     votes = {
         iv.item: tuple(v for _, v in iv.votes) for iv in load_item_votes(session, where=[mine])
     }
     stmt = (
-        select(ex.c.id, ex.c.image_id, im.c.file_name, ex.c.subj, ex.c.relation, ex.c.obj,
-               ex.c.caption, ex.c.label, ex.c.origin)
-        .select_from(ex.join(im, im.c.id == ex.c.image_id))
+        select(EXAMPLE.c.id, EXAMPLE.c.image_id, IMAGE.c.file_name, EXAMPLE.c.subj,
+               EXAMPLE.c.relation, EXAMPLE.c.obj, EXAMPLE.c.caption, EXAMPLE.c.label,
+               EXAMPLE.c.origin)
+        .select_from(EXAMPLE.join(IMAGE, IMAGE.c.id == EXAMPLE.c.image_id))
         # copies for re-validation are not more data
-        .where(ex.c.origin != "revalidation", mine)
-        .order_by(ex.c.id)
+        .where(EXAMPLE.c.origin != "revalidation", mine)
+        .order_by(EXAMPLE.c.id)
     )
     return [
         Record(
@@ -73,14 +74,17 @@ def save_run(
     # matching.option_conflicts.meaning_key) share one Example, so one validation.
     negatives: dict[tuple[int, Triple], int] = {}
     if send_negatives:
-        ex = Example.__table__  # type: ignore[attr-defined]
         image_ids = sorted({it.query.image_id for it in result.items if it.query.image_id})
         for chunk in _chunks(image_ids, 500):
             found = session.execute(
-                select(ex.c.id, ex.c.image_id, ex.c.subj, ex.c.relation, ex.c.obj).where(
-                    ex.c.origin == ExampleOrigin.adversarial.value, ex.c.image_id.in_(chunk),
-                    ex.c.study_id == study_id,
-                ).order_by(ex.c.id)
+                select(
+                    EXAMPLE.c.id, EXAMPLE.c.image_id, EXAMPLE.c.subj, EXAMPLE.c.relation,
+                    EXAMPLE.c.obj,
+                ).where(
+                    EXAMPLE.c.origin == ExampleOrigin.adversarial.value,
+                    EXAMPLE.c.image_id.in_(chunk),
+                    EXAMPLE.c.study_id == study_id,
+                ).order_by(EXAMPLE.c.id)
             )
             for r in found:
                 negatives.setdefault(

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from vsr_core.models import JOB_HEARTBEAT_SECONDS, Job, JobKind, JobStatus
+from vsr_core.tables import JOB
 from vsr_core.types import utcnow
 
 Progress = Callable[[float, str], None]
@@ -59,19 +60,18 @@ class JobReporter:
         if not force and now - self._last < 0.5:
             return
         self._last = now
-        table = Job.__table__  # type: ignore[attr-defined]
         try:
             with self.engine.begin() as conn:
                 status = conn.execute(
-                    select(table.c.status).where(table.c.id == self.job_id)
+                    select(JOB.c.status).where(JOB.c.id == self.job_id)
                 ).scalar_one_or_none()
                 if status is None:
                     raise JobCancelled("the job row is gone")
                 if status == JobStatus.cancelled:
                     raise JobCancelled("cancelled by an admin")
                 conn.execute(
-                    update(table)
-                    .where(table.c.id == self.job_id)
+                    update(JOB)
+                    .where(JOB.c.id == self.job_id)
                     .values(progress=max(0.0, min(1.0, fraction)), message=message[:2000])
                 )
         except OperationalError:
@@ -231,12 +231,13 @@ class Heartbeat:
         from sqlalchemy import update
         from sqlalchemy.exc import OperationalError
 
-        table = Job.__table__  # type: ignore[attr-defined]
         try:
             with self.engine.begin() as conn:
-                conn.execute(update(table).where(table.c.id == self.job_id,
-                                                 table.c.status == JobStatus.running)
-                             .values(heartbeat_at=utcnow()))
+                conn.execute(
+                    update(JOB)
+                    .where(JOB.c.id == self.job_id, JOB.c.status == JobStatus.running)
+                    .values(heartbeat_at=utcnow())
+                )
         except OperationalError:
             return  # busy or briefly unreachable: the next beat tries again
 

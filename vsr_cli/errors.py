@@ -129,7 +129,7 @@ def _wanted(message: str) -> str:
 
 
 def _param_name(param: Any) -> str:
-    opts = [o for o in getattr(param, "opts", []) if o.startswith("-")]
+    opts: list[str] = [o for o in getattr(param, "opts", []) if o.startswith("-")]
     if opts:
         return str(max(opts, key=len))  # --pairs rather than -p
     return str(getattr(param, "metavar", None) or getattr(param, "name", "") or "argument").upper()

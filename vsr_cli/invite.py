@@ -35,6 +35,7 @@ def invite_create(
 
     from vsr_core.limits import LimitError, check_row
     from vsr_core.models import BatchKind, InviteToken
+    from vsr_core.tables import INVITE_TOKEN
 
     kinds = [r.strip() for r in roles.split(",") if r.strip()]
     allowed = {k.value for k in BatchKind}
@@ -45,7 +46,7 @@ def invite_create(
         raise CliUsageError("--token must be 4-64 characters of A-Z a-z 0-9 _ -")
     label = label.strip()
     try:
-        check_row(InviteToken, {"label": label}, "--label")
+        check_row(INVITE_TOKEN, {"label": label}, "--label")
     except LimitError as exc:
         raise CliUsageError(str(exc)) from None
     engine = engine_for(database_url)

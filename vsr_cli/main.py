@@ -100,7 +100,8 @@ def _close_bars() -> None:
 
 
 def _command(typer_app: typer.Typer | None = None) -> Callable[..., object]:
-    return plain_metavars(typer.main.get_command(typer_app or app))
+    command: Callable[..., object] = plain_metavars(typer.main.get_command(typer_app or app))
+    return command
 
 
 def main() -> None:

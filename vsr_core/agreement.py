@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
@@ -78,11 +78,6 @@ def keep_rule(threshold: Threshold = DEFAULT_THRESHOLD) -> Callable[[int, int], 
         return n_votes > 0 and n_agree * den >= num * n_votes
 
     return kept
-
-
-def is_kept_count(n_agree: int, n_votes: int, threshold: Threshold = DEFAULT_THRESHOLD) -> bool:
-    """The keep rule from counts (for code that already counted agreeing votes)."""
-    return _kept(n_agree, n_votes, as_fraction(threshold))
 
 
 def is_unanimous(label: bool, votes: Sequence[bool]) -> bool:
@@ -427,13 +422,3 @@ def aggregate_labels(
         lab = bool(p1 > p0) if p1 != p0 else bool(voted[int(task)].label)
         out[voted[int(task)].item] = AggregateLabel(lab, float(max(p0, p1)))
     return out
-
-
-def label_counts(items: Iterable[ItemVotes]) -> Mapping[str, int]:
-    n_true = n_false = 0
-    for it in items:
-        if it.label:
-            n_true += 1
-        else:
-            n_false += 1
-    return {"true": n_true, "false": n_false}

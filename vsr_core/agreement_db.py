@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
 from vsr_core.agreement import ItemVotes
-from vsr_core.models import Example, Vote
+from vsr_core.tables import EXAMPLE, VOTE
 
 
 def iter_item_votes(
@@ -29,16 +29,15 @@ def iter_item_votes(
     ``where`` takes extra conditions on Example (e.g. ``Example.origin == "human"``);
     Examples without votes are included with an empty vote tuple.
     """
-    ex, vo = Example.__table__, Vote.__table__  # type: ignore[attr-defined]
     stmt = (
-        select(ex.c.id, ex.c.label, ex.c.relation, vo.c.worker_id, vo.c.value)
-        .select_from(ex.outerjoin(vo, vo.c.example_id == ex.c.id))
-        .order_by(ex.c.id, vo.c.id)
+        select(EXAMPLE.c.id, EXAMPLE.c.label, EXAMPLE.c.relation, VOTE.c.worker_id, VOTE.c.value)
+        .select_from(EXAMPLE.outerjoin(VOTE, VOTE.c.example_id == EXAMPLE.c.id))
+        .order_by(EXAMPLE.c.id, VOTE.c.id)
     )
     for cond in where:
         stmt = stmt.where(cond)
     if example_ids is not None:
-        stmt = stmt.where(ex.c.id.in_(list(example_ids)))
+        stmt = stmt.where(EXAMPLE.c.id.in_(list(example_ids)))
     yield from _group(_execute(bind, stmt))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, SmallInteger, String
+from sqlalchemy import BigInteger, Integer, SmallInteger, String, Table
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -52,17 +52,10 @@ def check_value(what: str, field: str, value: Any, column_type: Any) -> None:
             )
 
 
-def check_row(model: Any, values: dict[str, Any], what: str) -> None:
-    """Check each value of a row for ``model``'s table (a SQLModel class or a Table);
+def check_row(table: Table, values: dict[str, Any], what: str) -> None:
+    """Check each value of a row for ``table`` (a handle of :mod:`vsr_core.tables`);
     ``what`` names the record in the message, e.g. ``"COCO image 139"``."""
-    table = getattr(model, "__table__", model)
     for name, value in values.items():
         column = table.columns.get(name)
         if column is not None and value is not None:
             check_value(what, name, value, column.type)
-
-
-def check_object(obj: Any, what: str) -> None:
-    """:func:`check_row` for a model instance about to be added to a session."""
-    table = type(obj).__table__
-    check_row(table, {c.name: getattr(obj, c.name, None) for c in table.columns}, what)

@@ -1,8 +1,8 @@
 """All tables of the data model (DESIGN.md), as SQLModel classes.
 
 Schema changes only through Alembic revisions in ``migrations/versions``; a test checks that
-the migrated schema and these models agree. Conventions: ``XBase`` holds the shared fields,
-``X`` is the table, ``XPublic`` what the API returns.
+the migrated schema and these models agree. Conventions: ``XBase`` holds the data fields,
+``X`` is the table built on it.
 """
 
 from __future__ import annotations
@@ -217,11 +217,6 @@ class Worker(WorkerBase, table=True):
     created_at: datetime = _ts()
 
 
-class WorkerPublic(WorkerBase):
-    id: int
-    created_at: datetime
-
-
 class InviteToken(SQLModel, table=True):
     """A link for in-house annotators: the token is the secret, the worker is made on use."""
 
@@ -266,10 +261,6 @@ class Image(ImageBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
 
 
-class ImagePublic(ImageBase):
-    id: int
-
-
 class InstanceBase(SQLModel):
     coco_ann_id: int = Field(unique=True, index=True)
     image_id: int = Field(foreign_key="image.id", index=True)
@@ -310,10 +301,6 @@ class ImagePair(ImagePairBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
     study_id: int = _study()
     created_at: datetime = _ts()
-
-
-class ImagePairPublic(ImagePairBase):
-    id: int
 
 
 # --- crowd work -------------------------------------------------------------------------
@@ -384,11 +371,6 @@ class Annotation(AnnotationBase, table=True):
     created_at: datetime = _ts()
 
 
-class AnnotationPublic(AnnotationBase):
-    id: int
-    created_at: datetime
-
-
 class ExampleBase(SQLModel):
     image_id: int = Field(foreign_key="image.id", index=True)
     caption: str = Field(max_length=300)
@@ -456,11 +438,6 @@ class Example(ExampleBase, table=True):
     )
 
 
-class ExamplePublic(ExampleBase):
-    id: int
-    created_at: datetime
-
-
 class VoteBase(SQLModel):
     example_id: int = Field(foreign_key="example.id", index=True)
     worker_id: int = Field(foreign_key="worker.id")
@@ -477,11 +454,6 @@ class Vote(VoteBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
     assignment_id: int | None = Field(default=None, foreign_key="assignment.id", unique=True)
     created_at: datetime = _ts()
-
-
-class VotePublic(VoteBase):
-    id: int
-    created_at: datetime
 
 
 # --- adversarial matching ---------------------------------------------------------------

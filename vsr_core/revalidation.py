@@ -21,16 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, case, func, select
+from sqlalchemy import case, func, select
 from sqlmodel import Session, col
 from sqlmodel import select as sqlmodel_select
 
 from vsr_core.agreement import fleiss_kappa, keep_rule, wilson_interval
-from vsr_core.models import Example, ExampleOrigin, Vote
+from vsr_core.models import Example, ExampleOrigin
 from vsr_core.study import StudyConfig
+from vsr_core.tables import EXAMPLE, VOTE
 
-EX: Table = Example.__table__  # type: ignore[attr-defined]
-VOTE: Table = Vote.__table__  # type: ignore[attr-defined]
 REVALIDATION = ExampleOrigin.revalidation.value
 ROUND_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 MAX_SAMPLE = 100_000
@@ -90,10 +89,10 @@ def open_round(
     votes_each = votes or config.votes_per_example
     if not 1 <= votes_each <= 50:
         raise RevalidationError(f"votes per Example must be 1 to 50, not {votes_each}")
-    query = select(EX.c.id).where(EX.c.origin == ExampleOrigin.imported.value)
+    query = select(EXAMPLE.c.id).where(EXAMPLE.c.origin == ExampleOrigin.imported.value)
     if relations:
-        query = query.where(EX.c.relation.in_(list(relations)))
-    ids = [int(i) for (i,) in session.connection().execute(query.order_by(EX.c.id))]
+        query = query.where(EXAMPLE.c.relation.in_(list(relations)))
+    ids = [int(i) for (i,) in session.connection().execute(query.order_by(EXAMPLE.c.id))]
     if not ids:
         which = f" with relation {', '.join(relations)}" if relations else ""
         raise RevalidationError(
@@ -104,8 +103,8 @@ def open_round(
     taken = {
         str(k)
         for (k,) in session.connection().execute(
-            select(EX.c.source_key).where(
-                EX.c.source_key.in_([_key(round_name, i) for i in chosen])
+            select(EXAMPLE.c.source_key).where(
+                EXAMPLE.c.source_key.in_([_key(round_name, i) for i in chosen])
             )
         )
     }
@@ -137,7 +136,7 @@ def open_round(
 def rounds(session: Session) -> list[str]:
     """Round names present in the database, oldest first."""
     keys = session.connection().execute(
-        select(EX.c.source_key).where(EX.c.origin == REVALIDATION).order_by(EX.c.id)
+        select(EXAMPLE.c.source_key).where(EXAMPLE.c.origin == REVALIDATION).order_by(EXAMPLE.c.id)
     )
     seen: dict[str, None] = {}
     for (key,) in keys:
@@ -184,9 +183,9 @@ def report(session: Session, config: StudyConfig, round_name: str | None = None)
         return {"round": None, "rounds": names, "examples": 0}
     check_round(round_name)
     conn = session.connection()
-    copy_q = select(EX.c.id, EX.c.parent_example_id, EX.c.label, EX.c.relation).where(
-        EX.c.origin == REVALIDATION, EX.c.source_key.like(f"reval:{round_name}:%")
-    )
+    copy_q = select(
+        EXAMPLE.c.id, EXAMPLE.c.parent_example_id, EXAMPLE.c.label, EXAMPLE.c.relation
+    ).where(EXAMPLE.c.origin == REVALIDATION, EXAMPLE.c.source_key.like(f"reval:{round_name}:%"))
     copies = conn.execute(copy_q).all()
     ids = [int(c.id) for c in copies] + [int(c.parent_example_id) for c in copies]
     counts: dict[int, tuple[int, int]] = {}

@@ -349,7 +349,7 @@ def rai_facts(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, Any]:
         "dataCollection": text["task"],
         "dataCollectionType": "Crowdsourcing",
         # ISO 8601 dates, when batches ran here
-        "dataCollectionTimeFrame": [c["first_batch"], c["last_batch"]]  # type: ignore[dict-item]
+        "dataCollectionTimeFrame": [c["first_batch"], c["last_batch"]]
         if c.get("first_batch") else "",
         "dataAnnotationProtocol": text["keep_rule"],
         "dataAnnotationPlatform": text["platforms"],

@@ -19,10 +19,10 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
-from vsr_core.models import Batch, PlatformStudy
+from vsr_core.models import PlatformStudy
 from vsr_core.study import DEFAULT_CONSENT, load_study_config
 from vsr_core.study_context import StudyContext
-from vsr_dataset.export_rows import ANNOTATION, EXAMPLE, VOTE, WORKER
+from vsr_core.tables import ANNOTATION, BATCH, EXAMPLE, PLATFORM_STUDY, VOTE, WORKER
 
 NOT_STATED = "not stated"
 # Columns of meta_data.csv shown with their values only when every value is shared by at
@@ -40,41 +40,38 @@ def researcher_facts(study: StudyContext) -> dict[str, str | None]:
 
 def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
     """Platforms, people by source, batches, time per item, pay and consent of the study."""
-    ex, vote, ann, worker = EXAMPLE, VOTE, ANNOTATION, WORKER
-    batch = Batch.__table__  # type: ignore[attr-defined]
-    ps = PlatformStudy.__table__  # type: ignore[attr-defined]
-    mine = ex.c.study_id == study.id
-    voters = select(vote.c.worker_id).join(ex, ex.c.id == vote.c.example_id).where(mine)
-    authors = select(ex.c.author_id).where(mine, ex.c.author_id.is_not(None))
+    mine = EXAMPLE.c.study_id == study.id
+    voters = select(VOTE.c.worker_id).join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id).where(mine)
+    authors = select(EXAMPLE.c.author_id).where(mine, EXAMPLE.c.author_id.is_not(None))
     sources = Counter(
         src for (src,) in conn.execute(
-            select(worker.c.source).where(
-                worker.c.id.in_(voters.union(authors)),
+            select(WORKER.c.source).where(
+                WORKER.c.id.in_(voters.union(authors)),
                 # an imported worker's repeated votes ("17#2") are the same person
-                ~((worker.c.source == "imported") & worker.c.external_id.contains("#")),
+                ~((WORKER.c.source == "imported") & WORKER.c.external_id.contains("#")),
             )
         )
     )
     batches: dict[str, dict[str, int]] = {}
     for kind, status, n in conn.execute(
-        select(batch.c.kind, batch.c.status, func.count())
-        .where(batch.c.study_id == study.id)
-        .group_by(batch.c.kind, batch.c.status)
+        select(BATCH.c.kind, BATCH.c.status, func.count())
+        .where(BATCH.c.study_id == study.id)
+        .group_by(BATCH.c.kind, BATCH.c.status)
     ):
         batches.setdefault(kind, {})[status] = int(n)
     vote_ms = [int(ms) for (ms,) in conn.execute(
-        select(vote.c.duration_ms).join(ex, ex.c.id == vote.c.example_id)
-        .where(mine, vote.c.duration_ms.is_not(None))
+        select(VOTE.c.duration_ms).join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id)
+        .where(mine, VOTE.c.duration_ms.is_not(None))
     )]
     caption_ms = [int(ms) for (ms,) in conn.execute(
-        select(ann.c.duration_ms).where(
-            ann.c.duration_ms.is_not(None),
-            ann.c.id.in_(select(ex.c.annotation_id).where(mine)),
+        select(ANNOTATION.c.duration_ms).where(
+            ANNOTATION.c.duration_ms.is_not(None),
+            ANNOTATION.c.id.in_(select(EXAMPLE.c.annotation_id).where(mine)),
         )
     )]
     first, last = conn.execute(
-        select(func.min(batch.c.created_at), func.max(batch.c.created_at))
-        .where(batch.c.study_id == study.id)
+        select(func.min(BATCH.c.created_at), func.max(BATCH.c.created_at))
+        .where(BATCH.c.study_id == study.id)
     ).one()
     with Session(bind=conn) as session:
         config = load_study_config(session, study.id)
@@ -83,7 +80,7 @@ def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
                else config.consent_text)
     return {
         "platforms": sorted({p for (p,) in conn.execute(
-            select(ps.c.platform).where(ps.c.study_id == study.id))}),
+            select(PLATFORM_STUDY.c.platform).where(PLATFORM_STUDY.c.study_id == study.id))}),
         "people_by_source": dict(sorted(sources.items())),
         "batches": {k: dict(sorted(v.items())) for k, v in sorted(batches.items())},
         "median_seconds_per_vote": _median_s(vote_ms),

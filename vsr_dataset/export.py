@@ -32,8 +32,8 @@ from sqlalchemy.engine import Connection, Engine
 from vsr_core.agreement import DEFAULT_THRESHOLD, LabelModel, aggregate_labels
 from vsr_core.agreement_db import load_item_votes
 from vsr_core.db import is_postgres
-from vsr_core.models import Example, Vote, Worker
 from vsr_core.study_context import StudyContext
+from vsr_core.tables import EXAMPLE, VOTE, WORKER
 from vsr_dataset.export_rows import ExportRow, gc_paused, jsonl, read_rows, worker_export_ids
 from vsr_dataset.splits import (
     BINARY_ORIGINS,
@@ -193,12 +193,11 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
     aggregates = None
     if options.label_model:
         progress("label model", 0.05)
-        ex = Example.__table__  # type: ignore[attr-defined]
-        where = [ex.c.study_id == study.id]
+        where = [EXAMPLE.c.study_id == study.id]
         if origins:
-            where.append(ex.c.origin.in_(origins))
+            where.append(EXAMPLE.c.origin.in_(origins))
         elif not with_negatives:
-            where.append(ex.c.origin.in_(sorted(BINARY_ORIGINS)))
+            where.append(EXAMPLE.c.origin.in_(sorted(BINARY_ORIGINS)))
         voted = load_item_votes(conn, where=where)
         aggregates = {
             k: (a.label, a.confidence)
@@ -561,11 +560,9 @@ def stream_part(
 
 def _elsewhere(conn: Connection, study_id: int) -> set[int]:
     """Worker ids who wrote or judged an Example of another study."""
-    ex = Example.__table__  # type: ignore[attr-defined]
-    vote = Vote.__table__  # type: ignore[attr-defined]
-    other = ex.c.study_id != study_id
-    authors = select(ex.c.author_id).where(other, ex.c.author_id.is_not(None))
-    voters = select(vote.c.worker_id).join(ex, ex.c.id == vote.c.example_id).where(other)
+    other = EXAMPLE.c.study_id != study_id
+    authors = select(EXAMPLE.c.author_id).where(other, EXAMPLE.c.author_id.is_not(None))
+    voters = select(VOTE.c.worker_id).join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id).where(other)
     return {int(w) for (w,) in conn.execute(authors.union(voters))}
 
 
@@ -575,9 +572,8 @@ def _meta_csv(conn: Connection, study_id: int, wanted: set[int]) -> str | None:
     people of other studies only."""
     ids = worker_export_ids(conn)
     elsewhere = _elsewhere(conn, study_id)
-    w = Worker.__table__  # type: ignore[attr-defined]
     people: dict[int, dict[str, Any]] = {}
-    for wid, demo in conn.execute(select(w.c.id, w.c.demographics).order_by(w.c.id)):
+    for wid, demo in conn.execute(select(WORKER.c.id, WORKER.c.demographics).order_by(WORKER.c.id)):
         if ids[wid] not in wanted and wid in elsewhere:
             continue
         if isinstance(demo, dict) and demo:

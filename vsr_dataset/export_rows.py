@@ -26,25 +26,12 @@ from sqlalchemy.engine import Connection
 from vsr_core.agreement import ItemVotes, keep_rule
 from vsr_core.models import (
     DEFAULT_STUDY_ID,
-    Annotation,
-    Example,
-    Image,
-    ImagePair,
-    Instance,
-    Vote,
-    Worker,
     WorkerSource,
 )
 from vsr_core.relations import category_of
+from vsr_core.tables import ANNOTATION, EXAMPLE, IMAGE, IMAGE_PAIR, INSTANCE, VOTE, WORKER
 from vsr_dataset.vsr_format import export_id_of
 
-EXAMPLE = Example.__table__  # type: ignore[attr-defined]
-VOTE = Vote.__table__  # type: ignore[attr-defined]
-WORKER = Worker.__table__  # type: ignore[attr-defined]
-IMAGE = Image.__table__  # type: ignore[attr-defined]
-ANNOTATION = Annotation.__table__  # type: ignore[attr-defined]
-PAIR = ImagePair.__table__  # type: ignore[attr-defined]
-INSTANCE = Instance.__table__  # type: ignore[attr-defined]
 COCO_BASE = "http://images.cocodataset.org"
 
 
@@ -202,10 +189,10 @@ def _marked_instances(conn: Connection, in_study: Any) -> Marked:
     """(annotation id, image id) -> concept -> (COCO annotation id, box) of the two
     instances the pair marked on that image (what the caption writer saw)."""
     stmt = (
-        select(ANNOTATION.c.id, PAIR.c.concept_a, PAIR.c.concept_b, PAIR.c.image1_id,
-               PAIR.c.image1_a_id, PAIR.c.image1_b_id, PAIR.c.image2_id, PAIR.c.image2_a_id,
-               PAIR.c.image2_b_id)
-        .select_from(ANNOTATION.join(PAIR, PAIR.c.id == ANNOTATION.c.pair_id))
+        select(ANNOTATION.c.id, IMAGE_PAIR.c.concept_a, IMAGE_PAIR.c.concept_b,
+               IMAGE_PAIR.c.image1_id, IMAGE_PAIR.c.image1_a_id, IMAGE_PAIR.c.image1_b_id,
+               IMAGE_PAIR.c.image2_id, IMAGE_PAIR.c.image2_a_id, IMAGE_PAIR.c.image2_b_id)
+        .select_from(ANNOTATION.join(IMAGE_PAIR, IMAGE_PAIR.c.id == ANNOTATION.c.pair_id))
         .where(ANNOTATION.c.id.in_(
             select(EXAMPLE.c.annotation_id).where(in_study, EXAMPLE.c.annotation_id.is_not(None))
         ))

@@ -31,7 +31,8 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from vsr_core.limits import LimitError, check_row
-from vsr_core.models import Example, ExampleOrigin, Image, Vote, Worker, WorkerSource
+from vsr_core.models import ExampleOrigin, WorkerSource
+from vsr_core.tables import EXAMPLE, IMAGE, VOTE, WORKER
 from vsr_core.types import utcnow
 from vsr_dataset.vsr_format import VsrFormatError, VsrRecord, read_vsr_file
 
@@ -40,10 +41,6 @@ CHUNK = 500  # ids per IN (...) list: far below SQLite's and PostgreSQL's parame
 
 Progress = Callable[[int], None]
 
-WORKER = Worker.__table__  # type: ignore[attr-defined]
-IMAGE = Image.__table__  # type: ignore[attr-defined]
-EXAMPLE = Example.__table__  # type: ignore[attr-defined]
-VOTE = Vote.__table__  # type: ignore[attr-defined]
 
 
 @dataclass

@@ -16,27 +16,28 @@ def load_pair_shapes(session: Any) -> dict[int, PairShapes]:
     from sqlalchemy import select
 
     from collection.geometry import instance_shape
-    from vsr_core.models import Annotation, Example, Image, ImagePair, Instance
+    from vsr_core.tables import ANNOTATION, EXAMPLE, IMAGE, IMAGE_PAIR, INSTANCE
 
-    ex, ann, pair = Example.__table__, Annotation.__table__, ImagePair.__table__  # type: ignore[attr-defined]
-    img, inst = Image.__table__, Instance.__table__  # type: ignore[attr-defined]
     rows = session.execute(
         select(
-            ex.c.id, ex.c.image_id, ex.c.subj, pair.c.concept_a, pair.c.image1_id,
-            pair.c.image1_a_id, pair.c.image1_b_id, pair.c.image2_a_id, pair.c.image2_b_id,
-            img.c.width, img.c.height,
+            EXAMPLE.c.id, EXAMPLE.c.image_id, EXAMPLE.c.subj,
+            IMAGE_PAIR.c.concept_a, IMAGE_PAIR.c.image1_id,
+            IMAGE_PAIR.c.image1_a_id, IMAGE_PAIR.c.image1_b_id,
+            IMAGE_PAIR.c.image2_a_id, IMAGE_PAIR.c.image2_b_id,
+            IMAGE.c.width, IMAGE.c.height,
         )
         .select_from(
-            ex.join(ann, ann.c.id == ex.c.annotation_id)
-            .join(pair, pair.c.id == ann.c.pair_id)
-            .join(img, img.c.id == ex.c.image_id)
+            EXAMPLE.join(ANNOTATION, ANNOTATION.c.id == EXAMPLE.c.annotation_id)
+            .join(IMAGE_PAIR, IMAGE_PAIR.c.id == ANNOTATION.c.pair_id)
+            .join(IMAGE, IMAGE.c.id == EXAMPLE.c.image_id)
         )
     ).all()
     wanted = {i for r in rows for i in (r.image1_a_id, r.image1_b_id, r.image2_a_id,
                                           r.image2_b_id)}
     instances = {
         r.id: r for r in session.execute(
-            select(inst.c.id, inst.c.segmentation, inst.c.bbox).where(inst.c.id.in_(wanted))
+            select(INSTANCE.c.id, INSTANCE.c.segmentation, INSTANCE.c.bbox)
+            .where(INSTANCE.c.id.in_(wanted))
         )
     } if wanted else {}
     out: dict[int, PairShapes] = {}

@@ -32,7 +32,8 @@ def check_mc_truths(
     random/train leaks the test set. Matching and the export split with the same function
     (``binary_random_split``), so this fails only when the export's seed, ratios, unit or
     keep rule differ from the run's."""
-    from vsr_dataset.mc_export import MATCHRUN, MCITEM, latest_run_id
+    from vsr_core.tables import MATCH_RUN, MC_ITEM
+    from vsr_dataset.mc_export import latest_run_id
 
     run_id = latest_run_id(conn, study_id)
     if run_id is None:
@@ -41,15 +42,15 @@ def check_mc_truths(
     moved = [
         (qid, split, part_of[qid])
         for qid, split in conn.execute(
-            select(MCITEM.c.query_example_id, MCITEM.c.split)
-            .where(MCITEM.c.run_id == run_id)
-            .order_by(MCITEM.c.query_example_id)
+            select(MC_ITEM.c.query_example_id, MC_ITEM.c.split)
+            .where(MC_ITEM.c.run_id == run_id)
+            .order_by(MC_ITEM.c.query_example_id)
         )
         if qid in part_of and part_of[qid] != split
     ]
     if not moved:
         return
-    params = conn.execute(select(MATCHRUN.c.params).where(MATCHRUN.c.id == run_id)).scalar()
+    params = conn.execute(select(MATCH_RUN.c.params).where(MATCH_RUN.c.id == run_id)).scalar()
     params = params or {}
     qid, split, part = moved[0]
     raise SplitError(

@@ -9,19 +9,16 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold
-from vsr_core.models import DEFAULT_STUDY_ID, Example, Image, MatchRun, McItem
+from vsr_core.models import DEFAULT_STUDY_ID
+from vsr_core.tables import EXAMPLE, IMAGE, MATCH_RUN, MC_ITEM
 
-EXAMPLE = Example.__table__  # type: ignore[attr-defined]
-IMAGE = Image.__table__  # type: ignore[attr-defined]
-MCITEM = McItem.__table__  # type: ignore[attr-defined]
-MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
 COCO_BASE = "http://images.cocodataset.org"
 
 
 def latest_run_id(conn: Connection, study_id: int = DEFAULT_STUDY_ID) -> int | None:
     """The study's newest matching run."""
     return conn.execute(
-        select(func.max(MATCHRUN.c.id)).where(MATCHRUN.c.study_id == study_id)
+        select(func.max(MATCH_RUN.c.id)).where(MATCH_RUN.c.study_id == study_id)
     ).scalar()
 
 
@@ -54,17 +51,17 @@ def mc_lines(
     states = item_states(conn, run_id, threshold)
     stmt = (
         select(
-            MCITEM.c.split, MCITEM.c.query_example_id, MCITEM.c.choices, MCITEM.c.relations,
-            MCITEM.c.answer_index, MCITEM.c.distractor_example_ids, EXAMPLE.c.subj,
+            MC_ITEM.c.split, MC_ITEM.c.query_example_id, MC_ITEM.c.choices, MC_ITEM.c.relations,
+            MC_ITEM.c.answer_index, MC_ITEM.c.distractor_example_ids, EXAMPLE.c.subj,
             EXAMPLE.c.obj, EXAMPLE.c.caption, IMAGE.c.file_name, IMAGE.c.coco_split,
         )
         .select_from(
-            MCITEM.join(EXAMPLE, EXAMPLE.c.id == MCITEM.c.query_example_id).join(
+            MC_ITEM.join(EXAMPLE, EXAMPLE.c.id == MC_ITEM.c.query_example_id).join(
                 IMAGE, IMAGE.c.id == EXAMPLE.c.image_id
             )
         )
-        .where(MCITEM.c.run_id == run_id)
-        .order_by(MCITEM.c.split, MCITEM.c.query_example_id)
+        .where(MC_ITEM.c.run_id == run_id)
+        .order_by(MC_ITEM.c.split, MC_ITEM.c.query_example_id)
     )
     out: dict[str, list[bytes]] = {}
     for (split, qid, choices, relations, answer, distractors, subj, obj, caption, file_name,

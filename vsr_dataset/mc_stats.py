@@ -12,14 +12,11 @@ import orjson
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from vsr_core.models import MatchRun, McItem, Vote
+from vsr_core.tables import MATCH_RUN, MC_ITEM, VOTE
 
 if TYPE_CHECKING:
     from matching.pipeline import Item
 
-MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
-MCITEM = McItem.__table__  # type: ignore[attr-defined]
-VOTE = Vote.__table__  # type: ignore[attr-defined]
 PACKAGED = "(packaged)"  # how a run names the packaged MiniLM in its params
 
 
@@ -65,7 +62,7 @@ def votes_on_negatives(conn: Connection, run_id: int) -> int:
     from sqlalchemy import func
 
     ids = sorted({
-        n for (params,) in conn.execute(select(MCITEM.c.params).where(MCITEM.c.run_id == run_id))
+        n for (params,) in conn.execute(select(MC_ITEM.c.params).where(MC_ITEM.c.run_id == run_id))
         for n in (params or {}).get("negative_example_ids", []) if n
     })
     total = 0
@@ -96,9 +93,9 @@ def mc_summary(
     as written, and the adversary figures computed on the exported items: ``mc/``
     (``lines``) when it holds any, else ``mc_unvalidated/`` (``unvalidated``, when written)."""
     row = conn.execute(
-        select(MATCHRUN.c.id, MATCHRUN.c.params, MATCHRUN.c.diagnostics)
-        .where(MATCHRUN.c.study_id == study_id)
-        .order_by(MATCHRUN.c.id.desc()).limit(1)
+        select(MATCH_RUN.c.id, MATCH_RUN.c.params, MATCH_RUN.c.diagnostics)
+        .where(MATCH_RUN.c.study_id == study_id)
+        .order_by(MATCH_RUN.c.id.desc()).limit(1)
     ).first()
     if row is None:
         return None

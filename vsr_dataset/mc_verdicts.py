@@ -21,10 +21,7 @@ from sqlalchemy.engine import Connection
 
 from vsr_core.agreement import Threshold, is_kept
 from vsr_core.agreement_db import load_item_votes
-from vsr_core.models import MatchRun, McItem
-
-MCITEM = McItem.__table__  # type: ignore[attr-defined]
-MATCHRUN = MatchRun.__table__  # type: ignore[attr-defined]
+from vsr_core.tables import MATCH_RUN, MC_ITEM
 
 
 class McState(StrEnum):
@@ -35,13 +32,13 @@ class McState(StrEnum):
 
 def item_states(conn: Connection, run_id: int, threshold: Threshold) -> dict[int, McState]:
     """Query Example id -> state of the run's item (see the module docstring)."""
-    params = conn.execute(select(MATCHRUN.c.params).where(MATCHRUN.c.id == run_id)).scalar()
+    params = conn.execute(select(MATCH_RUN.c.params).where(MATCH_RUN.c.id == run_id)).scalar()
     items = [
         (qid, [n for n in (p or {}).get("negative_example_ids", []) if n])
         for qid, p in conn.execute(
-            select(MCITEM.c.query_example_id, MCITEM.c.params)
-            .where(MCITEM.c.run_id == run_id)
-            .order_by(MCITEM.c.id)
+            select(MC_ITEM.c.query_example_id, MC_ITEM.c.params)
+            .where(MC_ITEM.c.run_id == run_id)
+            .order_by(MC_ITEM.c.id)
         )
     ]
     if not (params or {}).get("negatives_sent"):

@@ -44,9 +44,9 @@ def main() -> int:
             select(Assignment.worker_id, func.max(Assignment.batch_id))  # type: ignore[call-overload]
             .group_by(Assignment.worker_id).order_by(func.count().desc()).limit(1)
         ).one()
-        lease = c.execute(select(func.max(Assignment.id)).where(  # type: ignore[call-overload]
+        lease = c.execute(select(func.max(Assignment.id)).where(
             Assignment.worker_id == worker)).scalar()
-        open_ex = c.execute(select(func.min(Example.id)).where(  # type: ignore[call-overload]
+        open_ex = c.execute(select(func.min(Example.id)).where(
             col(Example.queue_open).is_(True), col(Example.is_gold).is_(False))).scalar() or 0
         print(f"database: {counts}; validator {worker} (batch {batch}, last lease {lease}); "
               f"open floor {open_ex}")

@@ -162,12 +162,12 @@ async def driver_ab(
     try:
         for k in range(2 * blocks):
             mode = ("driver", "sqlalchemy")[(k + k // 2) % 2]  # ABBA order
-            driver.execute = straight if mode == "driver" else through_sqlalchemy  # type: ignore[assignment]
+            driver.execute = straight if mode == "driver" else through_sqlalchemy
             n, cpu, pg, _ = await measure(clients, 1, p_true, database, None)
             if n:
                 per[mode].append((cpu + pg) / n)
     finally:
-        driver.execute = straight  # type: ignore[assignment]
+        driver.execute = straight
     ratios = sorted(a / b for a, b in zip(per["driver"], per["sqlalchemy"], strict=False))
     if not ratios:
         print("driver A/B: no round trips left (batches finished)")

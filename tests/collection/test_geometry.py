@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,9 @@ from collection.geometry import (
 W, H = 640, 480
 
 
-def _layout(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> dict:
+def _layout(
+    a: tuple[float, float, float, float], b: tuple[float, float, float, float]
+) -> dict[str, Any]:
     return layout(1, box(*a), 2, box(*b), W, H)
 
 

@@ -161,15 +161,15 @@ def test_invite_limits_are_checked_before_writing(
 
 def test_limits_name_the_field_in_plain_words() -> None:
     from vsr_core.limits import LimitError, check_row
-    from vsr_core.models import InviteToken, Worker
+    from vsr_core.tables import INVITE_TOKEN, WORKER
 
     with pytest.raises(LimitError, match=r"^--label: label contains a NUL character"):
-        check_row(InviteToken, {"label": "a\x00b"}, "--label")
+        check_row(INVITE_TOKEN, {"label": "a\x00b"}, "--label")
     with pytest.raises(LimitError, match=r"worker x: external_id is 129 characters long"):
-        check_row(Worker, {"external_id": "e" * 129}, "worker x")
-    check_row(Worker, {"external_id": "e" * 128, "id": 2**31 - 1}, "worker x")
+        check_row(WORKER, {"external_id": "e" * 129}, "worker x")
+    check_row(WORKER, {"external_id": "e" * 128, "id": 2**31 - 1}, "worker x")
     with pytest.raises(LimitError, match=r"id = 2147483648 is outside the range"):
-        check_row(Worker, {"id": 2**31}, "worker x")
+        check_row(WORKER, {"id": 2**31}, "worker x")
 
 
 def test_import_vsr_checks_limits_before_writing(engine: Engine, tmp_path: Path) -> None:

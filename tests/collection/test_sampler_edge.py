@@ -21,7 +21,7 @@ from sqlmodel import Session, select
 
 from collection.coco import load_coco
 from collection.errors import CocoFileError, UnknownCategoryError
-from collection.pairs import sample_pairs
+from collection.pairs import SampledPair, sample_pairs
 from collection.sampler import sample_into_db
 from vsr_core.models import Image, ImagePair, Instance
 
@@ -206,9 +206,10 @@ def test_prefer_contrast_picks_mirrored_layouts(tmp_path: Path) -> None:
         c.ann(iid, 17, 40_000, segmentation=_square(left, 100, 200), bbox=[left, 100, 200, 200])
         c.ann(iid, 18, 40_000, segmentation=_square(right, 100, 200), bbox=[right, 100, 200, 200])
     index = load_coco([c.write(tmp_path / "mirror.json")])
-    flips = lambda ps: sum(  # noqa: E731
-        p.geometry["image1"]["a_left_of_b"] != p.geometry["image2"]["a_left_of_b"] for p in ps
-    )
+    def flips(ps: list[SampledPair]) -> int:
+        geo = [(p.geometry["image1"], p.geometry["image2"]) for p in ps]
+        return sum(1 for one, two in geo if one["a_left_of_b"] != two["a_left_of_b"])
+
     pref = sample_pairs(index, 6, seed=3, prefer_contrast=True).pairs
     plain = sample_pairs(index, 6, seed=3).pairs
     assert flips(pref) == 6 and all(p.contrast >= 0.4 for p in pref)

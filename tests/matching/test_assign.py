@@ -49,7 +49,7 @@ def test_all_solvers_find_the_brute_force_optimum(seed: int) -> None:
     cap = rng.integers(0, 3, size=g)
     best = _brute_force(weights, cap)
     for method in ("dense", "grouped", "grouped_full", "sparse"):
-        got = _score(weights, cap, solve(weights, cap, method=method, top_k=50))  # type: ignore[arg-type]
+        got = _score(weights, cap, solve(weights, cap, method=method, top_k=50))
         assert got[0] == best[0], method
         assert got[1] == pytest.approx(best[1], abs=1e-9), method
 
@@ -92,11 +92,11 @@ def test_grouped_column_generation_adds_the_edges_the_optimum_needs(
     # Every row likes groups 0-9 best, but they hold 30 responses for 200 rows: the optimum
     # needs edges far below each row's first GROUPED_START, which only the price check adds.
     # Both paths: highspy (matching.highs_lp) and the linprog fallback.
-    from matching import assign
+    from matching import assign, highs_lp
     from matching.assign import GROUPED_START
 
     if not bindings:
-        monkeypatch.setattr(assign.highs_lp, "available", lambda: False)
+        monkeypatch.setattr(highs_lp, "available", lambda: False)
 
     rng = np.random.default_rng(4)
     n, g = 200, 24
@@ -131,7 +131,7 @@ def test_sparse_top_k_is_valid_and_close_to_the_optimum() -> None:
 def test_rows_without_an_allowed_response_get_minus_one() -> None:
     w = np.array([[0.0, -np.inf], [-1.0, -2.0], [-np.inf, -np.inf]])
     for method in ("dense", "grouped", "sparse"):
-        out = solve(w, np.array([1, 1]), method=method)  # type: ignore[arg-type]
+        out = solve(w, np.array([1, 1]), method=method)
         assert out.tolist() == [0, 1, -1], method
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,8 +26,9 @@ pytestmark = pytest.mark.skipif(not COCO_VAL.exists(), reason="real COCO data no
 
 
 @cache
-def _coco() -> dict:
-    return json.loads(COCO_VAL.read_text())
+def _coco() -> dict[str, Any]:
+    coco: dict[str, Any] = json.loads(COCO_VAL.read_text())
+    return coco
 
 
 def shapes(file_name: str, subj: str, obj: str) -> PairShapes:

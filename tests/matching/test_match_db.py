@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -20,6 +21,7 @@ from vsr_cli.failure import CliError
 from vsr_cli.main import app
 from vsr_core.db import make_engine
 from vsr_core.models import Example, MatchRun, McItem, Vote, Worker
+from vsr_core.tables import EXAMPLE
 
 pytestmark = pytest.mark.skipif(not VSR_VALIDATED.exists(), reason="real VSR data not found")
 runner = CliRunner()
@@ -40,7 +42,7 @@ def encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_encoder(tmp_path_factory.mktemp("enc"), concepts_of(vsr_sample(10)))
 
 
-def _suite_from_files(folder: Path, encoder_path: Path) -> dict:
+def _suite_from_files(folder: Path, encoder_path: Path) -> dict[str, Any]:
     """The adversary suite on exported mc JSONL files, read here line by line."""
     from matching.diagnostics import measured_suite
     from matching.pipeline import Item
@@ -97,10 +99,9 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
         ).scalar_one()  # type: ignore[call-overload]
         assert 0 < n_adv <= 3 * len(items)
         # The queue serves in id order: one query's distractors never follow each other.
-        adversarial = Example.__table__  # type: ignore[attr-defined]
         parents = s.execute(
-            select(adversarial.c.parent_example_id).where(adversarial.c.origin == "adversarial")
-            .order_by(adversarial.c.id)
+            select(EXAMPLE.c.parent_example_id).where(EXAMPLE.c.origin == "adversarial")
+            .order_by(EXAMPLE.c.id)
         ).scalars().all()
         assert all(a != b for a, b in zip(parents, parents[1:], strict=False)), parents
         negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload,arg-type]
@@ -130,7 +131,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
                 assert neg.image_id == query.image_id
                 assert neg.parent_example_id is not None and neg.queue_open
         # Nothing validated yet: no item may be exported.
-        assert surviving_items(s, run.id) == []  # type: ignore[arg-type]
+        assert surviving_items(s, run.id) == []
 
         # Validators reject every distractor of the first item: it survives, the rest do not.
         first = items[0]
@@ -143,7 +144,7 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
                 assert w.id is not None
                 s.add(Vote(example_id=neg_id, worker_id=w.id, value=False))
         s.commit()
-        assert [it.id for it in surviving_items(s, run.id)] == [first.id]  # type: ignore[arg-type]
+        assert [it.id for it in surviving_items(s, run.id)] == [first.id]
 
     # build-dataset publishes only that surviving item: the others still wait for votes.
     out = tmp_path / "export"
@@ -185,10 +186,10 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     res = _match(db_url, encoder_path)
     assert res.exit_code == 0, res.output
     with Session(engine) as s:
-        run3 = s.exec(select(func.max(MatchRun.id))).scalar_one()  # type: ignore[call-overload,arg-type]
+        run3 = s.exec(select(func.max(MatchRun.id))).scalar_one()  # type: ignore[call-overload]
         # Sending the negatives to validators is the default (issue 12).
         assert s.get(MatchRun, run3).params["negatives_sent"]  # type: ignore[union-attr]
-        redo = s.exec(select(McItem).where(McItem.run_id == run3)).scalars().all()  # type: ignore[call-overload,arg-type]
+        redo = s.exec(select(McItem).where(McItem.run_id == run3)).scalars().all()  # type: ignore[call-overload]
         assert second.query_example_id in {it.query_example_id for it in redo}
         query = s.get(Example, second.query_example_id)
         assert query is not None
@@ -322,10 +323,10 @@ def test_match_in_the_chinese_study_writes_chinese_distractors(
     lang = load_study(ZH_FILE).default_language
     engine = make_engine(db_url)
     with Session(engine) as s:
-        zh_id: int = s.exec(select(Study.id).where(Study.slug == "vsr-zh")).scalar_one()  # type: ignore[call-overload,arg-type]
+        zh_id: int = s.exec(select(Study.id).where(Study.slug == "vsr-zh")).scalar_one()  # type: ignore[call-overload]
         examples = s.exec(select(Example).order_by(Example.id)).scalars().all()  # type: ignore[call-overload,arg-type]
         for ex in examples[: len(examples) // 2 * 2 : 2]:  # every other one moves to vsr-zh
-            s.execute(update(Example).where(Example.id == ex.id).values(  # type: ignore[arg-type]
+            s.execute(update(Example).where(Example.id == ex.id).values(
                 study_id=zh_id, caption=render_concepts(lang, ex.subj, ex.relation, ex.obj)))
         s.commit()
 

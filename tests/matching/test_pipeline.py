@@ -319,7 +319,7 @@ def test_table_filter_excludes_entailed_distractors_and_can_be_turned_off(
     assert diagnose(off, fresh)["implied_by_truth_share"] == 0.5
 
 
-def test_without_remapping_distractors_are_other_captions_verbatim(  # type: ignore[no-untyped-def]
+def test_without_remapping_distractors_are_other_captions_verbatim(
     sample: list[Record], relevance: RelevanceModel
 ) -> None:
     res = run_matching(sample, relevance, TableSimilarity(), MatchParams(k=3, remap=False))

@@ -19,7 +19,8 @@ from sqlalchemy import insert, select
 from sqlalchemy.engine import Engine
 
 from vsr_core.captions import parse_caption
-from vsr_core.models import Example, Image, Vote, Worker
+from vsr_core.models import Example, Vote
+from vsr_core.tables import EXAMPLE, IMAGE, VOTE, WORKER
 from vsr_core.types import utcnow
 
 RAW = Path("data/data_files/all_vsr_raw_data.jsonl")
@@ -50,10 +51,6 @@ def vote_list(rec: dict[str, Any]) -> list[tuple[str, bool]]:
 
 
 def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
-    worker_t = Worker.__table__  # type: ignore[attr-defined]
-    image_t = Image.__table__  # type: ignore[attr-defined]
-    example_t = Example.__table__  # type: ignore[attr-defined]
-    vote_t = Vote.__table__  # type: ignore[attr-defined]
     now = utcnow()
     externals: dict[str, set[str]] = {}
     for rec in records:
@@ -62,7 +59,7 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
             externals.setdefault(ext, set()).add("validate")
     with engine.begin() as conn:
         conn.execute(
-            insert(worker_t),
+            insert(WORKER),
             [
                 {
                     "source": "imported",
@@ -78,7 +75,7 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
         workers = {
             e: i
             for i, e in conn.execute(
-                select(worker_t.c.id, worker_t.c.external_id).where(worker_t.c.source == "imported")
+                select(WORKER.c.id, WORKER.c.external_id).where(WORKER.c.source == "imported")
             )
         }
         images: dict[str, dict[str, Any]] = {}
@@ -95,9 +92,9 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                     "coco_url": rec["image_link"].replace("\\/", "/"),
                 },
             )
-        conn.execute(insert(image_t), list(images.values()))
+        conn.execute(insert(IMAGE), list(images.values()))
         image_ids: dict[str, int] = dict(
-            conn.execute(select(image_t.c.file_name, image_t.c.id)).all()
+            conn.execute(select(IMAGE.c.file_name, IMAGE.c.id)).all()
         )
         rows = []
         for i, rec in enumerate(records):
@@ -122,9 +119,9 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                     "created_at": now,
                 }
             )
-        conn.execute(insert(example_t), rows)
+        conn.execute(insert(EXAMPLE), rows)
         ids: dict[str, int] = dict(
-            conn.execute(select(example_t.c.source_key, example_t.c.id)).all()
+            conn.execute(select(EXAMPLE.c.source_key, EXAMPLE.c.id)).all()
         )
         example_ids = [ids[f"seed:{i}"] for i in range(len(records))]
         votes = []
@@ -141,7 +138,7 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                 )
                 k += 1
         for start in range(0, len(votes), 5000):
-            conn.execute(insert(vote_t), votes[start : start + 5000])
+            conn.execute(insert(VOTE), votes[start : start + 5000])
     return Seeded(records, example_ids, workers)
 
 

@@ -225,7 +225,7 @@ def test_help_at_80_columns_is_whole_and_plain(cmd: list[str]) -> None:
     click_cmd = typer.main.get_command(build_app if cmd[0] == "build-dataset" else app)
     for name in cmd[1:]:
         click_cmd = click_cmd.commands[name]  # type: ignore[attr-defined]
-    for param in click_cmd.params:  # type: ignore[attr-defined]
+    for param in click_cmd.params:
         for opt in [*param.opts, *getattr(param, "secondary_opts", [])]:
             if opt.startswith("--"):
                 assert re.search(rf"(^|[ ,/]){re.escape(opt)}([ ,]|$)", r.stdout, re.M), opt

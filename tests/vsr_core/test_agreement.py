@@ -252,7 +252,7 @@ def test_aggregate_labels_recover_truth_from_noisy_workers() -> None:
         label = t if i % 5 else not t
         items.append(ItemVotes(i, label, tuple(votes)))
     for model in ("dawid-skene", "mace", "majority"):
-        agg = aggregate_labels(items, model)  # type: ignore[arg-type]
+        agg = aggregate_labels(items, model)
         acc = sum(agg[i].label == truth[i] for i in agg) / len(agg)
         assert acc > 0.9, (model, acc)
         assert all(0.5 <= a.confidence <= 1.0 for a in agg.values())

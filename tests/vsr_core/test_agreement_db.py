@@ -9,6 +9,7 @@ from sqlmodel import Session
 from vsr_core.agreement import dataset_agreement
 from vsr_core.agreement_db import iter_item_votes, load_item_votes
 from vsr_core.models import Example, Image, Vote, Worker
+from vsr_core.tables import EXAMPLE
 
 
 def _seed(session: Session) -> list[int]:
@@ -61,5 +62,5 @@ def test_filters(engine: Engine, session: Session) -> None:
     assert [it.item for it in only] == [ids[1]]
     session.rollback()  # SQLite: every transaction takes the write lock (BEGIN IMMEDIATE)
     with engine.connect() as conn:
-        trues = list(iter_item_votes(conn, where=[Example.__table__.c.label.is_(True)]))  # type: ignore[attr-defined]
+        trues = list(iter_item_votes(conn, where=[EXAMPLE.c.label.is_(True)]))
     assert [it.item for it in trues] == [ids[0], ids[2]]

@@ -29,7 +29,8 @@ datasets = pytest.importorskip("datasets")
 def _front_matter(out: Path) -> dict[str, Any]:
     text = (out / "README.md").read_text()
     assert text.startswith("---\n")
-    return yaml.safe_load(text.split("---\n", 2)[1])
+    front: dict[str, Any] = yaml.safe_load(text.split("---\n", 2)[1])
+    return front
 
 
 def _seed_all_parts(engine: Engine, session: Session) -> None:

@@ -32,7 +32,8 @@ def _import_release(engine: Engine, vsr_dir: Path) -> None:
 
 def _key(r: dict[str, object]) -> tuple[object, ...]:
     def ids(v: object) -> list[int]:
-        return json.loads(v) if isinstance(v, str) else list(v)  # type: ignore[call-overload]
+        got: list[int] = json.loads(v) if isinstance(v, str) else list(v)  # type: ignore[call-overload]
+        return got
 
     return (r["image"], r["caption"], int(r["label"]), r["relation"], r["annotator_id"],  # type: ignore[call-overload]
             tuple(ids(r["vote_true_validator_id"])), tuple(ids(r["vote_false_validator_id"])))

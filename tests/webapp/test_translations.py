@@ -29,6 +29,7 @@ PLACEHOLDER = re.compile(r"%\(\w+\)s|\{\w+\}")
 
 def extracted() -> set[str]:
     with (ROOT / "babel.cfg").open(encoding="utf-8") as fh:
+        # babel leaves this function unannotated
         method_map, options_map = parse_mapping_cfg(fh)  # type: ignore[no-untyped-call]
     found = set()
     for _file, _line, message, _comments, _context in extract_from_dir(

@@ -44,7 +44,7 @@ def figure_cache(request: Request) -> FigureCache:
     if cache is None:
         cache = FigureCache(ttl_seconds=CACHE_TTL_SECONDS)
         state.admin_cache = cache
-    return cache  # type: ignore[no-any-return]
+    return cache
 
 
 def cached(

@@ -48,4 +48,4 @@ def page(templates: Any, request: Request, name: str, kind: str, **ctx: Any) -> 
 
 
 def task_previews(request: Request) -> Mapping[str, TaskPreview]:
-    return getattr(request.app.state, "task_previews", {})  # type: ignore[no-any-return]
+    return getattr(request.app.state, "task_previews", {})

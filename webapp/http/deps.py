@@ -60,7 +60,7 @@ def app_owned(request: Request, name: str, make: Callable[[], T]) -> T:
     if found is None:
         found = make()
         setattr(request.app.state, name, found)
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

@@ -65,7 +65,7 @@ def error_response(
     # imports the areas above it.
     for prefix, render_area_error in getattr(request.app.state, "error_renderers", {}).items():
         if request.url.path.startswith(prefix):
-            area_response = render_area_error(request, status, message)
+            area_response: Response | None = render_area_error(request, status, message)
             if area_response is not None:
                 return area_response
     templates = request.app.state.templates

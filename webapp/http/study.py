@@ -90,7 +90,7 @@ def study_cache(app: Any) -> StudyCache:
     if cache is None:
         cache = StudyCache(app.state.engine)
         app.state.study_cache = cache
-    return cache  # type: ignore[no-any-return]
+    return cache
 
 
 async def lookup(app: Any, slug: str | None) -> StudyContext | None:
@@ -232,4 +232,4 @@ def current_study(request: Request) -> StudyContext:
         from webapp.http.errors import PageError
 
         raise PageError(500, "This site has no default study; run `vsr db upgrade`.")
-    return found  # type: ignore[no-any-return]
+    return found

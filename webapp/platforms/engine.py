@@ -49,6 +49,7 @@ from vsr_core.models import (
     PlatformSubmission,
     Worker,
 )
+from vsr_core.tables import PLATFORM_ACTION, PLATFORM_LEDGER
 from vsr_core.types import utcnow
 from webapp.crowd import leases as lease_mod
 from webapp.platforms import settlement
@@ -268,7 +269,7 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
     if added:
         # Core's executemany on the table: one statement (the ORM's bulk path sends a row
         # at a time here, split by the NULL amounts and JSON columns).
-        session.connection().execute(insert(PlatformAction.__table__),  # type: ignore[attr-defined]
+        session.connection().execute(insert(PLATFORM_ACTION),
                                      [a.model_dump(exclude={"id"}) for a in added])
     if credit:
         keys = {k for *_, k in credit if k}
@@ -277,7 +278,7 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
             if keys else {}
         # The unique (unit_kind, unit_id) key: a unit another submission or a concurrent
         # plan already holds makes this INSERT fail, and plan() starts again.
-        session.connection().execute(insert(PlatformLedger.__table__), [PlatformLedger(  # type: ignore[attr-defined]
+        session.connection().execute(insert(PLATFORM_LEDGER), [PlatformLedger(
             unit_kind=u.kind, unit_id=u.id, platform_study_id=study.id or 0,
             submission_id=sub_id, batch_id=u.batch_id, kept=u.kept, cents=c,
             bonus_action_id=ids.get(k) if k else None).model_dump(exclude={"id"})

@@ -17,7 +17,8 @@ from sqlalchemy import Integer, bindparam, func, true
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Annotation, Example, Image, ImagePair, Instance
+from vsr_core.models import Annotation, Image, Instance
+from vsr_core.tables import EXAMPLE, IMAGE_PAIR
 from webapp.validate.shown import (
     DisplayCache,
     displayed,
@@ -29,32 +30,32 @@ from webapp.validate.shown import (
 AHEAD = 32  # Examples read per miss
 SPAN = 256  # at most this far above the missed id (a bounded primary-key range)
 
-_parent = Example.__table__.alias("parent")  # type: ignore[attr-defined]
-_E = Example.__table__  # type: ignore[attr-defined]
-_P = ImagePair.__table__  # type: ignore[attr-defined]
+_parent = EXAMPLE.alias("parent")
 _FROM = bindparam("q_id", type_=Integer)
 _AHEAD_ROWS = (
     sa_select(
-        _E.c.id, _E.c.caption, _E.c.subj, _E.c.obj, _E.c.relation, _E.c.annotation_id,
-        _E.c.parent_example_id, _E.c.image_id,
+        EXAMPLE.c.id, EXAMPLE.c.caption, EXAMPLE.c.subj, EXAMPLE.c.obj, EXAMPLE.c.relation,
+        EXAMPLE.c.annotation_id, EXAMPLE.c.parent_example_id, EXAMPLE.c.image_id,
         col(Image.coco_url), col(Image.width), col(Image.height), col(Image.coco_id),
         col(Image.license_name),
-        _P.c.id.label("pair_id"), _P.c.concept_a, _P.c.image1_id, _P.c.image2_id,
-        _P.c.image1_a_id, _P.c.image1_b_id, _P.c.image2_a_id, _P.c.image2_b_id,
+        IMAGE_PAIR.c.id.label("pair_id"), IMAGE_PAIR.c.concept_a,
+        IMAGE_PAIR.c.image1_id, IMAGE_PAIR.c.image2_id,
+        IMAGE_PAIR.c.image1_a_id, IMAGE_PAIR.c.image1_b_id,
+        IMAGE_PAIR.c.image2_a_id, IMAGE_PAIR.c.image2_b_id,
     )
     .select_from(
-        _E.join(Image, col(Image.id) == _E.c.image_id)
-        .outerjoin(_parent, _parent.c.id == _E.c.parent_example_id)
+        EXAMPLE.join(Image, col(Image.id) == EXAMPLE.c.image_id)
+        .outerjoin(_parent, _parent.c.id == EXAMPLE.c.parent_example_id)
         # view._instances: an Example without an annotation of its own takes its parent's.
         .outerjoin(Annotation, col(Annotation.id) == func.coalesce(
-            _E.c.annotation_id, _parent.c.annotation_id))
-        .outerjoin(_P, _P.c.id == col(Annotation.pair_id))
+            EXAMPLE.c.annotation_id, _parent.c.annotation_id))
+        .outerjoin(IMAGE_PAIR, IMAGE_PAIR.c.id == col(Annotation.pair_id))
     )
     .where(
-        _E.c.id >= _FROM, _E.c.id < _FROM + SPAN,
-        (_E.c.id == _FROM) | (_E.c.queue_open == true()),
+        EXAMPLE.c.id >= _FROM, EXAMPLE.c.id < _FROM + SPAN,
+        (EXAMPLE.c.id == _FROM) | (EXAMPLE.c.queue_open == true()),
     )
-    .order_by(_E.c.id)
+    .order_by(EXAMPLE.c.id)
     .limit(AHEAD)
 )
 

@@ -129,7 +129,7 @@ def execute(connection: Connection, stmt: Any, params: dict[str, Any]) -> Any:
     assert dbapi_connection is not None
     # Rows named by psycopg's own row factory: it reads the names off the result once per
     # shape, where cursor.description builds a Column object per column on every call.
-    cursor = dbapi_connection.cursor(row_factory=namedtuple_row)  # type: ignore[call-arg]
+    cursor = dbapi_connection.cursor(row_factory=namedtuple_row)
     try:
         cursor.execute(plan.sql, values)
         result = cursor.pgresult

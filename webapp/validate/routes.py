@@ -17,6 +17,7 @@ from anyio import CapacityLimiter
 from fastapi import APIRouter, Form, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
+from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
@@ -144,7 +145,9 @@ def task_page(
         return _task_page(request, session, settings, templates)
 
 
-def _task_page(request: Request, session: Session, settings: Any, templates: Any) -> Response:
+def _task_page(
+    request: Request, session: Session, settings: Any, templates: Jinja2Templates
+) -> Response:
     worker = get_current_worker(request, session)
     try:
         item = _advance(request, session, worker)
@@ -298,7 +301,7 @@ def _api_limiter(request: Request) -> CapacityLimiter:
 
 
 async def _in_api_thread(request: Request, func: Any, *args: Any) -> Response:
-    return await anyio.to_thread.run_sync(  # type: ignore[no-any-return]
+    return await anyio.to_thread.run_sync(
         _retrying, func, request, *args, limiter=_api_limiter(request)
     )
 

@@ -36,9 +36,9 @@ from vsr_core.models import (
     Example,
     LeaseStatus,
     Vote,
-    Worker,
 )
 from vsr_core.study import StudyConfig
+from vsr_core.tables import ASSIGNMENT, BATCH, EXAMPLE, VOTE, WORKER
 from vsr_core.types import UTCDateTime
 from webapp.crowd import leases
 from webapp.validate import driver
@@ -112,21 +112,21 @@ def _no_sibling_nearby(worker: Any) -> Any:
     (batch_id, id) index), and each candidate's sibling is read by ix_example_annotation_id
     and ix_assignment_worker_example.
     """
-    sibling = Example.__table__.alias("sibling")  # type: ignore[attr-defined]
-    lease = _A.alias("sibling_lease")
-    last_of_previous = _A.alias("previous_batch_lease")
+    sibling = EXAMPLE.alias("sibling")
+    lease = ASSIGNMENT.alias("sibling_lease")
+    last_of_previous = ASSIGNMENT.alias("previous_batch_lease")
 
     def batch_back(offset: int) -> Any:
         return (
-            sa_select(_B.c.id)
-            .where(_B.c.worker_id == worker, _B.c.kind == BatchKind.validate.value)
-            .order_by(_B.c.id.desc())
+            sa_select(BATCH.c.id)
+            .where(BATCH.c.worker_id == worker, BATCH.c.kind == BatchKind.validate.value)
+            .order_by(BATCH.c.id.desc())
             .limit(1)
             .offset(offset)
             .scalar_subquery()
         )
 
-    in_current = _A.alias("current_batch_lease")
+    in_current = ASSIGNMENT.alias("current_batch_lease")
     # Only for the current batch's first item: later items already sit between them.
     current_is_empty = ~sa_select(literal(1)).where(in_current.c.batch_id == batch_back(0)).exists()
     previous_last_lease = (
@@ -167,13 +167,9 @@ class Statements:
     set_state: Any
 
 
-_A = Assignment.__table__  # type: ignore[attr-defined]
-_B = Batch.__table__  # type: ignore[attr-defined]
-_V = Vote.__table__  # type: ignore[attr-defined]
-_W = Worker.__table__  # type: ignore[attr-defined]
 
 
-def batch_columns(exclude_lease: Any = None, batch: Any = _B) -> list[Any]:
+def batch_columns(exclude_lease: Any = None, batch: Any = BATCH) -> list[Any]:
     """The batch's state in one row: its own columns (with the done count it keeps) and its
     active lease, if the newest lease (other than ``exclude_lease``) is one. Constant work
     however far the batch has got: one step down ix_assignment_batch_lease.
@@ -181,7 +177,7 @@ def batch_columns(exclude_lease: Any = None, batch: Any = _B) -> list[Any]:
     Only the newest lease is looked at: leases are taken one at a time, so an older one
     still active was left behind in another tab, and it expires like any other.
     """
-    newest = _A.alias("newest_lease")
+    newest = ASSIGNMENT.alias("newest_lease")
     where = [newest.c.batch_id == batch.c.id]
     if exclude_lease is not None:
         where.append(newest.c.id != exclude_lease)
@@ -275,34 +271,35 @@ def statements_for(dialect: str) -> Statements:
     # any other active lease, and a vote already stored for it (an idempotent replay).
     lock_lease = (
         sa_select(
-            _A.c.worker_id, _A.c.kind, _A.c.status, _A.c.example_id, _W.c.blocked,
-            *batch_columns(exclude_lease=_A.c.id),
-            _V.c.id.label("vote_id"), _V.c.value, _V.c.reference_frame, _V.c.duration_ms,
-            _V.c.created_at,
+            ASSIGNMENT.c.worker_id, ASSIGNMENT.c.kind, ASSIGNMENT.c.status,
+            ASSIGNMENT.c.example_id, WORKER.c.blocked,
+            *batch_columns(exclude_lease=ASSIGNMENT.c.id),
+            VOTE.c.id.label("vote_id"), VOTE.c.value, VOTE.c.reference_frame, VOTE.c.duration_ms,
+            VOTE.c.created_at,
         )
         .select_from(
-            _A.join(_B, _B.c.id == _A.c.batch_id)
-            .join(_W, _W.c.id == _A.c.worker_id)
-            .outerjoin(_V, _V.c.assignment_id == _A.c.id)
+            ASSIGNMENT.join(BATCH, BATCH.c.id == ASSIGNMENT.c.batch_id)
+            .join(WORKER, WORKER.c.id == ASSIGNMENT.c.worker_id)
+            .outerjoin(VOTE, VOTE.c.assignment_id == ASSIGNMENT.c.id)
         )
-        .where(_A.c.id == lease_param)
+        .where(ASSIGNMENT.c.id == lease_param)
     )
     # The worker (None: unknown) and their open batch of this kind, if any, in one row.
     batch_state = (
-        sa_select(_W.c.blocked, *batch_columns())
+        sa_select(WORKER.c.blocked, *batch_columns())
         .select_from(
-            _W.outerjoin(
-                _B,
+            WORKER.outerjoin(
+                BATCH,
                 and_(
-                    _B.c.worker_id == _W.c.id,
-                    _B.c.study_id == STUDY_PARAM,
-                    _B.c.kind == BatchKind.validate.value,
-                    _B.c.status == BatchStatus.open.value,
+                    BATCH.c.worker_id == WORKER.c.id,
+                    BATCH.c.study_id == STUDY_PARAM,
+                    BATCH.c.kind == BatchKind.validate.value,
+                    BATCH.c.status == BatchStatus.open.value,
                 ),
             )
         )
-        .where(_W.c.id == WORKER_PARAM)
-        .order_by(_B.c.id.desc())
+        .where(WORKER.c.id == WORKER_PARAM)
+        .order_by(BATCH.c.id.desc())
         .limit(1)
     )
     late_ok = select(Example.id).where(
@@ -313,7 +310,7 @@ def statements_for(dialect: str) -> Statements:
         # PostgreSQL: skip rows other transactions hold (as webapp.crowd.leases.lock_rows does);
         # SQLite's BEGIN IMMEDIATE already serialises writers.
         regular = regular.with_for_update(skip_locked=True)
-        lock_lease = lock_lease.with_for_update(of=_A)
+        lock_lease = lock_lease.with_for_update(of=ASSIGNMENT)
         late_ok = late_ok.with_for_update()
     value = bindparam("q_value", type_=Boolean)
     release = bindparam("q_release", type_=Integer)
@@ -517,8 +514,8 @@ def _vote_on_active(value: Any) -> Any:
     """
     lease_id = bindparam("q_lease", type_=Integer)
     now = bindparam("q_now", type_=UTCDateTime())
-    blocked = sa_select(literal(1)).where(_W.c.id == WORKER_PARAM, _W.c.blocked == true())
-    in_study = sa_select(_B.c.id).where(_B.c.study_id == STUDY_PARAM)
+    blocked = sa_select(literal(1)).where(WORKER.c.id == WORKER_PARAM, WORKER.c.blocked == true())
+    in_study = sa_select(BATCH.c.id).where(BATCH.c.study_id == STUDY_PARAM)
     finished = (
         update(Assignment)
         .where(
@@ -542,7 +539,7 @@ def _vote_on_active(value: Any) -> Any:
         update(Batch)
         .where(col(Batch.id) == sa_select(finished.c.batch_id).scalar_subquery())
         .values(done_count=col(Batch.done_count) + 1)
-        .returning(*(_B.c[name] for name in (
+        .returning(*(BATCH.c[name] for name in (
             "id", "study_id", "status", "size", "deadline", "completion_code", "done_count")))
         .cte("counted")
     )

@@ -46,7 +46,7 @@ def _race(
                 barrier.wait()
                 submit(s, worker_id, sub, cfg)
         except SubmissionError as exc:
-            if exc.status != 409:  # type: ignore[attr-defined]
+            if exc.status != 409:
                 errors.append(exc)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)

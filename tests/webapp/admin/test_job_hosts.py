@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import Engine
@@ -218,7 +219,9 @@ def test_the_job_process_writes_its_heartbeat_while_it_runs(
 
     beats: list[object] = []
 
-    def slow(engine_: Engine, params: dict[str, object], report: object, study: int) -> dict:
+    def slow(
+        engine_: Engine, params: dict[str, object], report: object, study: int
+    ) -> dict[str, Any]:
         for _ in range(3):  # the heartbeat moves on while the work runs
             time.sleep(0.3)
             with Session(engine_) as s:

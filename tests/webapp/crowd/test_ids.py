@@ -3,6 +3,7 @@ Unicode never make a second identity."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,7 +24,7 @@ HIT = "3ZYXWVUTSRQPONMLKJIHGFEDCBA987"
 TOKEN = "invite-abc-123"
 
 # Each hostile variant of a good value: whitespace around it and look-alike characters in it.
-HOSTILE = [
+HOSTILE: list[Callable[[str], str]] = [
     lambda v: v + "\n", lambda v: v + "\r\n", lambda v: v + "\r", lambda v: "\t" + v,
     lambda v: v + " ", lambda v: v + "\u00a0", lambda v: "\u200b" + v, lambda v: v + "\ufeff",
     lambda v: v[:-1] + "\u200d" + v[-1],

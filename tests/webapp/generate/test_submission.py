@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from tests.support.webapp_coco import (
@@ -19,7 +22,7 @@ from vsr_core.models import Annotation, Assignment, Batch, Example, ImagePair
 from vsr_core.types import utcnow
 
 
-def _rows(engine):  # type: ignore[no-untyped-def]
+def _rows(engine: Engine) -> tuple[Sequence[Annotation], Sequence[Example]]:
     with Session(engine) as s:
         return (
             s.exec(select(Annotation)).all(),
@@ -245,9 +248,8 @@ def test_id_order_of_the_two_examples_does_not_follow_the_label(  # type: ignore
 ) -> None:
     # The validation queue serves Examples in id order, so the True one must not
     # always come first. The coin (secrets.randbelow) decides; both outcomes are written.
-    import webapp.generate.submission as generation
-
-    monkeypatch.setattr(generation.secrets, "randbelow", lambda n: coin)
+    # webapp.generate.submission draws from the standard secrets module: patch it there.
+    monkeypatch.setattr(secrets, "randbelow", lambda n: coin)
     client = client_for(site)
     start_prolific(client, f"gen-order-{coin}")
     fields = task(client)

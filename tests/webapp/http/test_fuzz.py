@@ -51,7 +51,7 @@ FUZZ_SETTINGS = settings(
 def _counts(engine: Any) -> tuple[int, ...]:
     with Session(engine) as s:
         return tuple(
-            int(s.exec(select(func.count()).select_from(t)).one())  # type: ignore[arg-type]
+            int(s.exec(select(func.count()).select_from(t)).one())
             for t in (Annotation, Example, Vote, Batch)
         )
 

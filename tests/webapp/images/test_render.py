@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image as PILImage
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from tests.support.webapp_coco import client_for, make_app, make_pairs, start_prolific, task
@@ -93,7 +94,7 @@ def test_rendered_image_marks_both_instances_and_is_cached(
 
 
 def test_flat_image_root_and_missing_files(
-    db_url: str, engine, coco_dir: Path, tmp_path: Path  # type: ignore[no-untyped-def]
+    db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
 ) -> None:
     with Session(engine) as s:
         (pair_id,) = make_pairs(s, coco_dir, 1)
@@ -117,7 +118,7 @@ def test_flat_image_root_and_missing_files(
 
 
 def test_without_image_root_the_page_overlays_svg_on_the_coco_url(
-    db_url: str, engine, coco_dir: Path, tmp_path: Path  # type: ignore[no-untyped-def]
+    db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
 ) -> None:
     with Session(engine) as s:
         make_pairs(s, coco_dir, 1)

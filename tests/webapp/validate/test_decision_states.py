@@ -47,7 +47,7 @@ def test_the_counting_update_writes_what_decision_state_says(
                 queue_votes=before_votes, queue_agree=before_agree,
                 queue_settled=False, queue_open=True,
             )
-            session.exec(preset)  # type: ignore[call-overload]
+            session.exec(preset)
             row = run_prebuilt(session, counted, {
                 "q_id": example.id, "q_value": value, "q_release": 0, **decision_states(config),
             }).one()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 from sqlmodel import Session, col, select
 
@@ -21,7 +22,7 @@ from webapp.validate import queue as vq
 from webapp.validate.strategy import ExampleStrategy
 
 
-def real_caption_pairs(vsr_dir: Path, n: int) -> list[tuple[dict, dict]]:
+def real_caption_pairs(vsr_dir: Path, n: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """The first ``n`` annotations of the raw release: one caption written for two images,
     True on one and False on the other (consecutive lines of one annotator)."""
     rows = [
@@ -29,7 +30,7 @@ def real_caption_pairs(vsr_dir: Path, n: int) -> list[tuple[dict, dict]]:
         for line in (vsr_dir / "data/data_files/all_vsr_raw_data.jsonl").open(encoding="utf-8")
         if line.strip()
     ]
-    out: list[tuple[dict, dict]] = []
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for a, b in zip(rows, rows[1:], strict=False):
         if (a["caption"], a["annotator_id"]) == (b["caption"], b["annotator_id"]) and {
             a["label"], b["label"]

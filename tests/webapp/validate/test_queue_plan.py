@@ -16,8 +16,8 @@ from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from vsr_core.db import make_lean_engine
-from vsr_core.models import Example, Image, Worker
 from vsr_core.study import StudyConfig
+from vsr_core.tables import EXAMPLE, IMAGE, WORKER
 from vsr_core.types import utcnow
 from webapp.validate.rules import room_params
 from webapp.validate.statements import statements_for
@@ -29,11 +29,11 @@ OPEN = 2_000
 def _fill(engine: Engine) -> tuple[int, int]:
     now = utcnow()
     with engine.begin() as conn:
-        worker = conn.execute(insert(Worker.__table__).returning(Worker.__table__.c.id), {  # type: ignore[attr-defined]
+        worker = conn.execute(insert(WORKER).returning(WORKER.c.id), {
             "source": "prolific", "external_id": "W-plan", "roles": ["validate"],
             "blocked": False, "flagged": False, "created_at": now,
         }).scalar_one()
-        conn.execute(insert(Image.__table__), [  # type: ignore[attr-defined]
+        conn.execute(insert(IMAGE), [
             {"coco_id": i + 1, "file_name": f"{i + 1:012d}.jpg", "coco_split": "train2017",
              "width": 640, "height": 480} for i in range(1000)
         ])
@@ -49,8 +49,8 @@ def _fill(engine: Engine) -> tuple[int, int]:
                 "queue_leases": 0,
             } for i in range(n)]
 
-        conn.execute(insert(Example.__table__), rows(SETTLED, "imported", False))  # type: ignore[attr-defined]
-        conn.execute(insert(Example.__table__), rows(OPEN, "human", True))  # type: ignore[attr-defined]
+        conn.execute(insert(EXAMPLE), rows(SETTLED, "imported", False))
+        conn.execute(insert(EXAMPLE), rows(OPEN, "human", True))
         floor = conn.exec_driver_sql(
             "SELECT min(id) FROM example WHERE queue_open AND NOT is_gold"
         ).scalar_one()
@@ -99,7 +99,7 @@ def _generic_plan(engine: Engine, stmt: Any, params: dict[str, Any]) -> tuple[st
     try:
         with lean.connect() as conn:
             cur = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-            cur.execute(psql.SQL("PREPARE lease AS " + text.replace("%%", "%")))  # type: ignore[arg-type]
+            cur.execute(psql.SQL("PREPARE lease AS " + text.replace("%%", "%")))
             for _ in range(6):
                 cur.execute(psql.SQL("EXPLAIN (COSTS OFF) EXECUTE lease({})").format(args))
                 plan = "\n".join(row[0] for row in cur.fetchall())

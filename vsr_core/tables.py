@@ -1,0 +1,77 @@
+"""One typed SQLAlchemy ``Table`` handle per table model, for Core queries and bulk statements.
+
+Naming convention: each handle is its model's class name in UPPER_SNAKE_CASE, and nothing else
+(``Example`` -> ``EXAMPLE``, ``ImagePair`` -> ``IMAGE_PAIR``, ``McItem`` -> ``MC_ITEM``,
+``InviteToken`` -> ``INVITE_TOKEN``). Import the handle by that name; do not rebind it to a
+shorter alias, so one table reads the same in every module. An aliased copy of a table (a
+self-join) is made where it is used, with ``EXAMPLE.alias("parent")``.
+
+The ORM classes in :mod:`vsr_core.models` stay the way to read and write single rows; these
+handles are the same ``Table`` objects SQLAlchemy built for those classes, typed.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Table
+from sqlmodel import SQLModel
+
+from vsr_core.models import (
+    AdminUser,
+    Annotation,
+    Assignment,
+    Batch,
+    Example,
+    Image,
+    ImagePair,
+    Instance,
+    InviteToken,
+    Job,
+    MatchRun,
+    McItem,
+    PlatformAction,
+    PlatformCall,
+    PlatformLedger,
+    PlatformStudy,
+    PlatformSubmission,
+    RateEvent,
+    Study,
+    StudySetting,
+    StudyVersion,
+    Vote,
+    Worker,
+)
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The ``Table`` SQLAlchemy built for a ``table=True`` model."""
+    # SQLModel's metaclass sets ``__table__`` when the class is created, but its type stubs do
+    # not declare the attribute; this is the one place the project reads it.
+    table = model.__table__  # type: ignore[attr-defined]
+    if not isinstance(table, Table):
+        raise TypeError(f"{model.__name__} is not a table model")
+    return table
+
+
+ADMIN_USER = table_of(AdminUser)
+ANNOTATION = table_of(Annotation)
+ASSIGNMENT = table_of(Assignment)
+BATCH = table_of(Batch)
+EXAMPLE = table_of(Example)
+IMAGE = table_of(Image)
+IMAGE_PAIR = table_of(ImagePair)
+INSTANCE = table_of(Instance)
+INVITE_TOKEN = table_of(InviteToken)
+JOB = table_of(Job)
+MATCH_RUN = table_of(MatchRun)
+MC_ITEM = table_of(McItem)
+PLATFORM_ACTION = table_of(PlatformAction)
+PLATFORM_CALL = table_of(PlatformCall)
+PLATFORM_LEDGER = table_of(PlatformLedger)
+PLATFORM_STUDY = table_of(PlatformStudy)
+PLATFORM_SUBMISSION = table_of(PlatformSubmission)
+RATE_EVENT = table_of(RateEvent)
+STUDY = table_of(Study)
+STUDY_SETTING = table_of(StudySetting)
+STUDY_VERSION = table_of(StudyVersion)
+VOTE = table_of(Vote)
+WORKER = table_of(Worker)
