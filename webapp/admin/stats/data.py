@@ -39,18 +39,21 @@ def example_filters(
     if q:
         rows.append(EX.c.caption.ilike(f"%{q}%"))
     ea = example_agreement(cfg, with_revalidation=True, where=rows, study_id=study_id)
-    conds: list[Any] = []
-    if agreement == "unanimous":
-        conds.append(ea.c.unanimous == 1)
-    elif agreement == "kept":
-        conds.append(ea.c.kept == 1)
-    elif agreement == "rejected":
-        conds.append(and_(ea.c.n > 0, ea.c.kept == 0))
-    elif agreement == "undecided":
-        conds.append(ea.c.decided == 0)
-    elif agreement == "split":
-        conds.append(and_(ea.c.t > 0, ea.c.t < ea.c.n))
+    conds = [] if agreement is None else _agreement_conditions(ea, agreement)
     return ea, conds
+
+
+def _agreement_conditions(ea: Subquery, agreement: str) -> list[Any]:
+    """The data page's agreement filter on ``example_agreement`` rows (unknown: no filter)."""
+    c = ea.c
+    by_name = {
+        "unanimous": c.unanimous == 1,
+        "kept": c.kept == 1,
+        "rejected": and_(c.n > 0, c.kept == 0),
+        "undecided": c.decided == 0,
+        "split": and_(c.t > 0, c.t < c.n),
+    }
+    return [by_name[agreement]] if agreement in by_name else []
 
 
 def browse_examples(
