@@ -3,7 +3,8 @@
 It opens with the Hub's YAML front matter (licence, language, task, size, ``configs`` for
 every part with its files and features) and follows *Datasheets for Datasets*: facts the
 database holds come from it (vsr_dataset.datasheet), the researcher's from the study file's
-``[card]`` ("not stated" when missing).
+``[card]`` ("not stated" when missing). The card's wording is in the template; only the
+datasheet statements croissant.json repeats (``datasheet_text``) are built here.
 """
 
 from __future__ import annotations
@@ -129,72 +130,31 @@ def render_card(stats: dict[str, Any], inputs: CardInputs) -> str:
         "num": _num,
         "has_mc": any(f.startswith("mc/") for f in inputs.files),
         "has_negatives": "machine_negatives.jsonl" in inputs.files,
-        "format_note": _format_note(inputs),
+        "vsr_compatible": inputs.vsr_compatible,
+        "parquet": inputs.parquet,
         "origins": ", ".join(f"{k}: {v:,}" for k, v in s["origins"].items()) or "none",
-        "people_line": _people(s["workers"]),
-        "negatives_line": _negatives(s.get("machine_negatives") or {}),
-        "pairs_line": _pairs(inputs.n_paired, s["n_raw"]),
+        "count": _count,
+        "negatives": s.get("machine_negatives") or {},
+        "n_paired": inputs.n_paired,
         "n_table": len(TABLE_1),
         "unused": ", ".join(sorted(UNUSED)),
         "label_model": s.get("label_model"),
-        "split_lines": _splits(s),
         "mc_lines": _mc_summary(s),
-        "mc_paragraph": _mc_paragraph(inputs.mc_counts),
+        # mc/ counts, when the export has any: in mc/, in mc_unvalidated/, rejected
+        "mc_counts": inputs.mc_counts if inputs.mc_counts and any(inputs.mc_counts) else None,
         "figures": [
             {"title": FIGURE_TITLES[name], "path": FIGURES[name], "note": note}
             for name, note in (inputs.figure_notes or {}).items()
         ],
         "files": inputs.files,
-        "fields_text": _fields(inputs),
-        "citation": (inputs.researcher.get("citation") or "")
-        + ("\n\n" if inputs.researcher.get("citation") else "")
-        + f"If you use this data, cite the VSR paper: {VSR_CITATION}",
+        "researcher_citation": inputs.researcher.get("citation"),
+        "vsr_citation": VSR_CITATION,
     }
     return _ENV.get_template("card.md.j2").render(**context)
 
 
-def _format_note(inputs: CardInputs) -> str:
-    if inputs.vsr_compatible:
-        base = ("Written with `--vsr-compatible`: each file has the VSR release's types "
-                "(vote lists as strings in the split files, as arrays in `all_raw.jsonl`; "
-                "`reference_frame` as VSR's numbers), so code written for the release reads "
-                "it unchanged; the YAML lists no features for such files.")
-    else:
-        base = ("Hub-native types (the default): one type per field in every file (vote lists "
-                "are arrays of integers, `reference_frame` is text or null); "
-                "`build-dataset --vsr-compatible` writes the VSR release's own types instead.")
-    if inputs.parquet:
-        base += " Every JSONL file also has a Parquet copy (`.parquet`), which the configs use."
-    return base
-
-
-def _people(w: dict[str, int]) -> str:
-    return (f"{_count(w['annotators'], 'caption writer')}, "
-            f"{_count(w['validators'], 'validator')} ({w['both']} did both).")
-
-
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _negatives(info: dict[str, Any]) -> str:
-    if not info.get("judged") and not info.get("unjudged"):
-        return "No machine-made captions were made for this study."
-    text = (f"Machine-made False captions (adversarial matching's distractors) that validators "
-            f"judged ({info.get('judged', 0):,}, of which {info.get('kept', 0):,} kept as False) "
-            "are in `machine_negatives.jsonl`, each with its query Example and the verdict")
-    if info.get("in_splits"):
-        return text + ("; on request (`--with-negatives`) the kept ones also joined the "
-                       "binary parts, each in its query's part.")
-    return text + "; they are not in the binary parts."
-
-
-def _pairs(n_paired: int, n_raw: int) -> str:
-    return (f"{n_paired:,} of {n_raw:,} Examples have their contrastive other half in the "
-            "data: `pair_id` (shared by the True and the False Example of one caption) and "
-            "`pair_example_id` (the other half's `example_id`) allow pair-level (group) "
-            "accuracy. Imported captions whose writer wrote the same caption more often than "
-            "once per label have no pair.")
 
 
 def _demographics(d: dict[str, Any]) -> str:
@@ -222,63 +182,12 @@ def _keep_detail(s: Mapping[str, Any]) -> str:
     return detail + ", given for this export (not the study's setting)"
 
 
-def _splits(s: dict[str, Any]) -> list[str]:
-    sp, out = s["splits"], []
-    if "random" in sp:
-        r = sp["random"]
-        if s["split_unit"] == "annotation":
-            how = ("grouped: the True and False halves of one annotation (which share their "
-                   "caption) always land in the same part, so a model cannot learn a "
-                   "caption's label from its other half. The released VSR splits are made per "
-                   "Example and do not do this; sizes here are therefore close to, not "
-                   "exactly, 70/10/20.")
-        else:
-            how = ("per Example, as the released VSR splits: the True and False halves of one "
-                   "annotation may land in different parts.")
-        out.append(f"`random/`: 70/10/20 of the validated set (seed {s['seed']}), {how} "
-                   f"train {r['train']:,} / dev {r['dev']:,} / test {r['test']:,}. "
-                   "Multiple-choice items use the same split: every mc truth is in the "
-                   "random part of its mc part (the exporter checks it and fails otherwise).")
-    if "zeroshot" in sp:
-        z, c = sp["zeroshot"], sp["zeroshot_concepts"]
-        out.append(
-            f"`zeroshot/`: the concepts are partitioned into groups of 50/20/30 % "
-            f"({len(c['train'])}/{len(c['dev'])}/{len(c['test'])} concepts) and an Example is "
-            f"kept only if its subj and obj are in the same group: train {z['train']:,} / dev "
-            f"{z['dev']:,} / test {z['test']:,}, {sum(z.values()):,} kept "
-            f"({sp['zeroshot_excluded']:,} validated Examples cross groups and are left out; "
-            "the paper's split keeps 5,560: 4,713 / 231 / 616). The partition is the one of a "
-            "seeded search that keeps the most Examples with a train-heavy ratio (train at "
-            "least half, dev at least 4 %, test at least 10 % of the kept). The exporter "
-            "checks that no concept occurs in two parts and fails otherwise. The concept "
-            "groups are listed in `stats.json`.")
-    return out
-
-
 def _mc_summary(s: dict[str, Any]) -> list[str]:
     if "mc" not in s:
         return []
     from vsr_dataset.mc_stats import card_lines
 
     return card_lines(s["mc"])
-
-
-def _mc_paragraph(mc_counts: tuple[int, int, int] | None) -> list[str]:
-    if mc_counts is None or not any(mc_counts):
-        return []
-    validated_mc, unvalidated_mc, rejected_mc = mc_counts
-    lines = [f"`mc/` holds {validated_mc:,} items whose every distractor validators judged "
-             "False (adversarial matching, `vsr match`)."]
-    if unvalidated_mc:
-        lines.append(
-            f"`mc_unvalidated/` holds {unvalidated_mc:,} more items with a distractor nobody "
-            "has judged yet (written on request, `build-dataset --unvalidated-mc`): it may be "
-            "true for the image, so they are **not** cleared and not a benchmark as they stand "
-            "(each line says `\"validated\": false`).")
-    if rejected_mc:
-        lines.append(f"{rejected_mc:,} items are left out of both: validators judged one of "
-                     "their distractors true for the image.")
-    return lines
 
 
 def _collection(c: dict[str, Any]) -> dict[str, str]:
@@ -316,29 +225,6 @@ def _collection(c: dict[str, Any]) -> dict[str, str]:
                          + "\n".join(f"  > {ln}" if ln else "  >"
                                      for ln in c["consent_text"].splitlines())),
     }
-
-
-def _fields(inputs: CardInputs) -> str:
-    polygons = (
-        " `instances.jsonl` has each marked instance's COCO polygons (`segmentation`), by "
-        "`instance_id` = `subj_instance_id`/`obj_instance_id`."
-        if "instances.jsonl" in inputs.files else ""
-    )
-    return (
-        "VSR's field names: `image` (COCO file name), `image_link`, `caption`, `label` "
-        "(1 True, 0 False), `relation`, `subj`, `obj`, `annotator_id`, "
-        "`vote_true_validator_id` and `vote_false_validator_id` (integer validator ids). "
-        "Added: `reference_frame` (the writer's frame, when known), `relation_category` "
-        "(VSR Table 1), `agreement` (share of votes agreeing with the label), `origin` "
-        "(human, imported or adversarial), `example_id` (the id in the exporting database), "
-        "`pair_id` and `pair_example_id`, `coco_image_id`, `image_width`, `image_height`, "
-        "`image_license_id`, `subj_instance_id`, `subj_bbox`, `obj_instance_id`, `obj_bbox`, "
-        "`study` (the study's slug) and `language` (its language code). `all_raw.jsonl` also "
-        "has `votes`: each vote's `validator_id`, `label`, `reference_frame` (intrinsic, "
-        "relative or both, when asked) and `duration_ms`. `machine_negatives.jsonl` adds "
-        "`query_example_id`, `query_caption`, `query_random_split` and `kept`. The exact "
-        "types of every part are the `features` in the YAML above."
-    ) + polygons
 
 
 def rai_facts(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import select
@@ -49,6 +49,10 @@ from vsr_dataset.splits import (
     zeroshot_split,
 )
 
+if TYPE_CHECKING:  # the card, figures and Hub modules load only when an export writes them
+    from vsr_dataset.card import CardInputs
+    from vsr_dataset.hub import Config, Feature
+
 INSTANCES_FILE = "instances.jsonl"
 ALL_PARTS = ("raw", "validated", "random", "zeroshot", "stats", "card", "meta", "mc")
 STREAMABLE = ("raw", "validated", *(f"{s}/{p}" for s in ("random", "zeroshot") for p in PARTS))
@@ -72,7 +76,7 @@ class BuildOptions:
     label_model: LabelModel | None = None
     title: str = "VSR-style visual spatial reasoning dataset"
     # Also write the matching run's items that validators have not cleared, apart in
-    # mc_unvalidated/ (issue 12: mc/ holds only items whose distractors were all rejected).
+    # mc_unvalidated/ (mc/ holds only items whose distractors were all rejected).
     unvalidated_mc: bool = False
     # The study to export (None: the default study); its slug and language go into every
     # record, and its definition (name, sha256) into stats.json and the card.
@@ -184,7 +188,6 @@ def keep_threshold_of(conn: Connection, options: BuildOptions, study: StudyConte
 
 def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _Snapshot:
     from vsr_dataset.match_splits import check_mc_truths
-    from vsr_dataset.mc_export import mc_lines
 
     study = study_of(conn, options)
     threshold = keep_threshold_of(conn, options, study)
@@ -193,16 +196,9 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
     aggregates = None
     if options.label_model:
         progress("label model", 0.05)
-        where = [EXAMPLE.c.study_id == study.id]
-        if origins:
-            where.append(EXAMPLE.c.origin.in_(origins))
-        elif not with_negatives:
-            where.append(EXAMPLE.c.origin.in_(sorted(BINARY_ORIGINS)))
-        voted = load_item_votes(conn, where=where)
-        aggregates = {
-            k: (a.label, a.confidence)
-            for k, a in aggregate_labels(voted, options.label_model, options.seed).items()
-        }
+        aggregates = _label_model_labels(
+            conn, options.label_model, options.seed, study.id, origins, with_negatives
+        )
     progress("reading examples", 0.1)
     every = read_rows(
         conn, threshold=threshold, origins=origins, aggregates=aggregates,
@@ -229,16 +225,9 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         if with_negatives:
             random_parts, zeroshot = _with_negatives(every, machine, random_parts, zeroshot)
     validated = [r for r in rows if r.kept]
-    mc, mc_unvalidated, mc_rejected = {}, {}, 0
-    if options.wants("mc"):
-        mc = mc_lines(conn, threshold=threshold, study_id=study.id)
-        if options.unvalidated_mc:
-            mc_unvalidated = mc_lines(conn, threshold=threshold, unvalidated=True,
-                                      study_id=study.id)
-        from vsr_dataset.mc_export import latest_run_id
-        from vsr_dataset.mc_verdicts import count_rejected
-
-        mc_rejected = count_rejected(conn, latest_run_id(conn, study.id), threshold)
+    mc, mc_unvalidated, mc_rejected = (
+        _mc_parts(conn, options, threshold, study.id) if options.wants("mc") else ({}, {}, 0)
+    )
     meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
@@ -258,6 +247,40 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         study, threshold, "option" if options.threshold is not None else "study",
         negatives, negatives_info, mc_rejected, collection, instances,
     )
+
+
+def _label_model_labels(
+    conn: Connection, model: LabelModel, seed: int, study_id: int,
+    origins: list[str] | None, with_negatives: bool,
+) -> dict[Hashable, tuple[bool, float]]:
+    """Each Example's label and confidence from the votes alone (``--label-model``), over the
+    Examples the export reads."""
+    where = [EXAMPLE.c.study_id == study_id]
+    if origins:
+        where.append(EXAMPLE.c.origin.in_(origins))
+    elif not with_negatives:
+        where.append(EXAMPLE.c.origin.in_(sorted(BINARY_ORIGINS)))
+    voted = load_item_votes(conn, where=where)
+    return {
+        k: (a.label, a.confidence)
+        for k, a in aggregate_labels(voted, model, seed).items()
+    }
+
+
+def _mc_parts(
+    conn: Connection, options: BuildOptions, threshold: Fraction, study_id: int
+) -> tuple[dict[str, list[bytes]], dict[str, list[bytes]], int]:
+    """The multiple-choice lines of mc/ and (on request) mc_unvalidated/, and how many items
+    neither holds because validators judged a distractor true."""
+    from vsr_dataset.mc_export import latest_run_id, mc_lines
+    from vsr_dataset.mc_verdicts import count_rejected
+
+    mc = mc_lines(conn, threshold=threshold, study_id=study_id)
+    mc_unvalidated: dict[str, list[bytes]] = {}
+    if options.unvalidated_mc:
+        mc_unvalidated = mc_lines(conn, threshold=threshold, unvalidated=True,
+                                  study_id=study_id)
+    return mc, mc_unvalidated, count_rejected(conn, latest_run_id(conn, study_id), threshold)
 
 
 def _with_negatives(
@@ -351,18 +374,50 @@ def build_dataset(
     overwrite: bool = False,
 ) -> BuildSummary:
     """Write the export to ``out_dir`` (see the module docstring) and return a summary."""
-    from vsr_dataset.card import CardInputs, rai_facts, render_card
-    from vsr_dataset.croissant import CROISSANT_FILE, croissant
-    from vsr_dataset.datasheet import demographics_summary, researcher_facts
-    from vsr_dataset.figures import draw_all
-    from vsr_dataset.hub import write_parquet
-    from vsr_dataset.layout import config_features, configs_of, front_matter, kind_of, part_records
-    from vsr_dataset.stats import compute_stats
-
     options = options or BuildOptions()
     options.check()
     report = progress or (lambda stage, frac: None)
     out_dir = Path(out_dir)
+    _check_out_dir(out_dir, options, overwrite)
+    snap = _read(engine, options, report)
+    stage = _Staging.next_to(out_dir)
+    try:
+        report("writing", 0.6)
+        records = _write_parts(stage, snap, options)
+        configs, features = _write_configs(stage, records, out_dir, options)
+        stats: dict[str, Any] = {}
+        if options.wants("stats") or options.wants("card"):
+            report("statistics", 0.7)
+            stats = _export_stats(snap, options)
+        if options.wants("stats"):
+            stage.write(
+                "stats.json",
+                orjson.dumps(stats, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n",
+            )
+        if options.wants("card"):
+            report("figures", 0.8)
+            _write_card(stage, snap, options, stats, configs, features)
+        report("moving into place", 0.95)
+        _move_into_place(stage.root, out_dir, replace_all=options.only is None)
+    finally:
+        if stage.root.exists():
+            shutil.rmtree(stage.root, ignore_errors=True)
+    report("done", 1.0)
+    return BuildSummary(
+        out_dir=str(out_dir),
+        files=sorted(set(stage.files)),
+        n_raw=len(snap.rows),
+        n_validated=len(snap.validated),
+        splits=_split_sizes(snap),
+        stats=stats,
+        threshold=snap.threshold,
+        threshold_source=snap.threshold_source,
+        n_negatives=len(snap.negatives),
+    )
+
+
+def _check_out_dir(out_dir: Path, options: BuildOptions, overwrite: bool) -> None:
+    """Refuse an output that is a file, or a full directory a whole export would replace."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir} exists and is not a directory")
     if (
@@ -373,138 +428,170 @@ def build_dataset(
     ):
         raise ExportError(f"{out_dir} is not empty: pass --overwrite to replace it")
 
-    snap = _read(engine, options, report)
-    stage = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-    if stage.exists():
-        shutil.rmtree(stage)
-    stage.mkdir(parents=True)
-    try:
-        report("writing", 0.6)
-        files: list[str] = []
 
-        def write(rel: str, lines: Iterable[bytes] | bytes) -> None:
-            path = stage / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("wb", buffering=1 << 20) as fh:
-                if isinstance(lines, bytes):
-                    fh.write(lines)
-                else:
-                    fh.writelines(lines)
-            files.append(rel)
+@dataclass
+class _Staging:
+    """The directory an export is written to before it moves into place, and its files."""
 
-        by_id = {r.id: r.record for r in snap.validated}
-        records = part_records(
-            raw=[{**r.record, "votes": r.votes} for r in snap.rows],
-            validated=[r.record for r in snap.validated],
-            random_parts={p: [by_id[k] for k in keys] for p, keys in snap.random_parts.items()}
-            if snap.random_parts is not None else None,
-            zeroshot_parts={p: [by_id[k] for k in keys] for p, keys in snap.zeroshot.parts.items()}
-            if snap.zeroshot is not None else None,
-            negatives=snap.negatives,
-            mc=snap.mc, mc_unvalidated=snap.mc_unvalidated,
-            vsr_compatible=options.vsr_compatible,
+    root: Path
+    files: list[str] = field(default_factory=list)
+
+    @classmethod
+    def next_to(cls, out_dir: Path) -> _Staging:
+        root = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+        return cls(root)
+
+    def write(self, rel: str, lines: Iterable[bytes] | bytes) -> None:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb", buffering=1 << 20) as fh:
+            if isinstance(lines, bytes):
+                fh.write(lines)
+            else:
+                fh.writelines(lines)
+        self.files.append(rel)
+
+
+def _write_parts(
+    stage: _Staging, snap: _Snapshot, options: BuildOptions
+) -> dict[str, list[dict[str, Any]]]:
+    """The JSONL parts the options want (and meta_data.csv, instances.jsonl); returns every
+    part's records, written or not (the card's features are read from them)."""
+    from vsr_dataset.layout import kind_of, part_records
+
+    by_id = {r.id: r.record for r in snap.validated}
+    records = part_records(
+        raw=[{**r.record, "votes": r.votes} for r in snap.rows],
+        validated=[r.record for r in snap.validated],
+        random_parts={p: [by_id[k] for k in keys] for p, keys in snap.random_parts.items()}
+        if snap.random_parts is not None else None,
+        zeroshot_parts={p: [by_id[k] for k in keys] for p, keys in snap.zeroshot.parts.items()}
+        if snap.zeroshot is not None else None,
+        negatives=snap.negatives,
+        mc=snap.mc, mc_unvalidated=snap.mc_unvalidated,
+        vsr_compatible=options.vsr_compatible,
+    )
+    for rel, recs in records.items():
+        if options.wants(kind_of(rel)):
+            stage.write(rel, jsonl(recs))
+    if options.wants("meta") and snap.meta_csv is not None:
+        stage.write("meta_data.csv", snap.meta_csv.encode())
+    if options.polygons and options.wants("raw"):
+        stage.write(INSTANCES_FILE, jsonl(snap.instances))
+    return records
+
+
+def _write_configs(
+    stage: _Staging, records: dict[str, list[dict[str, Any]]], out_dir: Path,
+    options: BuildOptions,
+) -> tuple[list[Config], dict[str, list[Feature]] | None]:
+    """The Hub configs of the JSONL files this export has (written now, or kept from an earlier
+    export when only some parts are rebuilt), their features, and the Parquet copies."""
+    from vsr_dataset.hub import write_parquet
+    from vsr_dataset.layout import config_features, configs_of
+
+    files = stage.files
+    jsonl_files = [rel for rel in records
+                   if rel in files or (out_dir / rel).is_file() and options.only is not None]
+    configs = configs_of(jsonl_files, parquet=options.parquet)
+    features = (
+        None if options.vsr_compatible or not (options.wants("card") or options.parquet)
+        else config_features(configs, records)
+    )
+    if options.parquet and features is not None:
+        for c in configs:
+            for rel in c.files.values():
+                src = rel.removesuffix(".parquet") + ".jsonl"
+                if src in files:
+                    write_parquet(records[src], features[c.name], stage.root / rel)
+                    files.append(rel)
+    return configs, features
+
+
+def _export_stats(snap: _Snapshot, options: BuildOptions) -> dict[str, Any]:
+    """stats.json: the paper's numbers (vsr_dataset.stats) and what only the export knows."""
+    from vsr_dataset.stats import compute_stats
+
+    with gc_paused():
+        stats = compute_stats(
+            snap.rows,
+            threshold=snap.threshold,
+            seed=options.seed,
+            split_unit=options.split_unit,
+            random_parts=snap.random_parts,
+            zeroshot=snap.zeroshot,
+            aggregate_model=options.label_model,
+            aggregates=snap.aggregates,
         )
-        for rel, recs in records.items():
-            if options.wants(kind_of(rel)):
-                write(rel, jsonl(recs))
-        if options.wants("meta") and snap.meta_csv is not None:
-            write("meta_data.csv", snap.meta_csv.encode())
-        if options.polygons and options.wants("raw"):
-            write(INSTANCES_FILE, jsonl(snap.instances))
-        jsonl_files = [rel for rel in records
-                       if rel in files or (out_dir / rel).is_file() and options.only is not None]
-        configs = configs_of(jsonl_files, parquet=options.parquet)
-        features = (
-            None if options.vsr_compatible or not (options.wants("card") or options.parquet)
-            else config_features(configs, records)
-        )
-        if options.parquet and features is not None:
-            for c in configs:
-                for rel in c.files.values():
-                    src = rel.removesuffix(".parquet") + ".jsonl"
-                    if src in files:
-                        write_parquet(records[src], features[c.name], stage / rel)
-                        files.append(rel)
-        stats: dict[str, Any] = {}
-        if options.wants("stats") or options.wants("card"):
-            report("statistics", 0.7)
-            with gc_paused():
-                stats = compute_stats(
-                    snap.rows,
-                    threshold=snap.threshold,
-                    seed=options.seed,
-                    split_unit=options.split_unit,
-                    random_parts=snap.random_parts,
-                    zeroshot=snap.zeroshot,
-                    aggregate_model=options.label_model,
-                    aggregates=snap.aggregates,
-                )
-            stats["threshold_source"] = snap.threshold_source
-            stats["machine_negatives"] = snap.negatives_info
-            stats["n_paired"] = sum(1 for r in snap.rows if r.record["pair_id"] is not None)
-            if snap.mc_info is not None:
-                stats["mc"] = snap.mc_info
-            assert snap.study is not None
-            stats["study"] = definition_info(snap.study)
-        if options.wants("stats"):
-            write(
-                "stats.json",
-                orjson.dumps(stats, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n",
-            )
-        if options.wants("card"):
-            report("figures", 0.8)
-            notes = draw_all(stats, stage)
-            from vsr_dataset.figures import FIGURES
+    stats["threshold_source"] = snap.threshold_source
+    stats["machine_negatives"] = snap.negatives_info
+    stats["n_paired"] = sum(1 for r in snap.rows if r.record["pair_id"] is not None)
+    if snap.mc_info is not None:
+        stats["mc"] = snap.mc_info
+    assert snap.study is not None
+    stats["study"] = definition_info(snap.study)
+    return stats
 
-            files.extend(FIGURES.values())
-            assert snap.study is not None
-            researcher = researcher_facts(snap.study)
-            meta = front_matter(
-                title=options.title, license_id=researcher["license"],
-                language=snap.study.language.code, n_raw=len(snap.rows),
-                origins=list(stats["origins"]), negatives_in_splits=snap.negatives_info.get(
-                    "in_splits", False),
-                configs=configs, features=features,
-            )
-            inputs = CardInputs(
-                title=options.title, files=sorted({*files, "README.md", CROISSANT_FILE}),
-                front_matter=meta, figure_notes=notes,
-                mc_counts=(
-                    sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values())),
-                    snap.mc_rejected,
-                ) if options.wants("mc") else None,
-                collection=snap.collection, researcher=researcher,
-                demographics=demographics_summary(snap.meta_csv), n_paired=stats["n_paired"],
-                vsr_compatible=options.vsr_compatible, parquet=options.parquet,
-            )
-            write("README.md", render_card(stats, inputs).encode())
-            doc = croissant(
-                stage, title=options.title,
-                description=f"{options.title}: a VSR-style visual spatial reasoning dataset "
-                "(COCO images, template captions, True/False labels with every vote).",
-                configs=[c for c in configs if all((stage / f).is_file()
-                                                   for f in c.files.values())],
-                features=features or {}, facts=rai_facts(stats, inputs),
-                license_url=researcher["license"], version=researcher["version"],
-                cite_as=researcher["citation"],
-            )
-            write(CROISSANT_FILE, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-        report("moving into place", 0.95)
-        _move_into_place(stage, out_dir, replace_all=options.only is None)
-    finally:
-        if stage.exists():
-            shutil.rmtree(stage, ignore_errors=True)
-    report("done", 1.0)
-    return BuildSummary(
-        out_dir=str(out_dir),
-        files=sorted(set(files)),
-        n_raw=len(snap.rows),
-        n_validated=len(snap.validated),
-        splits=_split_sizes(snap),
-        stats=stats,
-        threshold=snap.threshold,
-        threshold_source=snap.threshold_source,
-        n_negatives=len(snap.negatives),
+
+def _write_card(
+    stage: _Staging, snap: _Snapshot, options: BuildOptions, stats: dict[str, Any],
+    configs: list[Config], features: dict[str, list[Feature]] | None,
+) -> None:
+    """The figures, the dataset card (README.md) and croissant.json, which states its facts."""
+    from vsr_dataset.card import rai_facts, render_card
+    from vsr_dataset.croissant import CROISSANT_FILE, croissant
+    from vsr_dataset.figures import FIGURES, draw_all
+
+    notes = draw_all(stats, stage.root)
+    stage.files.extend(FIGURES.values())
+    inputs = _card_inputs(stage, snap, options, stats, configs, features, notes)
+    stage.write("README.md", render_card(stats, inputs).encode())
+    researcher = inputs.researcher
+    doc = croissant(
+        stage.root, title=options.title,
+        description=f"{options.title}: a VSR-style visual spatial reasoning dataset "
+        "(COCO images, template captions, True/False labels with every vote).",
+        configs=[c for c in configs if all((stage.root / f).is_file()
+                                           for f in c.files.values())],
+        features=features or {}, facts=rai_facts(stats, inputs),
+        license_url=researcher["license"], version=researcher["version"],
+        cite_as=researcher["citation"],
+    )
+    stage.write(CROISSANT_FILE, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def _card_inputs(
+    stage: _Staging, snap: _Snapshot, options: BuildOptions, stats: dict[str, Any],
+    configs: list[Config], features: dict[str, list[Feature]] | None, notes: dict[str, str],
+) -> CardInputs:
+    """Everything the card says beyond stats.json, its YAML front matter first."""
+    from vsr_dataset.card import CardInputs
+    from vsr_dataset.croissant import CROISSANT_FILE
+    from vsr_dataset.datasheet import demographics_summary, researcher_facts
+    from vsr_dataset.layout import front_matter
+
+    assert snap.study is not None
+    researcher = researcher_facts(snap.study)
+    meta = front_matter(
+        title=options.title, license_id=researcher["license"],
+        language=snap.study.language.code, n_raw=len(snap.rows),
+        origins=list(stats["origins"]), negatives_in_splits=snap.negatives_info.get(
+            "in_splits", False),
+        configs=configs, features=features,
+    )
+    return CardInputs(
+        title=options.title, files=sorted({*stage.files, "README.md", CROISSANT_FILE}),
+        front_matter=meta, figure_notes=notes,
+        mc_counts=(
+            sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values())),
+            snap.mc_rejected,
+        ) if options.wants("mc") else None,
+        collection=snap.collection, researcher=researcher,
+        demographics=demographics_summary(snap.meta_csv), n_paired=stats["n_paired"],
+        vsr_compatible=options.vsr_compatible, parquet=options.parquet,
     )
 
 

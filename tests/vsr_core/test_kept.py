@@ -1,5 +1,6 @@
-"""Kept counts agree everywhere (docs/dashboard.md): the dashboard overview, the quality page,
-stats.json and the dataset card count the same Examples as kept, on the same database.
+"""Kept counts agree everywhere: the dashboard overview, the quality page, stats.json and the
+dataset card count the same Examples as kept, on the same database, and the SQL keep rule
+keeps what the Python one keeps.
 
 The data: a stratified sample of the real VSR release (imported, settled) plus human
 Examples the validation queue is still working on (a 2-1 waiting for its fourth vote, a
@@ -13,14 +14,17 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Integer, case, literal, union_all
+from sqlalchemy import select as sql_select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from tests.support.admin_seed import add_vote, read_raw, seed, vote_list
 from tests.webapp.admin.test_admin import admin, app  # noqa: F401  (fixtures)
-from vsr_core.agreement import is_kept
-from vsr_core.kept import kept_counts
+from vsr_core.agreement import Threshold, as_fraction, is_kept, keep_rule
+from vsr_core.kept import kept_clause, kept_counts
 from vsr_core.models import Example, Worker
 from vsr_dataset.export import BuildOptions, build_dataset
 
@@ -90,3 +94,19 @@ def test_kept_counts_agree_on_dashboard_stats_and_card(
 def test_kept_counts_histogram() -> None:
     c = kept_counts([(2, 3, 5), (1, 3, 2), (0, 0, 4), (3, 3, 1), (2, 4, 1)], Fraction(2, 3))
     assert (c.examples, c.voted, c.kept, c.rejected, c.unvoted, c.unanimous) == (13, 9, 6, 3, 4, 1)
+
+
+@pytest.mark.parametrize("threshold", [Fraction(2, 3), 0.6667, 0.5, 0.6, 0.75, Fraction(4, 5), 1])
+def test_sql_keep_rule_keeps_what_python_keeps(engine: Engine, threshold: Threshold) -> None:
+    counts = [(a, n) for n in range(10) for a in range(n + 1)]
+    rows = (
+        sql_select(literal(a, Integer).label("agree"), literal(n, Integer).label("n"))
+        for a, n in counts
+    )
+    h = union_all(*rows).subquery("h")  # a VALUES list SQLite can read
+    kept = case((kept_clause(h.c.agree, h.c.n, threshold), 1), else_=0)
+    with engine.connect() as conn:
+        got = {(int(a), int(n)): bool(k) for a, n, k in conn.execute(sql_select(h, kept))}
+    rule = keep_rule(threshold)
+    assert got == {(a, n): rule(a, n) for a, n in counts}
+    assert got[(2, 3)] is (as_fraction(threshold) <= Fraction(2, 3)) and not got[(0, 0)]

@@ -1,0 +1,76 @@
+"""Dashboard figures, aggregated in SQL (GROUP BY) so pages stay fast on a full study.
+
+One module per dashboard page, as ``webapp.admin.routes`` is split: ``overview``, ``quality``,
+``workers``, ``data`` and ``pipeline``; what they share (tables, study members, per-Example
+agreement) is in ``shared``. Every function takes a Session (and the StudyConfig where the keep
+rule matters) and returns plain dicts/lists for templates and JSON endpoints. The names are
+re-exported here, so callers write ``stats.overview(...)`` whichever module holds it.
+"""
+
+from __future__ import annotations
+
+from webapp.admin.stats.data import (
+    browse_examples,
+    distinct_values,
+    example_filters,
+    validators_left,
+)
+from webapp.admin.stats.overview import (
+    PAIR_STATUSES,
+    example_kept_counts,
+    overview,
+    throughput,
+)
+from webapp.admin.stats.pipeline import mc_summary
+from webapp.admin.stats.quality import (
+    FRAMES,
+    agreement_coefficients,
+    concept_counts,
+    frame_answers,
+    quality,
+    relation_table,
+)
+from webapp.admin.stats.shared import (
+    REVALIDATION,
+    data_version,
+    example_agreement,
+    invite_labels,
+    study_members,
+    vote_counts,
+)
+from webapp.admin.stats.workers import (
+    FAST_MIN_ANSWERS,
+    median_seconds,
+    too_fast,
+    worker_names,
+    worker_table,
+)
+
+__all__ = [
+    "FAST_MIN_ANSWERS",
+    "FRAMES",
+    "PAIR_STATUSES",
+    "REVALIDATION",
+    "agreement_coefficients",
+    "browse_examples",
+    "concept_counts",
+    "data_version",
+    "distinct_values",
+    "example_agreement",
+    "example_filters",
+    "example_kept_counts",
+    "frame_answers",
+    "invite_labels",
+    "median_seconds",
+    "mc_summary",
+    "overview",
+    "quality",
+    "relation_table",
+    "study_members",
+    "throughput",
+    "too_fast",
+    "validators_left",
+    "vote_counts",
+    "worker_names",
+    "worker_table",
+]

@@ -1,0 +1,104 @@
+"""The data page's figures: Examples filtered by relation, concept, agreement, origin, gold
+and caption text, the values those filters offer, and who could still vote on an Example."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+from sqlalchemy.sql import Subquery
+from sqlmodel import Session
+
+from vsr_core.models import DEFAULT_STUDY_ID
+from vsr_core.study import StudyConfig
+from webapp.admin.stats.shared import EX, VOTE, WORKER, example_agreement, study_members
+
+
+def example_filters(
+    cfg: StudyConfig,
+    *,
+    relation: str | None = None,
+    concept: str | None = None,
+    agreement: str | None = None,
+    origin: str | None = None,
+    gold: bool | None = None,
+    q: str | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
+) -> tuple[Subquery, list[Any]]:
+    # Conditions on the Example itself go inside the agreement subquery, so only the matching
+    # Examples' votes are grouped; conditions on the agreement apply to its rows.
+    rows: list[Any] = []
+    if relation:
+        rows.append(EX.c.relation == relation)
+    if concept:
+        rows.append(or_(EX.c.subj == concept, EX.c.obj == concept))
+    if origin:
+        rows.append(EX.c.origin == origin)
+    if gold is not None:
+        rows.append(EX.c.is_gold.is_(gold))
+    if q:
+        rows.append(EX.c.caption.ilike(f"%{q}%"))
+    ea = example_agreement(cfg, with_revalidation=True, where=rows, study_id=study_id)
+    conds = [] if agreement is None else _agreement_conditions(ea, agreement)
+    return ea, conds
+
+
+def _agreement_conditions(ea: Subquery, agreement: str) -> list[Any]:
+    """The data page's agreement filter on ``example_agreement`` rows (unknown: no filter)."""
+    c = ea.c
+    by_name = {
+        "unanimous": c.unanimous == 1,
+        "kept": c.kept == 1,
+        "rejected": and_(c.n > 0, c.kept == 0),
+        "undecided": c.decided == 0,
+        "split": and_(c.t > 0, c.t < c.n),
+    }
+    return [by_name[agreement]] if agreement in by_name else []
+
+
+def browse_examples(
+    session: Session, cfg: StudyConfig, *, offset: int = 0, limit: int = 50, **filters: Any
+) -> tuple[list[dict[str, Any]], int]:
+    ea, conds = example_filters(cfg, **filters)
+    base = select(ea).join(EX, EX.c.id == ea.c.id)
+    if conds:
+        base = base.where(*conds)
+    conn = session.connection()
+    total = conn.execute(select(func.count()).select_from(base.subquery())).scalar_one()
+    rows = (
+        conn.execute(
+            base.add_columns(EX.c.caption, EX.c.image_id)
+            .order_by(ea.c.id)
+            .offset(offset)
+            .limit(limit)
+        )
+        .mappings()
+        .all()
+    )
+    return [dict(r) for r in rows], int(total)
+
+
+def distinct_values(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, list[str]]:
+    conn = session.connection()
+    mine = EX.c.study_id == study_id
+
+    def values(column: Any) -> list[str]:
+        return [v for (v,) in conn.execute(select(column).where(mine).distinct().order_by(column))]
+
+    concepts = set(values(EX.c.subj)) | set(values(EX.c.obj))
+    return {"relations": values(EX.c.relation), "concepts": sorted(concepts),
+            "origins": values(EX.c.origin)}
+
+
+def validators_left(session: Session, example_id: int, author_id: int | None,
+                    study_id: int) -> int:
+    """How many of the study's workers could still vote on this Example: members whose
+    roles allow validation, not blocked, not its author, who have not voted on it. 0 means
+    an Example the queue still wants votes for waits for someone new to join."""
+    voted = select(VOTE.c.worker_id).where(VOTE.c.example_id == example_id)
+    rows = session.connection().execute(
+        select(WORKER.c.id, WORKER.c.roles).where(
+            study_members(study_id), WORKER.c.blocked.is_(False), WORKER.c.id.not_in(voted),
+        )
+    )
+    return sum(1 for r in rows if r.id != author_id and (not r.roles or "validate" in r.roles))

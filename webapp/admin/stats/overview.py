@@ -1,0 +1,166 @@
+"""The overview page's figures: one study's progress (pairs, Examples, kept and rejected,
+batches, leases, members, jobs) and its votes and captions per hour."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import case, func, select
+from sqlmodel import Session
+
+from vsr_core.kept import KeptCounts, kept_counts
+from vsr_core.models import DEFAULT_STUDY_ID, LeaseStatus
+from vsr_core.study import StudyConfig
+from vsr_core.types import utcnow
+from webapp.admin.stats.shared import (
+    ANN,
+    ASG,
+    BATCH,
+    EX,
+    JOB,
+    PAIR,
+    VOTE,
+    WORKER,
+    example_agreement,
+    study_members,
+)
+
+PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
+
+
+def example_kept_counts(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> KeptCounts:
+    """``vsr_core.kept.kept_counts`` over the study's Examples: one GROUP BY (agreeing votes,
+    votes)."""
+    return _kept_histogram(session, cfg, study_id)[0]
+
+
+def _kept_histogram(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> tuple[KeptCounts, int, int]:
+    """Kept counts, decided Examples and votes from one GROUP BY pass over the Examples."""
+    ea = example_agreement(cfg, study_id=study_id)
+    rows = [
+        (int(a), int(n), int(c), int(d or 0))
+        for a, n, c, d in session.connection().execute(
+            select(ea.c.agree, ea.c.n, func.count(), func.sum(ea.c.decided)).group_by(
+                ea.c.agree, ea.c.n
+            )
+        )
+    ]
+    counts = kept_counts(((a, n, c) for a, n, c, _ in rows), cfg.keep_threshold)
+    return counts, sum(d for *_, d in rows), sum(n * c for _, n, c, _ in rows)
+
+
+def overview(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> dict[str, Any]:
+    """One study's progress; the workers KPI counts the study's members (``study_members``);
+    blocked and flagged are per person, across studies."""
+    conn = session.connection()
+    pairs = {s: 0 for s in PAIR_STATUSES}
+    for status, n in conn.execute(
+        select(PAIR.c.status, func.count())
+        .where(PAIR.c.study_id == study_id)
+        .group_by(PAIR.c.status)
+    ):
+        pairs[str(status)] = int(n)
+    origins = {
+        str(o): int(n)
+        for o, n in conn.execute(
+            select(EX.c.origin, func.count())
+            .where(EX.c.study_id == study_id)
+            .group_by(EX.c.origin)
+        )
+    }
+    counts, decided, votes = _kept_histogram(session, cfg, study_id)
+    total = counts.examples
+    batches: dict[str, dict[str, int]] = {"generate": {}, "validate": {}}
+    for kind, status, n in conn.execute(
+        select(BATCH.c.kind, BATCH.c.status, func.count())
+        .where(BATCH.c.study_id == study_id)
+        .group_by(BATCH.c.kind, BATCH.c.status)
+    ):
+        batches.setdefault(str(kind), {})[str(status)] = int(n)
+    now = utcnow()
+    active_leases = conn.execute(
+        select(func.count())
+        .select_from(ASG.join(BATCH, BATCH.c.id == ASG.c.batch_id))
+        .where(ASG.c.status == LeaseStatus.active, ASG.c.lease_expires_at > now,
+               BATCH.c.study_id == study_id)
+    ).scalar_one()
+    workers = conn.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(case((WORKER.c.blocked.is_(True), 1), else_=0)), 0),
+            func.coalesce(func.sum(case((WORKER.c.flagged.is_(True), 1), else_=0)), 0),
+        ).where(study_members(study_id))
+    ).one()
+    skipped_annotations = conn.execute(
+        select(func.count())
+        .select_from(ANN.join(PAIR, PAIR.c.id == ANN.c.pair_id))
+        .where(ANN.c.skip_reason.is_not(None), PAIR.c.study_id == study_id)
+    ).scalar_one()
+    jobs_running = conn.execute(
+        select(func.count()).select_from(JOB).where(
+            JOB.c.status.in_(("queued", "running")), JOB.c.study_id == study_id
+        )
+    ).scalar_one()
+    return {
+        "pairs": pairs,
+        "pairs_total": sum(pairs.values()),
+        "examples": total,
+        "examples_by_origin": origins,
+        "votes": votes,
+        "decided": decided,
+        "undecided": total - decided,
+        "voted": counts.voted,
+        "unvoted": counts.unvoted,
+        "kept": counts.kept,
+        "rejected": counts.rejected,
+        # Kept or rejected while the queue still wants votes: the decision may still change.
+        "provisional": counts.voted - decided,
+        "batches_open": sum(b.get("open", 0) for b in batches.values()),
+        "batches_finished": sum(b.get("completed", 0) for b in batches.values()),
+        "batches": batches,
+        "active_leases": int(active_leases),
+        "skipped_annotations": int(skipped_annotations),
+        "workers": int(workers[0]),
+        "workers_blocked": int(workers[1]),
+        "workers_flagged": int(workers[2]),
+        "jobs_running": int(jobs_running),
+        "generated_at": now.isoformat(timespec="seconds"),
+    }
+
+
+def _hour_bucket(session: Session, column: Any) -> Any:
+    if session.get_bind().dialect.name == "postgresql":
+        return func.to_char(func.date_trunc("hour", column), "YYYY-MM-DD HH24:00")
+    return func.strftime("%Y-%m-%d %H:00", column)
+
+
+def throughput(
+    session: Session, hours: int = 48, study_id: int = DEFAULT_STUDY_ID
+) -> dict[str, Any]:
+    """The study's votes and captions per hour over the last ``hours`` hours (UTC)."""
+    now = utcnow()
+    since = (now - timedelta(hours=hours - 1)).replace(minute=0, second=0, microsecond=0)
+    labels = [(since + timedelta(hours=i)).strftime("%Y-%m-%d %H:00") for i in range(hours)]
+    series: dict[str, list[int]] = {}
+    conn = session.connection()
+    in_study = {
+        "votes": VOTE.c.example_id.in_(select(EX.c.id).where(EX.c.study_id == study_id)),
+        "captions": ANN.c.pair_id.in_(select(PAIR.c.id).where(PAIR.c.study_id == study_id)),
+    }
+    for name, model in (("votes", VOTE), ("captions", ANN)):
+        bucket = _hour_bucket(session, model.c.created_at)
+        rows = conn.execute(
+            select(bucket.label("h"), func.count())
+            .where(model.c.created_at >= since, in_study[name])
+            .group_by(bucket)
+        ).all()
+        got = {str(h): int(n) for h, n in rows}
+        series[name] = [got.get(lbl, 0) for lbl in labels]
+    return {"hours": labels, **series}

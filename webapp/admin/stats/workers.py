@@ -1,0 +1,230 @@
+"""The workers page's figures: per worker of the study, what they wrote and how they voted,
+their pace (median seconds per answer, flagged when implausibly fast), and their names."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from sqlalchemy import Float, and_, case, cast, func, select, true
+from sqlmodel import Session
+
+from vsr_core.models import DEFAULT_STUDY_ID, Worker
+from vsr_core.study import StudyConfig
+from webapp.admin.stats.shared import (
+    ANN,
+    EX,
+    INVITE,
+    PAIR,
+    VOTE,
+    WORKER,
+    invite_labels,
+    study_members,
+    vote_counts,
+)
+
+
+def worker_table(
+    session: Session,
+    cfg: StudyConfig,
+    *,
+    offset: int = 0,
+    limit: int = 100,
+    order: str = "votes",
+    only: int | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
+) -> tuple[list[dict[str, Any]], int]:
+    """Per worker of the study (``study_members``; ``only``: that worker, member or not):
+    Examples written, skips, votes, agreement with the majority, gold accuracy, all counted
+    over the study's work only."""
+    conn = session.connection()
+    vc = vote_counts(
+        None
+        if only is None
+        else select(VOTE.c.example_id).where(VOTE.c.worker_id == only).scalar_subquery()
+    )
+    # A vote agrees with the majority of its Example's votes; ties have no majority.
+    agrees = case(
+        (and_(VOTE.c.value.is_(True), 2 * vc.c.t > vc.c.n), 1),
+        (and_(VOTE.c.value.is_(False), 2 * vc.c.t < vc.c.n), 1),
+        else_=0,
+    )
+    has_majority = case((2 * vc.c.t != vc.c.n, 1), else_=0)
+    gold_target = func.coalesce(EX.c.gold_label, EX.c.label)
+    gold_hit = case((and_(EX.c.is_gold.is_(True), VOTE.c.value == gold_target), 1), else_=0)
+    gold_seen = case((EX.c.is_gold.is_(True), 1), else_=0)
+    votes_q = (
+        select(
+            VOTE.c.worker_id.label("worker_id"),
+            func.count().label("votes"),
+            func.sum(agrees).label("agree"),
+            func.sum(has_majority).label("with_majority"),
+            func.sum(gold_seen).label("gold_seen"),
+            func.sum(gold_hit).label("gold_hit"),
+            func.max(VOTE.c.created_at).label("last_vote"),
+        )
+        .select_from(VOTE)
+        .join(vc, vc.c.example_id == VOTE.c.example_id)
+        .join(EX, EX.c.id == VOTE.c.example_id)
+        .where(VOTE.c.worker_id == only if only is not None else true(),
+               EX.c.study_id == study_id)
+        .group_by(VOTE.c.worker_id)
+        .subquery("wv")
+    )
+    ann_q = (
+        select(
+            ANN.c.worker_id.label("worker_id"),
+            func.sum(case((ANN.c.skip_reason.is_not(None), 1), else_=0)).label("skips"),
+        )
+        .select_from(ANN.join(PAIR, PAIR.c.id == ANN.c.pair_id))
+        .where(PAIR.c.study_id == study_id)
+        .group_by(ANN.c.worker_id)
+        .subquery("wa")
+    )
+    # Captions written: one caption (Annotation) gives two Examples (its True and its False
+    # image), so count distinct annotations; an imported Example without one is one caption.
+    ex_q = (
+        select(
+            EX.c.author_id.label("worker_id"),
+            (
+                func.count(func.distinct(EX.c.annotation_id))
+                + func.sum(case((EX.c.annotation_id.is_(None), 1), else_=0))
+            ).label("written"),
+            func.count().label("examples_written"),
+        )
+        .where(EX.c.author_id.is_not(None), EX.c.study_id == study_id)
+        .group_by(EX.c.author_id)
+        .subquery("we")
+    )
+    # In-house workers are named by their invite's label ("invite-1" tells an admin nothing).
+    inv_q = invite_labels().subquery("wi")
+    votes = func.coalesce(votes_q.c.votes, 0)
+    captions = func.coalesce(ex_q.c.written, 0)
+    agree_rate = cast(votes_q.c.agree, Float) / func.nullif(votes_q.c.with_majority, 0)
+    gold_rate = cast(votes_q.c.gold_hit, Float) / func.nullif(votes_q.c.gold_seen, 0)
+    order_by = {
+        "votes": votes.desc(),
+        "captions": captions.desc(),
+        "agreement": agree_rate.asc(),
+        "gold": gold_rate.asc(),
+        "id": WORKER.c.id,
+    }.get(order, votes.desc())
+    base = (
+        select(
+            WORKER.c.id,
+            WORKER.c.source,
+            WORKER.c.external_id,
+            inv_q.c.label.label("invite_label"),
+            WORKER.c.roles,
+            WORKER.c.blocked,
+            WORKER.c.flagged,
+            WORKER.c.flag_reason,
+            captions.label("captions"),
+            func.coalesce(ex_q.c.examples_written, 0).label("examples_written"),
+            func.coalesce(ann_q.c.skips, 0).label("skips"),
+            votes.label("votes"),
+            agree_rate.label("agreement"),
+            votes_q.c.gold_seen,
+            gold_rate.label("gold_accuracy"),
+            votes_q.c.last_vote,
+        )
+        .select_from(WORKER)
+        .outerjoin(votes_q, votes_q.c.worker_id == WORKER.c.id)
+        .outerjoin(ann_q, ann_q.c.worker_id == WORKER.c.id)
+        .outerjoin(ex_q, ex_q.c.worker_id == WORKER.c.id)
+        .outerjoin(inv_q, inv_q.c.worker_id == WORKER.c.id)
+    )
+    if only is not None:
+        base, total = base.where(WORKER.c.id == only), 1
+    else:
+        base = base.where(study_members(study_id))
+        total = conn.execute(
+            select(func.count()).select_from(WORKER).where(study_members(study_id))
+        ).scalar_one()
+    rows = (
+        conn.execute(base.order_by(order_by, WORKER.c.id).offset(offset).limit(limit))
+        .mappings()
+        .all()
+    )
+    out = [dict(r) for r in rows]
+    medians = median_seconds(session, [r["id"] for r in out], study_id)
+    for r in out:
+        r["name"] = r["invite_label"] or r["external_id"]
+        vote_s, caption_s, n_timed_votes, n_timed_captions = medians.get(
+            r["id"], (None, None, 0, 0)
+        )
+        r["median_vote_s"], r["median_caption_s"] = vote_s, caption_s
+        r["too_fast"] = too_fast(cfg, vote_s, n_timed_votes, caption_s, n_timed_captions)
+    return out, int(total)
+
+
+# Fewer timed answers than this say nothing about a worker's pace.
+FAST_MIN_ANSWERS = 5
+
+
+def too_fast(
+    cfg: StudyConfig,
+    vote_s: float | None,
+    n_votes: int,
+    caption_s: float | None,
+    n_captions: int,
+) -> str | None:
+    """Why a worker's pace is implausible (median below the study's threshold), or None."""
+    reasons = []
+    if n_votes >= FAST_MIN_ANSWERS and vote_s is not None and vote_s < cfg.fast_vote_seconds:
+        reasons.append(f"median {vote_s:.1f} s per vote (< {cfg.fast_vote_seconds:g} s)")
+    slow_enough = caption_s is None or caption_s >= cfg.fast_caption_seconds
+    if n_captions >= FAST_MIN_ANSWERS and not slow_enough:
+        reasons.append(f"median {caption_s:.1f} s per caption (< {cfg.fast_caption_seconds:g} s)")
+    return "; ".join(reasons) or None
+
+
+def median_seconds(
+    session: Session, worker_ids: list[int], study_id: int = DEFAULT_STUDY_ID
+) -> dict[int, tuple[float | None, float | None, int, int]]:
+    """Median seconds per vote and per caption for these workers, and how many timed votes
+    and captions they are taken over.
+
+    Medians are not portable SQL (SQLite has no percentile function), so the durations of one
+    page of workers are fetched and the medians taken in Python.
+    """
+    if not worker_ids:
+        return {}
+    conn = session.connection()
+    out: dict[int, tuple[float | None, float | None, int, int]] = {}
+    per: dict[str, dict[int, list[int]]] = {"v": {}, "a": {}}
+    in_study = {  # the study's votes and captions only
+        "v": VOTE.c.example_id.in_(select(EX.c.id).where(EX.c.study_id == study_id)),
+        "a": ANN.c.pair_id.in_(select(PAIR.c.id).where(PAIR.c.study_id == study_id)),
+    }
+    for key, model in (("v", VOTE), ("a", ANN)):
+        rows = conn.execute(
+            select(model.c.worker_id, model.c.duration_ms).where(
+                model.c.worker_id.in_(worker_ids),
+                model.c.duration_ms.is_not(None),
+                in_study[key],
+            )
+        )
+        for wid, ms in rows:
+            per[key].setdefault(int(wid), []).append(int(ms))
+    for wid in worker_ids:
+        v = per["v"].get(wid)
+        a = per["a"].get(wid)
+        out[wid] = (
+            statistics.median(v) / 1000 if v else None,
+            statistics.median(a) / 1000 if a else None,
+            len(v or ()),
+            len(a or ()),
+        )
+    return out
+
+
+def worker_names(session: Session, workers: list[Worker]) -> dict[int, str]:
+    """Each worker's name as the Workers page gives it: their invite's label, else their id
+    on the platform (``invite-N`` for an invite)."""
+    ids = [w.id for w in workers if w.id is not None]
+    labels: dict[int, str] = {}
+    if ids:
+        stmt = invite_labels().where(INVITE.c.worker_id.in_(ids))
+        labels = {int(r.worker_id): str(r.label) for r in session.connection().execute(stmt)}
+    return {w.id: labels.get(w.id, w.external_id) for w in workers if w.id is not None}
