@@ -11,7 +11,8 @@ from sqlmodel import Session
 
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.study import StudyConfig
-from webapp.admin.stats.shared import EX, VOTE, WORKER, example_agreement, study_members
+from vsr_core.tables import EXAMPLE, VOTE, WORKER
+from webapp.admin.stats.shared import example_agreement, study_members
 
 
 def example_filters(
@@ -29,15 +30,15 @@ def example_filters(
     # Examples' votes are grouped; conditions on the agreement apply to its rows.
     rows: list[Any] = []
     if relation:
-        rows.append(EX.c.relation == relation)
+        rows.append(EXAMPLE.c.relation == relation)
     if concept:
-        rows.append(or_(EX.c.subj == concept, EX.c.obj == concept))
+        rows.append(or_(EXAMPLE.c.subj == concept, EXAMPLE.c.obj == concept))
     if origin:
-        rows.append(EX.c.origin == origin)
+        rows.append(EXAMPLE.c.origin == origin)
     if gold is not None:
-        rows.append(EX.c.is_gold.is_(gold))
+        rows.append(EXAMPLE.c.is_gold.is_(gold))
     if q:
-        rows.append(EX.c.caption.ilike(f"%{q}%"))
+        rows.append(EXAMPLE.c.caption.ilike(f"%{q}%"))
     ea = example_agreement(cfg, with_revalidation=True, where=rows, study_id=study_id)
     conds = [] if agreement is None else _agreement_conditions(ea, agreement)
     return ea, conds
@@ -60,14 +61,14 @@ def browse_examples(
     session: Session, cfg: StudyConfig, *, offset: int = 0, limit: int = 50, **filters: Any
 ) -> tuple[list[dict[str, Any]], int]:
     ea, conds = example_filters(cfg, **filters)
-    base = select(ea).join(EX, EX.c.id == ea.c.id)
+    base = select(ea).join(EXAMPLE, EXAMPLE.c.id == ea.c.id)
     if conds:
         base = base.where(*conds)
     conn = session.connection()
     total = conn.execute(select(func.count()).select_from(base.subquery())).scalar_one()
     rows = (
         conn.execute(
-            base.add_columns(EX.c.caption, EX.c.image_id)
+            base.add_columns(EXAMPLE.c.caption, EXAMPLE.c.image_id)
             .order_by(ea.c.id)
             .offset(offset)
             .limit(limit)
@@ -80,14 +81,14 @@ def browse_examples(
 
 def distinct_values(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, list[str]]:
     conn = session.connection()
-    mine = EX.c.study_id == study_id
+    mine = EXAMPLE.c.study_id == study_id
 
     def values(column: Any) -> list[str]:
         return [v for (v,) in conn.execute(select(column).where(mine).distinct().order_by(column))]
 
-    concepts = set(values(EX.c.subj)) | set(values(EX.c.obj))
-    return {"relations": values(EX.c.relation), "concepts": sorted(concepts),
-            "origins": values(EX.c.origin)}
+    concepts = set(values(EXAMPLE.c.subj)) | set(values(EXAMPLE.c.obj))
+    return {"relations": values(EXAMPLE.c.relation), "concepts": sorted(concepts),
+            "origins": values(EXAMPLE.c.origin)}
 
 
 def validators_left(session: Session, example_id: int, author_id: int | None,

@@ -12,19 +12,9 @@ from sqlmodel import Session
 from vsr_core.kept import KeptCounts, kept_counts
 from vsr_core.models import DEFAULT_STUDY_ID, LeaseStatus
 from vsr_core.study import StudyConfig
+from vsr_core.tables import ANNOTATION, ASSIGNMENT, BATCH, EXAMPLE, IMAGE_PAIR, JOB, VOTE, WORKER
 from vsr_core.types import utcnow
-from webapp.admin.stats.shared import (
-    ANN,
-    ASG,
-    BATCH,
-    EX,
-    JOB,
-    PAIR,
-    VOTE,
-    WORKER,
-    example_agreement,
-    study_members,
-)
+from webapp.admin.stats.shared import example_agreement, study_members
 
 PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
 
@@ -62,17 +52,17 @@ def overview(
     conn = session.connection()
     pairs = {s: 0 for s in PAIR_STATUSES}
     for status, n in conn.execute(
-        select(PAIR.c.status, func.count())
-        .where(PAIR.c.study_id == study_id)
-        .group_by(PAIR.c.status)
+        select(IMAGE_PAIR.c.status, func.count())
+        .where(IMAGE_PAIR.c.study_id == study_id)
+        .group_by(IMAGE_PAIR.c.status)
     ):
         pairs[str(status)] = int(n)
     origins = {
         str(o): int(n)
         for o, n in conn.execute(
-            select(EX.c.origin, func.count())
-            .where(EX.c.study_id == study_id)
-            .group_by(EX.c.origin)
+            select(EXAMPLE.c.origin, func.count())
+            .where(EXAMPLE.c.study_id == study_id)
+            .group_by(EXAMPLE.c.origin)
         )
     }
     counts, decided, votes = _kept_histogram(session, cfg, study_id)
@@ -87,8 +77,8 @@ def overview(
     now = utcnow()
     active_leases = conn.execute(
         select(func.count())
-        .select_from(ASG.join(BATCH, BATCH.c.id == ASG.c.batch_id))
-        .where(ASG.c.status == LeaseStatus.active, ASG.c.lease_expires_at > now,
+        .select_from(ASSIGNMENT.join(BATCH, BATCH.c.id == ASSIGNMENT.c.batch_id))
+        .where(ASSIGNMENT.c.status == LeaseStatus.active, ASSIGNMENT.c.lease_expires_at > now,
                BATCH.c.study_id == study_id)
     ).scalar_one()
     workers = conn.execute(
@@ -100,8 +90,8 @@ def overview(
     ).one()
     skipped_annotations = conn.execute(
         select(func.count())
-        .select_from(ANN.join(PAIR, PAIR.c.id == ANN.c.pair_id))
-        .where(ANN.c.skip_reason.is_not(None), PAIR.c.study_id == study_id)
+        .select_from(ANNOTATION.join(IMAGE_PAIR, IMAGE_PAIR.c.id == ANNOTATION.c.pair_id))
+        .where(ANNOTATION.c.skip_reason.is_not(None), IMAGE_PAIR.c.study_id == study_id)
     ).scalar_one()
     jobs_running = conn.execute(
         select(func.count()).select_from(JOB).where(
@@ -151,10 +141,10 @@ def throughput(
     series: dict[str, list[int]] = {}
     conn = session.connection()
     in_study = {
-        "votes": VOTE.c.example_id.in_(select(EX.c.id).where(EX.c.study_id == study_id)),
-        "captions": ANN.c.pair_id.in_(select(PAIR.c.id).where(PAIR.c.study_id == study_id)),
+        "votes": VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(EXAMPLE.c.study_id == study_id)),
+        "captions": ANNOTATION.c.pair_id.in_(select(IMAGE_PAIR.c.id).where(IMAGE_PAIR.c.study_id == study_id)),
     }
-    for name, model in (("votes", VOTE), ("captions", ANN)):
+    for name, model in (("votes", VOTE), ("captions", ANNOTATION)):
         bucket = _hour_bucket(session, model.c.created_at)
         rows = conn.execute(
             select(bucket.label("h"), func.count())

@@ -7,8 +7,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from vsr_core.models import DEFAULT_STUDY_ID, MatchRun
-from webapp.admin.stats.shared import MC
+from vsr_core.models import DEFAULT_STUDY_ID
+from vsr_core.tables import MATCH_RUN, MC_ITEM
 
 
 def mc_summary(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, Any]:
@@ -17,7 +17,7 @@ def mc_summary(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, 
     from vsr_core.mc_items import surviving_items
     from vsr_core.study import load_study_config
 
-    run = MatchRun.__table__  # type: ignore[attr-defined]
+    run = MATCH_RUN
     conn = session.connection()
     latest = conn.execute(
         select(run.c.id, run.c.params).where(run.c.study_id == study_id)
@@ -26,7 +26,7 @@ def mc_summary(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, 
     if latest is None:
         return {"mc_items": 0, "mc_run_items": 0}
     total = conn.execute(
-        select(func.count()).select_from(MC).where(MC.c.run_id == latest.id)
+        select(func.count()).select_from(MC_ITEM).where(MC_ITEM.c.run_id == latest.id)
     ).scalar_one()
     ready = 0
     if (latest.params or {}).get("negatives_sent"):

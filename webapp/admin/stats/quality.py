@@ -12,13 +12,8 @@ from sqlmodel import Session
 from vsr_core.kept import KeptCounts, kept_counts
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.study import StudyConfig
-from webapp.admin.stats.shared import (
-    EX,
-    REVALIDATION,
-    VOTE,
-    example_agreement,
-    vote_counts,
-)
+from vsr_core.tables import EXAMPLE, VOTE
+from webapp.admin.stats.shared import REVALIDATION, example_agreement, vote_counts
 
 
 def agreement_coefficients(
@@ -35,7 +30,7 @@ def agreement_coefficients(
     against vsr_core.agreement and the krippendorff package.
     """
     vc = vote_counts(
-        select(EX.c.id).where(EX.c.study_id == study_id, EX.c.origin != REVALIDATION)
+        select(EXAMPLE.c.id).where(EXAMPLE.c.study_id == study_id, EXAMPLE.c.origin != REVALIDATION)
     )
     n, t = vc.c.n, vc.c.t
     f = n - t
@@ -167,12 +162,12 @@ def concept_counts(
 ) -> list[dict[str, Any]]:
     """Concepts by how often they are ENT1 (subj) and ENT2 (obj), most frequent first."""
     conn = session.connection()
-    data = and_(EX.c.origin != REVALIDATION, EX.c.study_id == study_id)
+    data = and_(EXAMPLE.c.origin != REVALIDATION, EXAMPLE.c.study_id == study_id)
     subj: dict[str, int] = dict(
-        conn.execute(select(EX.c.subj, func.count()).where(data).group_by(EX.c.subj)).all()
+        conn.execute(select(EXAMPLE.c.subj, func.count()).where(data).group_by(EXAMPLE.c.subj)).all()
     )
     obj: dict[str, int] = dict(
-        conn.execute(select(EX.c.obj, func.count()).where(data).group_by(EX.c.obj)).all()
+        conn.execute(select(EXAMPLE.c.obj, func.count()).where(data).group_by(EXAMPLE.c.obj)).all()
     )
     names = set(subj) | set(obj)
     ranked = sorted(names, key=lambda c: (-(subj.get(c, 0) + obj.get(c, 0)), c))
@@ -189,11 +184,11 @@ def frame_answers(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[di
     Only relations with at least one answer, most answered first."""
     conn = session.connection()
     rows = conn.execute(
-        select(EX.c.relation, VOTE.c.reference_frame, func.count())
-        .select_from(VOTE.join(EX, EX.c.id == VOTE.c.example_id))
-        .where(EX.c.study_id == study_id, EX.c.origin != REVALIDATION,
+        select(EXAMPLE.c.relation, VOTE.c.reference_frame, func.count())
+        .select_from(VOTE.join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id))
+        .where(EXAMPLE.c.study_id == study_id, EXAMPLE.c.origin != REVALIDATION,
                VOTE.c.reference_frame.in_(FRAMES))
-        .group_by(EX.c.relation, VOTE.c.reference_frame)
+        .group_by(EXAMPLE.c.relation, VOTE.c.reference_frame)
     ).all()
     by_rel: dict[str, dict[str, int]] = {}
     for relation, frame, n in rows:

@@ -6,37 +6,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Table, and_, case, exists, func, or_, select, true
+from sqlalchemy import and_, case, exists, func, or_, select, true
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
 from vsr_core.kept import kept_clause
 from vsr_core.models import (
     DEFAULT_STUDY_ID,
-    Annotation,
-    Assignment,
-    Batch,
-    Example,
-    ImagePair,
-    InviteToken,
-    Job,
-    McItem,
-    Vote,
-    Worker,
 )
 from vsr_core.study import StudyConfig
-
-# Table objects (not the ORM classes): typed columns for SQL expressions.
-ANN: Table = Annotation.__table__  # type: ignore[attr-defined]
-ASG: Table = Assignment.__table__  # type: ignore[attr-defined]
-BATCH: Table = Batch.__table__  # type: ignore[attr-defined]
-EX: Table = Example.__table__  # type: ignore[attr-defined]
-PAIR: Table = ImagePair.__table__  # type: ignore[attr-defined]
-JOB: Table = Job.__table__  # type: ignore[attr-defined]
-INVITE: Table = InviteToken.__table__  # type: ignore[attr-defined]
-MC: Table = McItem.__table__  # type: ignore[attr-defined]
-VOTE: Table = Vote.__table__  # type: ignore[attr-defined]
-WORKER: Table = Worker.__table__  # type: ignore[attr-defined]
+from vsr_core.tables import (
+    ANNOTATION,
+    BATCH,
+    EXAMPLE,
+    IMAGE_PAIR,
+    INVITE_TOKEN,
+    VOTE,
+    WORKER,
+)
 
 REVALIDATION = "revalidation"
 
@@ -53,12 +40,12 @@ def study_members(study_id: int) -> Any:
     # 32; PostgreSQL 18 ms instead of 45, a UNION of ids 38).
     return or_(
         exists().where(BATCH.c.worker_id == w, BATCH.c.study_id + 0 == study_id),
-        exists().where(VOTE.c.worker_id == w, EX.c.id == VOTE.c.example_id,
-                       EX.c.study_id == study_id),
-        exists().where(EX.c.author_id == w, EX.c.study_id + 0 == study_id),
-        exists().where(ANN.c.worker_id == w, PAIR.c.id == ANN.c.pair_id,
-                       PAIR.c.study_id == study_id),
-        exists().where(INVITE.c.worker_id == w, INVITE.c.study_id == study_id),
+        exists().where(VOTE.c.worker_id == w, EXAMPLE.c.id == VOTE.c.example_id,
+                       EXAMPLE.c.study_id == study_id),
+        exists().where(EXAMPLE.c.author_id == w, EXAMPLE.c.study_id + 0 == study_id),
+        exists().where(ANNOTATION.c.worker_id == w, IMAGE_PAIR.c.id == ANNOTATION.c.pair_id,
+                       IMAGE_PAIR.c.study_id == study_id),
+        exists().where(INVITE_TOKEN.c.worker_id == w, INVITE_TOKEN.c.study_id == study_id),
     )
 
 
@@ -92,29 +79,29 @@ def example_agreement(
     only those Examples' votes are counted (at 10x VSR, grouping all 390,000 votes to show one
     relation's 14,000 Examples cost most of the data page's time).
     """
-    where = [EX.c.study_id == study_id, *(where or ())]  # one study's Examples only
+    where = [EXAMPLE.c.study_id == study_id, *(where or ())]  # one study's Examples only
     # Votes and agreeing votes from the Example's own counters, not by grouping the vote
     # table: every vote is counted on its Example in the same statement that stores it
     # (webapp.validate.statements.count_vote; the importer sets them too), so they are equal
     # (webapp.validate.audit checks it), and reading them is one pass over the Examples. At
     # 10x VSR, grouping 390,000 votes cost the overview ~400 ms of its ~480.
-    n = EX.c.queue_votes
-    agree = EX.c.queue_agree
-    t = case((EX.c.label.is_(True), agree), else_=n - agree)
-    target = func.coalesce(EX.c.target_votes, cfg.votes_per_example)
+    n = EXAMPLE.c.queue_votes
+    agree = EXAMPLE.c.queue_agree
+    t = case((EXAMPLE.c.label.is_(True), agree), else_=n - agree)
+    target = func.coalesce(EXAMPLE.c.target_votes, cfg.votes_per_example)
     # Decided = the validation queue wants no more votes for it (its adaptive rule, kept on
     # the row; imported Examples arrive settled), and it has its target number of votes.
-    decided = and_(EX.c.queue_open.is_(False), n >= target, n > 0)
+    decided = and_(EXAMPLE.c.queue_open.is_(False), n >= target, n > 0)
     kept = kept_clause(agree, n, cfg.keep_threshold)
     return (
         select(
-            EX.c.id.label("id"),
-            EX.c.relation.label("relation"),
-            EX.c.subj.label("subj"),
-            EX.c.obj.label("obj"),
-            EX.c.label.label("label"),
-            EX.c.origin.label("origin"),
-            EX.c.is_gold.label("is_gold"),
+            EXAMPLE.c.id.label("id"),
+            EXAMPLE.c.relation.label("relation"),
+            EXAMPLE.c.subj.label("subj"),
+            EXAMPLE.c.obj.label("obj"),
+            EXAMPLE.c.label.label("label"),
+            EXAMPLE.c.origin.label("origin"),
+            EXAMPLE.c.is_gold.label("is_gold"),
             n.label("n"),
             t.label("t"),
             agree.label("agree"),
@@ -122,8 +109,8 @@ def example_agreement(
             case((kept, 1), else_=0).label("kept"),
             case((and_(n > 0, agree == n), 1), else_=0).label("unanimous"),
         )
-        .select_from(EX)
-        .where(true() if with_revalidation else EX.c.origin != REVALIDATION, *(where or ()))
+        .select_from(EXAMPLE)
+        .where(true() if with_revalidation else EXAMPLE.c.origin != REVALIDATION, *(where or ()))
         .subquery("ea")
     )
 
@@ -135,11 +122,11 @@ def data_version(session: Session) -> tuple[Any, ...]:
         select(
             select(func.count()).select_from(VOTE).scalar_subquery(),
             select(func.max(VOTE.c.id)).scalar_subquery(),
-            select(func.count()).select_from(EX).scalar_subquery(),
-            select(func.max(EX.c.id)).scalar_subquery(),
-            select(func.count()).select_from(ANN).scalar_subquery(),
-            select(func.count()).select_from(PAIR).scalar_subquery(),
-            select(func.count()).select_from(EX).where(EX.c.is_gold.is_(True)).scalar_subquery(),
+            select(func.count()).select_from(EXAMPLE).scalar_subquery(),
+            select(func.max(EXAMPLE.c.id)).scalar_subquery(),
+            select(func.count()).select_from(ANNOTATION).scalar_subquery(),
+            select(func.count()).select_from(IMAGE_PAIR).scalar_subquery(),
+            select(func.count()).select_from(EXAMPLE).where(EXAMPLE.c.is_gold.is_(True)).scalar_subquery(),
         )
     ).one()
     return tuple(row)
@@ -148,7 +135,7 @@ def data_version(session: Session) -> tuple[Any, ...]:
 def invite_labels() -> Any:
     """(worker_id, label): the label of a worker's invite, the name the dashboard shows."""
     return (
-        select(INVITE.c.worker_id.label("worker_id"), func.max(INVITE.c.label).label("label"))
-        .where(INVITE.c.worker_id.is_not(None), INVITE.c.label != "")
-        .group_by(INVITE.c.worker_id)
+        select(INVITE_TOKEN.c.worker_id.label("worker_id"), func.max(INVITE_TOKEN.c.label).label("label"))
+        .where(INVITE_TOKEN.c.worker_id.is_not(None), INVITE_TOKEN.c.label != "")
+        .group_by(INVITE_TOKEN.c.worker_id)
     )

@@ -11,17 +11,8 @@ from sqlmodel import Session
 
 from vsr_core.models import DEFAULT_STUDY_ID, Worker
 from vsr_core.study import StudyConfig
-from webapp.admin.stats.shared import (
-    ANN,
-    EX,
-    INVITE,
-    PAIR,
-    VOTE,
-    WORKER,
-    invite_labels,
-    study_members,
-    vote_counts,
-)
+from vsr_core.tables import ANNOTATION, EXAMPLE, IMAGE_PAIR, INVITE_TOKEN, VOTE, WORKER
+from webapp.admin.stats.shared import invite_labels, study_members, vote_counts
 
 
 def worker_table(
@@ -50,9 +41,9 @@ def worker_table(
         else_=0,
     )
     has_majority = case((2 * vc.c.t != vc.c.n, 1), else_=0)
-    gold_target = func.coalesce(EX.c.gold_label, EX.c.label)
-    gold_hit = case((and_(EX.c.is_gold.is_(True), VOTE.c.value == gold_target), 1), else_=0)
-    gold_seen = case((EX.c.is_gold.is_(True), 1), else_=0)
+    gold_target = func.coalesce(EXAMPLE.c.gold_label, EXAMPLE.c.label)
+    gold_hit = case((and_(EXAMPLE.c.is_gold.is_(True), VOTE.c.value == gold_target), 1), else_=0)
+    gold_seen = case((EXAMPLE.c.is_gold.is_(True), 1), else_=0)
     votes_q = (
         select(
             VOTE.c.worker_id.label("worker_id"),
@@ -65,35 +56,35 @@ def worker_table(
         )
         .select_from(VOTE)
         .join(vc, vc.c.example_id == VOTE.c.example_id)
-        .join(EX, EX.c.id == VOTE.c.example_id)
+        .join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id)
         .where(VOTE.c.worker_id == only if only is not None else true(),
-               EX.c.study_id == study_id)
+               EXAMPLE.c.study_id == study_id)
         .group_by(VOTE.c.worker_id)
         .subquery("wv")
     )
     ann_q = (
         select(
-            ANN.c.worker_id.label("worker_id"),
-            func.sum(case((ANN.c.skip_reason.is_not(None), 1), else_=0)).label("skips"),
+            ANNOTATION.c.worker_id.label("worker_id"),
+            func.sum(case((ANNOTATION.c.skip_reason.is_not(None), 1), else_=0)).label("skips"),
         )
-        .select_from(ANN.join(PAIR, PAIR.c.id == ANN.c.pair_id))
-        .where(PAIR.c.study_id == study_id)
-        .group_by(ANN.c.worker_id)
+        .select_from(ANNOTATION.join(IMAGE_PAIR, IMAGE_PAIR.c.id == ANNOTATION.c.pair_id))
+        .where(IMAGE_PAIR.c.study_id == study_id)
+        .group_by(ANNOTATION.c.worker_id)
         .subquery("wa")
     )
     # Captions written: one caption (Annotation) gives two Examples (its True and its False
     # image), so count distinct annotations; an imported Example without one is one caption.
     ex_q = (
         select(
-            EX.c.author_id.label("worker_id"),
+            EXAMPLE.c.author_id.label("worker_id"),
             (
-                func.count(func.distinct(EX.c.annotation_id))
-                + func.sum(case((EX.c.annotation_id.is_(None), 1), else_=0))
+                func.count(func.distinct(EXAMPLE.c.annotation_id))
+                + func.sum(case((EXAMPLE.c.annotation_id.is_(None), 1), else_=0))
             ).label("written"),
             func.count().label("examples_written"),
         )
-        .where(EX.c.author_id.is_not(None), EX.c.study_id == study_id)
-        .group_by(EX.c.author_id)
+        .where(EXAMPLE.c.author_id.is_not(None), EXAMPLE.c.study_id == study_id)
+        .group_by(EXAMPLE.c.author_id)
         .subquery("we")
     )
     # In-house workers are named by their invite's label ("invite-1" tells an admin nothing).
@@ -194,10 +185,10 @@ def median_seconds(
     out: dict[int, tuple[float | None, float | None, int, int]] = {}
     per: dict[str, dict[int, list[int]]] = {"v": {}, "a": {}}
     in_study = {  # the study's votes and captions only
-        "v": VOTE.c.example_id.in_(select(EX.c.id).where(EX.c.study_id == study_id)),
-        "a": ANN.c.pair_id.in_(select(PAIR.c.id).where(PAIR.c.study_id == study_id)),
+        "v": VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(EXAMPLE.c.study_id == study_id)),
+        "a": ANNOTATION.c.pair_id.in_(select(IMAGE_PAIR.c.id).where(IMAGE_PAIR.c.study_id == study_id)),
     }
-    for key, model in (("v", VOTE), ("a", ANN)):
+    for key, model in (("v", VOTE), ("a", ANNOTATION)):
         rows = conn.execute(
             select(model.c.worker_id, model.c.duration_ms).where(
                 model.c.worker_id.in_(worker_ids),
@@ -225,6 +216,6 @@ def worker_names(session: Session, workers: list[Worker]) -> dict[int, str]:
     ids = [w.id for w in workers if w.id is not None]
     labels: dict[int, str] = {}
     if ids:
-        stmt = invite_labels().where(INVITE.c.worker_id.in_(ids))
+        stmt = invite_labels().where(INVITE_TOKEN.c.worker_id.in_(ids))
         labels = {int(r.worker_id): str(r.label) for r in session.connection().execute(stmt)}
     return {w.id: labels.get(w.id, w.external_id) for w in workers if w.id is not None}
