@@ -32,6 +32,7 @@ def main() -> None:
     from sqlalchemy import exists, func, or_, select
     from sqlmodel import Session
 
+    from vsr_core import tables as t
     from vsr_core.db import make_engine
     from webapp.admin import stats as s
 
@@ -43,32 +44,32 @@ def main() -> None:
     url = fresh_database(args.database_url, Path(tempfile.mkdtemp()), "vsr_bench_members")
     engine = make_engine(url)
     print(_import(engine, args.raw))
-    w, sid = s.WORKER.c.id, 1
+    w, sid = t.WORKER.c.id, 1
 
     def union() -> Any:
-        in_study = select(s.EX.c.id).where(s.EX.c.study_id == sid)
-        ids = select(s.BATCH.c.worker_id).where(s.BATCH.c.study_id == sid).union(
-            select(s.EX.c.author_id).where(s.EX.c.study_id == sid),
-            select(s.VOTE.c.worker_id).where(s.VOTE.c.example_id.in_(in_study)),
-            select(s.ANN.c.worker_id)
-            .select_from(s.ANN.join(s.PAIR, s.PAIR.c.id == s.ANN.c.pair_id))
-            .where(s.PAIR.c.study_id == sid),
-            select(s.INVITE.c.worker_id).where(s.INVITE.c.study_id == sid),
+        in_study = select(t.EXAMPLE.c.id).where(t.EXAMPLE.c.study_id == sid)
+        ids = select(t.BATCH.c.worker_id).where(t.BATCH.c.study_id == sid).union(
+            select(t.EXAMPLE.c.author_id).where(t.EXAMPLE.c.study_id == sid),
+            select(t.VOTE.c.worker_id).where(t.VOTE.c.example_id.in_(in_study)),
+            select(t.ANNOTATION.c.worker_id)
+            .select_from(t.ANNOTATION.join(t.IMAGE_PAIR, t.IMAGE_PAIR.c.id == t.ANNOTATION.c.pair_id))
+            .where(t.IMAGE_PAIR.c.study_id == sid),
+            select(t.INVITE_TOKEN.c.worker_id).where(t.INVITE_TOKEN.c.study_id == sid),
         )
         return w.in_(ids.scalar_subquery())
 
     def plain_exists() -> Any:
         return or_(
-            exists().where(s.BATCH.c.worker_id == w, s.BATCH.c.study_id == sid),
-            exists().where(s.VOTE.c.worker_id == w, s.EX.c.id == s.VOTE.c.example_id,
-                           s.EX.c.study_id == sid),
-            exists().where(s.EX.c.author_id == w, s.EX.c.study_id == sid),
-            exists().where(s.ANN.c.worker_id == w, s.PAIR.c.id == s.ANN.c.pair_id,
-                           s.PAIR.c.study_id == sid),
-            exists().where(s.INVITE.c.worker_id == w, s.INVITE.c.study_id == sid),
+            exists().where(t.BATCH.c.worker_id == w, t.BATCH.c.study_id == sid),
+            exists().where(t.VOTE.c.worker_id == w, t.EXAMPLE.c.id == t.VOTE.c.example_id,
+                           t.EXAMPLE.c.study_id == sid),
+            exists().where(t.EXAMPLE.c.author_id == w, t.EXAMPLE.c.study_id == sid),
+            exists().where(t.ANNOTATION.c.worker_id == w, t.IMAGE_PAIR.c.id == t.ANNOTATION.c.pair_id,
+                           t.IMAGE_PAIR.c.study_id == sid),
+            exists().where(t.INVITE_TOKEN.c.worker_id == w, t.INVITE_TOKEN.c.study_id == sid),
         )
 
-    count = select(func.count()).select_from(s.WORKER)
+    count = select(func.count()).select_from(t.WORKER)
     variants = {
         "old: every worker (baseline)": count,
         "UNION of ids": count.where(union()),
