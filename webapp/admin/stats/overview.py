@@ -10,7 +10,7 @@ from sqlalchemy import case, func, select
 from sqlmodel import Session
 
 from vsr_core.kept import KeptCounts, kept_counts
-from vsr_core.models import DEFAULT_STUDY_ID, LeaseStatus
+from vsr_core.models import ACTIVE_JOB_STATUSES, DEFAULT_STUDY_ID, LeaseStatus
 from vsr_core.study import StudyConfig
 from vsr_core.tables import ANNOTATION, ASSIGNMENT, BATCH, EXAMPLE, IMAGE_PAIR, JOB, VOTE, WORKER
 from vsr_core.types import utcnow
@@ -95,7 +95,7 @@ def overview(
     ).scalar_one()
     jobs_running = conn.execute(
         select(func.count()).select_from(JOB).where(
-            JOB.c.status.in_(("queued", "running")), JOB.c.study_id == study_id
+            JOB.c.status.in_(ACTIVE_JOB_STATUSES), JOB.c.study_id == study_id
         )
     ).scalar_one()
     return {
