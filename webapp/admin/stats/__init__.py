@@ -17,7 +17,6 @@ from webapp.admin.stats.data import (
 )
 from webapp.admin.stats.overview import (
     PAIR_STATUSES,
-    example_kept_counts,
     overview,
     throughput,
 )
@@ -58,7 +57,6 @@ __all__ = [
     "distinct_values",
     "example_agreement",
     "example_filters",
-    "example_kept_counts",
     "frame_answers",
     "invite_labels",
     "median_seconds",

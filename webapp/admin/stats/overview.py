@@ -19,14 +19,6 @@ from webapp.admin.stats.shared import example_agreement, study_members
 PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
 
 
-def example_kept_counts(
-    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
-) -> KeptCounts:
-    """``vsr_core.kept.kept_counts`` over the study's Examples: one GROUP BY (agreeing votes,
-    votes)."""
-    return _kept_histogram(session, cfg, study_id)[0]
-
-
 def _kept_histogram(
     session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
 ) -> tuple[KeptCounts, int, int]:
