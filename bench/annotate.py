@@ -126,7 +126,7 @@ def main() -> None:
     )
     from vsr_core.db import make_engine, session_scope
     from vsr_core.models import Batch, Worker
-    from vsr_core.study import StudyConfig
+    from vsr_core.studies.settings import StudyConfig
     from webapp.crowd import batches
     from webapp.crowd.leases import PairStrategy, take_next
     from webapp.images import render as images

@@ -108,7 +108,7 @@ def main() -> None:
             create_admin(s, "bench", "bench-password")
         # A re-validation round of 1,000 imported Examples, so its report has work to do.
         from vsr_core.revalidation import open_round
-        from vsr_core.study import StudyConfig
+        from vsr_core.studies.settings import StudyConfig
 
         with Session(engine) as s:
             print(open_round(s, sample=1000, seed=0, config=StudyConfig()).line())

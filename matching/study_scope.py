@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from vsr_core import captions
 from vsr_core.caption_language import render_concepts
 from vsr_core.relation_semantics import SemanticsTable, Triple, builtin_table, table_for_study
-from vsr_core.study_file import Language, StudyDefinition
+from vsr_core.studies.definition import Language, StudyDefinition
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def _truncate_all(engine: Engine) -> None:
                 conn.execute(text(f'DELETE FROM "{t}"'))
     # Every database has its default study (migration 0007); rows made without a study
     # belong to it.
-    from vsr_core.studies import ensure_default_study
+    from vsr_core.studies.store import ensure_default_study
 
     with Session(engine) as s:
         ensure_default_study(s)

@@ -150,7 +150,7 @@ def run_build(
     import tempfile
 
     from vsr_core.models import Study
-    from vsr_core.study_context import StudyContext
+    from vsr_core.studies.context import StudyContext
     from vsr_dataset.export import BuildOptions, build_dataset, zip_export
 
     with Session(engine) as session:

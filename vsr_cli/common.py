@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from vsr_core.settings import Settings
-    from vsr_core.study_context import StudyContext
+    from vsr_core.studies.context import StudyContext
 
 # A table every migrated database has (the first revision creates it).
 _SCHEMA_TABLE = "imagepair"
@@ -188,7 +188,7 @@ def study_for(engine: Engine, slug: str | None) -> StudyContext:
     error with exit 2."""
     from sqlmodel import Session
 
-    from vsr_core.studies import StudyError, study_context
+    from vsr_core.studies.store import StudyError, study_context
 
     try:
         with Session(engine) as session:

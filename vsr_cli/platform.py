@@ -171,7 +171,7 @@ def _platform_study(session: Any, platform: PlatformName, study_id: int, slug: s
 
 
 def _site_study(session: Any, slug: str | None) -> Any:
-    from vsr_core.studies import StudyError, resolve_study
+    from vsr_core.studies.store import StudyError, resolve_study
 
     try:
         return resolve_study(session, slug)

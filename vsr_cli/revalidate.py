@@ -44,7 +44,7 @@ def revalidate(
         report_lines,
         rounds,
     )
-    from vsr_core.study import load_study_config
+    from vsr_core.studies.settings import load_study_config
 
     if sample is None and not show_report:
         raise CliUsageError("give --sample N to open a sample, or --report to see a round's report")

@@ -14,7 +14,7 @@ from vsr_core.defaults import MIN_AREA_PX
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from vsr_core.study_context import StudyContext
+    from vsr_core.studies.context import StudyContext
 
 _STAGES = {"load": "loading COCO", "sample": "sampling pairs", "store": "storing"}
 
@@ -130,7 +130,7 @@ def sample(
     if study_file is not None or (study_slug is not None and not coco):
         study = target.definition
         if study_file is None:  # the stored definition's sources must be here too
-            from vsr_core.study_sources import missing_sources
+            from vsr_core.studies.sources import missing_sources
 
             with Session(engine) as session:
                 row = session.get(Study, target.id)
@@ -181,8 +181,8 @@ def _study_of_file(engine: Engine, path: Path) -> StudyContext:
     from sqlmodel import Session
 
     from vsr_cli.study import fail_on_missing_sources, load_or_fail
-    from vsr_core.studies import StudyError, study_of_file
-    from vsr_core.study_context import StudyContext
+    from vsr_core.studies.context import StudyContext
+    from vsr_core.studies.store import StudyError, study_of_file
 
     fail_on_missing_sources(path, load_or_fail(path))
     with Session(engine) as session:

@@ -2,7 +2,7 @@
 (docs/studies.md) and the studies stored in the database.
 
 `check` and `show --file` read a file only; `create`, `list` and `show SLUG` use the
-database (vsr_core.studies).
+database (vsr_core.studies.store).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ if TYPE_CHECKING:
     from sqlmodel import Session
 
     from vsr_core.models import Study
-    from vsr_core.study_file import StudyDefinition
+    from vsr_core.studies.definition import StudyDefinition
 
 
 def load_or_fail(path: Path) -> StudyDefinition:
     """The study of a file, or every problem printed (one line each) and a failing exit."""
-    from vsr_core.study_file import StudyFileError, load_study
+    from vsr_core.studies.definition import StudyFileError, load_study
 
     try:
         return load_study(path)
@@ -99,7 +99,7 @@ def _definition_lines(study: StudyDefinition, full: bool) -> list[str]:
 
 def fail_on_missing_sources(path: Path, study: StudyDefinition) -> None:
     """Every source file or folder that is not there, one line each, then a failing exit."""
-    from vsr_core.study_sources import missing_sources
+    from vsr_core.studies.sources import missing_sources
 
     problems = missing_sources(study, path.read_text(encoding="utf-8"), str(path))
     if problems:
@@ -172,7 +172,7 @@ def _store_file(
     text = file.read_text(encoding="utf-8")
     from sqlmodel import Session
 
-    from vsr_core.studies import StudyError
+    from vsr_core.studies.store import StudyError
 
     engine = engine_for(database_url)
     try:
@@ -194,7 +194,7 @@ def create(
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
 ) -> None:
     """Validate a study file and store it as a new study (its slug must be new)."""
-    from vsr_core.studies import create_study
+    from vsr_core.studies.store import create_study
 
     _, slug, digest = _store_file(file, database_url, create_study, lambda study: study)
     typer.echo(
@@ -211,7 +211,7 @@ def update(
     """Store a new version of a stored study's definition (the study of the file's slug);
     its data stays. Refused, with the reason, where a stored caption would no longer read:
     the first language's code or template, a relation or concept in use removed or renamed."""
-    from vsr_core.study_update import update_study
+    from vsr_core.studies.versions import update_study
 
     done, slug, digest = _store_file(file, database_url, update_study, lambda u: u.study)
     if done.version == 0:
@@ -231,8 +231,8 @@ def archive(
     finished), the dashboard marks it archived, and its data stays for export."""
     from sqlmodel import Session
 
-    from vsr_core.studies import StudyError
-    from vsr_core.study_update import archive_study
+    from vsr_core.studies.store import StudyError
+    from vsr_core.studies.versions import archive_study
 
     engine = engine_for(database_url)
     try:
@@ -256,7 +256,7 @@ def list_(
     from sqlmodel import Session, select
 
     from vsr_core.models import Example, ImagePair
-    from vsr_core.studies import list_studies
+    from vsr_core.studies.store import list_studies
 
     engine = engine_for(database_url)
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from vsr_core.study_file import Language, RelationEntry
+from vsr_core.studies.definition import Language, RelationEntry
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from functools import lru_cache
 from vsr_core.caption_language import Grammar, LanguageParseError, compile_language, parse
 from vsr_core.caption_language import render as render_in
 from vsr_core.relations import all_relations, get_relation
-from vsr_core.study_file import Language, RelationEntry, Texts
+from vsr_core.studies.definition import Language, RelationEntry, Texts
 
 ENGLISH_TEMPLATE = "The ENT1 RELATION the ENT2."
 

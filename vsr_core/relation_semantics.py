@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 from vsr_core.relations import all_relations
 
 if TYPE_CHECKING:
-    from vsr_core.study_file import StudyDefinition
+    from vsr_core.studies.definition import StudyDefinition
 
 Kind = Literal["same", "equivalent", "entails", "contradicts", "overlaps", "unrelated"]
 Triple = tuple[str, str, str]  # (subj, relation, obj)

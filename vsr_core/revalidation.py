@@ -27,7 +27,7 @@ from sqlmodel import select as sqlmodel_select
 
 from vsr_core.agreement import fleiss_kappa, keep_rule, wilson_interval
 from vsr_core.models import Example, ExampleOrigin
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import EXAMPLE, VOTE
 
 REVALIDATION = ExampleOrigin.revalidation.value

@@ -20,8 +20,8 @@ from sqlalchemy.engine import Connection
 from sqlmodel import Session
 
 from vsr_core.models import PlatformStudy
-from vsr_core.study import DEFAULT_CONSENT, load_study_config
-from vsr_core.study_context import StudyContext
+from vsr_core.studies.context import StudyContext
+from vsr_core.studies.settings import DEFAULT_CONSENT, load_study_config
 from vsr_core.tables import ANNOTATION, BATCH, EXAMPLE, PLATFORM_STUDY, VOTE, WORKER
 
 NOT_STATED = "not stated"

@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from vsr_core.agreement import DEFAULT_THRESHOLD, LabelModel, aggregate_labels
 from vsr_core.agreement_db import load_item_votes
 from vsr_core.db import is_postgres
-from vsr_core.study_context import StudyContext
+from vsr_core.studies.context import StudyContext
 from vsr_core.tables import EXAMPLE, VOTE, WORKER
 from vsr_dataset.export_rows import ExportRow, gc_paused, jsonl, read_rows, worker_export_ids
 from vsr_dataset.splits import (
@@ -154,7 +154,7 @@ def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
         return options.study
     from sqlmodel import Session
 
-    from vsr_core.studies import StudyError, default_study
+    from vsr_core.studies.store import StudyError, default_study
 
     with Session(bind=conn) as session:
         try:
@@ -180,7 +180,7 @@ def keep_threshold_of(conn: Connection, options: BuildOptions, study: StudyConte
     from sqlmodel import Session
 
     from vsr_core.agreement import as_fraction
-    from vsr_core.study import load_study_config
+    from vsr_core.studies.settings import load_study_config
 
     with Session(bind=conn) as session:
         return as_fraction(load_study_config(session, study.id).keep_threshold)

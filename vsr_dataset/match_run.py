@@ -92,7 +92,7 @@ def run_matching_over(
 
     from matching.study_scope import scope_for, study_scope
     from vsr_core.models import Study
-    from vsr_core.study_context import StudyContext
+    from vsr_core.studies.context import StudyContext
 
     with Session(engine) as session:
         study = session.get(Study, request.study_id)
@@ -119,7 +119,7 @@ def _run_matching_over(
     from matching.relevance import RelevanceModel, load_encoder
     from matching.similarity import load_similarity
     from matching.store import load_records
-    from vsr_core.study import load_study_config
+    from vsr_core.studies.settings import load_study_config
     from vsr_dataset.match_geometry import load_pair_shapes
     from vsr_dataset.match_splits import export_split_mapping
 
@@ -194,7 +194,7 @@ def save_match_run(
         "similarity": outcome.diagnostics["similarity"], "model": outcome.diagnostics["model"],
         **extra,
     }
-    from vsr_core.study import load_study_config
+    from vsr_core.studies.settings import load_study_config
 
     with session_scope(engine) as session:
         votes = load_study_config(session, request.study_id).votes_per_example

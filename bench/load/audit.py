@@ -18,7 +18,7 @@ def check(url: str, stats: Stats) -> list[str]:
     from vsr_core.agreement import is_decided
     from vsr_core.db import make_engine
     from vsr_core.models import Example, Vote
-    from vsr_core.study import load_study_config
+    from vsr_core.studies.settings import load_study_config
     from webapp.validate.audit import audit_counters
 
     problems: list[str] = []

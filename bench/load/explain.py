@@ -30,7 +30,7 @@ def main() -> int:
 
     from vsr_core.db import make_engine
     from vsr_core.models import DEFAULT_STUDY_ID, Assignment, Example
-    from vsr_core.study import StudyConfig
+    from vsr_core.studies.settings import StudyConfig
     from vsr_core.types import utcnow
     from webapp.validate.rules import room_params
     from webapp.validate.statements import statements_for

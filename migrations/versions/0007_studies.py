@@ -39,7 +39,7 @@ _OPEN_WHERE = 'queue_open AND NOT is_gold'
 
 def _default_definition() -> tuple[str, str, str, str]:
     """(slug, name, text, language) of the shipped default study file."""
-    from vsr_core.study_file import default_study_path, parse_study
+    from vsr_core.studies.definition import default_study_path, parse_study
 
     path = default_study_path()
     text = path.read_text(encoding='utf-8')

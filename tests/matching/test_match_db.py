@@ -314,7 +314,7 @@ def test_match_in_the_chinese_study_writes_chinese_distractors(
     from tests.webapp.http.test_studies import ZH_FILE
     from vsr_core.caption_language import concept_name, grammar_of, parse, render_concepts
     from vsr_core.models import Study
-    from vsr_core.study_file import load_study
+    from vsr_core.studies.definition import load_study
 
     res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
     assert res.exit_code == 0, res.output

@@ -18,7 +18,7 @@ from matching.study_scope import StudyScope, scope_for, study_scope
 from tests.matching.support import VSR_VALIDATED, build_tiny_encoder, concepts_of, vsr_sample
 from vsr_core.caption_language import concept_name, grammar_of, parse, render_concepts
 from vsr_core.relation_semantics import SemanticsTable, builtin_table, table_for_study
-from vsr_core.study_file import StudyDefinition, load_study, parse_study
+from vsr_core.studies.definition import StudyDefinition, load_study, parse_study
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 

@@ -33,7 +33,7 @@ from vsr_core.models import (
     PlatformStudy,
     Worker,
 )
-from vsr_core.study import save_study_config
+from vsr_core.studies.settings import save_study_config
 from vsr_core.types import utcnow
 
 RAW = "data/data_files/all_vsr_raw_data.jsonl"
@@ -172,7 +172,7 @@ def test_upgrade_keeps_every_row_in_the_default_study(
 
 
 def test_downgrade_refuses_with_two_studies(db_url: str, tmp_path: Path) -> None:
-    from vsr_core.studies import create_study
+    from vsr_core.studies.store import create_study
 
     url = f"sqlite:///{tmp_path / 'two.db'}" if db_url.startswith("sqlite") else db_url
     if url != db_url:

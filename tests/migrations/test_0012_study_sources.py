@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from migrations.runner import upgrade
 from vsr_core.db import make_engine
-from vsr_core.study_file import StudyFileError, parse_study
+from vsr_core.studies.definition import StudyFileError, parse_study
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 

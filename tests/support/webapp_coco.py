@@ -194,7 +194,7 @@ def answer(fields: dict[str, str], **overrides: str) -> dict[str, str]:
 
 def set_study(db_url: str, **changes: Any) -> None:
     from vsr_core.db import make_engine
-    from vsr_core.study import save_study_config
+    from vsr_core.studies.settings import save_study_config
 
     engine = make_engine(db_url)
     with Session(engine) as session:

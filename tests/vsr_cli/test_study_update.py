@@ -30,7 +30,7 @@ def _zh_with_captions(db_url: str, engine: Engine) -> int:
     with Session(engine) as s:
         zh = s.exec(select(Study).where(Study.slug == "vsr-zh")).one()
         assert zh.id is not None
-        from vsr_core.study_context import StudyContext
+        from vsr_core.studies.context import StudyContext
 
         lang = StudyContext.of(zh).language
         writer = Worker(source="invite", external_id="w", roles=["generate"])

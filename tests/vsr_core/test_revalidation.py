@@ -25,7 +25,7 @@ from tests.webapp.validate.test_queue import judge, lease_for, strategy
 from vsr_core.agreement import fleiss_kappa
 from vsr_core.models import Example, Vote
 from vsr_core.revalidation import report
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_dataset.import_vsr import import_path
 from webapp.validate import queue as vq
 

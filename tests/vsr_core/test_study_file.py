@@ -19,8 +19,8 @@ from vsr_core.caption_language import (
 )
 from vsr_core.captions import english_language, parse_caption, render_caption
 from vsr_core.relations import all_relations
-from vsr_core.study import DEFAULT_CONSENT
-from vsr_core.study_file import StudyFileError, line_index, load_study, parse_study
+from vsr_core.studies.definition import StudyFileError, line_index, load_study, parse_study
+from vsr_core.studies.settings import DEFAULT_CONSENT
 
 ROOT = Path(__file__).resolve().parents[2]
 VSR = ROOT / "studies" / "vsr.toml"

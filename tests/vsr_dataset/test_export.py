@@ -25,7 +25,7 @@ from vsr_core.models import (
     Vote,
     Worker,
 )
-from vsr_core.studies import create_study
+from vsr_core.studies.store import create_study
 from vsr_dataset.export import BuildOptions, ExportError, build_dataset, stream_part, zip_export
 from vsr_dataset.splits import SplitError, SplitItem, check_zeroshot
 

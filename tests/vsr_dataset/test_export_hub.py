@@ -19,7 +19,7 @@ from sqlmodel import Session
 from tests.vsr_dataset.test_export import read_jsonl, seed_native
 from tests.vsr_dataset.test_export_publish import _judge, _match_run, _negative
 from vsr_core.models import Annotation, Example, ImagePair, Instance, Study, Vote, Worker
-from vsr_core.studies import definition_hash
+from vsr_core.studies.store import definition_hash
 from vsr_dataset.export import BuildOptions, build_dataset
 from vsr_dataset.match_splits import export_split_mapping
 

@@ -17,7 +17,7 @@ from sqlmodel import Session
 from tests.vsr_dataset.test_export import read_jsonl, seed_native
 from vsr_core.kept import kept_counts
 from vsr_core.models import Example, MatchRun, McItem, Vote, Worker
-from vsr_core.study import save_study_config
+from vsr_core.studies.settings import save_study_config
 from vsr_dataset.export import BuildOptions, build_dataset
 from vsr_dataset.match_splits import export_split_mapping
 from vsr_dataset.splits import SplitError

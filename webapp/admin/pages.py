@@ -12,8 +12,8 @@ from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
 from vsr_core.models import DEFAULT_STUDY_ID, Study
-from vsr_core.study import StudyConfig, load_study_config
-from vsr_core.study_context import StudyContext
+from vsr_core.studies.context import StudyContext
+from vsr_core.studies.settings import StudyConfig, load_study_config
 from webapp.admin import csrf
 from webapp.admin.auth import AdminSession
 from webapp.admin.cache import FigureCache

@@ -1,5 +1,5 @@
 """The study settings form: plain labels, help text and the right control for every
-``vsr_core.study.StudyConfig`` field; parsing what was typed, with errors per field.
+``vsr_core.studies.settings.StudyConfig`` field; parsing what was typed, with errors per field.
 
 Fields not listed in ``LABELS`` still appear (named from the field, helped by its
 description, the control chosen from its type), so a new setting needs no template work.
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from vsr_core.relations import CATEGORIES, UNUSED, relations_by_category
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from webapp.admin.formatting import fraction_text
 from webapp.admin.forms import FORM_LEVEL, field_errors
 

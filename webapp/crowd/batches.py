@@ -1,6 +1,6 @@
 """Batches: one worker's timed session of one kind of work (generate | validate).
 
-Sizes, time limits and the per-day limit come from ``vsr_core.study.StudyConfig`` using the
+Sizes, time limits and the per-day limit come from ``vsr_core.studies.settings.StudyConfig`` using the
 kind as prefix (``generate_batch_size``, ``validate_minutes``, ...), so a new kind needs no
 code here. A batch ends when its size is reached, its deadline passes, or the pool runs dry.
 """
@@ -21,7 +21,7 @@ from vsr_core.models import (
     PlatformStudy,
     Worker,
 )
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.crowd.leases import LeaseStrategy, count_done, lock_row_wait, lock_rows, release_batch
 

@@ -13,8 +13,8 @@ from fastapi.responses import Response
 from sqlmodel import Session
 
 from vsr_core.models import Batch, BatchStatus, ImagePair, PairStatus, Worker
-from vsr_core.study import DEFAULT_CONSENT, load_study_config
-from vsr_core.study_context import StudyContext
+from vsr_core.studies.context import StudyContext
+from vsr_core.studies.settings import DEFAULT_CONSENT, load_study_config
 from webapp.crowd import batches
 from webapp.crowd.consent import render_consent, render_text
 from webapp.crowd.examples import available as example_photos

@@ -21,7 +21,7 @@ from vsr_core.models import (
     Worker,
 )
 from vsr_core.relations import relations_by_category
-from vsr_core.study import StudyConfig, load_study_config
+from vsr_core.studies.settings import StudyConfig, load_study_config
 from webapp.crowd import batches
 from webapp.crowd.identity import CurrentWorker, check_csrf, csrf_token
 from webapp.crowd.lease_tokens import lease_from_token, lease_token

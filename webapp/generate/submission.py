@@ -30,8 +30,8 @@ from vsr_core.models import (
     PairStatus,
 )
 from vsr_core.relations import enabled_relations, get_relation, is_known
-from vsr_core.study import StudyConfig
-from vsr_core.study_file import Language, RelationEntry
+from vsr_core.studies.definition import Language, RelationEntry
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.crowd.lease_tokens import MAX_LENGTH
 from webapp.crowd.leases import finish, lock_row_wait

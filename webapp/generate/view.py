@@ -10,7 +10,7 @@ from sqlmodel import Session
 
 from vsr_core.caption_language import blank_caption, concept_name, render_concepts
 from vsr_core.models import Image, ImagePair, Instance
-from vsr_core.study import load_study_config
+from vsr_core.studies.settings import load_study_config
 from webapp.generate.submission import SKIP_REASONS, offered_in
 from webapp.http.study import current_study
 from webapp.images import render as images

@@ -13,7 +13,7 @@ from sqlmodel import Session
 
 from vsr_core.db import is_dropped_connection
 from vsr_core.settings import Settings
-from vsr_core.study_context import StudyContext
+from vsr_core.studies.context import StudyContext
 from webapp.http.study import current_study
 
 log = logging.getLogger("webapp")

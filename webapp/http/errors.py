@@ -84,7 +84,7 @@ def screenout_context(request: Request) -> dict[str, Any]:
     from sqlmodel import Session
 
     from vsr_core.models import DEFAULT_STUDY_ID
-    from vsr_core.study import load_study_config
+    from vsr_core.studies.settings import load_study_config
 
     settings = request.app.state.settings
     study = getattr(request.state, "study", None)

@@ -1,4 +1,4 @@
-"""Which study a request works in: ``request.state.study`` (a ``vsr_core.study_context.
+"""Which study a request works in: ``request.state.study`` (a ``vsr_core.studies.context.
 StudyContext``), set for every request by :class:`StudyScope`.
 
 - Worker pages under ``/s/<slug>/...`` belong to that study. The prefix moves into the ASGI
@@ -25,8 +25,8 @@ from fastapi import Request
 from sqlmodel import Session
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from vsr_core.study_context import StudyContext
-from vsr_core.study_file import SLUG_RE
+from vsr_core.studies.context import StudyContext
+from vsr_core.studies.definition import SLUG_RE
 
 PREFIX = "/s/"
 ADMIN_STUDY_COOKIE = "vsr_admin_study"
@@ -53,7 +53,7 @@ class StudyCache:
         return False, None
 
     def load(self, slug: str | None) -> StudyContext | None:
-        from vsr_core.studies import StudyError, resolve_study
+        from vsr_core.studies.store import StudyError, resolve_study
 
         with Session(self.engine) as session:
             try:
@@ -70,7 +70,7 @@ class StudyCache:
             hit = self._listing
         if hit is not None and time.monotonic() - hit[0] < CACHE_SECONDS:
             return hit[1]
-        from vsr_core.studies import list_studies
+        from vsr_core.studies.store import list_studies
 
         with Session(self.engine) as session:
             found = [(s.slug, s.name + (" (archived)" if s.archived_at else ""))

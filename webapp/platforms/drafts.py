@@ -31,7 +31,7 @@ from vsr_core.models import (
     Worker,
     WorkerSource,
 )
-from vsr_core.study import load_study_config
+from vsr_core.studies.settings import load_study_config
 from webapp.platforms.base import Platform, PlatformError
 
 KINDS = tuple(BatchKind)

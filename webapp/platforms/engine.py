@@ -195,7 +195,7 @@ def _verdict(q: dict[str, Any], rules: Rules) -> str | None:
 def rules_for(session: Session, study: PlatformStudy) -> Rules:
     """The study's gold threshold, gold minimum and keep rule, overridden by the platform
     study's own ``settings["rules"]`` (the same for the page and the CLI)."""
-    from vsr_core.study import load_study_config
+    from vsr_core.studies.settings import load_study_config
 
     cfg = load_study_config(session, study.study_id)
     base = {"min_gold_accuracy": cfg.gold_accuracy_threshold,

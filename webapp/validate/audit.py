@@ -21,7 +21,7 @@ from vsr_core.models import (
     LeaseStatus,
     Vote,
 )
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from webapp.validate.rules import (
     VOTABLE_ORIGINS,
     decision_state,

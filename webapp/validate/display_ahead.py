@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 
 from vsr_core.models import Annotation, Image, Instance
 from vsr_core.tables import EXAMPLE, IMAGE_PAIR
-from webapp.validate.shown import (
+from webapp.validate.display_cache import (
     DisplayCache,
     displayed,
     only_instance_ids,

@@ -17,7 +17,7 @@ from sqlalchemy import case, func, true
 from sqlmodel import Session, col, select
 
 from vsr_core.models import Example, Vote, Worker
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 
 
 @dataclass(frozen=True)

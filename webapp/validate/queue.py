@@ -33,7 +33,7 @@ from vsr_core.models import (
     LeaseStatus,
     Worker,
 )
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.crowd import batches, leases
 from webapp.validate.gold import check_gold_accuracy

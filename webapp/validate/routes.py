@@ -37,9 +37,9 @@ from webapp.http.errors import PageError
 from webapp.http.inputs import ascii_int
 from webapp.http.study import current_study
 from webapp.images import render as images
+from webapp.validate.display_cache import DisplayCache
 from webapp.validate.queue import Display, NextItem, VoteError, next_item, record_vote
 from webapp.validate.rules import REFERENCE_FRAMES
-from webapp.validate.shown import DisplayCache
 from webapp.validate.strategy import ExampleStrategy
 from webapp.validate.view import example_display, example_instances, leased_item
 

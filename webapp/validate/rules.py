@@ -26,7 +26,7 @@ from vsr_core.models import (
     Example,
     ExampleOrigin,
 )
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import UTCDateTime
 
 # revalidation: fresh copies of imported Examples (vsr_core.revalidation), voted like new ones.

@@ -37,7 +37,7 @@ from vsr_core.models import (
     LeaseStatus,
     Vote,
 )
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import ASSIGNMENT, BATCH, EXAMPLE, VOTE, WORKER
 from vsr_core.types import UTCDateTime
 from webapp.crowd import leases

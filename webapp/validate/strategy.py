@@ -17,7 +17,7 @@ from vsr_core.models import (
     BatchKind,
     LeaseStatus,
 )
-from vsr_core.study import StudyConfig, load_study_config
+from vsr_core.studies.settings import StudyConfig, load_study_config
 from vsr_core.types import utcnow
 from webapp.crowd import leases
 from webapp.validate.rules import (

@@ -12,7 +12,7 @@ from sqlmodel import Session, col
 
 from vsr_core.models import Example, Image, ImagePair, Instance
 from webapp.validate.display_ahead import fill_ahead
-from webapp.validate.shown import (
+from webapp.validate.display_cache import (
     DisplayCache,
     displayed,
     only_instance_ids,

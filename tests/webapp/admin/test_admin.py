@@ -39,7 +39,7 @@ from vsr_core.models import (
     Worker,
 )
 from vsr_core.settings import DEMO_DATA_DIR, Settings
-from vsr_core.study import load_study_config
+from vsr_core.studies.settings import load_study_config
 from webapp.admin.auth import create_admin, verify_password
 from webapp.app import create_app
 

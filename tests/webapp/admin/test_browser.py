@@ -21,7 +21,7 @@ from tests.support.browser import launch_chromium, require_chromium, running_sit
 from vsr_core.captions import render_caption
 from vsr_core.db import make_engine
 from vsr_core.models import Example, ImagePair, Worker
-from vsr_core.study import load_study_config
+from vsr_core.studies.settings import load_study_config
 from webapp.admin.auth import create_admin
 
 PASSWORD = "browser-admin-password"

@@ -20,9 +20,9 @@ from tests.webapp.admin.test_browser_first_use import PASSWORD, _login
 from tests.webapp.http.test_studies import ZH_FILE
 from vsr_core.db import make_engine
 from vsr_core.models import StudySetting
-from vsr_core.studies import create_study
-from vsr_core.study import load_study_config
-from vsr_core.study_file import load_study
+from vsr_core.studies.definition import load_study
+from vsr_core.studies.settings import load_study_config
+from vsr_core.studies.store import create_study
 from webapp.admin.auth import create_admin
 
 pytestmark = pytest.mark.browser

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from vsr_core.models import Annotation, Assignment, Batch, ImagePair, Worker
-from vsr_core.study import StudyConfig, load_study_config
+from vsr_core.studies.settings import StudyConfig, load_study_config
 from webapp.crowd import batches, leases
 from webapp.crowd.leases import PairStrategy
 from webapp.crowd.workers import block_worker

@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 
 from tests.webapp.admin.test_admin import admin, app, wait_job  # noqa: F401  (fixtures)
 from vsr_core.models import ImagePair, Job, MatchRun, StudySetting
-from vsr_core.study import load_study_config
+from vsr_core.studies.settings import load_study_config
 
 DEMO = Path(__file__).resolve().parents[3] / "demo" / "coco" / "annotations" / "instances_demo.json"
 

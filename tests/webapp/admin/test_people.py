@@ -14,7 +14,7 @@ from sqlmodel import Session
 
 from tests.support.admin_captions import DEMO_IMAGES, write_captions
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
-from vsr_core.study import save_study_config
+from vsr_core.studies.settings import save_study_config
 from webapp.admin.auth import create_admin
 
 

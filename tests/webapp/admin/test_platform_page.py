@@ -19,7 +19,7 @@ from tests.support import platform_work as work
 from tests.support.fake_prolific import TOKEN, State, running
 from tests.webapp.admin.test_admin import PASSWORD, csrf_of, login, make_admin_app
 from vsr_core.models import PlatformCall, PlatformStudy
-from vsr_core.studies import create_study
+from vsr_core.studies.store import create_study
 from webapp.admin.auth import create_admin
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"

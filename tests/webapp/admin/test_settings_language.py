@@ -15,8 +15,8 @@ from sqlmodel import Session, select
 from tests.webapp.admin.test_studies import dashboard  # noqa: F401 - the fixture
 from tests.webapp.http.test_studies import ZH_FILE
 from vsr_core.models import StudySetting
-from vsr_core.study import DEFAULT_CONSENT, load_study_config, save_study_config
-from vsr_core.study_file import load_study
+from vsr_core.studies.definition import load_study
+from vsr_core.studies.settings import DEFAULT_CONSENT, load_study_config, save_study_config
 
 ZH_CONSENT = load_study(ZH_FILE).default_language.texts.consent
 ENGLISH_FIRST_LINE = DEFAULT_CONSENT.splitlines()[0]

@@ -14,7 +14,7 @@ from sqlmodel import Session, col, select
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from tests.webapp.http.test_studies import make_two_studies
 from vsr_core.models import Example
-from vsr_core.study import load_study_config
+from vsr_core.studies.settings import load_study_config
 from webapp.admin.auth import create_admin
 
 PAGES = ("/admin", "/admin/quality", "/admin/workers", "/admin/data", "/admin/settings",
@@ -95,7 +95,7 @@ def test_a_dashboard_job_runs_in_the_chosen_study(
     from tests.webapp.admin.test_admin import wait_job
     from tests.webapp.http.test_studies import ZH_FILE
     from vsr_core.models import ImagePair, Job
-    from vsr_core.studies import create_study
+    from vsr_core.studies.store import create_study
 
     with Session(engine) as s:
         create_admin(s, "alice", PASSWORD)

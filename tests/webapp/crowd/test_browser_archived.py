@@ -19,8 +19,8 @@ from tests.webapp.crowd.test_browser_pages import (
     console_errors,
 )
 from vsr_core.db import make_engine
-from vsr_core.studies import create_study
-from vsr_core.study_update import archive_study
+from vsr_core.studies.store import create_study
+from vsr_core.studies.versions import archive_study
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[3]

@@ -30,8 +30,8 @@ from tests.support.browser import launch_chromium, require_chromium, running_sit
 from vsr_core.caption_language import grammar_of, parse, render
 from vsr_core.db import make_engine
 from vsr_core.models import Annotation, Example, Image, ImagePair, McItem, Study, Vote
-from vsr_core.study import save_study_config
-from vsr_core.study_file import load_study
+from vsr_core.studies.definition import load_study
+from vsr_core.studies.settings import save_study_config
 from webapp.admin.auth import create_admin
 
 pytestmark = pytest.mark.browser

@@ -27,7 +27,7 @@ from tests.support.webapp_coco import (
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from tests.webapp.validate.test_routes import seed_examples
 from vsr_core.models import Batch, Example
-from vsr_core.study import DEFAULT_CONSENT, load_study_config
+from vsr_core.studies.settings import DEFAULT_CONSENT, load_study_config
 from webapp.admin.auth import create_admin
 
 

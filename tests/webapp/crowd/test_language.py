@@ -22,9 +22,9 @@ from sqlmodel import Session, col, select
 from tests.support.webapp_coco import client_for, form_field, make_app, make_pairs
 from vsr_core.caption_language import render_concepts
 from vsr_core.models import Annotation, Example, ImagePair
-from vsr_core.studies import create_study
-from vsr_core.study import save_study_config
-from vsr_core.study_file import load_study
+from vsr_core.studies.definition import load_study
+from vsr_core.studies.settings import save_study_config
+from vsr_core.studies.store import create_study
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 ZH = "/s/vsr-zh"

@@ -18,7 +18,7 @@ from sqlmodel import Session, select
 from tests.support.webapp_coco import answer, client_for, make_app, make_pairs, start_prolific, task
 from vsr_core.db import make_engine
 from vsr_core.models import Annotation, Assignment, Batch, Example, ImagePair, Worker
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from webapp.crowd import batches
 from webapp.crowd.leases import PairStrategy, take_next
 

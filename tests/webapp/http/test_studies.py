@@ -19,8 +19,8 @@ from sqlmodel import Session, col, select
 from tests.support.webapp_coco import client_for, form_field, make_app
 from tests.webapp.validate.test_routes import seed_examples
 from vsr_core.models import Annotation, Assignment, Batch, Example, ImagePair
-from vsr_core.studies import create_study
-from vsr_core.study import save_study_config
+from vsr_core.studies.settings import save_study_config
+from vsr_core.studies.store import create_study
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 

@@ -16,8 +16,8 @@ from sqlmodel import Session, select
 
 from tests.support.fake_prolific import TOKEN, State
 from vsr_core.models import Batch, BatchStatus, PlatformCall, PlatformStudy, Worker
-from vsr_core.studies import create_study, default_study
-from vsr_core.study import save_study_config
+from vsr_core.studies.settings import save_study_config
+from vsr_core.studies.store import create_study, default_study
 from vsr_core.types import utcnow
 from webapp.platforms import drafts
 from webapp.platforms.base import PlatformError

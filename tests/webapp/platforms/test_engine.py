@@ -23,7 +23,7 @@ from vsr_core.models import (
     PlatformStudy,
     PlatformSubmission,
 )
-from vsr_core.studies import create_study
+from vsr_core.studies.store import create_study
 from webapp.platforms.engine import Rules, apply, plan, reconcile, sync
 from webapp.platforms.prolific import ProlificPlatform
 

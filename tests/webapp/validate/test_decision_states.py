@@ -10,7 +10,7 @@ from sqlmodel import Session, col
 
 from tests.webapp.validate.support import make_example, make_image
 from vsr_core.models import Example
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from webapp.validate.rules import decision_state, decision_states
 from webapp.validate.statements import dialect_of, run_prebuilt, statements_for
 

@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 from tests.webapp.validate.test_routes import seed_examples
 from vsr_core.models import Example, Instance
 from webapp.validate.display_ahead import fill_ahead
-from webapp.validate.shown import DisplayCache
+from webapp.validate.display_cache import DisplayCache
 from webapp.validate.view import display_one, example_display
 
 

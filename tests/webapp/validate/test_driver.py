@@ -21,7 +21,7 @@ from sqlmodel import Session, col
 from tests.webapp.validate.support import make_example, make_image, make_worker
 from vsr_core.db import is_dropped_connection, make_engine, make_lean_engine
 from vsr_core.models import Assignment, Example
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.validate import driver
 from webapp.validate import queue as vq

@@ -9,7 +9,7 @@ from sqlmodel import Session, select
 
 from tests.webapp.validate.support import make_example, make_image, make_worker
 from vsr_core.models import Assignment, Example, Worker
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.admin.actions import set_gold
 from webapp.validate import audit, gold

@@ -17,7 +17,7 @@ from tests.support.webapp_coco import make_pairs
 from tests.webapp.validate.support import make_image, make_worker
 from vsr_core.captions import parse_caption
 from vsr_core.models import Annotation, Assignment, Batch, Example, Worker
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from webapp.validate import queue as vq
 from webapp.validate.strategy import ExampleStrategy
 

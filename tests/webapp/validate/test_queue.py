@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 from tests.webapp.validate.support import make_example, make_image, make_worker
 from vsr_core.agreement import is_decided
 from vsr_core.models import Assignment, Batch, Example, Vote, Worker
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.validate import audit
 from webapp.validate import queue as vq
@@ -111,7 +111,7 @@ def test_adaptive_redundancy(
 
 
 def test_default_decide_method_is_next_vote() -> None:
-    from vsr_core.study import StudyConfig
+    from vsr_core.studies.settings import StudyConfig
 
     assert StudyConfig().decide_method == "next_vote"
 

@@ -16,7 +16,7 @@ from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
 from vsr_core.db import make_lean_engine
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import EXAMPLE, IMAGE, WORKER
 from vsr_core.types import utcnow
 from webapp.validate.rules import room_params

@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 from tests.conftest import require_backend
 from tests.webapp.validate.support import make_example, make_image, make_worker
 from vsr_core.models import Assignment, Batch, Example, Vote, Worker
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from webapp.validate import driver, statements
 from webapp.validate import queue as vq
 from webapp.validate.queue import VoteError

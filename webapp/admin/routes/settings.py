@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
 from vsr_core.models import InviteToken
-from vsr_core.study import save_study_config
+from vsr_core.studies.settings import save_study_config
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL
 from webapp.admin.pages import admin_study, back, figure_cache, render, study_config

@@ -10,7 +10,7 @@ from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
 from vsr_core.models import DEFAULT_STUDY_ID
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import EXAMPLE, VOTE, WORKER
 from webapp.admin.stats.shared import example_agreement, study_members
 

@@ -11,7 +11,7 @@ from sqlmodel import Session
 
 from vsr_core.kept import KeptCounts, kept_counts
 from vsr_core.models import ACTIVE_JOB_STATUSES, DEFAULT_STUDY_ID, LeaseStatus
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import ANNOTATION, ASSIGNMENT, BATCH, EXAMPLE, IMAGE_PAIR, JOB, VOTE, WORKER
 from vsr_core.types import utcnow
 from webapp.admin.stats.shared import example_agreement, study_members

@@ -15,7 +15,7 @@ def mc_summary(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, 
     """The latest matching run's items, and how many of them build-dataset writes to mc/:
     those whose every distractor validators rejected (an unvalidated run: none)."""
     from vsr_core.mc_items import surviving_items
-    from vsr_core.study import load_study_config
+    from vsr_core.studies.settings import load_study_config
 
     run = MATCH_RUN
     conn = session.connection()

@@ -11,7 +11,7 @@ from sqlmodel import Session
 
 from vsr_core.kept import KeptCounts, kept_counts
 from vsr_core.models import DEFAULT_STUDY_ID
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import EXAMPLE, VOTE
 from webapp.admin.stats.shared import REVALIDATION, example_agreement, vote_counts
 

@@ -14,7 +14,7 @@ from vsr_core.kept import kept_clause
 from vsr_core.models import (
     DEFAULT_STUDY_ID,
 )
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import (
     ANNOTATION,
     BATCH,

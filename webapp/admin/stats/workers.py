@@ -10,7 +10,7 @@ from sqlalchemy import Float, and_, case, cast, func, select, true
 from sqlmodel import Session
 
 from vsr_core.models import DEFAULT_STUDY_ID, Worker
-from vsr_core.study import StudyConfig
+from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import ANNOTATION, EXAMPLE, IMAGE_PAIR, INVITE_TOKEN, VOTE, WORKER
 from webapp.admin.stats.shared import invite_labels, study_members, vote_counts
 

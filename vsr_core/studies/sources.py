@@ -1,6 +1,6 @@
 """Whether a study file's sources are where it says: its annotation files and image folders.
 
-Kept apart from the loader (``study_file``, which reads no other file): a definition is valid
+Kept apart from the loader (``definition``, which reads no other file): a definition is valid
 wherever it is, but it can be sampled only where its files are. Relative paths are relative
 to the directory ``vsr`` runs in, as ``--coco`` is (docs/studies.md).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vsr_core.study_file import StudyDefinition, line_index
+from vsr_core.studies.definition import StudyDefinition, line_index
 
 # What the COCO 2017 files are and where they come from, for a name a shipped file might use.
 _COCO_HINT = ("the COCO 2017 instance annotations (annotations_trainval2017.zip from "

@@ -80,7 +80,7 @@ def _file_defaults(session: Session, study_id: int) -> dict[str, Any]:
     study = session.get(Study, study_id)
     if study is None:
         return {}
-    from vsr_core.study_context import parsed_definition
+    from vsr_core.studies.context import parsed_definition
 
     definition = parsed_definition(study.definition_hash, study.definition, study.slug)
     consent = definition.default_language.texts.consent

@@ -12,8 +12,8 @@ import hashlib
 from sqlmodel import Session, col, select
 
 from vsr_core.models import DEFAULT_STUDY_ID, Study, StudyVersion
-from vsr_core.study_context import StudyContext, parsed_definition
-from vsr_core.study_file import default_study_path
+from vsr_core.studies.context import StudyContext, parsed_definition
+from vsr_core.studies.definition import default_study_path
 from vsr_core.types import utcnow
 
 
@@ -108,7 +108,7 @@ def ensure_default_study(session: Session) -> Study:
     study = session.get(Study, DEFAULT_STUDY_ID)
     if study is not None:
         return study
-    from vsr_core.study_file import parse_study
+    from vsr_core.studies.definition import parse_study
 
     path = default_study_path()
     text = path.read_text(encoding="utf-8")

@@ -17,9 +17,9 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from vsr_core.models import Example, Study, StudyVersion
-from vsr_core.studies import StudyError, add_version, definition_hash, find_study
-from vsr_core.study_context import parsed_definition
-from vsr_core.study_file import StudyDefinition
+from vsr_core.studies.context import parsed_definition
+from vsr_core.studies.definition import StudyDefinition
+from vsr_core.studies.store import StudyError, add_version, definition_hash, find_study
 from vsr_core.types import utcnow
 
 

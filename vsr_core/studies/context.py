@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass
 
 from vsr_core.models import Study
-from vsr_core.study_file import Language, StudyDefinition, parse_study
+from vsr_core.studies.definition import Language, StudyDefinition, parse_study
 
 _PARSED: dict[str, StudyDefinition] = {}
 _LOCK = threading.Lock()
