@@ -92,8 +92,14 @@ def _copies(session, n: int) -> int:  # type: ignore[no-untyped-def]
         if r % 2 == 0:
             i1, i2, a1, b1, a2, b2 = i2, i1, a2, b2, a1, b1
         pair = ImagePair(
-            concept_a=src.concept_a, concept_b=f"{src.concept_b}#{r}", image1_id=i1,
-            image1_a_id=a1, image1_b_id=b1, image2_id=i2, image2_a_id=a2, image2_b_id=b2,
+            concept_a=src.concept_a,
+            concept_b=f"{src.concept_b}#{r}",
+            image1_id=i1,
+            image1_a_id=a1,
+            image1_b_id=b1,
+            image2_id=i2,
+            image2_a_id=a2,
+            image2_b_id=b2,
         )
         session.add(pair)
         made += 1
@@ -105,7 +111,8 @@ def _copies(session, n: int) -> int:  # type: ignore[no-untyped-def]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
-        "--pg-admin-url", default=None,
+        "--pg-admin-url",
+        default=None,
         help="PostgreSQL server URL; a throw-away database is created there and dropped",
     )
     ap.add_argument("--repeat", type=int, default=30)
@@ -152,8 +159,10 @@ def main() -> None:
             assert r.status_code == 303
 
         trip = _median_ms(round_trip, args.repeat)
-        print(f"task round trip (GET page + POST answer): {trip:.1f} ms; /healthz {health:.2f} ms;"
-              f" ratio {trip / health:.1f}x")
+        print(
+            f"task round trip (GET page + POST answer): {trip:.1f} ms; /healthz {health:.2f} ms;"
+            f" ratio {trip / health:.1f}x"
+        )
 
         # 2. marked image: cached vs first render
         from vsr_core.models import Image, ImagePair, Instance
@@ -161,8 +170,11 @@ def main() -> None:
         with Session(engine) as s:
             pair = s.get(ImagePair, 1)
             assert pair is not None
-            img, a, b = (s.get(Image, pair.image1_id), s.get(Instance, pair.image1_a_id),
-                         s.get(Instance, pair.image1_b_id))
+            img, a, b = (
+                s.get(Image, pair.image1_id),
+                s.get(Instance, pair.image1_a_id),
+                s.get(Instance, pair.image1_b_id),
+            )
         cache = tmp / "render_cache"
         colds = []
         for _ in range(5):
@@ -176,8 +188,10 @@ def main() -> None:
             lambda: images.render_marked(COCO / "images", cache, img, a, b),  # type: ignore[arg-type]
             args.repeat,
         )
-        print(f"marked image: first render {cold:.1f} ms, cached {warm:.3f} ms;"
-              f" ratio {cold / warm:.0f}x")
+        print(
+            f"marked image: first render {cold:.1f} ms, cached {warm:.3f} ms;"
+            f" ratio {cold / warm:.0f}x"
+        )
 
         # 3. leases/s: T threads vs 1 thread
         strategy, config = PairStrategy(), StudyConfig(generate_batch_size=10_000)
@@ -227,8 +241,10 @@ def main() -> None:
 
         one = lease_run(1, "solo")
         many = lease_run(args.threads, "crowd")
-        print(f"leases/s: {args.threads} threads {many:.0f}, 1 thread {one:.0f};"
-              f" ratio {many / one:.2f}x (no pair leased twice)")
+        print(
+            f"leases/s: {args.threads} threads {many:.0f}, 1 thread {one:.0f};"
+            f" ratio {many / one:.2f}x (no pair leased twice)"
+        )
         engine.dispose()
         if pg_name is not None:
             _drop(args.pg_admin_url, pg_name)

@@ -77,8 +77,12 @@ def main() -> None:
     ap.add_argument(
         "--cold", action="store_true", help="clear the figure cache before each request"
     )
-    ap.add_argument("--raw", type=Path, default=VSR_RAW,
-                    help="VSR raw JSONL to import (bench/gen10x.py writes a 10x one)")
+    ap.add_argument(
+        "--raw",
+        type=Path,
+        default=VSR_RAW,
+        help="VSR raw JSONL to import (bench/gen10x.py writes a 10x one)",
+    )
     args = ap.parse_args()
 
     from fastapi.testclient import TestClient
@@ -101,9 +105,7 @@ def main() -> None:
             n_votes = s.exec(select(func.count()).select_from(Vote)).one()
             example = s.exec(select(func.max(Example.id))).one()
             worker = s.exec(
-                select(Vote.worker_id)
-                .group_by(col(Vote.worker_id))
-                .order_by(func.count().desc())
+                select(Vote.worker_id).group_by(col(Vote.worker_id)).order_by(func.count().desc())
             ).first()
             create_admin(s, "bench", "bench-password")
         # A re-validation round of 1,000 imported Examples, so its report has work to do.

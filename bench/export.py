@@ -43,11 +43,48 @@ sys.path.insert(0, str(ROOT))
 
 from bench.databases import drop_database, fresh_database  # noqa: E402
 
-CONCEPTS = ["person", "cat", "dog", "teddy bear", "dining table", "bed", "laptop", "pizza",
-            "car", "cake", "truck", "couch", "suitcase", "bench", "umbrella", "sandwich", "bus",
-            "motorcycle", "banana", "book", "oven", "bowl", "refrigerator", "bicycle", "chair",
-            "train", "cow", "donut", "horse", "toilet", "keyboard", "bird", "tv", "elephant",
-            "hot dog", "potted plant", "cup", "backpack", "apple", "handbag"]
+CONCEPTS = [
+    "person",
+    "cat",
+    "dog",
+    "teddy bear",
+    "dining table",
+    "bed",
+    "laptop",
+    "pizza",
+    "car",
+    "cake",
+    "truck",
+    "couch",
+    "suitcase",
+    "bench",
+    "umbrella",
+    "sandwich",
+    "bus",
+    "motorcycle",
+    "banana",
+    "book",
+    "oven",
+    "bowl",
+    "refrigerator",
+    "bicycle",
+    "chair",
+    "train",
+    "cow",
+    "donut",
+    "horse",
+    "toilet",
+    "keyboard",
+    "bird",
+    "tv",
+    "elephant",
+    "hot dog",
+    "potted plant",
+    "cup",
+    "backpack",
+    "apple",
+    "handbag",
+]
 
 
 def fill(url: str, n_examples: int, seed: int = 0) -> None:
@@ -65,25 +102,51 @@ def fill(url: str, n_examples: int, seed: int = 0) -> None:
     now = utcnow()
     n_images = max(1, n_examples // 2)
     with engine.begin() as conn:
-        conn.execute(insert(WORKER), [
-            {"source": "prolific", "external_id": f"W{i:03d}", "roles": ["validator"],
-             "blocked": False, "flagged": False, "created_at": now}
-            for i in range(60)
-        ])
-        conn.execute(insert(IMAGE), [
-            {"coco_id": i + 1, "file_name": f"{i + 1:012d}.jpg",
-             "coco_split": "train2017" if i % 5 else "val2017", "width": 640, "height": 480}
-            for i in range(n_images)
-        ])
+        conn.execute(
+            insert(WORKER),
+            [
+                {
+                    "source": "prolific",
+                    "external_id": f"W{i:03d}",
+                    "roles": ["validator"],
+                    "blocked": False,
+                    "flagged": False,
+                    "created_at": now,
+                }
+                for i in range(60)
+            ],
+        )
+        conn.execute(
+            insert(IMAGE),
+            [
+                {
+                    "coco_id": i + 1,
+                    "file_name": f"{i + 1:012d}.jpg",
+                    "coco_split": "train2017" if i % 5 else "val2017",
+                    "width": 640,
+                    "height": 480,
+                }
+                for i in range(n_images)
+            ],
+        )
     ex_rows = []
     for i in range(n_examples):
         subj, obj = rng.sample(CONCEPTS, 2)
         rel = rng.choice(rels)
-        ex_rows.append({
-            "image_id": i // 2 + 1, "caption": render_caption(subj, rel, obj), "relation": rel,
-            "subj": subj, "obj": obj, "label": i % 2 == 0, "origin": "human",
-            "author_id": rng.randint(1, 20), "is_gold": False, "created_at": now,
-        })
+        ex_rows.append(
+            {
+                "image_id": i // 2 + 1,
+                "caption": render_caption(subj, rel, obj),
+                "relation": rel,
+                "subj": subj,
+                "obj": obj,
+                "label": i % 2 == 0,
+                "origin": "human",
+                "author_id": rng.randint(1, 20),
+                "is_gold": False,
+                "created_at": now,
+            }
+        )
     with engine.begin() as conn:
         for i in range(0, len(ex_rows), 20_000):
             conn.execute(insert(EXAMPLE), ex_rows[i : i + 20_000])
@@ -92,8 +155,14 @@ def fill(url: str, n_examples: int, seed: int = 0) -> None:
         label = eid % 2 == 1
         p = rng.choice([0.95, 0.8, 0.5])
         for w in rng.sample(range(21, 61), rng.randint(3, 5)):
-            votes.append({"example_id": eid, "worker_id": w,
-                          "value": label if rng.random() < p else not label, "created_at": now})
+            votes.append(
+                {
+                    "example_id": eid,
+                    "worker_id": w,
+                    "value": label if rng.random() < p else not label,
+                    "created_at": now,
+                }
+            )
     with engine.begin() as conn:
         for i in range(0, len(votes), 50_000):
             conn.execute(insert(VOTE), votes[i : i + 50_000])
@@ -181,23 +250,36 @@ def measure(url: str, tmp: Path, repeat: int) -> Timings:
 
 def report(t: Timings, backend: str, repeat: int) -> None:
     (bw, bc), (ew, ec), (fw, fc) = t.base, t.export, t.full
-    print(f"records: {t.records:,} ({t.mb:.1f} MB of JSONL), backend: {backend}, "
-          f"median of {repeat}")
+    print(
+        f"records: {t.records:,} ({t.mb:.1f} MB of JSONL), backend: {backend}, median of {repeat}"
+    )
     print(f"baseline json.dumps write: wall {bw:.2f} s, cpu {bc:.2f} s")
-    print(f"export all_raw.jsonl from the database: wall {ew:.2f} s (ratio {ew / bw:.2f}x), "
-          f"cpu {ec:.2f} s (ratio {ec / bc:.2f}x); target <= 3x")
-    print(f"full build-dataset (all parts, stats, card, figures): wall {fw:.2f} s "
-          f"(ratio {fw / bw:.2f}x), cpu {fc:.2f} s (ratio {fc / bc:.2f}x)")
+    print(
+        f"export all_raw.jsonl from the database: wall {ew:.2f} s (ratio {ew / bw:.2f}x), "
+        f"cpu {ec:.2f} s (ratio {ec / bc:.2f}x); target <= 3x"
+    )
+    print(
+        f"full build-dataset (all parts, stats, card, figures): wall {fw:.2f} s "
+        f"(ratio {fw / bw:.2f}x), cpu {fc:.2f} s (ratio {fc / bc:.2f}x)"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3, help="median of N timings")
-    ap.add_argument("--database-url", help="an empty migrated database (default: SQLite temp); "
-                    "with --vsr-factors, a PostgreSQL URL whose database name is replaced")
-    ap.add_argument("--vsr-factors", type=int, nargs="+", metavar="N",
-                    help="export N copies of the real VSR release for each N (e.g. 1 10)")
+    ap.add_argument(
+        "--database-url",
+        help="an empty migrated database (default: SQLite temp); "
+        "with --vsr-factors, a PostgreSQL URL whose database name is replaced",
+    )
+    ap.add_argument(
+        "--vsr-factors",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="export N copies of the real VSR release for each N (e.g. 1 10)",
+    )
     args = ap.parse_args()
 
     from migrations.runner import upgrade
@@ -228,14 +310,18 @@ def by_factor(args: argparse.Namespace, tmp: Path) -> None:
         report(t, url.split(":", 1)[0], args.repeat)
         results.append((factor, t))
     f0, t0 = results[0]
-    print(f"\n{'size':>5s} {'records':>8s} {'json.dumps s':>12s} {'export s':>9s} "
-          f"{'x dumps':>8s} {'full s':>7s} {'x dumps':>8s}   growth from {f0}x "
-          "(dumps / export / full; linear = the size ratio)")
+    print(
+        f"\n{'size':>5s} {'records':>8s} {'json.dumps s':>12s} {'export s':>9s} "
+        f"{'x dumps':>8s} {'full s':>7s} {'x dumps':>8s}   growth from {f0}x "
+        "(dumps / export / full; linear = the size ratio)"
+    )
     for f, t in results:
-        print(f"{f:>4d}x {t.records:>8,} {t.base[0]:12.2f} {t.export[0]:9.2f} "
-              f"{t.export[0] / t.base[0]:8.2f} {t.full[0]:7.2f} {t.full[0] / t.base[0]:8.2f}   "
-              f"{t.base[0] / t0.base[0]:.1f} / {t.export[0] / t0.export[0]:.1f} / "
-              f"{t.full[0] / t0.full[0]:.1f}  (records x{t.records / t0.records:.1f})")
+        print(
+            f"{f:>4d}x {t.records:>8,} {t.base[0]:12.2f} {t.export[0]:9.2f} "
+            f"{t.export[0] / t.base[0]:8.2f} {t.full[0]:7.2f} {t.full[0] / t.base[0]:8.2f}   "
+            f"{t.base[0] / t0.base[0]:.1f} / {t.export[0] / t0.export[0]:.1f} / "
+            f"{t.full[0] / t0.full[0]:.1f}  (records x{t.records / t0.records:.1f})"
+        )
     print(f"wall seconds; load average {os.getloadavg()} on {os.cpu_count()} CPUs")
 
 

@@ -76,10 +76,14 @@ def main() -> int:
     t0 = time.perf_counter()
     n = sum(1 for line in args.out.read_text().splitlines() if json.loads(line))
     t_read = time.perf_counter() - t0
-    print(f"wrote {args.out}: {n} records ({args.factor} x {len(records)}), {n_votes} votes, "
-          f"{args.out.stat().st_size / 1e6:.0f} MB in {t_gen:.1f} s")
-    print(f"json.loads of it {t_read:.2f} s = {t_read / t_real:.1f}x that of the real file "
-          f"({t_real:.2f} s); generating took {t_gen / t_read:.1f}x reading it back")
+    print(
+        f"wrote {args.out}: {n} records ({args.factor} x {len(records)}), {n_votes} votes, "
+        f"{args.out.stat().st_size / 1e6:.0f} MB in {t_gen:.1f} s"
+    )
+    print(
+        f"json.loads of it {t_read:.2f} s = {t_read / t_real:.1f}x that of the real file "
+        f"({t_real:.2f} s); generating took {t_gen / t_read:.1f}x reading it back"
+    )
     return 0
 
 

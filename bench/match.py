@@ -107,8 +107,12 @@ def main() -> None:
     relevance = RelevanceModel(load_encoder(None))
     stages["load MiniLM"] = time.perf_counter() - t0
     params = MatchParams(
-        h=args.h, k=args.k, table_filter=not args.no_table_filter, remap=not args.no_remap,
-        balance=args.balance, rake_rounds=args.rake_rounds,
+        h=args.h,
+        k=args.k,
+        table_filter=not args.no_table_filter,
+        remap=not args.no_remap,
+        balance=args.balance,
+        rake_rounds=args.rake_rounds,
     )
     t0 = time.perf_counter()
     result = run_matching(records, relevance, TableSimilarity(), params)
@@ -131,7 +135,8 @@ def main() -> None:
     slope, intercept = np.polyfit(np.log(sizes), np.log(nx_times), 1)
     nx_full = sum(
         args.k * float(np.exp(intercept + slope * np.log(max(m, 1))))
-        for m in result.queries.values() if m
+        for m in result.queries.values()
+        if m
     )
 
     lsa_s = None
@@ -157,34 +162,58 @@ def main() -> None:
         "ratio_networkx_over_our_matching": round(nx_full / match_s, 1),
         "ratio_networkx_over_our_end_to_end": round(nx_full / wall, 1),
         "dense_lsa_train_one_round_seconds": None if lsa_s is None else round(lsa_s, 2),
-        "diagnostics": {k: diag[k] for k in (
-            "chance", "answer_only_accuracy", "text_only_accuracy", "implied_by_truth_share",
-            "duplicate_choice_items", "known_true_distractors", "items", "unmatched",
-            "strongest_adversary", "strongest_adversary_accuracy", "strongest_adversary_ci95",
-        )} | {"relation_tv": diag["relation_distribution"]["total_variation"]},
+        "diagnostics": {
+            k: diag[k]
+            for k in (
+                "chance",
+                "answer_only_accuracy",
+                "text_only_accuracy",
+                "implied_by_truth_share",
+                "duplicate_choice_items",
+                "known_true_distractors",
+                "items",
+                "unmatched",
+                "strongest_adversary",
+                "strongest_adversary_accuracy",
+                "strongest_adversary_ci95",
+            )
+        }
+        | {"relation_tv": diag["relation_distribution"]["total_variation"]},
     }
-    print(f"full VSR validated set: {len(records):,} Examples, "
-          f"{sum(result.queries.values()):,} kept True queries {result.queries}")
-    print(f"ours, end to end: {wall:.1f} s wall  (" + ", ".join(
-        f"{k} {v:.1f} s" for k, v in stages.items()) + ")")
+    print(
+        f"full VSR validated set: {len(records):,} Examples, "
+        f"{sum(result.queries.values()):,} kept True queries {result.queries}"
+    )
+    print(
+        f"ours, end to end: {wall:.1f} s wall  ("
+        + ", ".join(f"{k} {v:.1f} s" for k, v in stages.items())
+        + ")"
+    )
     print("  inside the run: " + ", ".join(f"{k} {v:.2f} s" for k, v in result.seconds.items()))
     per_size = ", ".join(f"n={n}: {t:.2f} s" for n, t in zip(sizes, nx_times, strict=True))
     print(f"networkx max_weight_matching, one round: {per_size}  -> time ~ n^{slope:.2f}")
-    print(f"  extrapolated to the full run ({args.k} rounds x splits {result.queries}): "
-          f"{nx_full:,.0f} s")
-    print(f"ratio networkx / ours: {nx_full / match_s:,.0f}x on the matching stage, "
-          f"{nx_full / wall:,.0f}x end to end")
+    print(
+        f"  extrapolated to the full run ({args.k} rounds x splits {result.queries}): "
+        f"{nx_full:,.0f} s"
+    )
+    print(
+        f"ratio networkx / ours: {nx_full / match_s:,.0f}x on the matching stage, "
+        f"{nx_full / wall:,.0f}x end to end"
+    )
     if lsa_s is not None:
-        print(f"reference: dense linear_sum_assignment on train ({len(train)} x {len(train)}), "
-              f"one round: {lsa_s:.1f} s vs grouped {result.seconds['match_train'] / args.k:.2f} s"
-              " per round (incl. weights)")
+        print(
+            f"reference: dense linear_sum_assignment on train ({len(train)} x {len(train)}), "
+            f"one round: {lsa_s:.1f} s vs grouped {result.seconds['match_train'] / args.k:.2f} s"
+            " per round (incl. weights)"
+        )
     print(f"target full set < 60 s: {'met' if wall < 60 else 'NOT met'}")
     print(format_report(diag))
     if args.sweep:
         from matching.diagnostics import format_sweep, sweep
 
-        rows = sweep(records, relevance, TableSimilarity(), params,
-                     [float(h) for h in args.sweep.split(",")])
+        rows = sweep(
+            records, relevance, TableSimilarity(), params, [float(h) for h in args.sweep.split(",")]
+        )
         figures["sweep"] = rows
         print(format_sweep(rows))
     if args.json:

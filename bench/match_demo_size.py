@@ -30,10 +30,10 @@ from vsr_core.db import make_engine  # noqa: E402
 
 
 def _vsr(*args: str, db_url: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": db_url, "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1"}
-    return subprocess.run([str(VSR), *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=900)
+    env = {**os.environ, "DATABASE_URL": db_url, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return subprocess.run(
+        [str(VSR), *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900
+    )
 
 
 def items_for(n: int, seed: int, k: int) -> tuple[int, str]:

@@ -36,14 +36,16 @@ def main() -> int:
         t0 = time.perf_counter()
         res = run_on_export_split(relevance, replace(MatchParams(), balance=balance), seed)
         seconds = time.perf_counter() - t0
-        suite = run_suite(res.items_in("train"), res.items_in("test"), relevance,
-                          relevance.encoder)
+        suite = run_suite(res.items_in("train"), res.items_in("test"), relevance, relevance.encoder)
         best = suite["strongest"]
         kept = {s: len(res.items_in(s)) for s in ("train", "dev", "test")}
-        print(f"{balance}{seed}: strongest {best['name']} {best['accuracy']:.4f} "
-              f"{[round(x, 4) for x in best['ci95']]}, n_test {suite['n_test']}, items kept "
-              f"{kept} of queries {res.queries}, unmatched {res.unmatched}, "
-              f"matching {seconds:.1f} s", flush=True)
+        print(
+            f"{balance}{seed}: strongest {best['name']} {best['accuracy']:.4f} "
+            f"{[round(x, 4) for x in best['ci95']]}, n_test {suite['n_test']}, items kept "
+            f"{kept} of queries {res.queries}, unmatched {res.unmatched}, "
+            f"matching {seconds:.1f} s",
+            flush=True,
+        )
         if balance == "soft":
             worst = max(worst, best["accuracy"])
     print(f"worst strongest adversary over the default seeds: {worst:.4f} (target <= 0.30)")

@@ -56,11 +56,18 @@ def scaled_records(raw: list[dict[str, Any]], factor: int) -> list[Any]:
             p = parsed[key]
             n_true = len(row["vote_true_validator_id"])
             n_false = len(row["vote_false_validator_id"])
-            out.append(Record(
-                id=len(out) + 1, image=row["image"], subj=p.subj, relation=p.relation,
-                obj=p.obj, caption=row["caption"], label=bool(row["label"]),
-                votes=(True,) * n_true + (False,) * n_false,
-            ))
+            out.append(
+                Record(
+                    id=len(out) + 1,
+                    image=row["image"],
+                    subj=p.subj,
+                    relation=p.relation,
+                    obj=p.obj,
+                    caption=row["caption"],
+                    label=bool(row["label"]),
+                    votes=(True,) * n_true + (False,) * n_false,
+                )
+            )
     return out
 
 
@@ -100,7 +107,8 @@ def run_once(
     for s in ("train", "dev", "test"):  # the sum of its folds' times, whatever the workers
         stages[f"match {s}"] = result.seconds[f"match_{s}"]
     stages["matching (wall)"] = result.seconds.get(
-        "match_wall", sum(stages[f"match {s}"] for s in ("train", "dev", "test")))
+        "match_wall", sum(stages[f"match {s}"] for s in ("train", "dev", "test"))
+    )
     t0 = time.perf_counter()
     diag_kw: dict[str, Any] = {}
     if args.suite_sample is not None:
@@ -157,24 +165,34 @@ def main() -> int:
     t0 = time.perf_counter()
     encoder = load_encoder(None)  # once: a fixed cost of every run, whatever its size
     t_model = time.perf_counter() - t0
-    print(f"load MiniLM (torch import included, once): {t_model:.1f} s; "
-          f"{args.workers or 1} worker(s)", flush=True)
+    print(
+        f"load MiniLM (torch import included, once): {t_model:.1f} s; "
+        f"{args.workers or 1} worker(s)",
+        flush=True,
+    )
     runs = []
     for f in factors:
         r = run_once(raw, f, encoder, args)
         runs.append(r)
-        print(f"{f}x: {r['examples']:,} Examples, {r['queries']:,} kept True queries, "
-              f"{r['items']:,} items, {r['wall']:.1f} s end to end, {r['cpu']:.1f} CPU s",
-              flush=True)
+        print(
+            f"{f}x: {r['examples']:,} Examples, {r['queries']:,} kept True queries, "
+            f"{r['items']:,} items, {r['wall']:.1f} s end to end, {r['cpu']:.1f} CPU s",
+            flush=True,
+        )
         print(f"    quality: {json.dumps(r['quality'])}", flush=True)
     base = runs[0]
     head = f"{'stage':<16}" + "".join(f"{str(r['factor']) + 'x (s)':>12}" for r in runs)
-    head += "".join(f"{str(r['factor']) + 'x/' + str(base['factor']) + 'x':>10}"
-                    for r in runs[1:])
+    head += "".join(f"{str(r['factor']) + 'x/' + str(base['factor']) + 'x':>10}" for r in runs[1:])
     print(head)
     for stage in [*base["stages"], "end to end", "CPU s (all)"]:
-        vals = [r["wall"] if stage == "end to end" else r["cpu"] if stage.startswith("CPU")
-                else r["stages"][stage] for r in runs]
+        vals = [
+            r["wall"]
+            if stage == "end to end"
+            else r["cpu"]
+            if stage.startswith("CPU")
+            else r["stages"][stage]
+            for r in runs
+        ]
         line = f"{stage:<16}" + "".join(f"{v:>12.2f}" for v in vals)
         line += "".join(f"{v / max(vals[0], 1e-9):>10.1f}" for v in vals[1:])
         print(line)
@@ -182,16 +200,21 @@ def main() -> int:
         print(f"  adversary suite at {r['factor']}x (s): {r['suite_seconds']}")
     big = runs[-1]
     total = big["wall"] + t_model
-    print(f"{big['factor']}x end to end {big['wall']:.1f} s = {big['wall'] / base['wall']:.1f}x "
-          f"the {base['factor']}x run for {big['queries'] / max(base['queries'], 1):.1f}x the "
-          f"queries ({big['cpu'] / max(base['cpu'], 1e-9):.1f}x its CPU time); with the model "
-          f"load {total:.1f} s, goal < {GOAL_SECONDS:.0f} s: "
-          f"{'met' if total < GOAL_SECONDS else 'NOT met'}")
-    print(f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
-          "(2 cores; timings are shared with whatever else runs)")
+    print(
+        f"{big['factor']}x end to end {big['wall']:.1f} s = {big['wall'] / base['wall']:.1f}x "
+        f"the {base['factor']}x run for {big['queries'] / max(base['queries'], 1):.1f}x the "
+        f"queries ({big['cpu'] / max(base['cpu'], 1e-9):.1f}x its CPU time); with the model "
+        f"load {total:.1f} s, goal < {GOAL_SECONDS:.0f} s: "
+        f"{'met' if total < GOAL_SECONDS else 'NOT met'}"
+    )
+    print(
+        f"load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
+        "(2 cores; timings are shared with whatever else runs)"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"model_load": t_model, "runs": runs}, indent=2,
-                                        default=str))
+        args.json.write_text(
+            json.dumps({"model_load": t_model, "runs": runs}, indent=2, default=str)
+        )
     return 0
 
 

@@ -77,8 +77,7 @@ def baseline_tree(ref: str, folder: Path) -> tuple[Path, str]:
     commit, _ = _run("git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}")
     commit = commit.strip()
     folder.mkdir(parents=True)
-    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", commit],
-                               stdout=subprocess.PIPE)
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", commit], stdout=subprocess.PIPE)
     subprocess.run(["tar", "-x", "-C", str(folder)], stdin=archive.stdout, check=True)
     if archive.wait() != 0:
         raise SystemExit(f"git archive {commit} failed")
@@ -89,17 +88,37 @@ def one_seed(base: Path, folder: Path, seed: int, extra: list[str]) -> dict[str,
     db = folder / f"seed{seed}.db"
     shutil.copy(base, db)
     url = f"sqlite:///{db}"
-    report, match_s = _run(_bin("vsr"), "match", "--report", "--split-seed", str(seed),
-                           "--database-url", url, *extra)
+    report, match_s = _run(
+        _bin("vsr"), "match", "--report", "--split-seed", str(seed), "--database-url", url, *extra
+    )
     out = folder / f"export{seed}"
-    _run(_bin("build-dataset"), "--database-url", url, "--out", str(out), "--seed",
-         str(seed), "--unvalidated-mc", "--only", "mc", "--only", "stats", "--only", "card",
-         "--overwrite")
+    _run(
+        _bin("build-dataset"),
+        "--database-url",
+        url,
+        "--out",
+        str(out),
+        "--seed",
+        str(seed),
+        "--unvalidated-mc",
+        "--only",
+        "mc",
+        "--only",
+        "stats",
+        "--only",
+        "card",
+        "--overwrite",
+    )
     stats = json.loads((out / "stats.json").read_text())["mc"]
     cost = [ln.strip() for ln in report.splitlines() if "validation cost" in ln]
     kept = re.search(r"(\d+) kept True Examples", report)
-    return {"seed": seed, "stats": stats, "match_seconds": match_s, "cost": cost,
-            "queries": int(kept.group(1)) if kept else None}
+    return {
+        "seed": seed,
+        "stats": stats,
+        "match_seconds": match_s,
+        "cost": cost,
+        "queries": int(kept.group(1)) if kept else None,
+    }
 
 
 def main() -> int:
@@ -107,9 +126,12 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--release", type=Path, default=RELEASE)
     ap.add_argument("--match-args", default="", help="extra `vsr match` options")
-    ap.add_argument("--baseline-ref", default=None,
-                    help="time `vsr match` of this commit (e.g. main before a change) as the "
-                    "baseline, on a database its own code imported")
+    ap.add_argument(
+        "--baseline-ref",
+        default=None,
+        help="time `vsr match` of this commit (e.g. main before a change) as the "
+        "baseline, on a database its own code imported",
+    )
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     extra = args.match_args.split()
@@ -122,16 +144,18 @@ def main() -> int:
             s = r["stats"]
             items = sum(s["items"].values()) or sum(s["items_unvalidated"].values())
             parts = s["items"] if any(s["items"].values()) else s["items_unvalidated"]
-            print(f"seed {seed}: {items:,} items kept of {r['queries']:,} kept True Examples "
-                  f"({' / '.join(f'{k} {v:,}' for k, v in parts.items())}), measured on "
-                  f"{s['measured_on']}/ (n test {s['adversaries_n_test']:,}); "
-                  f"vsr match {r['match_seconds']:.1f} s", flush=True)
+            print(
+                f"seed {seed}: {items:,} items kept of {r['queries']:,} kept True Examples "
+                f"({' / '.join(f'{k} {v:,}' for k, v in parts.items())}), measured on "
+                f"{s['measured_on']}/ (n test {s['adversaries_n_test']:,}); "
+                f"vsr match {r['match_seconds']:.1f} s",
+                flush=True,
+            )
             for name, a in s["adversaries"].items():
                 lo, hi = a["ci95"]
                 print(f"    {name:<20} {a['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]", flush=True)
             best = s["strongest_adversary"]
-            print(f"  strongest: {best['name']} {best['accuracy']:.3f} "
-                  f"{best['ci95']}", flush=True)
+            print(f"  strongest: {best['name']} {best['accuracy']:.3f} {best['ci95']}", flush=True)
             for line in r["cost"]:
                 print(f"  {line}", flush=True)
             if worst is None or best["accuracy"] > worst[0]:
@@ -145,19 +169,40 @@ def main() -> int:
                 cmd = [_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run"]
                 what = f"`vsr match --dry-run` of commit {commit[:12]}"
             else:
-                cmd = [_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
-                       "--rake-rounds", "0", "--filter-above", "0"]
+                cmd = [
+                    _bin("vsr"),
+                    "match",
+                    "--split-seed",
+                    str(seeds[0]),
+                    "--dry-run",
+                    "--rake-rounds",
+                    "0",
+                    "--filter-above",
+                    "0",
+                ]
                 what = "`vsr match --dry-run --rake-rounds 0 --filter-above 0`"
             _, base_s = _run(*cmd, "--database-url", f"sqlite:///{base_db}", env=env)
-            _, ours_s = _run(_bin("vsr"), "match", "--split-seed", str(seeds[0]), "--dry-run",
-                             "--database-url", f"sqlite:///{base}", *extra)
-            print(f"time, same run, seed {seeds[0]}: `vsr match --dry-run` {ours_s:.1f} s, "
-                  f"baseline {what} {base_s:.1f} s: ratio {ours_s / base_s:.2f}")
+            _, ours_s = _run(
+                _bin("vsr"),
+                "match",
+                "--split-seed",
+                str(seeds[0]),
+                "--dry-run",
+                "--database-url",
+                f"sqlite:///{base}",
+                *extra,
+            )
+            print(
+                f"time, same run, seed {seeds[0]}: `vsr match --dry-run` {ours_s:.1f} s, "
+                f"baseline {what} {base_s:.1f} s: ratio {ours_s / base_s:.2f}"
+            )
     if worst is not None:
         acc, seed, name, ci = worst
         verdict = "met" if acc <= TARGET else "NOT met"
-        print(f"worst strongest adversary over seeds {seeds}: {acc:.3f} {ci} ({name}, seed "
-              f"{seed}); target <= {TARGET}: {verdict}")
+        print(
+            f"worst strongest adversary over seeds {seeds}: {acc:.3f} {ci} ({name}, seed "
+            f"{seed}); target <= {TARGET}: {verdict}"
+        )
     return 0
 
 

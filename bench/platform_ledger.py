@@ -44,24 +44,52 @@ def main() -> None:
         p = ProlificPlatform(base_url=base, token=TOKEN, timeout=0.3, sleep=lambda _: None)
         rows = {}
         for name, kind in (("A", "generate"), ("B", "generate"), ("C", "validate")):
-            ext = p.create_draft({"name": name, "external_study_url": "https://x/",
-                                  "total_available_places": 5, "reward": 100,
-                                  "estimated_completion_time": 5}, f"m{name}")
+            ext = p.create_draft(
+                {
+                    "name": name,
+                    "external_study_url": "https://x/",
+                    "total_available_places": 5,
+                    "reward": 100,
+                    "estimated_completion_time": 5,
+                },
+                f"m{name}",
+            )
             p.publish(ext)
-            rows[name] = PlatformStudy(platform="prolific", external_id=ext, state="published",
-                                       settings={"kind": kind, "reward_cents": 100})
+            rows[name] = PlatformStudy(
+                platform="prolific",
+                external_id=ext,
+                state="published",
+                settings={"kind": kind, "reward_cents": 100},
+            )
             s.add(rows[name])
         s.commit()
         scene = work.scene(s)
         who, other = work.worker(s, "P"), work.worker(s, "R")
-        work.captions(s, work.batch(s, who, work.prolific_entry(rows["A"].external_id, "sA")),
-                      scene, kept=6, not_kept=2)
-        work.votes(s, work.batch(s, who, work.prolific_entry(rows["C"].external_id, "sC"),
-                                 kind="validate"), scene, 2)
-        work.votes(s, work.batch(s, other, work.prolific_entry(rows["C"].external_id, "rC"),
-                                 kind="validate"), scene, 3)
-        for name, sub, pid in (("A", "sA", "P"), ("B", "sB", "P"), ("C", "sC", "P"),
-                               ("C", "rC", "R")):
+        work.captions(
+            s,
+            work.batch(s, who, work.prolific_entry(rows["A"].external_id, "sA")),
+            scene,
+            kept=6,
+            not_kept=2,
+        )
+        work.votes(
+            s,
+            work.batch(s, who, work.prolific_entry(rows["C"].external_id, "sC"), kind="validate"),
+            scene,
+            2,
+        )
+        work.votes(
+            s,
+            work.batch(s, other, work.prolific_entry(rows["C"].external_id, "rC"), kind="validate"),
+            scene,
+            3,
+        )
+        for name, sub, pid in (
+            ("A", "sA", "P"),
+            ("B", "sB", "P"),
+            ("C", "sC", "P"),
+            ("C", "rC", "R"),
+        ):
             state.add_submission(rows[name].external_id, sub, pid, "AWAITING REVIEW")
         rules = Rules(min_items=1, bonus_cents_per_kept=50, bonus_cents_per_vote=2)
         state.slow, state.slow_paths = 0.6, ("/pay/",)
@@ -79,14 +107,18 @@ def main() -> None:
         for r in s.exec(select(PlatformLedger).order_by(col(PlatformLedger.id))):
             a = actions.get(r.bonus_action_id or 0)
             paid_by = f"bonus #{a.id} ({a.state})" if a else "reward (approve)"
-            print(f"| {r.id} | {names[r.platform_study_id]} | {subs[r.submission_id]} | "
-                  f"{r.unit_kind} {r.unit_id} | {'yes' if r.kept else 'no'} | {r.batch_id} | "
-                  f"{r.cents} | {paid_by} |")
+            print(
+                f"| {r.id} | {names[r.platform_study_id]} | {subs[r.submission_id]} | "
+                f"{r.unit_kind} {r.unit_id} | {'yes' if r.kept else 'no'} | {r.batch_id} | "
+                f"{r.cents} | {paid_by} |"
+            )
         print("\n| action | study | submission | amount | state |")
         print("|---|---|---|---|---|")
         for a in sorted(actions.values(), key=lambda a: a.id or 0):
-            print(f"| {a.kind} | {names[a.platform_study_id]} | {a.target} | "
-                  f"{a.amount_cents or ''} | {a.state} |")
+            print(
+                f"| {a.kind} | {names[a.platform_study_id]} | {a.target} | "
+                f"{a.amount_cents or ''} | {a.state} |"
+            )
         print(f"\nfake Prolific paid: {state.paid}; pay requests: {state.count('POST', '/pay/')}")
         print(f"transitions: {sorted(state.transitions)}")
 

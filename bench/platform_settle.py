@@ -67,20 +67,31 @@ def main() -> None:
     with Session(engine) as s:
         create_admin(s, "bench", "bench-password-123")
         for label, n in (("baseline", args.baseline), ("large", args.n)):
-            row = PlatformStudy(platform="prolific", external_id=f"bench-{label}",
-                                settings={"kind": "generate", "reward_cents": 100})
+            row = PlatformStudy(
+                platform="prolific",
+                external_id=f"bench-{label}",
+                settings={"kind": "generate", "reward_cents": 100},
+            )
             s.add(row)
             s.commit()
             work.crowd(s, row, n, start=0 if label == "baseline" else args.baseline)
             ids[label] = row.id
     rules = Rules(min_items=1, bonus_cents_per_kept=10)
-    app = create_app(Settings(database_url=url, secret_key="bench-secret-0123456789abcdef",
-                              image_cache_dir=tmp / "cache"), engine)
+    app = create_app(
+        Settings(
+            database_url=url,
+            secret_key="bench-secret-0123456789abcdef",
+            image_cache_dir=tmp / "cache",
+        ),
+        engine,
+    )
     client = TestClient(app)
     form = client.get("/admin/login").text
     token = form.split('name="csrf_token" value="')[1].split('"')[0]
-    client.post("/admin/login", data={"username": "bench", "password": "bench-password-123",
-                                      "csrf_token": token})
+    client.post(
+        "/admin/login",
+        data={"username": "bench", "password": "bench-password-123", "csrf_token": token},
+    )
     results: dict[str, dict[str, tuple[int, float]]] = {}
     for label in ("baseline", "large"):
         with Session(engine) as s:
@@ -97,9 +108,11 @@ def main() -> None:
     print(f"backend: {engine.dialect.name}")
     for what in ("plan", "page"):
         (b_n, b_t), (l_n, l_t) = results["baseline"][what], results["large"][what]
-        print(f"{what}: {l_n} statements at {args.n} submissions vs {b_n} at {args.baseline} "
-              f"(ratio {l_n / b_n:.2f}); {l_t:.2f} s vs {b_t:.3f} s (ratio {l_t / b_t:.1f}, "
-              f"submissions ratio {args.n / args.baseline:.0f})")
+        print(
+            f"{what}: {l_n} statements at {args.n} submissions vs {b_n} at {args.baseline} "
+            f"(ratio {l_n / b_n:.2f}); {l_t:.2f} s vs {b_t:.3f} s (ratio {l_t / b_t:.1f}, "
+            f"submissions ratio {args.n / args.baseline:.0f})"
+        )
 
 
 if __name__ == "__main__":

@@ -59,10 +59,13 @@ def terminate_backends(url: str) -> int:
 
     engine = make_engine(url)
     with engine.connect() as c:
-        n = c.execute(text(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = :db AND pid <> pg_backend_pid()"
-        ), {"db": make_url(url).database}).scalar_one()
+        n = c.execute(
+            text(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = :db AND pid <> pg_backend_pid()"
+            ),
+            {"db": make_url(url).database},
+        ).scalar_one()
         c.commit()
     engine.dispose()
     return int(n)
@@ -77,15 +80,25 @@ async def probe(client: HttpxClient, stats: Stats, deadline: float) -> None:
         await asyncio.sleep(0.02)
 
 
-async def phase(testers: list[HttpxClient], seed_: Seed, slots: list[dict[str, Any]],
-                seconds: float, total: Stats, probes: list[HttpxClient] | None = None) -> Stats:
+async def phase(
+    testers: list[HttpxClient],
+    seed_: Seed,
+    slots: list[dict[str, Any]],
+    seconds: float,
+    total: Stats,
+    probes: list[HttpxClient] | None = None,
+) -> Stats:
     stats = Stats()
     deadline = time.monotonic() + seconds
-    await asyncio.gather(*(
-        validator(c, seed_, stats, deadline, random.Random(k + int(deadline)), True, 0.0,
-                  slots[k])
-        for k, c in enumerate(testers)
-    ), *(probe(c, stats, deadline) for c in probes or []))
+    await asyncio.gather(
+        *(
+            validator(
+                c, seed_, stats, deadline, random.Random(k + int(deadline)), True, 0.0, slots[k]
+            )
+            for k, c in enumerate(testers)
+        ),
+        *(probe(c, stats, deadline) for c in probes or []),
+    )
     total.acked.extend(stats.acked)
     total.retries += stats.retries
     total.errors.update(stats.errors)
@@ -94,10 +107,12 @@ async def phase(testers: list[HttpxClient], seed_: Seed, slots: list[dict[str, A
 
 def line(name: str, stats: Stats, seconds: float, base_rate: float, base_p99: float) -> str:
     rate = len(stats.round_trips) / seconds
-    p99 = pct(sorted(stats.round_trips), .99)
-    return (f"  {name:<7} {rate:7.1f} rt/s ({rate / base_rate:5.2f}x baseline)  "
-            f"p99 {1000 * p99:7.1f} ms ({p99 / base_p99:5.1f}x baseline)  "
-            f"retries {stats.retries}  5xx {sum(stats.errors.values())}")
+    p99 = pct(sorted(stats.round_trips), 0.99)
+    return (
+        f"  {name:<7} {rate:7.1f} rt/s ({rate / base_rate:5.2f}x baseline)  "
+        f"p99 {1000 * p99:7.1f} ms ({p99 / base_p99:5.1f}x baseline)  "
+        f"retries {stats.retries}  5xx {sum(stats.errors.values())}"
+    )
 
 
 def outage(stats: Stats) -> float:
@@ -107,13 +122,25 @@ def outage(stats: Stats) -> float:
     return max((b - a for a, b in zip(stamps, stamps[1:], strict=False)), default=0.0)
 
 
-async def scenario(name: str, fault: Any, recover: Any, proxy: Proxy, seed_: Seed,
-                   args: argparse.Namespace, total: Stats, n_probes: int = 0) -> Stats:
+async def scenario(
+    name: str,
+    fault: Any,
+    recover: Any,
+    proxy: Proxy,
+    seed_: Seed,
+    args: argparse.Namespace,
+    total: Stats,
+    n_probes: int = 0,
+) -> Stats:
     limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
-    clients = [httpx.AsyncClient(base_url=proxy.base, verify=False, timeout=30, limits=limits)
-               for _ in range(args.concurrency)]
-    probes = [httpx.AsyncClient(base_url=proxy.base, verify=False, timeout=30, limits=limits)
-              for _ in range(n_probes)]
+    clients = [
+        httpx.AsyncClient(base_url=proxy.base, verify=False, timeout=30, limits=limits)
+        for _ in range(args.concurrency)
+    ]
+    probes = [
+        httpx.AsyncClient(base_url=proxy.base, verify=False, timeout=30, limits=limits)
+        for _ in range(n_probes)
+    ]
     try:
         sem = asyncio.Semaphore(20)
         tag = name[:3]
@@ -128,15 +155,19 @@ async def scenario(name: str, fault: Any, recover: Any, proxy: Proxy, seed_: See
         t_end = time.monotonic() + args.baseline
         await asyncio.gather(*(baseline_client(c, base, t_end) for c in testers))
         base_rate = len(base.round_trips) / args.baseline
-        base_p99 = pct(sorted(base.round_trips), .99)
-        print(f"{name}: baseline (2 x /healthz through nginx) {base_rate:.1f} rt/s, "
-              f"p99 {1000 * base_p99:.1f} ms", flush=True)
+        base_p99 = pct(sorted(base.round_trips), 0.99)
+        print(
+            f"{name}: baseline (2 x /healthz through nginx) {base_rate:.1f} rt/s, "
+            f"p99 {1000 * base_p99:.1f} ms",
+            flush=True,
+        )
         slots: list[dict[str, Any]] = [{} for _ in testers]
         await phase(testers, seed_, slots, args.warmup, total)
         before = await phase(testers, seed_, slots, args.phase, total)
         print(line("before", before, args.phase, base_rate, base_p99), flush=True)
-        during_task = asyncio.create_task(phase(testers, seed_, slots, args.phase, total,
-                                                [HttpxClient(c) for c in probes]))
+        during_task = asyncio.create_task(
+            phase(testers, seed_, slots, args.phase, total, [HttpxClient(c) for c in probes])
+        )
         await asyncio.sleep(0.5)
         print(f"  fault: {await asyncio.to_thread(fault)}", flush=True)
         during = await during_task
@@ -156,10 +187,18 @@ def main() -> int:
     ap.add_argument("--baseline", type=float, default=4.0)
     ap.add_argument("--warmup", type=float, default=2.0)
     ap.add_argument("--examples", type=int, default=6000)
-    ap.add_argument("--only", choices=["kill", "terminate", "restart"], action="append",
-                    help="run only these scenarios (repeatable; default all three)")
-    ap.add_argument("--restarts", type=int, default=1,
-                    help="PostgreSQL restart scenarios to run (each reported)")
+    ap.add_argument(
+        "--only",
+        choices=["kill", "terminate", "restart"],
+        action="append",
+        help="run only these scenarios (repeatable; default all three)",
+    )
+    ap.add_argument(
+        "--restarts",
+        type=int,
+        default=1,
+        help="PostgreSQL restart scenarios to run (each reported)",
+    )
     args = ap.parse_args()
     if nginx_binary() is None:
         sys.exit("nginx is not installed (apt-get install nginx-light)")
@@ -178,9 +217,12 @@ def main() -> int:
     try:
         upgrade(url)
         seed_ = seed(url, args.examples, 0, 0)
-        print(f"seeded {len(seed_.p_true)} real VSR captions; C={args.concurrency} through "
-              f"nginx (TLS) to 2 replicas x 1 uvicorn worker, PostgreSQL; {args.phase:g} s "
-              "per phase; one request per round trip (vote ?next=1)", flush=True)
+        print(
+            f"seeded {len(seed_.p_true)} real VSR captions; C={args.concurrency} through "
+            f"nginx (TLS) to 2 replicas x 1 uvicorn worker, PostgreSQL; {args.phase:g} s "
+            "per phase; one request per round trip (vote ?next=1)",
+            flush=True,
+        )
         for r in replicas:
             r.start()
         proxy.start()
@@ -210,23 +252,46 @@ def main() -> int:
         if "kill" in only:
             run_loop(scenario("replica SIGKILL", kill, restart, proxy, seed_, args, total))
         if "terminate" in only:
-            run_loop(scenario("PostgreSQL connections terminated", cut, lambda: "none needed",
-                              proxy, seed_, args, total))
+            run_loop(
+                scenario(
+                    "PostgreSQL connections terminated",
+                    cut,
+                    lambda: "none needed",
+                    proxy,
+                    seed_,
+                    args,
+                    total,
+                )
+            )
         worst = -1e9
         for k in range(args.restarts if "restart" in only else 0):
-            during = run_loop(scenario(f"PostgreSQL restart {k + 1}", restart_db,
-                                       lambda: "none needed", proxy, seed_, args, total,
-                                       n_probes=10))
+            during = run_loop(
+                scenario(
+                    f"PostgreSQL restart {k + 1}",
+                    restart_db,
+                    lambda: "none needed",
+                    proxy,
+                    seed_,
+                    args,
+                    total,
+                    n_probes=10,
+                )
+            )
             seen = outage(during)
             worst = max(worst, seen - restarted[-1])
             by_status = dict(sorted(during.errors.items()))
             broken = during.retries - sum(during.errors.values())
-            print(f"  client-visible outage {seen:.2f} s vs PostgreSQL restart "
-                  f"{restarted[-1]:.2f} s: {seen - restarted[-1]:+.2f} s (target <= +1 s); "
-                  f"5xx seen: {by_status or 'none'}; broken connections: {broken}", flush=True)
+            print(
+                f"  client-visible outage {seen:.2f} s vs PostgreSQL restart "
+                f"{restarted[-1]:.2f} s: {seen - restarted[-1]:+.2f} s (target <= +1 s); "
+                f"5xx seen: {by_status or 'none'}; broken connections: {broken}",
+                flush=True,
+            )
         if restarted:
-            print(f"PostgreSQL restarts: worst outage minus restart {worst:+.2f} s over "
-                  f"{len(restarted)} restart(s) (target <= +1 s)")
+            print(
+                f"PostgreSQL restarts: worst outage minus restart {worst:+.2f} s over "
+                f"{len(restarted)} restart(s) (target <= +1 s)"
+            )
         served = proxy.upstreams_seen()
         per = {r.port: sum(u.endswith(f":{r.port}") for u in served) for r in replicas}
         print(f"requests per replica port (nginx access log): {per}")
@@ -234,8 +299,10 @@ def main() -> int:
         if problems:
             print("INVARIANTS VIOLATED:\n  " + "\n  ".join(problems))
             return 1
-        print("invariants: OK (no duplicate, nothing acknowledged lost, none over-served, "
-              "no self-validation, counters exact)")
+        print(
+            "invariants: OK (no duplicate, nothing acknowledged lost, none over-served, "
+            "no self-validation, counters exact)"
+        )
         print(f"  (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
         return 0
     finally:

@@ -51,8 +51,9 @@ def _median_time(argv: list[str], repeat: int, env: dict[str, str]) -> float:
     cwd = Path(env["DATABASE_URL"].removeprefix("sqlite:///")).parent  # not this checkout
     for _ in range(repeat):
         t0 = time.perf_counter()
-        subprocess.run(argv, check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(
+            argv, check=True, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -62,15 +63,20 @@ def _script(argv: list[str]) -> list[str]:
 
 
 def _prepare_database(tmp: Path, env: dict[str, str]) -> None:
-    subprocess.run(_script(["vsr", "db", "upgrade"]), check=True, env=env,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        _script(["vsr", "db", "upgrade"]), check=True, env=env, stdout=subprocess.DEVNULL
+    )
     if not RAW.is_file():
         sys.exit(f"needs the VSR release at {RAW}")
     part = tmp / "raw.jsonl"
     with RAW.open() as src:
         part.write_text("".join(next(src) for _ in range(200)))
-    subprocess.run(_script(["vsr", "import-vsr", str(part), "-q"]), check=True, env=env,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        _script(["vsr", "import-vsr", str(part), "-q"]),
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def main() -> None:
@@ -84,8 +90,12 @@ def main() -> None:
         _prepare_database(tmp, env)
         base = _median_time([sys.executable, "-c", "pass"], args.repeat, env)
         rows: list[tuple[str, float]] = [("python -c pass (baseline)", base)]
-        rows.append(("python -c 'import vsr_cli.main'", _median_time(
-            [sys.executable, "-c", "import vsr_cli.main"], args.repeat, env)))
+        rows.append(
+            (
+                "python -c 'import vsr_cli.main'",
+                _median_time([sys.executable, "-c", "import vsr_cli.main"], args.repeat, env),
+            )
+        )
         for argv in HELP:
             rows.append((" ".join(argv), _median_time(_script(argv), args.repeat, env)))
         real = [

@@ -48,24 +48,36 @@ def main() -> None:
 
     def union() -> Any:
         in_study = select(t.EXAMPLE.c.id).where(t.EXAMPLE.c.study_id == sid)
-        ids = select(t.BATCH.c.worker_id).where(t.BATCH.c.study_id == sid).union(
-            select(t.EXAMPLE.c.author_id).where(t.EXAMPLE.c.study_id == sid),
-            select(t.VOTE.c.worker_id).where(t.VOTE.c.example_id.in_(in_study)),
-            select(t.ANNOTATION.c.worker_id)
-            .select_from(t.ANNOTATION.join(t.IMAGE_PAIR, t.IMAGE_PAIR.c.id == t.ANNOTATION.c.pair_id))
-            .where(t.IMAGE_PAIR.c.study_id == sid),
-            select(t.INVITE_TOKEN.c.worker_id).where(t.INVITE_TOKEN.c.study_id == sid),
+        ids = (
+            select(t.BATCH.c.worker_id)
+            .where(t.BATCH.c.study_id == sid)
+            .union(
+                select(t.EXAMPLE.c.author_id).where(t.EXAMPLE.c.study_id == sid),
+                select(t.VOTE.c.worker_id).where(t.VOTE.c.example_id.in_(in_study)),
+                select(t.ANNOTATION.c.worker_id)
+                .select_from(
+                    t.ANNOTATION.join(t.IMAGE_PAIR, t.IMAGE_PAIR.c.id == t.ANNOTATION.c.pair_id)
+                )
+                .where(t.IMAGE_PAIR.c.study_id == sid),
+                select(t.INVITE_TOKEN.c.worker_id).where(t.INVITE_TOKEN.c.study_id == sid),
+            )
         )
         return w.in_(ids.scalar_subquery())
 
     def plain_exists() -> Any:
         return or_(
             exists().where(t.BATCH.c.worker_id == w, t.BATCH.c.study_id == sid),
-            exists().where(t.VOTE.c.worker_id == w, t.EXAMPLE.c.id == t.VOTE.c.example_id,
-                           t.EXAMPLE.c.study_id == sid),
+            exists().where(
+                t.VOTE.c.worker_id == w,
+                t.EXAMPLE.c.id == t.VOTE.c.example_id,
+                t.EXAMPLE.c.study_id == sid,
+            ),
             exists().where(t.EXAMPLE.c.author_id == w, t.EXAMPLE.c.study_id == sid),
-            exists().where(t.ANNOTATION.c.worker_id == w, t.IMAGE_PAIR.c.id == t.ANNOTATION.c.pair_id,
-                           t.IMAGE_PAIR.c.study_id == sid),
+            exists().where(
+                t.ANNOTATION.c.worker_id == w,
+                t.IMAGE_PAIR.c.id == t.ANNOTATION.c.pair_id,
+                t.IMAGE_PAIR.c.study_id == sid,
+            ),
             exists().where(t.INVITE_TOKEN.c.worker_id == w, t.INVITE_TOKEN.c.study_id == sid),
         )
 

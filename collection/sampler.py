@@ -88,7 +88,8 @@ def _filtered(
         raise UnknownCategoryError(f"unknown supercategory {sorted(unknown)[0]!r}")
     ids = resolve_concepts(index, allow) or set(index.categories)
     names = [
-        index.categories[c] for c in sorted(ids)
+        index.categories[c]
+        for c in sorted(ids)
         if (not supers or index.supercategories.get(c) in supers)
         and index.categories[c] not in set(deny)
     ]
@@ -124,8 +125,9 @@ def sample_into_db(
         raise ValueError("the minimum area must not be negative")
     if not 0 <= min_area_share < 1:
         raise ValueError("the minimum area share must be in [0, 1)")
-    index = load_coco(coco_files, min_area=min_area, progress=progress,
-                      min_area_share=min_area_share)
+    index = load_coco(
+        coco_files, min_area=min_area, progress=progress, min_area_share=min_area_share
+    )
     if deny or supercategories:
         concepts = _filtered(index, concepts, deny, supercategories)
     existing = existing_pair_keys(engine, study_id)
@@ -140,8 +142,7 @@ def sample_into_db(
         progress=progress,
     )
     run_id = f"{utcnow():%Y%m%dT%H%M%SZ}-s{seed}-{secrets.token_hex(3)}"
-    stored = store_pairs(engine, index, result.pairs, run_id, progress=progress,
-                         study_id=study_id)
+    stored = store_pairs(engine, index, result.pairs, run_id, progress=progress, study_id=study_id)
     kept = result.pairs
     already = sum(1 for (a, b, i1, i2) in existing if i1 in index.eligible and i2 in index.eligible)
     return SampleSummary(

@@ -126,8 +126,9 @@ def store_pairs(
         for row in image_rows:
             check_row(IMAGE, row, f"COCO image {row['coco_id']}")
         for i in inst.values():
-            check_row(INSTANCE, {"category_id": i.category_id, "area": i.area},
-                      f"COCO annotation {i.id}")
+            check_row(
+                INSTANCE, {"category_id": i.category_id, "area": i.area}, f"COCO annotation {i.id}"
+            )
     except LimitError as exc:
         raise SamplerError(str(exc)) from None
     with session_scope(engine) as session:
@@ -181,7 +182,9 @@ def store_pairs(
                 done = len(image_rows) + len(inst_rows) + min((k + 1) * _CHUNK, len(pair_rows))
                 progress("store", done, total_steps)
         stored = session.execute(
-            select(func.count()).select_from(ImagePair).where(
+            select(func.count())
+            .select_from(ImagePair)
+            .where(
                 ImagePair.sample_run == run_id,  # type: ignore[arg-type]
                 ImagePair.study_id == study_id,  # type: ignore[arg-type]
             )

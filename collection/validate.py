@@ -32,9 +32,7 @@ _RLE_COUNTS = re.compile(r"[0-o]*")
 
 
 def _finite(value: Any) -> bool:
-    return (
-        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    )
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_id(value: int, what: str, path: Path) -> int:
@@ -68,8 +66,11 @@ def check_web_url(value: Any, field: str, image_id: int, path: Path) -> None:
     if not isinstance(value, str):
         raise CocoFileError(f"{where}, not a text")
     parts = urlsplit(value)
-    if (parts.scheme.lower() not in ("http", "https") or not parts.netloc
-            or any(ord(c) <= 32 or ord(c) == 127 for c in value)):
+    if (
+        parts.scheme.lower() not in ("http", "https")
+        or not parts.netloc
+        or any(ord(c) <= 32 or ord(c) == 127 for c in value)
+    ):
         raise CocoFileError(
             f"{where}: only http:// and https:// addresses (without spaces) are accepted"
         )
@@ -99,8 +100,7 @@ def margin(side: int) -> float:
 
 def _inside(xs: list[float], ys: list[float], width: int, height: int) -> bool:
     mx, my = margin(width), margin(height)
-    return (min(xs) >= -mx and max(xs) <= width + mx
-            and min(ys) >= -my and max(ys) <= height + my)
+    return min(xs) >= -mx and max(xs) <= width + mx and min(ys) >= -my and max(ys) <= height + my
 
 
 def check_bbox(bbox: Any, ann_id: int, width: int, height: int, path: Path) -> list[float]:
@@ -124,8 +124,9 @@ def check_bbox(bbox: Any, ann_id: int, width: int, height: int, path: Path) -> l
 
 def check_area(area: Any, ann_id: int, path: Path) -> float:
     if not _finite(area) or area < 0:
-        raise CocoFileError(f"{path}: annotation {ann_id} has area {area!r}; expected a "
-                            "number >= 0")
+        raise CocoFileError(
+            f"{path}: annotation {ann_id} has area {area!r}; expected a number >= 0"
+        )
     return float(area)
 
 
@@ -137,17 +138,19 @@ def check_segmentation(seg: Any, ann_id: int, width: int, height: int, path: Pat
         return None
     if isinstance(seg, list):
         for poly in seg:
-            if not (isinstance(poly, list) and len(poly) >= 6 and len(poly) % 2 == 0
-                    and all(_finite(v) for v in poly)):
+            if not (
+                isinstance(poly, list)
+                and len(poly) >= 6
+                and len(poly) % 2 == 0
+                and all(_finite(v) for v in poly)
+            ):
                 raise CocoFileError(
                     f"{where} not a list of polygons (each an even number, at least 6, of "
                     f"coordinates): {str(poly)[:80]}"
                 )
             # pycocotools (C) overflows and crashes the process on far-away points.
             if not _inside(poly[0::2], poly[1::2], width, height):
-                raise CocoFileError(
-                    f"{where} outside its {width}x{height} image: {str(poly)[:80]}"
-                )
+                raise CocoFileError(f"{where} outside its {width}x{height} image: {str(poly)[:80]}")
         return seg
     if not isinstance(seg, dict):
         raise CocoFileError(f"{where} neither polygons nor an RLE: {str(seg)[:80]}")
@@ -157,8 +160,10 @@ def check_segmentation(seg: Any, ann_id: int, width: int, height: int, path: Pat
             f"{where} an RLE of size {str(size)[:40]}, not the image's [{height}, {width}]"
         )
     if isinstance(counts, list):
-        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts) \
-                or sum(counts) != height * width:
+        if (
+            not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+            or sum(counts) != height * width
+        ):
             raise CocoFileError(
                 f"{where} an RLE whose counts are not run lengths covering the image"
             )

@@ -110,10 +110,12 @@ def tfidf_pair_rel_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray
     te_t, te_x, _ = _options(test)
     words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
     inter = TfidfVectorizer(tokenizer=str.split, token_pattern=None, lowercase=False)
-    x_tr = hstack([words.fit_transform(tr_x),
-                   inter.fit_transform([" ".join(_tokens(t)) for t in tr_t])]).tocsr()
-    x_te = hstack([words.transform(te_x),
-                   inter.transform([" ".join(_tokens(t)) for t in te_t])]).tocsr()
+    x_tr = hstack(
+        [words.fit_transform(tr_x), inter.fit_transform([" ".join(_tokens(t)) for t in tr_t])]
+    ).tocsr()
+    x_te = hstack(
+        [words.transform(te_x), inter.transform([" ".join(_tokens(t)) for t in te_t])]
+    ).tocsr()
     if not _two_classes(y):
         return np.zeros(len(te_t))
     with threadpool_limits(limits=1):
@@ -169,12 +171,18 @@ def embedding_mlp(
         return np.zeros(len(te_t))
     emb = _embed_triples(encoder, list(tr_t) + list(te_t))
     # Early stopping holds out a tenth of the options: only when that has both classes.
-    clf = MLPClassifier(hidden_layer_sizes=MLP_HIDDEN, alpha=1e-3, max_iter=100, batch_size=256,
-                        early_stopping=len(y) >= EARLY_STOP_MIN, random_state=seed)
+    clf = MLPClassifier(
+        hidden_layer_sizes=MLP_HIDDEN,
+        alpha=1e-3,
+        max_iter=100,
+        batch_size=256,
+        early_stopping=len(y) >= EARLY_STOP_MIN,
+        random_state=seed,
+    )
     with threadpool_limits(limits=1), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # early stop is enough here
         clf.fit(emb[: len(tr_t)], y)
-        return np.asarray(clf.predict_proba(emb[len(tr_t):])[:, 1])
+        return np.asarray(clf.predict_proba(emb[len(tr_t) :])[:, 1])
 
 
 def _with_tokens(item: Item) -> list[list[str]]:
@@ -187,8 +195,11 @@ def _with_tokens(item: Item) -> list[list[str]]:
         for j, u in enumerate(item.triples):
             if j != i:
                 other = u[1].replace(" ", "_")
-                toks += [f"with:{r}|{other}", f"subj_with:{s}|{r}|{other}",
-                         f"obj_with:{o}|{r}|{other}"]
+                toks += [
+                    f"with:{r}|{other}",
+                    f"subj_with:{s}|{r}|{other}",
+                    f"obj_with:{o}|{r}|{other}",
+                ]
         out.append(toks)
     return out
 
@@ -203,8 +214,9 @@ def listwise_pairs_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray
     y = _options(train)[2]
     if not _two_classes(y):
         return np.zeros(sum(len(it.triples) for it in test))
-    vec = TfidfVectorizer(tokenizer=str.split, token_pattern=None, lowercase=False,
-                          sublinear_tf=True)
+    vec = TfidfVectorizer(
+        tokenizer=str.split, token_pattern=None, lowercase=False, sublinear_tf=True
+    )
     x_tr = vec.fit_transform([" ".join(t) for it in train for t in _with_tokens(it)])
     x_te = vec.transform([" ".join(t) for it in test for t in _with_tokens(it)])
     with threadpool_limits(limits=1):
@@ -240,11 +252,14 @@ def _relation_features(items: Sequence[Item]) -> np.ndarray:
     for it in items:
         for i, t in enumerate(it.triples):
             others = [u for j, u in enumerate(it.triples) if j != i]
-            rows.append([
-                sum(is_implied(t, u) for u in others), sum(is_implied(u, t) for u in others),
-                max((sim_probability(u, t) for u in others), default=0.0),
-                max((sim_probability(t, u) for u in others), default=0.0),
-            ])
+            rows.append(
+                [
+                    sum(is_implied(t, u) for u in others),
+                    sum(is_implied(u, t) for u in others),
+                    max((sim_probability(u, t) for u in others), default=0.0),
+                    max((sim_probability(t, u) for u in others), default=0.0),
+                ]
+            )
     return np.array(rows, dtype=float).reshape(-1, 4)
 
 
@@ -252,7 +267,9 @@ def _per_option_models(
     relevance: RelevanceModel | None,
 ) -> list[Callable[[Sequence[Item], Sequence[Item]], np.ndarray]]:
     models: list[Callable[[Sequence[Item], Sequence[Item]], np.ndarray]] = [
-        tfidf_pair_rel_lr, pair_counts, listwise_pairs_lr,
+        tfidf_pair_rel_lr,
+        pair_counts,
+        listwise_pairs_lr,
     ]
     if relevance is not None:
         models.append(lambda _tr, te: p_rel_scores(te, relevance, 1.0))
@@ -290,7 +307,9 @@ def _stack_features(
 
 
 def listwise_stack_gbm(
-    train: Sequence[Item], test: Sequence[Item], relevance: RelevanceModel | None = None,
+    train: Sequence[Item],
+    test: Sequence[Item],
+    relevance: RelevanceModel | None = None,
     seed: int = 0,
 ) -> np.ndarray:
     """Gradient boosting (non-linear) over a stack of the per-option models' cross-fitted
@@ -304,8 +323,12 @@ def listwise_stack_gbm(
     x_tr, x_te = _stack_features(train, test, relevance, seed)
     with threadpool_limits(limits=1):
         clf = HistGradientBoostingClassifier(
-            max_iter=200, learning_rate=0.05, max_leaf_nodes=15, l2_regularization=1.0,
-            early_stopping=len(y) >= EARLY_STOP_MIN, random_state=seed,
+            max_iter=200,
+            learning_rate=0.05,
+            max_leaf_nodes=15,
+            l2_regularization=1.0,
+            early_stopping=len(y) >= EARLY_STOP_MIN,
+            random_state=seed,
         ).fit(x_tr, y)
         return np.asarray(clf.predict_proba(x_te)[:, 1])
 
@@ -364,13 +387,16 @@ def run_suite(
 
 def format_suite(suite: dict[str, Any]) -> list[str]:
     where = {"mc": "mc/, validated", "mc_unvalidated": "mc_unvalidated/, not validated"}.get(
-        suite.get("measured_on", ""), "")
+        suite.get("measured_on", ""), ""
+    )
     on = f", the items of {where}" if where else ""
     lines = [f"  answer-only adversaries (train -> test, n={suite['n_test']}{on}):"]
     if suite.get("sampled_from"):  # a bounded sample (matching.diagnostics.SUITE_SAMPLE)
         f = suite["sampled_from"]
-        lines[0] = (f"  answer-only adversaries (sample: {f['n_train']} of {f['train']} train"
-                    f" -> {suite['n_test']} of {f['test']} test items):")
+        lines[0] = (
+            f"  answer-only adversaries (sample: {f['n_train']} of {f['train']} train"
+            f" -> {suite['n_test']} of {f['test']} test items):"
+        )
     for name, r in suite.get("adversaries", {}).items():
         lo, hi = r["ci95"]
         lines.append(f"    {name:<20} {r['accuracy']:.3f}  [{lo:.3f}, {hi:.3f}]")

@@ -203,8 +203,12 @@ def _grouped_lp(
     a_eq = hstack([coo_matrix((np.ones(e), (ii, np.arange(e))), shape=(n, e)), identity(n)])
     a_ub = hstack([coo_matrix((np.ones(e), (gg, np.arange(e))), shape=(g, e)), coo_matrix((g, n))])
     problem = dict(
-        c=np.concatenate([-w, np.full(n, pen)]), A_eq=a_eq.tocsr(), b_eq=np.ones(n),
-        A_ub=a_ub.tocsr(), b_ub=cap.astype(float), bounds=(0, 1),
+        c=np.concatenate([-w, np.full(n, pen)]),
+        A_eq=a_eq.tocsr(),
+        b_eq=np.ones(n),
+        A_ub=a_ub.tocsr(),
+        b_ub=cap.astype(float),
+        bounds=(0, 1),
     )
     # Dual simplex without presolve: 2x faster than the default on these LPs, and a
     # simplex answer is a vertex (integral here).

@@ -54,8 +54,9 @@ def answer_only_accuracy(train: Sequence[Item], test: Sequence[Item]) -> float |
             math.log((pos[f] + 1) / n_pos) - math.log((neg[f] + 1) / n_neg) for f in _features(t)
         )
 
-    return float(np.mean([_expected_hit([score(t) for t in it.triples], it.answer_index)
-                          for it in test]))
+    return float(
+        np.mean([_expected_hit([score(t) for t in it.triples], it.answer_index) for it in test])
+    )
 
 
 def text_only_scores(
@@ -69,8 +70,10 @@ def text_only_scores(
     if not remap:
         sim_s = relevance.concept_similarity([q.subj], [t[0] for t in item.triples])[0]
         sim_o = relevance.concept_similarity([q.obj], [t[2] for t in item.triples])[0]
-        scores = [s + math.log(max((1 + a) / 2 * (1 + b) / 2, 1e-12))
-                  for s, a, b in zip(scores, sim_s, sim_o, strict=True)]
+        scores = [
+            s + math.log(max((1 + a) / 2 * (1 + b) / 2, 1e-12))
+            for s, a, b in zip(scores, sim_s, sim_o, strict=True)
+        ]
     return scores
 
 
@@ -80,10 +83,14 @@ def text_only_accuracy(
     if not test:
         return None
     lps = relevance.log_proba([(it.query.subj, it.query.obj) for it in test])  # one batch
-    return float(np.mean([
-        _expected_hit(text_only_scores(it, relevance, remap, lp), it.answer_index)
-        for it, lp in zip(test, lps, strict=True)
-    ]))
+    return float(
+        np.mean(
+            [
+                _expected_hit(text_only_scores(it, relevance, remap, lp), it.answer_index)
+                for it, lp in zip(test, lps, strict=True)
+            ]
+        )
+    )
 
 
 def relation_distribution(items: Sequence[Item]) -> dict[str, Any]:
@@ -111,7 +118,10 @@ def bounded_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[
 
 
 def measured_suite(
-    train: Sequence[Item], test: Sequence[Item], encoder: Any, seed: int,
+    train: Sequence[Item],
+    test: Sequence[Item],
+    encoder: Any,
+    seed: int,
     suite_sample: int | None = SUITE_SAMPLE,
 ) -> dict[str, Any]:
     """The held-out adversary suite (matching.adversaries) on exactly these items, as
@@ -127,13 +137,18 @@ def measured_suite(
         relevance = RelevanceModel(encoder, seed=seed).fit([it.query for it in train])
     suite = run_suite(suite_train, suite_test, relevance, encoder, seed)
     if (len(suite_train), len(suite_test)) != (len(train), len(test)):
-        suite["sampled_from"] = {"train": len(train), "test": len(test),
-                                 "n_train": len(suite_train)}
+        suite["sampled_from"] = {
+            "train": len(train),
+            "test": len(test),
+            "n_train": len(suite_train),
+        }
     return suite
 
 
 def diagnose(
-    result: MatchResult, relevance: RelevanceModel, adversaries: bool = True,
+    result: MatchResult,
+    relevance: RelevanceModel,
+    adversaries: bool = True,
     suite_sample: int | None = SUITE_SAMPLE,
 ) -> dict[str, Any]:
     """All figures of a run, JSON-ready (stored in MatchRun.diagnostics). ``adversaries``:
@@ -158,7 +173,8 @@ def diagnose(
             known_true += int(any(is_implied(kt, d) for kt in known if kt != truth))
     train, test = result.items_in("train"), result.items_in("test")
     suite = (
-        measured_suite(train, test, relevance.encoder, p.seed, suite_sample) if adversaries
+        measured_suite(train, test, relevance.encoder, p.seed, suite_sample)
+        if adversaries
         else {"n_test": len(test), "adversaries": {}, "strongest": None}
     )
     # Nothing is validated when a run is made: its items are what build-dataset writes to
@@ -219,12 +235,16 @@ def format_report(diag: dict[str, Any]) -> str:
     lines = [
         f"adversarial matching: h={p['h']} k={p['k']} remap={p['remap']} "
         f"table_filter={p['table_filter']} balance={p.get('balance')}",
-        "  items per split: " + ", ".join(f"{s}={n}" for s, n in diag["items"].items())
+        "  items per split: "
+        + ", ".join(f"{s}={n}" for s, n in diag["items"].items())
         + "  (queries without k distractors: "
         + ", ".join(f"{s}={n}" for s, n in diag["unmatched"].items())
         + "; dropped as predictable: "
-        + (", ".join(f"{s}={n}" for s, n in (diag.get("filtered_predictable") or {}).items())
-           or "none") + ")",
+        + (
+            ", ".join(f"{s}={n}" for s, n in (diag.get("filtered_predictable") or {}).items())
+            or "none"
+        )
+        + ")",
         f"  chance                      {diag['chance']}",
         *format_suite(diag.get("answer_only_adversaries") or {"n_test": 0}),
         f"  answer-only accuracy (test) {diag['answer_only_accuracy']}  (naive Bayes, "
@@ -242,11 +262,30 @@ def format_report(diag: dict[str, Any]) -> str:
 
 
 def format_sweep(rows: Sequence[dict[str, Any]]) -> str:
-    head = ("h", "items", "chance", "strongest", "answer_only", "text_only", "implied", "dup",
-            "p_sim", "rel_tv")
-    keys = ("h", "items", "chance", "strongest_adversary_accuracy", "answer_only_accuracy",
-            "text_only_accuracy", "implied_by_truth_share", "duplicate_choice_items",
-            "mean_p_sim_table", "relation_tv")
+    head = (
+        "h",
+        "items",
+        "chance",
+        "strongest",
+        "answer_only",
+        "text_only",
+        "implied",
+        "dup",
+        "p_sim",
+        "rel_tv",
+    )
+    keys = (
+        "h",
+        "items",
+        "chance",
+        "strongest_adversary_accuracy",
+        "answer_only_accuracy",
+        "text_only_accuracy",
+        "implied_by_truth_share",
+        "duplicate_choice_items",
+        "mean_p_sim_table",
+        "relation_tv",
+    )
     out = ["  ".join(f"{h:>11}" for h in head)]
     for row in rows:
         out.append("  ".join(f"{_cell(row[k]):>11}" for k in keys))
@@ -274,7 +313,8 @@ def sweep(
 
     rows = []
     for h in hs:
-        res = run_matching(records, relevance, similarity, replace(params, h=float(h)),
-                           fit=False, **kwargs)
+        res = run_matching(
+            records, relevance, similarity, replace(params, h=float(h)), fit=False, **kwargs
+        )
         rows.append(summary_row(diagnose(res, relevance)))
     return rows

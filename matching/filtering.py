@@ -103,7 +103,10 @@ def _rows(items: Sequence[Item], keep: np.ndarray) -> np.ndarray:
 
 
 def _stack_probability(
-    train: Sequence[Item], others: Sequence[Item], x_tr: np.ndarray, x_ot: np.ndarray,
+    train: Sequence[Item],
+    others: Sequence[Item],
+    x_tr: np.ndarray,
+    x_ot: np.ndarray,
     seed: int,
 ) -> np.ndarray:
     """The answer's share (p / sum p) of each other item under a gradient-boosted stack
@@ -117,8 +120,12 @@ def _stack_probability(
     if len(np.unique(y)) < 2 or not len(x_ot):
         return np.zeros(len(others))
     clf: Any = HistGradientBoostingClassifier(
-        max_iter=200, learning_rate=0.05, max_leaf_nodes=15, l2_regularization=1.0,
-        early_stopping=len(y) >= EARLY_STOP_MIN, random_state=seed,
+        max_iter=200,
+        learning_rate=0.05,
+        max_leaf_nodes=15,
+        l2_regularization=1.0,
+        early_stopping=len(y) >= EARLY_STOP_MIN,
+        random_state=seed,
     )
     with threadpool_limits(limits=1):
         p = clf.fit(x_tr, y).predict_proba(x_ot)[:, 1]
@@ -126,7 +133,10 @@ def _stack_probability(
 
 
 def predictability(
-    train: Sequence[Item], others: Sequence[Item], seed: int, above: float,
+    train: Sequence[Item],
+    others: Sequence[Item],
+    seed: int,
+    above: float,
     stack: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The first pass's mean answer probability of each train item (cross-fitted) and each
@@ -146,7 +156,9 @@ def predictability(
             [it for it, k in zip(train, keep_tr, strict=True) if k],
             [it for it, k in zip(others, keep_ot, strict=True) if k],
             _stack_features(train, tr_cols)[_rows(train, keep_tr)],
-            _stack_features(others, ot_cols)[_rows(others, keep_ot)], seed)
+            _stack_features(others, ot_cols)[_rows(others, keep_ot)],
+            seed,
+        )
     return p_tr, p_ot, s_ot
 
 

@@ -65,8 +65,14 @@ def _run_job(job: tuple[str, int], shared: dict[str, Any] | None = None) -> Fold
     s = _SHARED if shared is None else shared
     t0 = time.perf_counter()
     items, missing = s["match_split"](
-        s["folds"][split][index], split, s["relevance"], s["similarity"], s["params"],
-        s["known"], s["geometry"], conflicts=s.get("conflicts"),
+        s["folds"][split][index],
+        split,
+        s["relevance"],
+        s["similarity"],
+        s["params"],
+        s["known"],
+        s["geometry"],
+        conflicts=s.get("conflicts"),
     )
     return FoldResult(split, items, missing, time.perf_counter() - t0)
 
@@ -89,8 +95,14 @@ def match_splits(
     # Biggest first, so the last job to finish is a small one.
     jobs.sort(key=lambda j: -len(per_split[j[0]][j[1]]))
     shared: dict[str, Any] = dict(
-        match_split=match_split, folds=per_split, relevance=relevance, similarity=similarity,
-        params=params, known=known, geometry=geometry, conflicts=conflicts,
+        match_split=match_split,
+        folds=per_split,
+        relevance=relevance,
+        similarity=similarity,
+        params=params,
+        known=known,
+        geometry=geometry,
+        conflicts=conflicts,
     )
     # A model-based P_sim runs torch, which must not run in a forked child.
     parallel = workers > 1 and len(jobs) > 1 and getattr(similarity, "vectorised", False)

@@ -95,7 +95,9 @@ def _on(s: PairShapes) -> bool:
     # not below the object's, and their horizontal extents overlap (a dog on a bed).
     (sx0, _, sx1, sy1), (ox0, _, ox1, oy1) = s.subj.bounds, s.obj.bounds
     return (
-        _touching(s) and s.subj.centroid.y < s.obj.centroid.y and sy1 <= oy1
+        _touching(s)
+        and s.subj.centroid.y < s.obj.centroid.y
+        and sy1 <= oy1
         and min(sx1, ox1) > max(sx0, ox0)
     )
 
@@ -104,20 +106,43 @@ def _on(s: PairShapes) -> bool:
 CHECKS: dict[str, tuple[Callable[[PairShapes], bool], str]] = {}
 for _names, _check, _why in (
     (("left of", "at the left side of"), _left, "the subject's centre is left of the object"),
-    (("right of", "at the right side of"), _right,
-     "the subject's centre is right of the object"),
+    (("right of", "at the right side of"), _right, "the subject's centre is right of the object"),
     (("above", "over"), _above, "the subject's centre is above the object's top edge"),
-    (("below", "under", "beneath"), _below,
-     "the subject's centre is below the object's bottom edge"),
+    (
+        ("below", "under", "beneath"),
+        _below,
+        "the subject's centre is below the object's bottom edge",
+    ),
     (("touching",), _touching, f"the outlines are at most {TOUCH_PX:g} px apart"),
-    (("near", "close to", "by", "next to", "beside", "adjacent to", "at the side of",
-      "alongside"), _near, f"the outlines are within {NEAR_FRAC:.0%} of the image diagonal"),
-    (("far from", "far away from", "away from"), _far,
-     f"the outlines are at least {FAR_FRAC:.0%} of the image diagonal apart"),
-    (("in", "inside", "within", "into"), _inside,
-     f"at least {INSIDE_FRAC:.0%} of the subject lies in the object's convex hull"),
-    (("contains",), _contains,
-     f"at least {INSIDE_FRAC:.0%} of the object lies in the subject's convex hull"),
+    (
+        (
+            "near",
+            "close to",
+            "by",
+            "next to",
+            "beside",
+            "adjacent to",
+            "at the side of",
+            "alongside",
+        ),
+        _near,
+        f"the outlines are within {NEAR_FRAC:.0%} of the image diagonal",
+    ),
+    (
+        ("far from", "far away from", "away from"),
+        _far,
+        f"the outlines are at least {FAR_FRAC:.0%} of the image diagonal apart",
+    ),
+    (
+        ("in", "inside", "within", "into"),
+        _inside,
+        f"at least {INSIDE_FRAC:.0%} of the subject lies in the object's convex hull",
+    ),
+    (
+        ("contains",),
+        _contains,
+        f"at least {INSIDE_FRAC:.0%} of the object lies in the subject's convex hull",
+    ),
     (("on", "on top of"), _on, "the subject rests on the object (touching, higher, overlapping)"),
 ):
     for _name in _names:

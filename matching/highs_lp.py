@@ -81,8 +81,15 @@ def _class_lp(w: Floats, allowed: Mask, supply: Ints, cap: Ints, penalty: float)
     h.changeColsCost(m, np.arange(m, dtype=np.int32), np.full(m, penalty))
     idx = np.arange(m, dtype=np.int32)
     h.addRows(m, sup, sup, m, idx, idx, np.ones(m))
-    h.addRows(g, np.full(g, -highspy.kHighsInf), cap.astype(float), 0, np.zeros(g, dtype=np.int32),
-              np.zeros(0, dtype=np.int32), np.zeros(0))
+    h.addRows(
+        g,
+        np.full(g, -highspy.kHighsInf),
+        cap.astype(float),
+        0,
+        np.zeros(g, dtype=np.int32),
+        np.zeros(0, dtype=np.int32),
+        np.zeros(0),
+    )
     have = np.zeros((m, g), dtype=bool)
     e_rows: list[Ints] = []
     e_groups: list[Ints] = []
@@ -92,8 +99,16 @@ def _class_lp(w: Floats, allowed: Mask, supply: Ints, cap: Ints, penalty: float)
         index = np.empty(2 * e, dtype=np.int32)
         index[0::2], index[1::2] = ii, m + gg
         upper = np.minimum(sup[ii], cap[gg].astype(float))
-        h.addCols(e, -w[ii, gg], np.zeros(e), upper, 2 * e,
-                  np.arange(0, 2 * e, 2, dtype=np.int32), index, np.ones(2 * e))
+        h.addCols(
+            e,
+            -w[ii, gg],
+            np.zeros(e),
+            upper,
+            2 * e,
+            np.arange(0, 2 * e, 2, dtype=np.int32),
+            index,
+            np.ones(2 * e),
+        )
         have[ii, gg] = True
         e_rows.append(ii)
         e_groups.append(gg)

@@ -49,8 +49,13 @@ class Conflicts:
     from_data: frozenset[tuple[str, str]] = frozenset()  # pairs added by validated data
 
     def lookup(
-        self, a_rel: np.ndarray, a_s: np.ndarray, a_o: np.ndarray,
-        b_rel: np.ndarray, b_s: np.ndarray, b_o: np.ndarray,
+        self,
+        a_rel: np.ndarray,
+        a_s: np.ndarray,
+        a_o: np.ndarray,
+        b_rel: np.ndarray,
+        b_s: np.ndarray,
+        b_o: np.ndarray,
     ) -> np.ndarray:
         """Broadcasting: do the captions (a_s a_rel a_o) and (b_s b_rel b_o) conflict?"""
         same = (a_s == b_s) & (a_o == b_o)

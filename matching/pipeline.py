@@ -105,7 +105,14 @@ def match_split(
     """
     if not (params.balance == Balance.PAIR and params.remap):
         return _match_once(
-            queries, split, relevance, similarity, params, known_true, geometry, adjust,
+            queries,
+            split,
+            relevance,
+            similarity,
+            params,
+            known_true,
+            geometry,
+            adjust,
             conflicts,
         )
     todo = list(queries)
@@ -165,8 +172,15 @@ def match_split_raked(
         rake = Raking(params.rake_strength, params.k)
         for _ in range(params.rake_rounds):
             got, missing = match_split(
-                queries, split, relevance, similarity, params, known_true, geometry,
-                rake.update(got), conflicts,
+                queries,
+                split,
+                relevance,
+                similarity,
+                params,
+                known_true,
+                geometry,
+                rake.update(got),
+                conflicts,
             )
     return got, missing
 
@@ -258,8 +272,18 @@ def _prepare(
     log_rel = _log_rel(queries, ids, truth, groups.cand, relevance, params)
     allowed = _allowed(queries, ids, truth, groups, params, known_true, geometry, conflicts)
     prep = _Prepared(
-        queries, ids, groups.members, groups.cap, groups.g_first, truth, groups.cand, log_rel,
-        allowed, bool(getattr(similarity, "vectorised", False)), params.remap, conflicts,
+        queries,
+        ids,
+        groups.members,
+        groups.cap,
+        groups.g_first,
+        truth,
+        groups.cand,
+        log_rel,
+        allowed,
+        bool(getattr(similarity, "vectorised", False)),
+        params.remap,
+        conflicts,
     )
     prep.p_truth = _sim_to_truth(prep, similarity, params)
     return prep
@@ -270,9 +294,7 @@ def _stack_ids(triples: Iterable[tuple[int, int, int]]) -> Ids3:
     return t_rel, t_s, t_o
 
 
-def _response_groups(
-    queries: list[Record], ids: _Ids, truth: Ids3, params: MatchParams
-) -> _Groups:
+def _response_groups(queries: list[Record], ids: _Ids, truth: Ids3, params: MatchParams) -> _Groups:
     balance = params.balance == Balance.PAIR and params.remap
     by_relation = params.remap and not balance
     groups: dict[str | Triple, list[int]] = {}
@@ -291,7 +313,11 @@ def _response_groups(
 
 
 def _log_rel(
-    queries: list[Record], ids: _Ids, truth: Ids3, cand: Ids3, relevance: RelevanceModel,
+    queries: list[Record],
+    ids: _Ids,
+    truth: Ids3,
+    cand: Ids3,
+    relevance: RelevanceModel,
     params: MatchParams,
 ) -> np.ndarray:
     """log P_rel(q_i, r_j): relation plausibility for the query's concepts; without remapping
@@ -423,12 +449,14 @@ def _rounds(
         if round_no > 0:
             last = chosen[:, round_no - 1]
             _diversity_update(prep, p_max, allowed, last, alive, similarity, params)
-        w = round_weights(
-            log_rel, p_max, allowed & alive[:, None], params.h, params.eps, extra
-        )
+        w = round_weights(log_rel, p_max, allowed & alive[:, None], params.h, params.eps, extra)
         pick = solve(
-            w, cap, method=params.method, dense_limit=params.dense_limit,
-            top_k=params.top_k, seed=params.seed + round_no,
+            w,
+            cap,
+            method=params.method,
+            dense_limit=params.dense_limit,
+            top_k=params.top_k,
+            seed=params.seed + round_no,
         )
         alive &= pick >= 0
         rows = np.flatnonzero(alive)  # in row order, as the members are handed out
@@ -480,7 +508,11 @@ def aimed(lp: np.ndarray, lp_truth: np.ndarray, aim: float) -> np.ndarray:
 
 
 def _pair_count_log_rel(
-    queries: Sequence[Record], lp_q: np.ndarray, g_rel: np.ndarray, ids: _Ids, backoff: float,
+    queries: Sequence[Record],
+    lp_q: np.ndarray,
+    g_rel: np.ndarray,
+    ids: _Ids,
+    backoff: float,
     aim: float,
 ) -> np.ndarray:
     """Relation weight of "soft" balance: log P(relation | pair) from the split's other
@@ -514,7 +546,11 @@ def _pair_count_log_rel(
 
 
 def round_weights(
-    log_rel: np.ndarray, p_sim: np.ndarray, allowed: np.ndarray, h: float, eps: float,
+    log_rel: np.ndarray,
+    p_sim: np.ndarray,
+    allowed: np.ndarray,
+    h: float,
+    eps: float,
     extra: np.ndarray | None = None,
 ) -> np.ndarray:
     """W = log P_rel + h * log(1 - P_sim), both logs clipped at log(eps), plus ``extra``
@@ -619,7 +655,14 @@ def run_matching(
     unmatched: dict[str, int] = {}
     t0 = time.perf_counter()
     matched = match_splits(
-        match_split_raked, by_split, relevance, similarity, params, known, geometry, workers,
+        match_split_raked,
+        by_split,
+        relevance,
+        similarity,
+        params,
+        known,
+        geometry,
+        workers,
         conflicts,
     )
     for split in SPLITS:
@@ -631,7 +674,8 @@ def run_matching(
     seconds["match_wall"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     items, filtered = filter_predictable(
-        items, params.filter_above, params.seed, params.filter_stack_above)
+        items, params.filter_above, params.seed, params.filter_stack_above
+    )
     seconds["filter"] = time.perf_counter() - t0
     return MatchResult(
         params=params,

@@ -36,6 +36,7 @@ class Item(Protocol):  # matching.pipeline.Item (not imported: pipeline imports 
     triples: list[Triple]
     answer_index: int
 
+
 # An extra weight per (query, candidate relation group), added to W after its clip.
 Adjust = Callable[[Sequence[Record], Sequence[str]], np.ndarray]
 Feature = tuple[str, ...]

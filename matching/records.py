@@ -58,7 +58,8 @@ def confirmed_true(
     by the keep rule is true for that image. The release holds 1,142 captions labelled False
     that validators voted True (docs/matching.md); such a caption is no distractor for its image."""
     return [
-        r for r in records
+        r
+        for r in records
         if (r.label and r.kept(threshold)) or is_kept(True, list(r.votes), threshold)
     ]
 
@@ -126,9 +127,7 @@ def load_vsr_jsonl(path: str | Path) -> list[Record]:
     return out
 
 
-def stratified_sample(
-    records: Sequence[Record], per_relation: int, seed: int = 0
-) -> list[Record]:
+def stratified_sample(records: Sequence[Record], per_relation: int, seed: int = 0) -> list[Record]:
     """At most ``per_relation`` records of each relation (whole images at a time are not
     kept together: callers split afterwards). Deterministic for a seed."""
     by_rel: dict[str, list[Record]] = {}

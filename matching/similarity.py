@@ -60,9 +60,14 @@ def _matrices(
 
 
 def table_lookup(
-    t_rel: np.ndarray, t_s: np.ndarray, t_o: np.ndarray,
-    c_rel: np.ndarray, c_s: np.ndarray, c_o: np.ndarray,
-    *, implied: bool = False,
+    t_rel: np.ndarray,
+    t_s: np.ndarray,
+    t_o: np.ndarray,
+    c_rel: np.ndarray,
+    c_s: np.ndarray,
+    c_o: np.ndarray,
+    *,
+    implied: bool = False,
 ) -> np.ndarray:
     """Broadcasting table lookup on integer arrays (relation and concept ids).
 

@@ -32,9 +32,17 @@ def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Rec
         iv.item: tuple(v for _, v in iv.votes) for iv in load_item_votes(session, where=[mine])
     }
     stmt = (
-        select(EXAMPLE.c.id, EXAMPLE.c.image_id, IMAGE.c.file_name, EXAMPLE.c.subj,
-               EXAMPLE.c.relation, EXAMPLE.c.obj, EXAMPLE.c.caption, EXAMPLE.c.label,
-               EXAMPLE.c.origin)
+        select(
+            EXAMPLE.c.id,
+            EXAMPLE.c.image_id,
+            IMAGE.c.file_name,
+            EXAMPLE.c.subj,
+            EXAMPLE.c.relation,
+            EXAMPLE.c.obj,
+            EXAMPLE.c.caption,
+            EXAMPLE.c.label,
+            EXAMPLE.c.origin,
+        )
         .select_from(EXAMPLE.join(IMAGE, IMAGE.c.id == EXAMPLE.c.image_id))
         # copies for re-validation are not more data
         .where(EXAMPLE.c.origin != "revalidation", mine)
@@ -42,9 +50,16 @@ def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Rec
     )
     return [
         Record(
-            id=row.id, image=row.file_name, subj=row.subj, relation=row.relation, obj=row.obj,
-            caption=row.caption, label=bool(row.label), votes=votes.get(row.id, ()),
-            image_id=row.image_id, origin=row.origin,
+            id=row.id,
+            image=row.file_name,
+            subj=row.subj,
+            relation=row.relation,
+            obj=row.obj,
+            caption=row.caption,
+            label=bool(row.label),
+            votes=votes.get(row.id, ()),
+            image_id=row.image_id,
+            origin=row.origin,
         )
         for row in session.execute(stmt)
     ]
@@ -78,18 +93,21 @@ def save_run(
         for chunk in _chunks(image_ids, 500):
             found = session.execute(
                 select(
-                    EXAMPLE.c.id, EXAMPLE.c.image_id, EXAMPLE.c.subj, EXAMPLE.c.relation,
+                    EXAMPLE.c.id,
+                    EXAMPLE.c.image_id,
+                    EXAMPLE.c.subj,
+                    EXAMPLE.c.relation,
                     EXAMPLE.c.obj,
-                ).where(
+                )
+                .where(
                     EXAMPLE.c.origin == ExampleOrigin.adversarial.value,
                     EXAMPLE.c.image_id.in_(chunk),
                     EXAMPLE.c.study_id == study_id,
-                ).order_by(EXAMPLE.c.id)
+                )
+                .order_by(EXAMPLE.c.id)
             )
             for r in found:
-                negatives.setdefault(
-                    (r.image_id, meaning_key((r.subj, r.relation, r.obj))), r.id
-                )
+                negatives.setdefault((r.image_id, meaning_key((r.subj, r.relation, r.obj))), r.id)
         reused = set(negatives.values())
         fresh: dict[tuple[int, Triple], Example] = {}
         per_item: list[list[Example]] = []
@@ -103,8 +121,13 @@ def save_run(
                     continue
                 fresh[key] = Example(
                     study_id=study_id,  # the query's study
-                    image_id=it.query.image_id, caption=caption, relation=rel, subj=s, obj=o,
-                    label=False, origin=ExampleOrigin.adversarial.value,
+                    image_id=it.query.image_id,
+                    caption=caption,
+                    relation=rel,
+                    subj=s,
+                    obj=o,
+                    label=False,
+                    origin=ExampleOrigin.adversarial.value,
                     parent_example_id=it.query.id,
                 )
                 mine.append(fresh[key])
@@ -120,7 +143,8 @@ def save_run(
     rows = []
     for it in result.items:
         neg_ids: list[int | None] = [
-            None if i == it.answer_index or not send_negatives
+            None
+            if i == it.answer_index or not send_negatives
             else negatives[(it.query.image_id or 0, meaning_key(t))]
             for i, t in enumerate(it.triples)
         ]
@@ -140,17 +164,26 @@ def save_run(
         )
     session.add_all(rows)
     if send_negatives:
-        run.diagnostics = {**diagnostics, "validation_cost": validation_cost(
-            session, [r.params["negative_example_ids"] for r in rows],
-            diagnostics.get("false_caption_rejection_rate"), votes_per_example, reused,
-        )}
+        run.diagnostics = {
+            **diagnostics,
+            "validation_cost": validation_cost(
+                session,
+                [r.params["negative_example_ids"] for r in rows],
+                diagnostics.get("false_caption_rejection_rate"),
+                votes_per_example,
+                reused,
+            ),
+        }
     session.flush()
     return run
 
 
 def validation_cost(
-    session: Session, item_negatives: Sequence[Sequence[int | None]],
-    p_reject: float | None, votes_per_example: int, reused: set[int] | None = None,
+    session: Session,
+    item_negatives: Sequence[Sequence[int | None]],
+    p_reject: float | None,
+    votes_per_example: int,
+    reused: set[int] | None = None,
 ) -> dict[str, Any]:
     """What validating a run's negatives costs: distinct negatives queued (``reused`` ones
     from earlier runs included), how many still lack a verdict, the votes they need, and
@@ -184,14 +217,18 @@ def validation_cost(
 
 def format_cost(cost: dict[str, Any]) -> str:
     """One line for `vsr match` and the card."""
-    line = (f"validation cost: {cost['negatives']:,} distinct negatives queued for "
-            f"{cost['items']:,} items ({cost['negatives_reused']:,} shared with earlier runs; "
-            f"synonyms and converses share one), {cost['votes_needed']:,} votes needed "
-            f"({cost['negatives_unjudged']:,} unjudged x {cost['votes_per_example']})")
+    line = (
+        f"validation cost: {cost['negatives']:,} distinct negatives queued for "
+        f"{cost['items']:,} items ({cost['negatives_reused']:,} shared with earlier runs; "
+        f"synonyms and converses share one), {cost['votes_needed']:,} votes needed "
+        f"({cost['negatives_unjudged']:,} unjudged x {cost['votes_per_example']})"
+    )
     if cost.get("expected_items_kept") is not None:
-        line += (f"; if validators reject a negative as often as the data's False captions "
-                 f"({cost['p_reject']:.0%}), about {cost['expected_items_kept']:,.0f} items "
-                 f"survive: {cost['expected_items_per_vote'] or 0:.3f} items per vote")
+        line += (
+            f"; if validators reject a negative as often as the data's False captions "
+            f"({cost['p_reject']:.0%}), about {cost['expected_items_kept']:,.0f} items "
+            f"survive: {cost['expected_items_per_vote'] or 0:.3f} items per vote"
+        )
     return line
 
 

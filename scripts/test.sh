@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything and run the checks (ruff, mypy, the import contracts) and the whole test
+# Install everything and run the checks (ruff check and format, mypy --strict, the import contracts) and the whole test
 # suite, on SQLite and PostgreSQL.
 #   PostgreSQL: VSR_TEST_PG_ADMIN_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test);
 #   each run creates and drops its own database there.
@@ -33,6 +33,7 @@ except Exception as exc:
 PY
 fi
 ruff check .
+ruff format --check .
 mypy .
 # the floors and rooms of docs/DESIGN.md (contracts in pyproject.toml)
 lint-imports --no-cache

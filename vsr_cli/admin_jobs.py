@@ -137,7 +137,8 @@ def run_match(
     report(0.95, "saving the run")
     run_id = save_match_run(engine, outcome, request, send_negatives=True, **{"from": "dashboard"})
     return {
-        "match_run": run_id, "items": len(outcome.result.items),
+        "match_run": run_id,
+        "items": len(outcome.result.items),
         "diagnostics": _jsonable(outcome.diagnostics),
     }
 
@@ -165,8 +166,11 @@ def run_build(
         summary = build_dataset(
             engine,
             out,
-            BuildOptions(seed=int(params.get("seed", 0)), study=study,
-                         unvalidated_mc=bool(params.get("unvalidated_mc", False))),
+            BuildOptions(
+                seed=int(params.get("seed", 0)),
+                study=study,
+                unvalidated_mc=bool(params.get("unvalidated_mc", False)),
+            ),
             progress=lambda stage, frac: report(0.9 * frac, f"building: {stage}"),
         )
         report(0.92, f"zipping {len(summary.files)} files")
@@ -211,8 +215,9 @@ class Heartbeat:
         self.engine, self.job_id = engine, job_id
         self.interval = interval or JOB_HEARTBEAT_SECONDS
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"job-{job_id}-heartbeat",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"job-{job_id}-heartbeat", daemon=True
+        )
 
     def __enter__(self) -> Heartbeat:
         self.beat()

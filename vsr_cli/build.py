@@ -29,7 +29,8 @@ def build(
         "card, meta, mc. With --out -: one of raw, validated, random/train, zeroshot/test, ...",
     ),
     threshold: str | None = typer.Option(
-        None, "--threshold",
+        None,
+        "--threshold",
         help="Keep rule: share of votes that must agree (2/3, 0.75, ...). Default: the "
         "study's keep_threshold setting (what the dashboard counts).",
     ),
@@ -52,28 +53,35 @@ def build(
     ),
     title: str = typer.Option("VSR-style visual spatial reasoning dataset", "--title"),
     unvalidated_mc: bool = typer.Option(
-        False, "--unvalidated-mc",
+        False,
+        "--unvalidated-mc",
         help="Also write the matching items validators have not cleared, apart in "
         "mc_unvalidated/ (marked in each line and in the card); mc/ always holds only items "
         "whose every distractor validators rejected.",
     ),
     with_negatives: bool = typer.Option(
-        False, "--with-negatives",
+        False,
+        "--with-negatives",
         help="Also put the machine-made negatives validators kept as False into all_raw, "
         "all_validated and the splits, each in its query's part (by default they are "
         "written apart, in machine_negatives.jsonl).",
     ),
     vsr_compatible: bool = typer.Option(
-        False, "--vsr-compatible",
+        False,
+        "--vsr-compatible",
         help="Write each file with the VSR release's exact types (vote lists as strings in "
         "the split files, reference_frame as numbers) instead of the Hub-native ones.",
     ),
     parquet: bool = typer.Option(
-        False, "--parquet", help="Also write a Parquet copy of every JSONL part (the card's "
+        False,
+        "--parquet",
+        help="Also write a Parquet copy of every JSONL part (the card's "
         "configs then point at them).",
     ),
     polygons: bool = typer.Option(
-        False, "--polygons", help="Also write instances.jsonl: the marked COCO instances "
+        False,
+        "--polygons",
+        help="Also write instances.jsonl: the marked COCO instances "
         "(by the records' subj_instance_id/obj_instance_id) with their polygons.",
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --out."),
@@ -151,9 +159,7 @@ def build(
     if "random" in sp:
         msg += ", random " + "/".join(f"{sp['random'][p]:,}" for p in ("train", "dev", "test"))
     if "zeroshot" in sp:
-        msg += ", zero-shot " + "/".join(
-            f"{sp['zeroshot'][p]:,}" for p in ("train", "dev", "test")
-        )
+        msg += ", zero-shot " + "/".join(f"{sp['zeroshot'][p]:,}" for p in ("train", "dev", "test"))
     if summary.n_negatives:
         where = "also in the splits" if with_negatives else "apart"
         msg += f", {summary.n_negatives:,} judged machine negatives ({where})"
@@ -189,9 +195,7 @@ def _build_with_progress(
 ) -> BuildSummary:
     from vsr_dataset.export import build_dataset
 
-    with progress_bar(
-        quiet=quiet, total=100, desc="build-dataset", bar_format=STAGE_FORMAT
-    ) as bar:
+    with progress_bar(quiet=quiet, total=100, desc="build-dataset", bar_format=STAGE_FORMAT) as bar:
 
         def progress(stage: str, frac: float) -> None:
             bar.set_postfix_str(stage)

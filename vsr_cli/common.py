@@ -138,8 +138,10 @@ def db_reason(exc: BaseException) -> str:
     low = text.lower()
     if "unable to open database file" in low:
         return f"{text} (does the folder exist, and may this user write to it?)"
-    if "no such table" in low or "no such column" in low or (
-        "does not exist" in low and ("relation" in low or "column" in low)
+    if (
+        "no such table" in low
+        or "no such column" in low
+        or ("does not exist" in low and ("relation" in low or "column" in low))
     ):
         return f"{text}: the schema is missing or old, run `vsr db upgrade`"
     return text

@@ -116,7 +116,7 @@ def is_help_request(exc: BaseException) -> bool:
 def _wanted(message: str) -> str:
     text = _plain(message)
     if text.lower().startswith("input should be "):
-        rest = text[len("input should be "):]
+        rest = text[len("input should be ") :]
         for pattern, template in _BOUNDS:
             m = pattern.fullmatch(rest)
             if m:
@@ -147,7 +147,7 @@ def _given_value(args: Sequence[str], opts: Sequence[str]) -> str | None:
             if arg == opt and i + 1 < len(args):
                 found = args[i + 1]
             elif arg.startswith(opt + "=") and opt.startswith("--"):
-                found = arg[len(opt) + 1:]
+                found = arg[len(opt) + 1 :]
     return found
 
 

@@ -24,8 +24,10 @@ def invite_create(
     ] = "generate,validate",
     token: Annotated[
         str | None,
-        typer.Option(help="Use this token (4-64 of A-Z a-z 0-9 _ -) instead of a random one; "
-                     "an existing token with the same roles is reused"),
+        typer.Option(
+            help="Use this token (4-64 of A-Z a-z 0-9 _ -) instead of a random one; "
+            "an existing token with the same roles is reused"
+        ),
     ] = None,
     study_slug: Annotated[str | None, typer.Option("--study", help=STUDY_HELP)] = None,
     database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
@@ -71,7 +73,9 @@ def invite_create(
             invite = existing
         else:
             invite = InviteToken(
-                token=token or secrets.token_urlsafe(18), label=label, roles=kinds,
+                token=token or secrets.token_urlsafe(18),
+                label=label,
+                roles=kinds,
                 study_id=study.id,
             )
             session.add(invite)

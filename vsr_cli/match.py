@@ -56,12 +56,11 @@ def _parse_sweep(text: str | None) -> list[float]:
 
 
 def match(
-    h: float = typer.Option(
-        PARAMS.h, "--h", help="Trade-off: weight of log(1 - P_sim) (>= 0)."
-    ),
+    h: float = typer.Option(PARAMS.h, "--h", help="Trade-off: weight of log(1 - P_sim) (>= 0)."),
     k: int = typer.Option(PARAMS.k, "--k", help="Distractors per query (choices = k + 1)."),
     remap: bool = typer.Option(
-        PARAMS.remap, "--remap/--no-remap",
+        PARAMS.remap,
+        "--remap/--no-remap",
         help="Rewrite distractors onto the query's concepts so only the relation differs.",
     ),
     report: bool = typer.Option(False, "--report", help="Print the diagnostics."),
@@ -69,70 +68,86 @@ def match(
         None, "--sweep", help="Comma-separated h values to compare, e.g. 0,0.5,1,2."
     ),
     send_negatives: bool = typer.Option(
-        True, "--send-negatives-to-validation/--no-send-negatives-to-validation",
+        True,
+        "--send-negatives-to-validation/--no-send-negatives-to-validation",
         help="Add each distractor as a False Example (origin adversarial) to the validation "
         "queue (default); only items whose distractors validators reject reach mc/. Without "
         "it the items are unvalidated and build-dataset writes them only with "
         "--unvalidated-mc, apart in mc_unvalidated/.",
     ),
     model: str | None = typer.Option(
-        None, "--model", help="Sentence-transformers model for P_rel (default: packaged "
-        "all-MiniLM-L6-v2, offline)."
+        None,
+        "--model",
+        help="Sentence-transformers model for P_rel (default: packaged all-MiniLM-L6-v2, offline).",
     ),
     similarity: str = typer.Option(
-        REQUEST.similarity, "--similarity",
+        REQUEST.similarity,
+        "--similarity",
         help="P_sim: 'table' (relation-semantics table) or a CrossEncoder NLI model name/path.",
     ),
     table_filter: bool = typer.Option(
-        PARAMS.table_filter, "--table-filter/--no-table-filter",
+        PARAMS.table_filter,
+        "--table-filter/--no-table-filter",
         help="Never use distractors the relation table says the truth implies.",
     ),
     keep_threshold: float | None = typer.Option(
-        None, "--keep-threshold", help="Agreement needed to keep an Example (default: study "
-        "setting, 2/3)."
+        None,
+        "--keep-threshold",
+        help="Agreement needed to keep an Example (default: study setting, 2/3).",
     ),
     seed: int = typer.Option(PARAMS.seed, "--seed", help="Seed of tie-breaking and choice order."),
     split_seed: int = typer.Option(
         REQUEST.split_seed, "--split-seed", help="Seed of the train/dev/test split."
     ),
     splits: SplitSource = typer.Option(
-        REQUEST.splits, "--splits", parser=choice(SplitSource, "--splits"),
+        REQUEST.splits,
+        "--splits",
+        parser=choice(SplitSource, "--splits"),
         help="'export' (default): the random split build-dataset writes (same seed), so no "
         "truth of mc/test is in random/train; 'image': every Example of an image in one "
         "split (matching.records.split_of).",
     ),
     balance: Balance = typer.Option(
-        PARAMS.balance, "--balance", parser=choice(Balance, "--balance"),
+        PARAMS.balance,
+        "--balance",
+        parser=choice(Balance, "--balance"),
         help="(concept pair, relation) balance against answer-only models: soft (default), "
         "pair (strict: exact balance, drops queries of rare pairs) or off (VCR's weights).",
     ),
     aim: float = typer.Option(
-        PARAMS.aim, "--aim", help="With --balance soft: 0 = distractors as plausible as possible "
+        PARAMS.aim,
+        "--aim",
+        help="With --balance soft: 0 = distractors as plausible as possible "
         "(VCR), 1 = exactly as plausible as the truth (docs/matching.md).",
     ),
     backoff: float = typer.Option(
         PARAMS.backoff, "--backoff", help="With --balance soft: pseudo-count of the P_rel back-off."
     ),
     rake_rounds: int = typer.Option(
-        PARAMS.rake_rounds, "--rake-rounds",
+        PARAMS.rake_rounds,
+        "--rake-rounds",
         help="With a balance: how often each split is matched again with "
         "every (subject/object/pair, relation) pushed towards k distractors per answer "
         "(matching/raking.py); 0 turns raking off.",
     ),
     filter_above: float = typer.Option(
-        PARAMS.filter_above, "--filter-above",
+        PARAMS.filter_above,
+        "--filter-above",
         help="Drop items whose answer answer-only models that never "
         "saw them give at least this probability (AFLite-style, matching/filtering.py); 0: "
         "keep every matched item.",
     ),
     filter_stack_above: float = typer.Option(
-        PARAMS.filter_stack_above, "--filter-stack-above",
+        PARAMS.filter_stack_above,
+        "--filter-stack-above",
         help="Then drop dev/test items whose answer a stack of "
         "those models' scores (gradient boosting, fitted on the kept train items) gives at "
         "least this share of its item; 0: no second pass.",
     ),
     method: Solver = typer.Option(
-        Solver(PARAMS.method), "--method", parser=choice(Solver, "--method"),
+        Solver(PARAMS.method),
+        "--method",
+        parser=choice(Solver, "--method"),
         help="auto | grouped | dense | sparse.",
     ),
     dense_limit: int = typer.Option(
@@ -142,18 +157,21 @@ def match(
         PARAMS.top_k, "--top-k", help="Candidates per row for the sparse solver."
     ),
     fold_size: int = typer.Option(
-        PARAMS.fold_size, "--fold-size",
-        help="Match a split with more queries than this fold by fold "
-        "(0: never; docs/matching.md)."
+        PARAMS.fold_size,
+        "--fold-size",
+        help="Match a split with more queries than this fold by fold (0: never; docs/matching.md).",
     ),
     workers: int = typer.Option(
-        0, "--workers", help="Processes matching splits and folds in parallel (0: one per "
-        "CPU core, at most 4); the result is the same for any number."
+        0,
+        "--workers",
+        help="Processes matching splits and folds in parallel (0: one per "
+        "CPU core, at most 4); the result is the same for any number.",
     ),
     suite_sample: int = typer.Option(
-        REQUEST.suite_sample or 0, "--suite-sample",
+        REQUEST.suite_sample or 0,
+        "--suite-sample",
         help="Fit the answer-only adversaries on at most this many "
-        "train items and score them on at most this many test items (0: all)."
+        "train items and score them on at most this many test items (0: all).",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Compute and print, write nothing."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write diagnostics here."),
@@ -182,11 +200,21 @@ def match(
         raise CliUsageError("--keep-threshold must be in (0, 1]")
     try:
         params = MatchParams(
-            h=h, k=k, remap=remap, table_filter=table_filter, seed=seed, balance=balance,
-            aim=aim, backoff=backoff, rake_rounds=rake_rounds, filter_above=filter_above,
+            h=h,
+            k=k,
+            remap=remap,
+            table_filter=table_filter,
+            seed=seed,
+            balance=balance,
+            aim=aim,
+            backoff=backoff,
+            rake_rounds=rake_rounds,
+            filter_above=filter_above,
             filter_stack_above=filter_stack_above,
             method=method.value,  # mypy checks every Solver is a Method, and so does a test
-            dense_limit=dense_limit, top_k=top_k, fold_size=fold_size,
+            dense_limit=dense_limit,
+            top_k=top_k,
+            fold_size=fold_size,
         )
     except ValueError as exc:
         raise CliUsageError(str(exc)) from exc
@@ -197,9 +225,16 @@ def match(
         engine.dispose()
         raise
     request = MatchRequest(
-        params=params, model=model, similarity=similarity, splits=splits,
-        split_seed=split_seed, keep_threshold=keep_threshold, sweep=hs, study_id=study.id,
-        workers=workers or None, suite_sample=suite_sample or None,
+        params=params,
+        model=model,
+        similarity=similarity,
+        splits=splits,
+        split_seed=split_seed,
+        keep_threshold=keep_threshold,
+        sweep=hs,
+        study_id=study.id,
+        workers=workers or None,
+        suite_sample=suite_sample or None,
     )
     with progress_bar(total=4, desc="matching", bar_format=STAGE_FORMAT) as bar:
 
@@ -214,8 +249,10 @@ def match(
     diag = outcome.diagnostics
     items = len(outcome.result.items)
     if items == 0:
-        raise CliError(f"no multiple-choice items: {why_no_items(outcome.result)}; "
-                       f"nothing was written (study {study.slug})")
+        raise CliError(
+            f"no multiple-choice items: {why_no_items(outcome.result)}; "
+            f"nothing was written (study {study.slug})"
+        )
     if report:
         typer.echo(format_report(diag))
     if hs:
@@ -227,8 +264,9 @@ def match(
         return
     run_id = save_match_run(engine, outcome, request, send_negatives)
     sent = " and sent their distractors to validation" if send_negatives else ""
-    typer.echo(f"match run {run_id}: {items} multiple-choice items written{sent} "
-               f"(study {study.slug})")
+    typer.echo(
+        f"match run {run_id}: {items} multiple-choice items written{sent} (study {study.slug})"
+    )
     if "validation_cost" in outcome.diagnostics:
         from matching.store import format_cost
 
@@ -241,8 +279,12 @@ def why_no_items(result: MatchResult) -> str:
     k = result.params.k
     counts = ", ".join(f"{split} has {n}" for split, n in result.queries.items())
     if all(n < k + 1 for n in result.queries.values()):
-        return (f"kept True Examples per split: {counts}; k = {k} needs at least {k + 1} in "
-                f"one split (write and validate more captions, or lower --k)")
-    return (f"kept True Examples per split: {counts}, but no query found {k} distractors "
-            f"the study's relation rules allow (captions with more varied relations, or "
-            f"lower --k)")
+        return (
+            f"kept True Examples per split: {counts}; k = {k} needs at least {k + 1} in "
+            f"one split (write and validate more captions, or lower --k)"
+        )
+    return (
+        f"kept True Examples per split: {counts}, but no query found {k} distractors "
+        f"the study's relation rules allow (captions with more varied relations, or "
+        f"lower --k)"
+    )

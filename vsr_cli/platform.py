@@ -11,8 +11,8 @@ from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for
 from vsr_cli.failure import CliError
 
 platform_app = typer.Typer(
-    help="Crowd platforms: create, publish, pause, resume, sync, plan, apply.",
-    no_args_is_help=True)
+    help="Crowd platforms: create, publish, pause, resume, sync, plan, apply.", no_args_is_help=True
+)
 
 
 class PlatformName(StrEnum):
@@ -29,15 +29,19 @@ PlatformStudyOpt = Annotated[
 SiteStudyOpt = Annotated[str | None, typer.Option("--study", help=STUDY_HELP)]
 DbOpt = Annotated[str | None, typer.Option(help=DB_HELP)]
 BaseUrlOpt = Annotated[
-    str | None, typer.Option(help="Prolific API base URL (default: PROLIFIC_BASE_URL or the "
-                                  "real API)")
+    str | None,
+    typer.Option(help="Prolific API base URL (default: PROLIFIC_BASE_URL or the real API)"),
 ]
 ProductionOpt = Annotated[
     bool, typer.Option(help="MTurk: the production endpoint instead of the sandbox")
 ]
 StaleOpt = Annotated[
-    float, typer.Option(help="Settle actions a crash left 'sending' once they are this many "
-                             "minutes old (younger ones may be in flight elsewhere)", min=0)
+    float,
+    typer.Option(
+        help="Settle actions a crash left 'sending' once they are this many "
+        "minutes old (younger ones may be in flight elsewhere)",
+        min=0,
+    ),
 ]
 
 
@@ -51,9 +55,16 @@ def _client(name: PlatformName, base_url: str | None, production: bool, log: Any
         raise CliError(str(exc)) from None
 
 
-def _run(action: str, platform: PlatformName, study_id: int, slug: str | None,
-         database_url: str | None, base_url: str | None, production: bool,
-         stale_minutes: float = 15) -> None:
+def _run(
+    action: str,
+    platform: PlatformName,
+    study_id: int,
+    slug: str | None,
+    database_url: str | None,
+    base_url: str | None,
+    production: bool,
+    stale_minutes: float = 15,
+) -> None:
     from sqlmodel import Session
 
     from webapp.platforms import engine as eng
@@ -90,21 +101,31 @@ def _plan(session: Any, study: Any) -> None:
     for sub in subs:
         q = work[sub.id or 0].quality()
         p = paid.get(sub.id or 0)
-        credit = (f"paid for {p['votes']} votes, {p['written']} written ({p['kept']} kept), "
-                  f"bonus {p['cents']}c" if p else "paid for nothing")
-        elsewhere = (f"; {q['credited_elsewhere']} units already paid elsewhere"
-                     if q["credited_elsewhere"] else "")
-        typer.echo(f"{sub.external_id} {sub.status}: {q['batches']} batches, "
-                   f"{q['votes']} votes, {q['written']} written ({q['kept_captions']} kept); "
-                   f"{credit}{elsewhere}")
+        credit = (
+            f"paid for {p['votes']} votes, {p['written']} written ({p['kept']} kept), "
+            f"bonus {p['cents']}c"
+            if p
+            else "paid for nothing"
+        )
+        elsewhere = (
+            f"; {q['credited_elsewhere']} units already paid elsewhere"
+            if q["credited_elsewhere"]
+            else ""
+        )
+        typer.echo(
+            f"{sub.external_id} {sub.status}: {q['batches']} batches, "
+            f"{q['votes']} votes, {q['written']} written ({q['kept_captions']} kept); "
+            f"{credit}{elsewhere}"
+        )
     for a in added:
         cents = f" {a.amount_cents}c" if a.amount_cents else ""
         typer.echo(f"{a.kind} {a.target}{cents} {a.reason}".rstrip())
     typer.echo(f"{len(added)} new actions planned")
 
 
-def _send(action: str, session: Any, client: Any, study: Any, log: Any,
-          stale_minutes: float) -> None:
+def _send(
+    action: str, session: Any, client: Any, study: Any, log: Any, stale_minutes: float
+) -> None:
     from datetime import timedelta
 
     from webapp.platforms import engine as eng
@@ -118,41 +139,66 @@ def _send(action: str, session: Any, client: Any, study: Any, log: Any,
         from vsr_core.models import BatchKind
         from webapp.validate.strategy import ExampleStrategy
 
-        released = eng.sync(session, client, study, {
-            BatchKind.generate: PairStrategy(), BatchKind.validate: ExampleStrategy()}, log)
+        released = eng.sync(
+            session,
+            client,
+            study,
+            {BatchKind.generate: PairStrategy(), BatchKind.validate: ExampleStrategy()},
+            log,
+        )
         typer.echo(f"synced; {released} leases released")
     else:
         counts = eng.apply(session, client, study, timedelta(minutes=stale_minutes), log)
-        extra = (f", {counts['unknown']} unknown (check on the platform)"
-                 if counts["unknown"] else "")
-        extra += (f", {counts['sending']} answer lost (a later apply reads the platform)"
-                  if counts["sending"] else "")
+        extra = (
+            f", {counts['unknown']} unknown (check on the platform)" if counts["unknown"] else ""
+        )
+        extra += (
+            f", {counts['sending']} answer lost (a later apply reads the platform)"
+            if counts["sending"]
+            else ""
+        )
         typer.echo(f"{counts['done']} done, {counts['failed']} failed{extra}")
 
 
 @platform_app.command("sync")
-def sync(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
-         database_url: DbOpt = None, base_url: BaseUrlOpt = None,
-         production: ProductionOpt = False) -> None:
+def sync(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    production: ProductionOpt = False,
+) -> None:
     """Fetch submissions; participants who returned or timed out give their leases back."""
     _run("sync", platform, platform_study, study, database_url, base_url, production)
 
 
 @platform_app.command("plan")
-def plan(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
-         database_url: DbOpt = None) -> None:
+def plan(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+) -> None:
     """Print and store the approve/reject/bonus actions; nothing is sent."""
     _run("plan", platform, platform_study, study, database_url, None, False)
 
 
 @platform_app.command("apply")
-def apply(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
-          database_url: DbOpt = None, base_url: BaseUrlOpt = None,
-          production: ProductionOpt = False, stale_minutes: StaleOpt = 15) -> None:
+def apply(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    production: ProductionOpt = False,
+    stale_minutes: StaleOpt = 15,
+) -> None:
     """Send every planned action once (safe to re-run after a crash, and beside another
     apply: each action is claimed before it is sent)."""
-    _run("apply", platform, platform_study, study, database_url, base_url, production,
-         stale_minutes)
+    _run(
+        "apply", platform, platform_study, study, database_url, base_url, production, stale_minutes
+    )
 
 
 KindOpt = Annotated[str, typer.Option(help="generate or validate")]
@@ -182,21 +228,30 @@ def _site_study(session: Any, slug: str | None) -> Any:
 @platform_app.command("create")
 def create(
     platform: PlatformOpt,
-    reward_cents: Annotated[int, typer.Option(help="Reward per participant, in pence/cents",
-                                              min=1)],
+    reward_cents: Annotated[
+        int, typer.Option(help="Reward per participant, in pence/cents", min=1)
+    ],
     places: Annotated[int, typer.Option(help="Prolific places / MTurk assignments", min=1)],
     kind: KindOpt = "generate",
     study: SiteStudyOpt = None,
     title: Annotated[str, typer.Option(help="Title shown to participants")] = "",
     expected_minutes: Annotated[
-        int | None, typer.Option(help="The expected minutes per batch, stated by you: the pay "
-                                      "check uses it instead of measured times (needed to "
-                                      "publish before 5 workers were measured)", min=1)] = None,
+        int | None,
+        typer.Option(
+            help="The expected minutes per batch, stated by you: the pay "
+            "check uses it instead of measured times (needed to "
+            "publish before 5 workers were measured)",
+            min=1,
+        ),
+    ] = None,
     qualifications: Annotated[
-        str, typer.Option(help="MTurk QualificationRequirements as a JSON list")] = "[]",
+        str, typer.Option(help="MTurk QualificationRequirements as a JSON list")
+    ] = "[]",
     site_url: Annotated[
-        str | None, typer.Option(help="Public site URL (default: BASE_URL)")] = None,
-    database_url: DbOpt = None, base_url: BaseUrlOpt = None,
+        str | None, typer.Option(help="Public site URL (default: BASE_URL)")
+    ] = None,
+    database_url: DbOpt = None,
+    base_url: BaseUrlOpt = None,
     production: ProductionOpt = False,
 ) -> None:
     """Create the platform study from the study settings (Prolific: a draft; MTurk: the HIT,
@@ -221,9 +276,17 @@ def create(
         log = CallLog(platform.value)
         try:
             settings = drafts.new_settings(
-                session, site_study, platform.value, kind, reward_cents=reward_cents,
-                places=places, base_url=site_url or get_settings().base_url, title=title,
-                estimated_minutes=expected_minutes, qualifications=quals)
+                session,
+                site_study,
+                platform.value,
+                kind,
+                reward_cents=reward_cents,
+                places=places,
+                base_url=site_url or get_settings().base_url,
+                title=title,
+                estimated_minutes=expected_minutes,
+                qualifications=quals,
+            )
             client = _client(platform, base_url, production, log)
             row = drafts.create(session, client, site_study, settings, on_row=log.name_study)
         except PlatformError as exc:
@@ -236,8 +299,15 @@ def create(
         typer.echo(drafts.effective_pay(session, row).line())
 
 
-def _transition(action: str, platform: PlatformName, study_id: int, slug: str | None,
-                database_url: str | None, base_url: str | None, production: bool) -> None:
+def _transition(
+    action: str,
+    platform: PlatformName,
+    study_id: int,
+    slug: str | None,
+    database_url: str | None,
+    base_url: str | None,
+    production: bool,
+) -> None:
     from sqlmodel import Session
 
     from webapp.platforms import drafts
@@ -266,24 +336,39 @@ def _transition(action: str, platform: PlatformName, study_id: int, slug: str | 
 
 
 @platform_app.command("publish")
-def publish(platform: PlatformOpt, platform_study: PlatformStudyOpt,
-            study: SiteStudyOpt = None, database_url: DbOpt = None,
-            base_url: BaseUrlOpt = None, production: ProductionOpt = False) -> None:
+def publish(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    production: ProductionOpt = False,
+) -> None:
     """Publish a draft, unless the effective hourly pay is below the platform's minimum."""
     _transition("publish", platform, platform_study, study, database_url, base_url, production)
 
 
 @platform_app.command("resume")
-def resume(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
-           database_url: DbOpt = None, base_url: BaseUrlOpt = None,
-           production: ProductionOpt = False) -> None:
+def resume(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    production: ProductionOpt = False,
+) -> None:
     """Take a paused study back to live (Prolific: START; MTurk: the HIT expires later)."""
     _transition("resume", platform, platform_study, study, database_url, base_url, production)
 
 
 @platform_app.command("pause")
-def pause(platform: PlatformOpt, platform_study: PlatformStudyOpt, study: SiteStudyOpt = None,
-          database_url: DbOpt = None, base_url: BaseUrlOpt = None,
-          production: ProductionOpt = False) -> None:
+def pause(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    production: ProductionOpt = False,
+) -> None:
     """Pause the study (MTurk: expire the HIT)."""
     _transition("pause", platform, platform_study, study, database_url, base_url, production)

@@ -23,8 +23,10 @@ def revalidate(
         None, "--votes", min=1, max=50, help="Fresh votes per Example (default: the study's)"
     ),
     round_name: str | None = typer.Option(
-        None, "--round", help="Name of the re-validation round (letters, digits, - or _; "
-        "default: r1 for --sample, the latest round for --report)"
+        None,
+        "--round",
+        help="Name of the re-validation round (letters, digits, - or _; "
+        "default: r1 for --sample, the latest round for --report)",
     ),
     show_report: bool = typer.Option(
         False, "--report", help="Print the fresh-vs-original report of the round"
@@ -53,8 +55,9 @@ def revalidate(
         study = study_for(engine, study_slug)
         if not study.is_default:
             # Imported releases and their re-validation rounds live in the default study.
-            raise CliError(f"re-validation works on the default study's imported data, not "
-                           f"{study.slug}")
+            raise CliError(
+                f"re-validation works on the default study's imported data, not {study.slug}"
+            )
         with Session(engine) as session:
             config = load_study_config(session, study.id)
             if sample is not None:
@@ -72,11 +75,11 @@ def revalidate(
                 name = round_name or ("r1" if sample is not None else None)
                 known = rounds(session)
                 if not known:
-                    raise CliError("no re-validation round yet: open one with "
-                                   "`vsr revalidate --sample N`")
+                    raise CliError(
+                        "no re-validation round yet: open one with `vsr revalidate --sample N`"
+                    )
                 if name is not None and name not in known:
-                    raise CliError(f"no re-validation round {name!r} (rounds: "
-                                   f"{', '.join(known)})")
+                    raise CliError(f"no re-validation round {name!r} (rounds: {', '.join(known)})")
                 result = report(session, config, name)
                 if as_json:
                     typer.echo(json.dumps(result, indent=2))

@@ -89,7 +89,9 @@ def sample(
         help='Only these COCO category names, comma-separated (e.g. "cat,laptop")',
     ),
     study_slug: str | None = typer.Option(
-        None, "--study", help=STUDY_HELP + "; the pairs go there, and without --coco or "
+        None,
+        "--study",
+        help=STUDY_HELP + "; the pairs go there, and without --coco or "
         "--study-file its stored definition gives the sources, concepts and sampling rule",
     ),
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
@@ -110,8 +112,9 @@ def sample(
     supers: list[str] = []
     share = 0.0
     if study_file is not None and (coco or concepts):
-        raise CliUsageError("--study-file gives the COCO files and concepts: drop --coco and "
-                            "--concepts")
+        raise CliUsageError(
+            "--study-file gives the COCO files and concepts: drop --coco and --concepts"
+        )
     if study_file is not None and study_slug is not None:
         raise CliUsageError("--study-file names its study (its slug): drop --study")
     if study_file is None and study_slug is None and not coco:
@@ -193,6 +196,7 @@ def _study_of_file(engine: Engine, path: Path) -> StudyContext:
         session.commit()
         context = StudyContext.of(row)
     if created:
-        typer.echo(f"created study {context.slug} (sha256 {context.definition_hash[:12]}) "
-                   f"from {path}")
+        typer.echo(
+            f"created study {context.slug} (sha256 {context.definition_hash[:12]}) from {path}"
+        )
     return context

@@ -30,8 +30,10 @@ def serve(
     reload: Annotated[bool, typer.Option(help="Restart on code changes (development)")] = False,
     access_log: Annotated[
         bool,
-        typer.Option(help="Log every request (off behind a proxy that logs them: a log line "
-                          "costs CPU on every round trip, docs/scaling.md)"),
+        typer.Option(
+            help="Log every request (off behind a proxy that logs them: a log line "
+            "costs CPU on every round trip, docs/scaling.md)"
+        ),
     ] = True,
 ) -> None:
     """Start the annotation site (FastAPI app factory under uvicorn)."""
@@ -88,7 +90,9 @@ def _ensure_secret_key(key: str, host: str) -> None:
     get_settings.cache_clear()  # a single worker builds its app in this process
     typer.secho(
         f"note: SECRET_KEY is not set: using a random key for this run ({host} is loopback, "
-        "development only; sessions end when the server stops)", err=True, fg="yellow",
+        "development only; sessions end when the server stops)",
+        err=True,
+        fg="yellow",
     )
 
 

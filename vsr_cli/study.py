@@ -79,8 +79,11 @@ def _definition_lines(study: StudyDefinition, full: bool) -> list[str]:
 
     sem = study.semantics
     # Which table matching will use for this study (matching.study_scope).
-    table = ("VSR's built-in table" if table_for_study(study) is builtin_table()
-             else "the study's own table")
+    table = (
+        "VSR's built-in table"
+        if table_for_study(study) is builtin_table()
+        else "the study's own table"
+    )
     lines.append(
         f"  semantics: {len(sem.equivalents)} synonym groups, {len(sem.converses)} converses, "
         f"{len(sem.symmetric)} symmetric, {len(sem.entailments)} entailments, "
@@ -141,12 +144,14 @@ def show(
             row = session.get(Study, study.id)
             assert row is not None
             created, archived = row.created_at, row.archived_at
-            versions = session.exec(select(func.count()).where(
-                StudyVersion.study_id == study.id)).one()
+            versions = session.exec(
+                select(func.count()).where(StudyVersion.study_id == study.id)
+            ).one()
     finally:
         engine.dispose()
     lines = [
-        f"{study.slug}: {study.name}" + (" (default)" if study.is_default else "")
+        f"{study.slug}: {study.name}"
+        + (" (default)" if study.is_default else "")
         + (f" (archived {archived:%Y-%m-%d %H:%M} UTC)" if archived else ""),
         f"  definition sha256 {study.definition_hash} (version {versions}), first stored "
         f"{created:%Y-%m-%d %H:%M} UTC",
@@ -215,11 +220,14 @@ def update(
 
     done, slug, digest = _store_file(file, database_url, update_study, lambda u: u.study)
     if done.version == 0:
-        typer.echo(f"study {slug} unchanged: {file} is its stored definition "
-                   f"(sha256 {digest[:12]})")
+        typer.echo(
+            f"study {slug} unchanged: {file} is its stored definition (sha256 {digest[:12]})"
+        )
     else:
-        typer.echo(f"updated study {slug} to version {done.version} (sha256 "
-                   f"{done.previous_hash[:12]} -> {digest[:12]}); its data is kept")
+        typer.echo(
+            f"updated study {slug} to version {done.version} (sha256 "
+            f"{done.previous_hash[:12]} -> {digest[:12]}); its data is kept"
+        )
 
 
 @study_app.command("archive")

@@ -85,8 +85,10 @@ def _clean(name: str) -> str:
 
 def render(grammar: Grammar, subj: str, relation: str, obj: str) -> str:
     before, after = grammar.forms[relation_id(grammar, relation)]
-    return (f"{grammar.prefix}{_clean(subj)}{grammar.mid1}{before}{grammar.mid2}"
-            f"{_clean(obj)}{after}{grammar.suffix}")
+    return (
+        f"{grammar.prefix}{_clean(subj)}{grammar.mid1}{before}{grammar.mid2}"
+        f"{_clean(obj)}{after}{grammar.suffix}"
+    )
 
 
 def parse(grammar: Grammar, caption: str, relation: str | None = None) -> Parsed:

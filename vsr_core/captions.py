@@ -37,8 +37,14 @@ def english_language() -> Language:
         template=ENGLISH_TEMPLATE,
         copula="is",
         relations=[
-            RelationEntry(id=r.name, name=r.name, categories=list(r.categories), verb=not r.copula,
-                          enabled=r.enabled, import_only=r.import_only)
+            RelationEntry(
+                id=r.name,
+                name=r.name,
+                categories=list(r.categories),
+                verb=not r.copula,
+                enabled=r.enabled,
+                import_only=r.import_only,
+            )
             for r in all_relations(include_import_only=True)
         ],
         texts=Texts(instructions="-", consent="-"),

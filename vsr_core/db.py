@@ -57,7 +57,11 @@ def make_lean_engine(engine: Engine, pool_size: int) -> Engine:
     if engine.dialect.name != "postgresql":
         return engine
     return create_engine(
-        engine.url, echo=engine.echo, pool_pre_ping=False, pool_size=pool_size, max_overflow=0,
+        engine.url,
+        echo=engine.echo,
+        pool_pre_ping=False,
+        pool_size=pool_size,
+        max_overflow=0,
         connect_args={"options": _with_generic_plans(engine.url.query.get("options"))},
     )
 

@@ -50,7 +50,10 @@ def _study(index: bool = True) -> Any:
     return Field(
         default=DEFAULT_STUDY_ID,
         sa_column=Column(
-            Integer, ForeignKey("study.id"), nullable=False, index=index,
+            Integer,
+            ForeignKey("study.id"),
+            nullable=False,
+            index=index,
             server_default=str(DEFAULT_STUDY_ID),
         ),
     )
@@ -613,8 +616,7 @@ class PlatformCall(SQLModel, table=True):
     platform: str = Field(max_length=16, index=True)
     # The platform study the call was for (each study's page shows its own calls only; a
     # create that failed, or a call from before migration 0009 that could not be traced, has none).
-    platform_study_id: int | None = Field(default=None, foreign_key="platformstudy.id",
-                                          index=True)
+    platform_study_id: int | None = Field(default=None, foreign_key="platformstudy.id", index=True)
     method: str = Field(max_length=64)
     path: str = Field(max_length=500)
     request: dict[str, Any] | None = _json()

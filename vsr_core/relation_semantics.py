@@ -44,55 +44,81 @@ OTHER_OBJECTS_P = 0.05
 
 # --- 1. Synonyms: with the same subj and obj, each member says what every other says. -----
 EQUIVALENTS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("on", "on top of"),
-     "Both put ENT1 resting on ENT2; VSR annotators use them interchangeably ('on' is broader, "
-     "e.g. a clock on a wall, so treating them as one only forbids more distractors)."),
-    (("under", "beneath", "below"),
-     "All three place ENT1 lower than ENT2 on the vertical; validators accept any of them for "
-     "the same scene (a cat under/beneath/below a table)."),
-    (("above", "over"),
-     "Both place ENT1 higher than ENT2 on the vertical ('over' may add covering, which does not "
-     "make 'above' false)."),
-    (("in", "inside", "within", "into"),
-     "All say ENT1 is contained in ENT2's region. VSR's writers use 'into' for a static "
-     "'in' ('The cat is into the toilet.', 'The dog is into the toilet.')."),
-    (("near", "close to", "by"),
-     "Proximity words of the same strength: 'the bike is by the tree' means it is near it."),
-    (("next to", "beside", "at the side of", "adjacent to", "alongside"),
-     "All say ENT1 is immediately beside ENT2 with nothing between them; VSR's 'alongside' "
-     "is used for any side-by-side placement, not only lengthwise."),
-    (("far from", "far away from", "away from"),
-     "The same proximity judgement; 'away' only intensifies. VSR's captions use 'away from' "
-     "for distance ('The tv is away from the dining table.'), not for a direction of motion."),
-    (("in front of", "ahead of"),
-     "VSR's 'ahead of' is used as 'in front of' for static objects (a car ahead of a "
-     "truck in one lane is in front of it), so the two cannot tell choices apart."),
-    (("left of", "at the left side of"),
-     "Same direction; 'at the side of' only adds closeness, which validators do not test apart."),
-    (("right of", "at the right side of"),
-     "Same direction; see left of."),
-    (("behind", "at the back of"),
-     "'At the back of' ENT2 is behind ENT2 (in ENT2's intrinsic frame, which VSR accepts)."),
-    (("across from", "opposite to"),
-     "Both say ENT1 faces ENT2 from the other side of something."),
-    (("has as a part", "consists of"),
-     "Both say ENT2 is a component of ENT1 (a pizza consists of / has as a part the broccoli)."),
+    (
+        ("on", "on top of"),
+        "Both put ENT1 resting on ENT2; VSR annotators use them interchangeably ('on' is broader, "
+        "e.g. a clock on a wall, so treating them as one only forbids more distractors).",
+    ),
+    (
+        ("under", "beneath", "below"),
+        "All three place ENT1 lower than ENT2 on the vertical; validators accept any of them for "
+        "the same scene (a cat under/beneath/below a table).",
+    ),
+    (
+        ("above", "over"),
+        "Both place ENT1 higher than ENT2 on the vertical ('over' may add covering, which does not "
+        "make 'above' false).",
+    ),
+    (
+        ("in", "inside", "within", "into"),
+        "All say ENT1 is contained in ENT2's region. VSR's writers use 'into' for a static "
+        "'in' ('The cat is into the toilet.', 'The dog is into the toilet.').",
+    ),
+    (
+        ("near", "close to", "by"),
+        "Proximity words of the same strength: 'the bike is by the tree' means it is near it.",
+    ),
+    (
+        ("next to", "beside", "at the side of", "adjacent to", "alongside"),
+        "All say ENT1 is immediately beside ENT2 with nothing between them; VSR's 'alongside' "
+        "is used for any side-by-side placement, not only lengthwise.",
+    ),
+    (
+        ("far from", "far away from", "away from"),
+        "The same proximity judgement; 'away' only intensifies. VSR's captions use 'away from' "
+        "for distance ('The tv is away from the dining table.'), not for a direction of motion.",
+    ),
+    (
+        ("in front of", "ahead of"),
+        "VSR's 'ahead of' is used as 'in front of' for static objects (a car ahead of a "
+        "truck in one lane is in front of it), so the two cannot tell choices apart.",
+    ),
+    (
+        ("left of", "at the left side of"),
+        "Same direction; 'at the side of' only adds closeness, which validators do not test apart.",
+    ),
+    (("right of", "at the right side of"), "Same direction; see left of."),
+    (
+        ("behind", "at the back of"),
+        "'At the back of' ENT2 is behind ENT2 (in ENT2's intrinsic frame, which VSR accepts).",
+    ),
+    (("across from", "opposite to"), "Both say ENT1 faces ENT2 from the other side of something."),
+    (
+        ("has as a part", "consists of"),
+        "Both say ENT2 is a component of ENT1 (a pizza consists of / has as a part the broccoli).",
+    ),
 )
 
 # --- 2. Converses: "The A x the B." says the same as "The B y the A." ---------------------
 CONVERSES: tuple[tuple[str, str, str], ...] = (
-    ("above", "below",
-     "Vertical order read from either object; gravity fixes the frame, so it is exact."),
-    ("left of", "right of",
-     "A left of B is B right of A in the same frame (relative or B's intrinsic one)."),
-    ("in front of", "behind",
-     "A in front of B is B behind A in the viewer's frame; counted as converse to be safe."),
-    ("contains", "inside",
-     "A contains B exactly when B is inside A."),
-    ("has as a part", "part of",
-     "A has B as a part exactly when B is part of A."),
-    ("surrounding", "enclosed by",
-     "A surrounds B exactly when B is enclosed by A."),
+    (
+        "above",
+        "below",
+        "Vertical order read from either object; gravity fixes the frame, so it is exact.",
+    ),
+    (
+        "left of",
+        "right of",
+        "A left of B is B right of A in the same frame (relative or B's intrinsic one).",
+    ),
+    (
+        "in front of",
+        "behind",
+        "A in front of B is B behind A in the viewer's frame; counted as converse to be safe.",
+    ),
+    ("contains", "inside", "A contains B exactly when B is inside A."),
+    ("has as a part", "part of", "A has B as a part exactly when B is part of A."),
+    ("surrounding", "enclosed by", "A surrounds B exactly when B is enclosed by A."),
 )
 
 # "A r B" holds exactly when "B r A" does.
@@ -129,9 +155,13 @@ ENTAILMENTS: tuple[tuple[str, str, str], ...] = (
 # --- 4. Contradictions (same subj and obj): p = chance both are judged true anyway. -------
 CONTRADICTIONS: tuple[tuple[str, str, float, str], ...] = (
     ("above", "below", 0.0, "One object cannot be both higher and lower than the other."),
-    ("left of", "right of", 0.15,
-     "Opposite sides, but VSR accepts either frame: when the intrinsic and relative frames "
-     "disagree both captions can be judged True, so the residual is not 0."),
+    (
+        "left of",
+        "right of",
+        0.15,
+        "Opposite sides, but VSR accepts either frame: when the intrinsic and relative frames "
+        "disagree both captions can be judged True, so the residual is not 0.",
+    ),
     ("in front of", "behind", 0.15, "Opposite sides; the same frame caveat as left/right."),
     ("inside", "outside", 0.0, "Containment and its negation."),
     ("contains", "inside", 0.0, "A cannot both contain B and be inside B."),
@@ -210,8 +240,10 @@ class SemanticsTable:
     def rules(self) -> tuple[object, ...]:
         """The entries without their reasoning: two tables with equal rules decide alike."""
         return (
-            [g for g, _ in self.equivalents], [(x, y) for x, y, _ in self.converses],
-            [x for x, _ in self.symmetric], [(x, y) for x, y, _ in self.entailments],
+            [g for g, _ in self.equivalents],
+            [(x, y) for x, y, _ in self.converses],
+            [x for x, _ in self.symmetric],
+            [(x, y) for x, y, _ in self.entailments],
             [(x, y, p) for x, y, p, _ in self.contradictions],
             [(x, y, p) for x, y, p, _ in self.overlaps],
         )
@@ -340,7 +372,12 @@ def builtin_table() -> SemanticsTable:
     """The hand-written VSR table over the 71 relations of vsr_core.relations."""
     return SemanticsTable(
         [r.name for r in all_relations(include_import_only=True)],
-        EQUIVALENTS, CONVERSES, SYMMETRIC, ENTAILMENTS, CONTRADICTIONS, OVERLAPS,
+        EQUIVALENTS,
+        CONVERSES,
+        SYMMETRIC,
+        ENTAILMENTS,
+        CONTRADICTIONS,
+        OVERLAPS,
     )
 
 

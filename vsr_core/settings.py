@@ -36,11 +36,14 @@ class Settings(BaseSettings):
     )
     image_cache_dir: Path = Field(default=Path("./var/image_cache"))
     port: int = Field(
-        default=8000, ge=1, le=65535,
+        default=8000,
+        ge=1,
+        le=65535,
         description="TCP port `vsr serve` listens on (and BASE_URL's port when BASE_URL is unset)",
     )
     base_url: str = Field(
-        default="", description="Public site URL; unset: http://127.0.0.1:<PORT>",
+        default="",
+        description="Public site URL; unset: http://127.0.0.1:<PORT>",
     )
     prolific_completion_url: str = Field(
         default="https://app.prolific.com/submissions/complete?cc={code}"
@@ -70,15 +73,21 @@ class Settings(BaseSettings):
         default=False, description="Serve /docs and /openapi.json (admins only when on)"
     )
     new_workers_per_address: int = Field(
-        default=10, ge=0, description="New worker identities one client address may create "
+        default=10,
+        ge=0,
+        description="New worker identities one client address may create "
         "per RATE_WINDOW_SECONDS (0: no limit)",
     )
     new_workers_per_study: int = Field(
-        default=300, ge=0, description="New worker identities the whole site may create per "
+        default=300,
+        ge=0,
+        description="New worker identities the whole site may create per "
         "RATE_WINDOW_SECONDS (0: no limit)",
     )
     new_batches_per_address: int = Field(
-        default=30, ge=0, description="Batches (leases) one client address may open per "
+        default=30,
+        ge=0,
+        description="Batches (leases) one client address may open per "
         "RATE_WINDOW_SECONDS (0: no limit)",
     )
     rate_window_seconds: int = Field(default=600, ge=1)

@@ -78,8 +78,8 @@ def datasheet_text(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, st
     s = stats
     researcher = _stated(inputs)
     votes_dist = ", ".join(
-        f"{k}: {v:,}" for k, v in sorted(s["votes_per_example"].items(),
-                                         key=lambda kv: int(kv[0])))
+        f"{k}: {v:,}" for k, v in sorted(s["votes_per_example"].items(), key=lambda kv: int(kv[0]))
+    )
     collection = _collection(inputs.collection)
     return {
         **collection,
@@ -94,8 +94,10 @@ def datasheet_text(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, st
             "validators also say which frame they used (`votes[].reference_frame` in "
             "`all_raw.jsonl`)."
         ),
-        "keep_rule": (f"an Example is validated when at least {s['threshold']} of its votes "
-                      f"agree with its label{_keep_detail(s)}."),
+        "keep_rule": (
+            f"an Example is validated when at least {s['threshold']} of its votes "
+            f"agree with its label{_keep_detail(s)}."
+        ),
         "agreement": (
             f"Fleiss' kappa {_num(s['fleiss_kappa']['raw'])} over all Examples, "
             f"{_num(s['fleiss_kappa']['validated'])} over the validated set; all validators "
@@ -105,8 +107,9 @@ def datasheet_text(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, st
         "intended_uses": researcher["intended_uses"],
         "limitations": LIMITATIONS,
         "biases": BIASES,
-        "maintenance": (f"- **Contact:** {researcher['contact']}\n"
-                        f"- **Version:** {researcher['version']}"),
+        "maintenance": (
+            f"- **Contact:** {researcher['contact']}\n- **Version:** {researcher['version']}"
+        ),
     }
 
 
@@ -120,8 +123,9 @@ def render_card(stats: dict[str, Any], inputs: CardInputs) -> str:
     researcher = _stated(inputs)
     context = {
         **datasheet_text(stats, inputs),
-        "front_matter": yaml.safe_dump(inputs.front_matter, sort_keys=False,
-                                       allow_unicode=True, width=100),
+        "front_matter": yaml.safe_dump(
+            inputs.front_matter, sort_keys=False, allow_unicode=True, width=100
+        ),
         "title": inputs.title,
         "s": s,
         "study": s.get("study"),
@@ -167,16 +171,21 @@ def _demographics(d: dict[str, Any]) -> str:
             cols.append(f"`{name}` ({c['n_given']} given: {vals})")
         else:
             cols.append(f"`{name}` ({c['n_given']} given, {c['n_distinct']} distinct values)")
-    return (f"`meta_data.csv` publishes self-reported demographics of {d['n_people']} "
-            f"people, keyed by their export id: {'; '.join(cols)}. Values shared by fewer "
-            "than 5 people are not repeated here; in the file they are, so together with the "
-            "votes they may single a person out: check that your consent text covers "
-            "publishing them before you release the file.")
+    return (
+        f"`meta_data.csv` publishes self-reported demographics of {d['n_people']} "
+        f"people, keyed by their export id: {'; '.join(cols)}. Values shared by fewer "
+        "than 5 people are not repeated here; in the file they are, so together with the "
+        "votes they may single a person out: check that your consent text covers "
+        "publishing them before you release the file."
+    )
 
 
 def _keep_detail(s: Mapping[str, Any]) -> str:
-    detail = (" (a proportion: 2 of 3, 3 of 4, 4 of 6 keep; a 1-1 tie fails)"
-              if s["threshold"] == "2/3" else " (a proportion of however many votes it has)")
+    detail = (
+        " (a proportion: 2 of 3, 3 of 4, 4 of 6 keep; a 1-1 tie fails)"
+        if s["threshold"] == "2/3"
+        else " (a proportion of however many votes it has)"
+    )
     if s.get("threshold_source", "study") == "study":
         return detail + ", the study's setting"
     return detail + ", given for this export (not the study's setting)"
@@ -192,38 +201,55 @@ def _mc_summary(s: dict[str, Any]) -> list[str]:
 
 def _collection(c: dict[str, Any]) -> dict[str, str]:
     if not c:
-        return {k: NOT_STATED for k in ("platforms", "batches", "timeframe", "timing", "pay",
-                                        "consent_line")}
+        return {
+            k: NOT_STATED
+            for k in ("platforms", "batches", "timeframe", "timing", "pay", "consent_line")
+        }
     sources = ", ".join(f"{k} {v:,}" for k, v in c["people_by_source"].items())
     platforms = ", ".join(c["platforms"]) or "no platform study recorded"
-    batches = "; ".join(
-        f"{kind}: " + ", ".join(f"{n:,} {status}" for status, n in by.items())
-        for kind, by in c["batches"].items()
-    ) or "none run here"
+    batches = (
+        "; ".join(
+            f"{kind}: " + ", ".join(f"{n:,} {status}" for status, n in by.items())
+            for kind, by in c["batches"].items()
+        )
+        or "none run here"
+    )
     gen, val = c["batch_settings"]["generate"], c["batch_settings"]["validate"]
-    batches += (f" (settings: caption batches of up to {gen[0]} in {gen[1]} min, validation "
-                f"batches of up to {val[0]} in {val[1]} min)")
+    batches += (
+        f" (settings: caption batches of up to {gen[0]} in {gen[1]} min, validation "
+        f"batches of up to {val[0]} in {val[1]} min)"
+    )
     timing = []
     if c["median_seconds_per_caption"] is not None:
-        timing.append(f"median {c['median_seconds_per_caption']} s per caption "
-                      f"({c['n_timed_captions']:,} timed)")
+        timing.append(
+            f"median {c['median_seconds_per_caption']} s per caption "
+            f"({c['n_timed_captions']:,} timed)"
+        )
     if c["median_seconds_per_vote"] is not None:
-        timing.append(f"median {c['median_seconds_per_vote']} s per vote "
-                      f"({c['n_timed_votes']:,} timed)")
+        timing.append(
+            f"median {c['median_seconds_per_vote']} s per vote ({c['n_timed_votes']:,} timed)"
+        )
     return {
         "platforms": f"{platforms}; people by source: {sources or 'none'}",
         "batches": batches,
-        "timeframe": (f"batches from {c['first_batch']} to {c['last_batch']}"
-                      if c["first_batch"] else "no batches run here"),
+        "timeframe": (
+            f"batches from {c['first_batch']} to {c['last_batch']}"
+            if c["first_batch"]
+            else "no batches run here"
+        ),
         "timing": "; ".join(timing) or "none measured (no timed work in the database)",
         "pay": "; ".join(c["pay"]) or "no platform study recorded",
-        "consent_line": ((
-            "participants agreed to the consent text below" if c["batches"] else
-            "no one was recruited here (no batches), so no one saw the study's consent text")
+        "consent_line": (
+            (
+                "participants agreed to the consent text below"
+                if c["batches"]
+                else "no one was recruited here (no batches), "
+                "so no one saw the study's consent text"
+            )
             + f" (SHA-256 `{c['consent_sha256']}`; `{{minutes}}` and `{{items}}` are filled in "
             "from the batch settings):\n\n"
-                         + "\n".join(f"  > {ln}" if ln else "  >"
-                                     for ln in c["consent_text"].splitlines())),
+            + "\n".join(f"  > {ln}" if ln else "  >" for ln in c["consent_text"].splitlines())
+        ),
     }
 
 
@@ -236,7 +262,8 @@ def rai_facts(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, Any]:
         "dataCollectionType": "Crowdsourcing",
         # ISO 8601 dates, when batches ran here
         "dataCollectionTimeFrame": [c["first_batch"], c["last_batch"]]
-        if c.get("first_batch") else "",
+        if c.get("first_batch")
+        else "",
         "dataAnnotationProtocol": text["keep_rule"],
         "dataAnnotationPlatform": text["platforms"],
         "dataAnnotationAnalysis": text["agreement"],

@@ -17,8 +17,9 @@ from typing import Any
 from vsr_dataset.hub import Config, Feature
 
 CROISSANT_FILE = "croissant.json"
-VSR_CITATION = ("Liu, Emerson & Collier (2023), Visual Spatial Reasoning, Transactions of "
-                "the ACL 11:635-651.")
+VSR_CITATION = (
+    "Liu, Emerson & Collier (2023), Visual Spatial Reasoning, Transactions of the ACL 11:635-651."
+)
 
 CONTEXT: dict[str, Any] = {
     "@language": "en",
@@ -58,8 +59,13 @@ CONTEXT: dict[str, Any] = {
     "subField": "cr:subField",
     "transform": "cr:transform",
 }
-DATA_TYPES = {"string": "sc:Text", "int64": "sc:Integer", "float64": "sc:Float",
-              "bool": "sc:Boolean", "null": "sc:Text"}
+DATA_TYPES = {
+    "string": "sc:Text",
+    "int64": "sc:Integer",
+    "float64": "sc:Float",
+    "bool": "sc:Boolean",
+    "null": "sc:Text",
+}
 
 
 def _field(record_set: str, file_id: str, feature: Feature, parent: str = "") -> dict[str, Any]:
@@ -81,9 +87,11 @@ def _field(record_set: str, file_id: str, feature: Feature, parent: str = "") ->
     if inner is not None:
         out["repeated"] = True
     if parent:  # a subfield: taken from its parent's column
-        out["source"] = {"fileObject": {"@id": file_id},
-                         "extract": {"column": parent.rstrip("/")},
-                         "transform": {"jsonPath": name}}
+        out["source"] = {
+            "fileObject": {"@id": file_id},
+            "extract": {"column": parent.rstrip("/")},
+            "transform": {"jsonPath": name},
+        }
     else:
         out["source"] = {"fileObject": {"@id": file_id}, "extract": {"column": name}}
     return out
@@ -108,20 +116,30 @@ def croissant(
         for split, rel in c.files.items():
             fid = rel
             data = (out_dir / rel).read_bytes()
-            distribution.append({
-                "@type": "cr:FileObject", "@id": fid, "name": fid, "contentUrl": rel,
-                "encodingFormat": "application/jsonlines" if rel.endswith(".jsonl")
-                else "application/x-parquet",
-                "sha256": hashlib.sha256(data).hexdigest(),
-            })
+            distribution.append(
+                {
+                    "@type": "cr:FileObject",
+                    "@id": fid,
+                    "name": fid,
+                    "contentUrl": rel,
+                    "encodingFormat": "application/jsonlines"
+                    if rel.endswith(".jsonl")
+                    else "application/x-parquet",
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                }
+            )
             rs = f"{c.name}_{split}"
             if c.name not in features:  # --vsr-compatible: the files' types vary
                 continue
-            record_sets.append({
-                "@type": "cr:RecordSet", "@id": rs, "name": rs,
-                "description": f"{c.description} ({split})",
-                "field": [_field(rs, fid, f) for f in features[c.name]],
-            })
+            record_sets.append(
+                {
+                    "@type": "cr:RecordSet",
+                    "@id": rs,
+                    "name": rs,
+                    "description": f"{c.description} ({split})",
+                    "field": [_field(rs, fid, f) for f in features[c.name]],
+                }
+            )
     doc: dict[str, Any] = {
         "@context": CONTEXT,
         "@type": "sc:Dataset",
@@ -137,4 +155,3 @@ def croissant(
     doc["citeAs"] = cite_as or VSR_CITATION
     doc.update({f"rai:{k}": v for k, v in facts.items() if v})
     return doc
-

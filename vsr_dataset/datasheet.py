@@ -28,8 +28,17 @@ NOT_STATED = "not stated"
 # Columns of meta_data.csv shown with their values only when every value is shared by at
 # least this many people (a small cell would single someone out).
 MIN_CELL = 5
-CARD_FIELDS = ("license", "creators", "funding", "ethics_approval", "contact", "version",
-               "intended_uses", "out_of_scope_uses", "citation")
+CARD_FIELDS = (
+    "license",
+    "creators",
+    "funding",
+    "ethics_approval",
+    "contact",
+    "version",
+    "intended_uses",
+    "out_of_scope_uses",
+    "citation",
+)
 
 
 def researcher_facts(study: StudyContext) -> dict[str, str | None]:
@@ -44,7 +53,8 @@ def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
     voters = select(VOTE.c.worker_id).join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id).where(mine)
     authors = select(EXAMPLE.c.author_id).where(mine, EXAMPLE.c.author_id.is_not(None))
     sources = Counter(
-        src for (src,) in conn.execute(
+        src
+        for (src,) in conn.execute(
             select(WORKER.c.source).where(
                 WORKER.c.id.in_(voters.union(authors)),
                 # an imported worker's repeated votes ("17#2") are the same person
@@ -59,28 +69,45 @@ def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
         .group_by(BATCH.c.kind, BATCH.c.status)
     ):
         batches.setdefault(kind, {})[status] = int(n)
-    vote_ms = [int(ms) for (ms,) in conn.execute(
-        select(VOTE.c.duration_ms).join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id)
-        .where(mine, VOTE.c.duration_ms.is_not(None))
-    )]
-    caption_ms = [int(ms) for (ms,) in conn.execute(
-        select(ANNOTATION.c.duration_ms).where(
-            ANNOTATION.c.duration_ms.is_not(None),
-            ANNOTATION.c.id.in_(select(EXAMPLE.c.annotation_id).where(mine)),
+    vote_ms = [
+        int(ms)
+        for (ms,) in conn.execute(
+            select(VOTE.c.duration_ms)
+            .join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id)
+            .where(mine, VOTE.c.duration_ms.is_not(None))
         )
-    )]
+    ]
+    caption_ms = [
+        int(ms)
+        for (ms,) in conn.execute(
+            select(ANNOTATION.c.duration_ms).where(
+                ANNOTATION.c.duration_ms.is_not(None),
+                ANNOTATION.c.id.in_(select(EXAMPLE.c.annotation_id).where(mine)),
+            )
+        )
+    ]
     first, last = conn.execute(
-        select(func.min(BATCH.c.created_at), func.max(BATCH.c.created_at))
-        .where(BATCH.c.study_id == study.id)
+        select(func.min(BATCH.c.created_at), func.max(BATCH.c.created_at)).where(
+            BATCH.c.study_id == study.id
+        )
     ).one()
     with Session(bind=conn) as session:
         config = load_study_config(session, study.id)
         pay = _pay_lines(session, study.id)
-    consent = (study.language.texts.consent if config.consent_text == DEFAULT_CONSENT
-               else config.consent_text)
+    consent = (
+        study.language.texts.consent
+        if config.consent_text == DEFAULT_CONSENT
+        else config.consent_text
+    )
     return {
-        "platforms": sorted({p for (p,) in conn.execute(
-            select(PLATFORM_STUDY.c.platform).where(PLATFORM_STUDY.c.study_id == study.id))}),
+        "platforms": sorted(
+            {
+                p
+                for (p,) in conn.execute(
+                    select(PLATFORM_STUDY.c.platform).where(PLATFORM_STUDY.c.study_id == study.id)
+                )
+            }
+        ),
         "people_by_source": dict(sorted(sources.items())),
         "batches": {k: dict(sorted(v.items())) for k, v in sorted(batches.items())},
         "median_seconds_per_vote": _median_s(vote_ms),
@@ -111,7 +138,8 @@ def _pay_lines(session: Session, study_id: int) -> list[str]:
 
     out = []
     for ps in session.exec(
-        sql_select(PlatformStudy).where(PlatformStudy.study_id == study_id)
+        sql_select(PlatformStudy)
+        .where(PlatformStudy.study_id == study_id)
         .order_by(PlatformStudy.id)  # type: ignore[arg-type]
     ):
         kind = ps.settings.get("kind", "?")

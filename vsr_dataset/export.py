@@ -103,8 +103,9 @@ class BuildOptions:
                     f"unknown part(s) {', '.join(unknown)}: choose from {', '.join(ALL_PARTS)}"
                 )
         if self.parquet and self.vsr_compatible:
-            raise ExportError("--parquet writes Hub-native types: it cannot be combined "
-                              "with --vsr-compatible")
+            raise ExportError(
+                "--parquet writes Hub-native types: it cannot be combined with --vsr-compatible"
+            )
         if self.split_unit not in ("annotation", "example"):
             raise ExportError(f"split unit must be annotation or example, not {self.split_unit!r}")
 
@@ -168,8 +169,11 @@ def definition_info(study: StudyContext) -> dict[str, Any]:
     lang = study.language
     copula = f"({lang.copula}) " if lang.copula else ""  # "The ENT1 (is) RELATION the ENT2."
     return {
-        "slug": study.slug, "name": study.name, "sha256": study.definition_hash,
-        "language": lang.code, "template": lang.template.replace("RELATION", copula + "RELATION"),
+        "slug": study.slug,
+        "name": study.name,
+        "sha256": study.definition_hash,
+        "language": lang.code,
+        "template": lang.template.replace("RELATION", copula + "RELATION"),
     }
 
 
@@ -201,8 +205,12 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         )
     progress("reading examples", 0.1)
     every = read_rows(
-        conn, threshold=threshold, origins=origins, aggregates=aggregates,
-        study_id=study.id, tags={"study": study.slug, "language": study.language.code},
+        conn,
+        threshold=threshold,
+        origins=origins,
+        aggregates=aggregates,
+        study_id=study.id,
+        tags={"study": study.slug, "language": study.language.code},
     )
     machine = [r for r in every if r.origin not in BINARY_ORIGINS]
     rows = every if with_negatives else [r for r in every if r.origin in BINARY_ORIGINS]
@@ -231,8 +239,9 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
     meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
-    mc_info = (mc_summary(conn, mc, mc_unvalidated, study_id=study.id)
-               if options.wants("mc") else None)
+    mc_info = (
+        mc_summary(conn, mc, mc_unvalidated, study_id=study.id) if options.wants("mc") else None
+    )
     negatives, negatives_info = _negatives(every, machine, random_parts, with_negatives)
     collection: dict[str, Any] = {}
     if options.wants("card"):
@@ -243,15 +252,33 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
 
     instances = instance_shapes(conn, rows) if options.polygons else []
     return _Snapshot(
-        rows, validated, random_parts, zeroshot, aggregates, mc, meta, mc_unvalidated, mc_info,
-        study, threshold, "option" if options.threshold is not None else "study",
-        negatives, negatives_info, mc_rejected, collection, instances,
+        rows,
+        validated,
+        random_parts,
+        zeroshot,
+        aggregates,
+        mc,
+        meta,
+        mc_unvalidated,
+        mc_info,
+        study,
+        threshold,
+        "option" if options.threshold is not None else "study",
+        negatives,
+        negatives_info,
+        mc_rejected,
+        collection,
+        instances,
     )
 
 
 def _label_model_labels(
-    conn: Connection, model: LabelModel, seed: int, study_id: int,
-    origins: list[str] | None, with_negatives: bool,
+    conn: Connection,
+    model: LabelModel,
+    seed: int,
+    study_id: int,
+    origins: list[str] | None,
+    with_negatives: bool,
 ) -> dict[Hashable, tuple[bool, float]]:
     """Each Example's label and confidence from the votes alone (``--label-model``), over the
     Examples the export reads."""
@@ -261,10 +288,7 @@ def _label_model_labels(
     elif not with_negatives:
         where.append(EXAMPLE.c.origin.in_(sorted(BINARY_ORIGINS)))
     voted = load_item_votes(conn, where=where)
-    return {
-        k: (a.label, a.confidence)
-        for k, a in aggregate_labels(voted, model, seed).items()
-    }
+    return {k: (a.label, a.confidence) for k, a in aggregate_labels(voted, model, seed).items()}
 
 
 def _mc_parts(
@@ -278,8 +302,7 @@ def _mc_parts(
     mc = mc_lines(conn, threshold=threshold, study_id=study_id)
     mc_unvalidated: dict[str, list[bytes]] = {}
     if options.unvalidated_mc:
-        mc_unvalidated = mc_lines(conn, threshold=threshold, unvalidated=True,
-                                  study_id=study_id)
+        mc_unvalidated = mc_lines(conn, threshold=threshold, unvalidated=True, study_id=study_id)
     return mc, mc_unvalidated, count_rejected(conn, latest_run_id(conn, study_id), threshold)
 
 
@@ -330,13 +353,15 @@ def _negatives(
         if r.n_votes == 0:
             continue
         query = by_id.get(r.parent) if r.parent is not None else None
-        out.append({
-            **r.record,
-            "query_example_id": r.parent,
-            "query_caption": query.record["caption"] if query is not None else None,
-            "query_random_split": random_of.get(r.parent) if r.parent is not None else None,
-            "kept": r.kept,
-        })
+        out.append(
+            {
+                **r.record,
+                "query_example_id": r.parent,
+                "query_caption": query.record["caption"] if query is not None else None,
+                "query_random_split": random_of.get(r.parent) if r.parent is not None else None,
+                "kept": r.kept,
+            }
+        )
     info = {
         "judged": len(out),
         "kept": sum(1 for r in out if r["kept"]),
@@ -420,12 +445,7 @@ def _check_out_dir(out_dir: Path, options: BuildOptions, overwrite: bool) -> Non
     """Refuse an output that is a file, or a full directory a whole export would replace."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ExportError(f"{out_dir} exists and is not a directory")
-    if (
-        options.only is None
-        and out_dir.is_dir()
-        and any(out_dir.iterdir())
-        and not overwrite
-    ):
+    if options.only is None and out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
         raise ExportError(f"{out_dir} is not empty: pass --overwrite to replace it")
 
 
@@ -467,11 +487,14 @@ def _write_parts(
         raw=[{**r.record, "votes": r.votes} for r in snap.rows],
         validated=[r.record for r in snap.validated],
         random_parts={p: [by_id[k] for k in keys] for p, keys in snap.random_parts.items()}
-        if snap.random_parts is not None else None,
+        if snap.random_parts is not None
+        else None,
         zeroshot_parts={p: [by_id[k] for k in keys] for p, keys in snap.zeroshot.parts.items()}
-        if snap.zeroshot is not None else None,
+        if snap.zeroshot is not None
+        else None,
         negatives=snap.negatives,
-        mc=snap.mc, mc_unvalidated=snap.mc_unvalidated,
+        mc=snap.mc,
+        mc_unvalidated=snap.mc_unvalidated,
         vsr_compatible=options.vsr_compatible,
     )
     for rel, recs in records.items():
@@ -485,7 +508,9 @@ def _write_parts(
 
 
 def _write_configs(
-    stage: _Staging, records: dict[str, list[dict[str, Any]]], out_dir: Path,
+    stage: _Staging,
+    records: dict[str, list[dict[str, Any]]],
+    out_dir: Path,
     options: BuildOptions,
 ) -> tuple[list[Config], dict[str, list[Feature]] | None]:
     """The Hub configs of the JSONL files this export has (written now, or kept from an earlier
@@ -494,11 +519,15 @@ def _write_configs(
     from vsr_dataset.layout import config_features, configs_of
 
     files = stage.files
-    jsonl_files = [rel for rel in records
-                   if rel in files or (out_dir / rel).is_file() and options.only is not None]
+    jsonl_files = [
+        rel
+        for rel in records
+        if rel in files or (out_dir / rel).is_file() and options.only is not None
+    ]
     configs = configs_of(jsonl_files, parquet=options.parquet)
     features = (
-        None if options.vsr_compatible or not (options.wants("card") or options.parquet)
+        None
+        if options.vsr_compatible or not (options.wants("card") or options.parquet)
         else config_features(configs, records)
     )
     if options.parquet and features is not None:
@@ -537,8 +566,12 @@ def _export_stats(snap: _Snapshot, options: BuildOptions) -> dict[str, Any]:
 
 
 def _write_card(
-    stage: _Staging, snap: _Snapshot, options: BuildOptions, stats: dict[str, Any],
-    configs: list[Config], features: dict[str, list[Feature]] | None,
+    stage: _Staging,
+    snap: _Snapshot,
+    options: BuildOptions,
+    stats: dict[str, Any],
+    configs: list[Config],
+    features: dict[str, list[Feature]] | None,
 ) -> None:
     """The figures, the dataset card (README.md) and croissant.json, which states its facts."""
     from vsr_dataset.card import rai_facts, render_card
@@ -551,21 +584,28 @@ def _write_card(
     stage.write("README.md", render_card(stats, inputs).encode())
     researcher = inputs.researcher
     doc = croissant(
-        stage.root, title=options.title,
+        stage.root,
+        title=options.title,
         description=f"{options.title}: a VSR-style visual spatial reasoning dataset "
         "(COCO images, template captions, True/False labels with every vote).",
-        configs=[c for c in configs if all((stage.root / f).is_file()
-                                           for f in c.files.values())],
-        features=features or {}, facts=rai_facts(stats, inputs),
-        license_url=researcher["license"], version=researcher["version"],
+        configs=[c for c in configs if all((stage.root / f).is_file() for f in c.files.values())],
+        features=features or {},
+        facts=rai_facts(stats, inputs),
+        license_url=researcher["license"],
+        version=researcher["version"],
         cite_as=researcher["citation"],
     )
     stage.write(CROISSANT_FILE, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
 
 
 def _card_inputs(
-    stage: _Staging, snap: _Snapshot, options: BuildOptions, stats: dict[str, Any],
-    configs: list[Config], features: dict[str, list[Feature]] | None, notes: dict[str, str],
+    stage: _Staging,
+    snap: _Snapshot,
+    options: BuildOptions,
+    stats: dict[str, Any],
+    configs: list[Config],
+    features: dict[str, list[Feature]] | None,
+    notes: dict[str, str],
 ) -> CardInputs:
     """Everything the card says beyond stats.json, its YAML front matter first."""
     from vsr_dataset.card import CardInputs
@@ -576,22 +616,33 @@ def _card_inputs(
     assert snap.study is not None
     researcher = researcher_facts(snap.study)
     meta = front_matter(
-        title=options.title, license_id=researcher["license"],
-        language=snap.study.language.code, n_raw=len(snap.rows),
-        origins=list(stats["origins"]), negatives_in_splits=snap.negatives_info.get(
-            "in_splits", False),
-        configs=configs, features=features,
+        title=options.title,
+        license_id=researcher["license"],
+        language=snap.study.language.code,
+        n_raw=len(snap.rows),
+        origins=list(stats["origins"]),
+        negatives_in_splits=snap.negatives_info.get("in_splits", False),
+        configs=configs,
+        features=features,
     )
     return CardInputs(
-        title=options.title, files=sorted({*stage.files, "README.md", CROISSANT_FILE}),
-        front_matter=meta, figure_notes=notes,
+        title=options.title,
+        files=sorted({*stage.files, "README.md", CROISSANT_FILE}),
+        front_matter=meta,
+        figure_notes=notes,
         mc_counts=(
-            sum(map(len, snap.mc.values())), sum(map(len, snap.mc_unvalidated.values())),
+            sum(map(len, snap.mc.values())),
+            sum(map(len, snap.mc_unvalidated.values())),
             snap.mc_rejected,
-        ) if options.wants("mc") else None,
-        collection=snap.collection, researcher=researcher,
-        demographics=demographics_summary(snap.meta_csv), n_paired=stats["n_paired"],
-        vsr_compatible=options.vsr_compatible, parquet=options.parquet,
+        )
+        if options.wants("mc")
+        else None,
+        collection=snap.collection,
+        researcher=researcher,
+        demographics=demographics_summary(snap.meta_csv),
+        n_paired=stats["n_paired"],
+        vsr_compatible=options.vsr_compatible,
+        parquet=options.parquet,
     )
 
 

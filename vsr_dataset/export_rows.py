@@ -93,8 +93,14 @@ def read_rows(
     run in the caller's transaction, so they see the same snapshot.
     """
     with gc_paused():
-        return _read_rows(conn, threshold=threshold, origins=origins, aggregates=aggregates,
-                          study_id=study_id, tags=tags or {})
+        return _read_rows(
+            conn,
+            threshold=threshold,
+            origins=origins,
+            aggregates=aggregates,
+            study_id=study_id,
+            tags=tags or {},
+        )
 
 
 @contextmanager
@@ -126,16 +132,28 @@ def _read_rows(
     images = {
         iid: ImageInfo(name, split, coco_id, width or None, height or None, licence)
         for iid, name, split, coco_id, width, height, licence in conn.execute(
-            select(IMAGE.c.id, IMAGE.c.file_name, IMAGE.c.coco_split, IMAGE.c.coco_id,
-                   IMAGE.c.width, IMAGE.c.height, IMAGE.c.license_id)
+            select(
+                IMAGE.c.id,
+                IMAGE.c.file_name,
+                IMAGE.c.coco_split,
+                IMAGE.c.coco_id,
+                IMAGE.c.width,
+                IMAGE.c.height,
+                IMAGE.c.license_id,
+            )
         )
     }
     # Per Example: [True voters], [False voters], [each vote in full], filled in one pass
     # over the sorted votes.
     votes: dict[int, tuple[list[int], list[int], list[dict[str, Any]]]] = {}
     vote_stmt = (
-        select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value, VOTE.c.reference_frame,
-               VOTE.c.duration_ms)
+        select(
+            VOTE.c.example_id,
+            VOTE.c.worker_id,
+            VOTE.c.value,
+            VOTE.c.reference_frame,
+            VOTE.c.duration_ms,
+        )
         .where(VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(in_study)))
         .order_by(VOTE.c.example_id, VOTE.c.id)
     )
@@ -148,14 +166,32 @@ def _read_rows(
             current, t, f, d = eid, [], [], []
             votes[eid] = (t, f, d)
         (t if value else f).append(ids[wid])
-        d.append({"validator_id": ids[wid], "label": int(bool(value)),
-                  "reference_frame": vframe, "duration_ms": ms})
-    stmt = select(
-        EXAMPLE.c.id, EXAMPLE.c.image_id, EXAMPLE.c.caption, EXAMPLE.c.label,
-        EXAMPLE.c.relation, EXAMPLE.c.subj, EXAMPLE.c.obj, EXAMPLE.c.author_id,
-        EXAMPLE.c.reference_frame, EXAMPLE.c.origin, EXAMPLE.c.annotation_id,
-        EXAMPLE.c.parent_example_id,
-    ).where(in_study).order_by(EXAMPLE.c.id)
+        d.append(
+            {
+                "validator_id": ids[wid],
+                "label": int(bool(value)),
+                "reference_frame": vframe,
+                "duration_ms": ms,
+            }
+        )
+    stmt = (
+        select(
+            EXAMPLE.c.id,
+            EXAMPLE.c.image_id,
+            EXAMPLE.c.caption,
+            EXAMPLE.c.label,
+            EXAMPLE.c.relation,
+            EXAMPLE.c.subj,
+            EXAMPLE.c.obj,
+            EXAMPLE.c.author_id,
+            EXAMPLE.c.reference_frame,
+            EXAMPLE.c.origin,
+            EXAMPLE.c.annotation_id,
+            EXAMPLE.c.parent_example_id,
+        )
+        .where(in_study)
+        .order_by(EXAMPLE.c.id)
+    )
     wanted = set(origins) if origins else None
     # Re-validation copies (vsr_core.revalidation) are a study of the data, not more data.
     left_out = set() if wanted else {"revalidation"}
@@ -189,23 +225,36 @@ def _marked_instances(conn: Connection, in_study: Any) -> Marked:
     """(annotation id, image id) -> concept -> (COCO annotation id, box) of the two
     instances the pair marked on that image (what the caption writer saw)."""
     stmt = (
-        select(ANNOTATION.c.id, IMAGE_PAIR.c.concept_a, IMAGE_PAIR.c.concept_b,
-               IMAGE_PAIR.c.image1_id, IMAGE_PAIR.c.image1_a_id, IMAGE_PAIR.c.image1_b_id,
-               IMAGE_PAIR.c.image2_id, IMAGE_PAIR.c.image2_a_id, IMAGE_PAIR.c.image2_b_id)
+        select(
+            ANNOTATION.c.id,
+            IMAGE_PAIR.c.concept_a,
+            IMAGE_PAIR.c.concept_b,
+            IMAGE_PAIR.c.image1_id,
+            IMAGE_PAIR.c.image1_a_id,
+            IMAGE_PAIR.c.image1_b_id,
+            IMAGE_PAIR.c.image2_id,
+            IMAGE_PAIR.c.image2_a_id,
+            IMAGE_PAIR.c.image2_b_id,
+        )
         .select_from(ANNOTATION.join(IMAGE_PAIR, IMAGE_PAIR.c.id == ANNOTATION.c.pair_id))
-        .where(ANNOTATION.c.id.in_(
-            select(EXAMPLE.c.annotation_id).where(in_study, EXAMPLE.c.annotation_id.is_not(None))
-        ))
+        .where(
+            ANNOTATION.c.id.in_(
+                select(EXAMPLE.c.annotation_id).where(
+                    in_study, EXAMPLE.c.annotation_id.is_not(None)
+                )
+            )
+        )
     )
     rows = conn.execute(stmt).all()
     wanted = {i for r in rows for i in (r[4], r[5], r[7], r[8])}
     inst: dict[int, tuple[int, list[float]]] = {}
     ordered = sorted(wanted)
     for k in range(0, len(ordered), 1000):
-        chunk = ordered[k:k + 1000]
+        chunk = ordered[k : k + 1000]
         for iid, ann, bbox in conn.execute(
-            select(INSTANCE.c.id, INSTANCE.c.coco_ann_id, INSTANCE.c.bbox)
-            .where(INSTANCE.c.id.in_(chunk))
+            select(INSTANCE.c.id, INSTANCE.c.coco_ann_id, INSTANCE.c.bbox).where(
+                INSTANCE.c.id.in_(chunk)
+            )
         ):
             inst[iid] = (ann, [float(x) for x in bbox])
     out: Marked = {}
@@ -266,8 +315,20 @@ def _row(
     aggregates: dict[Hashable, tuple[bool, float]] | None,
     tags: dict[str, Any],
 ) -> ExportRow:
-    (eid, image_id, caption, label, relation, subj, obj, author_id, frame, origin,
-     annotation_id, parent_id) = ex
+    (
+        eid,
+        image_id,
+        caption,
+        label,
+        relation,
+        subj,
+        obj,
+        author_id,
+        frame,
+        origin,
+        annotation_id,
+        parent_id,
+    ) = ex
     label = bool(label)
     true_ids, false_ids, vote_detail = export_votes
     n_agree = len(true_ids) if label else len(false_ids)
@@ -318,8 +379,21 @@ def _row(
     else:
         group = ("caption", author_id, caption)
     return ExportRow(
-        eid, label, relation, subj, obj, origin, record["annotator_id"], group, parent_id,
-        true_ids, false_ids, n_agree, kept(n_agree, n), record, vote_detail,
+        eid,
+        label,
+        relation,
+        subj,
+        obj,
+        origin,
+        record["annotator_id"],
+        group,
+        parent_id,
+        true_ids,
+        false_ids,
+        n_agree,
+        kept(n_agree, n),
+        record,
+        vote_detail,
     )
 
 
@@ -337,22 +411,38 @@ def _resolve_groups(rows: list[ExportRow]) -> None:
 def instance_shapes(conn: Connection, rows: Iterable[ExportRow]) -> list[dict[str, Any]]:
     """The marked instances of these rows with their COCO polygons (``instances.jsonl``,
     ``--polygons``), by COCO annotation id."""
-    wanted = sorted({
-        i for r in rows for i in (r.record["subj_instance_id"], r.record["obj_instance_id"])
-        if i is not None
-    })
+    wanted = sorted(
+        {
+            i
+            for r in rows
+            for i in (r.record["subj_instance_id"], r.record["obj_instance_id"])
+            if i is not None
+        }
+    )
     out: list[dict[str, Any]] = []
     for k in range(0, len(wanted), 1000):
         stmt = (
-            select(INSTANCE.c.coco_ann_id, IMAGE.c.coco_id, INSTANCE.c.category,
-                   INSTANCE.c.bbox, INSTANCE.c.iscrowd, INSTANCE.c.segmentation)
+            select(
+                INSTANCE.c.coco_ann_id,
+                IMAGE.c.coco_id,
+                INSTANCE.c.category,
+                INSTANCE.c.bbox,
+                INSTANCE.c.iscrowd,
+                INSTANCE.c.segmentation,
+            )
             .select_from(INSTANCE.join(IMAGE, IMAGE.c.id == INSTANCE.c.image_id))
-            .where(INSTANCE.c.coco_ann_id.in_(wanted[k:k + 1000]))
+            .where(INSTANCE.c.coco_ann_id.in_(wanted[k : k + 1000]))
             .order_by(INSTANCE.c.coco_ann_id)
         )
         out += [
-            {"instance_id": ann, "coco_image_id": coco_id, "category": category,
-             "bbox": [float(x) for x in bbox], "iscrowd": bool(crowd), "segmentation": seg}
+            {
+                "instance_id": ann,
+                "coco_image_id": coco_id,
+                "category": category,
+                "bbox": [float(x) for x in bbox],
+                "iscrowd": bool(crowd),
+                "segmentation": seg,
+            }
             for ann, coco_id, category, bbox, crowd, seg in conn.execute(stmt)
         ]
     return out

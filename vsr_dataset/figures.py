@@ -67,8 +67,9 @@ def concept_figure(stats: dict[str, Any], path: Path, min_count: int = 100, top:
     fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * len(shown) + 2), 4.2))
     xs = range(len(shown))
     ax.bar(xs, [r[2] for r in shown], color="#4C72B0", label="ENT1 (subj)")
-    ax.bar(xs, [r[3] for r in shown], bottom=[r[2] for r in shown], color="#DD8452",
-           label="ENT2 (obj)")
+    ax.bar(
+        xs, [r[3] for r in shown], bottom=[r[2] for r in shown], color="#DD8452", label="ENT2 (obj)"
+    )
     ax.set_xticks(list(xs), [r[1] for r in shown], rotation=75, ha="right", fontsize=8)
     ax.set_ylabel("Occurrences")
     ax.set_title("Concept distribution (validated set)")

@@ -65,16 +65,35 @@ def _merge(a: Any, b: Any) -> Any:
 # (an imported release has no image sizes, boxes or vote times): a part's features must not
 # change type with the data it happens to hold.
 KNOWN: dict[str, Any] = {
-    "annotator_id": "int64", "reference_frame": "string", "agreement": "float64",
-    "pair_id": "int64", "pair_example_id": "int64", "coco_image_id": "int64",
-    "image_width": "int64", "image_height": "int64", "image_license_id": "int64",
-    "subj_instance_id": "int64", "obj_instance_id": "int64",
-    "subj_bbox": ("list", "float64"), "obj_bbox": ("list", "float64"),
-    "vote_true_validator_id": ("list", "int64"), "vote_false_validator_id": ("list", "int64"),
-    "votes": ("list", {"validator_id": "int64", "label": "int64",
-                       "reference_frame": "string", "duration_ms": "int64"}),
-    "aggregate_label": "int64", "aggregate_confidence": "float64",
-    "query_example_id": "int64", "query_caption": "string", "query_random_split": "string",
+    "annotator_id": "int64",
+    "reference_frame": "string",
+    "agreement": "float64",
+    "pair_id": "int64",
+    "pair_example_id": "int64",
+    "coco_image_id": "int64",
+    "image_width": "int64",
+    "image_height": "int64",
+    "image_license_id": "int64",
+    "subj_instance_id": "int64",
+    "obj_instance_id": "int64",
+    "subj_bbox": ("list", "float64"),
+    "obj_bbox": ("list", "float64"),
+    "vote_true_validator_id": ("list", "int64"),
+    "vote_false_validator_id": ("list", "int64"),
+    "votes": (
+        "list",
+        {
+            "validator_id": "int64",
+            "label": "int64",
+            "reference_frame": "string",
+            "duration_ms": "int64",
+        },
+    ),
+    "aggregate_label": "int64",
+    "aggregate_confidence": "float64",
+    "query_example_id": "int64",
+    "query_caption": "string",
+    "query_random_split": "string",
 }
 
 
@@ -126,8 +145,11 @@ def _body(kind: Any) -> dict[str, Any]:
         inner = kind[1]
         if isinstance(inner, dict):
             return {"list": [_feature(k, v) for k, v in inner.items()]}
-        return {"list": _body(inner).get("dtype", "null") if not isinstance(inner, tuple)
-                else _body(inner)}
+        return {
+            "list": _body(inner).get("dtype", "null")
+            if not isinstance(inner, tuple)
+            else _body(inner)
+        }
     return {"struct": [_feature(k, v) for k, v in kind.items()]}
 
 
@@ -164,8 +186,13 @@ def write_parquet(
 def _arrow(feature: Mapping[str, Any]) -> Any:
     import pyarrow as pa
 
-    scalar = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(),
-              "bool": pa.bool_(), "null": pa.null()}
+    scalar = {
+        "string": pa.string(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+        "null": pa.null(),
+    }
     if "dtype" in feature:
         return scalar[feature["dtype"]]
     if "list" in feature:

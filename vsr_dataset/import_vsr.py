@@ -42,7 +42,6 @@ CHUNK = 500  # ids per IN (...) list: far below SQLite's and PostgreSQL's parame
 Progress = Callable[[int], None]
 
 
-
 @dataclass
 class ImportResult:
     path: str
@@ -233,9 +232,9 @@ def _ensure_examples(
             eid, frame = found[key]
             if frame is None and rec.reference_frame is not None:
                 conn.execute(
-                    update(EXAMPLE).where(EXAMPLE.c.id == eid).values(
-                        reference_frame=rec.reference_frame
-                    )
+                    update(EXAMPLE)
+                    .where(EXAMPLE.c.id == eid)
+                    .values(reference_frame=rec.reference_frame)
                 )
                 result.examples_updated += 1
             continue
@@ -248,9 +247,7 @@ def _ensure_examples(
             "label": rec.label,
             "origin": ExampleOrigin.imported.value,
             "annotation_id": None,
-            "author_id": (
-                None if rec.annotator_id is None else worker_ids[str(rec.annotator_id)]
-            ),
+            "author_id": (None if rec.annotator_id is None else worker_ids[str(rec.annotator_id)]),
             "parent_example_id": None,
             "reference_frame": rec.reference_frame,
             "is_gold": False,
@@ -264,7 +261,10 @@ def _ensure_examples(
             n = len(rec.true_ids) + len(rec.false_ids)
             agree = len(rec.true_ids) if rec.label else len(rec.false_ids)
             row.update(
-                queue_votes=n, queue_agree=agree, queue_leases=0, queue_settled=True,
+                queue_votes=n,
+                queue_agree=agree,
+                queue_leases=0,
+                queue_settled=True,
                 queue_open=False,
             )
         new.append(row)
@@ -361,9 +361,16 @@ def import_meta_csv(engine: Engine, path: Path) -> ImportResult:
             ext = str(vsr_id)
             if ext not in existing:
                 new.append(
-                    {"source": SOURCE, "external_id": ext, "roles": [], "blocked": False,
-                     "flagged": False, "flag_reason": None, "demographics": demo,
-                     "created_at": now}
+                    {
+                        "source": SOURCE,
+                        "external_id": ext,
+                        "roles": [],
+                        "blocked": False,
+                        "flagged": False,
+                        "flag_reason": None,
+                        "demographics": demo,
+                        "created_at": now,
+                    }
                 )
             elif existing[ext][1] != demo:
                 conn.execute(

@@ -40,6 +40,7 @@ def part_records(
     vsr_compatible: bool,
 ) -> dict[str, list[dict[str, Any]]]:
     """File (relative path) -> its records, in writing order."""
+
     def fix(records: Sequence[dict[str, Any]], *, is_raw: bool) -> list[dict[str, Any]]:
         if vsr_compatible:
             return list(compatible(records, raw=is_raw))
@@ -64,13 +65,18 @@ def part_records(
 def kind_of(rel: str) -> str:
     """Which ``--only`` part writes this file."""
     head = rel.split("/", 1)[0]
-    return {"all_raw.jsonl": "raw", "all_validated.jsonl": "validated", NEGATIVES_FILE: "raw",
-            "mc_unvalidated": "mc"}.get(head, head)
+    return {
+        "all_raw.jsonl": "raw",
+        "all_validated.jsonl": "validated",
+        NEGATIVES_FILE: "raw",
+        "mc_unvalidated": "mc",
+    }.get(head, head)
 
 
 def configs_of(files: Sequence[str], *, parquet: bool) -> list[Config]:
     """One config per part present in ``files`` (JSONL paths), pointing at the JSONL files
     or, with ``parquet``, at their Parquet copies."""
+
     def path(rel: str) -> str:
         return rel.removesuffix(".jsonl") + ".parquet" if parquet else rel
 
@@ -78,17 +84,26 @@ def configs_of(files: Sequence[str], *, parquet: bool) -> list[Config]:
     out: list[Config] = []
     for name in ("random", "zeroshot"):
         if all(f"{name}/{p}.jsonl" in present for p in PARTS):
-            out.append(Config(name, {p: path(f"{name}/{p}.jsonl") for p in PARTS},
-                              CONFIG_DESCRIPTIONS[name]))
-    for name, rel in (("validated", "all_validated.jsonl"), ("raw", "all_raw.jsonl"),
-                      ("machine_negatives", NEGATIVES_FILE)):
+            out.append(
+                Config(
+                    name, {p: path(f"{name}/{p}.jsonl") for p in PARTS}, CONFIG_DESCRIPTIONS[name]
+                )
+            )
+    for name, rel in (
+        ("validated", "all_validated.jsonl"),
+        ("raw", "all_raw.jsonl"),
+        ("machine_negatives", NEGATIVES_FILE),
+    ):
         if rel in present:
             out.append(Config(name, {"train": path(rel)}, CONFIG_DESCRIPTIONS[name]))
     for name in ("mc", "mc_unvalidated"):
         splits = [p for p in PARTS if f"{name}/{p}.jsonl" in present]
         if splits:
-            out.append(Config(name, {p: path(f"{name}/{p}.jsonl") for p in splits},
-                              CONFIG_DESCRIPTIONS[name]))
+            out.append(
+                Config(
+                    name, {p: path(f"{name}/{p}.jsonl") for p in splits}, CONFIG_DESCRIPTIONS[name]
+                )
+            )
     return out
 
 
@@ -98,16 +113,22 @@ def config_features(
     """Each config's features, inferred from all its files' records together."""
     out: dict[str, list[Feature]] = {}
     for c in configs:
-        recs = [r for rel in c.files.values()
-                for r in records.get(rel.removesuffix(".parquet").removesuffix(".jsonl")
-                                     + ".jsonl", [])]
+        recs = [
+            r
+            for rel in c.files.values()
+            for r in records.get(rel.removesuffix(".parquet").removesuffix(".jsonl") + ".jsonl", [])
+        ]
         out[c.name] = infer_features(recs)
     return out
 
 
 def size_category(n: int) -> str:
-    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
-                        (1_000_000, "100K<n<1M")):
+    for limit, name in (
+        (1_000, "n<1K"),
+        (10_000, "1K<n<10K"),
+        (100_000, "10K<n<100K"),
+        (1_000_000, "100K<n<1M"),
+    ):
         if n < limit:
             return name
     return "1M<n<10M"
@@ -137,7 +158,8 @@ def front_matter(
         "task_categories": ["visual-question-answering"],
         "size_categories": [size_category(n_raw)],
         "annotations_creators": ["crowdsourced"],
-        "language_creators": ["crowdsourced", "machine-generated"] if negatives_in_splits
+        "language_creators": ["crowdsourced", "machine-generated"]
+        if negatives_in_splits
         else ["crowdsourced"],
         "source_datasets": sources,
         "tags": ["spatial-reasoning", "vision-language", "coco", "vsr"],

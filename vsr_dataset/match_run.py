@@ -128,7 +128,8 @@ def _run_matching_over(
     report(0.02, "loading kept Examples")
     with Session(engine) as session:
         threshold = (
-            request.keep_threshold if request.keep_threshold is not None
+            request.keep_threshold
+            if request.keep_threshold is not None
             else load_study_config(session, request.study_id).keep_threshold
         )
         records = load_records(session, request.study_id)
@@ -153,13 +154,21 @@ def _run_matching_over(
     # The random split build-dataset writes, so no mc/test truth is in random/train.
     mapping = (
         export_split_mapping(engine, threshold, request.split_seed, request.study_id)
-        if request.splits == SplitSource.EXPORT else None
+        if request.splits == SplitSource.EXPORT
+        else None
     )
     try:
         result = run_matching(
-            records, relevance, scorer, request.params, splits=mapping,
-            split_seed=request.split_seed, threshold=threshold, on_step=on_step,
-            geometry=geometry, workers=request.workers or default_workers(),
+            records,
+            relevance,
+            scorer,
+            request.params,
+            splits=mapping,
+            split_seed=request.split_seed,
+            threshold=threshold,
+            on_step=on_step,
+            geometry=geometry,
+            workers=request.workers or default_workers(),
         )
     except ValueError as exc:
         raise MatchRunError(str(exc)) from exc
@@ -173,14 +182,23 @@ def _run_matching_over(
         report(0.9, sweeping)
         on_milestone(sweeping)
         diag["sweep"] = run_sweep(
-            records, relevance, scorer, request.params, request.sweep, splits=mapping,
-            split_seed=request.split_seed, threshold=threshold,
+            records,
+            relevance,
+            scorer,
+            request.params,
+            request.sweep,
+            splits=mapping,
+            split_seed=request.split_seed,
+            threshold=threshold,
         )
     return MatchOutcome(result, diag, float(threshold), len(queries), len(records))
 
 
 def save_match_run(
-    engine: Engine, outcome: MatchOutcome, request: MatchRequest, send_negatives: bool,
+    engine: Engine,
+    outcome: MatchOutcome,
+    request: MatchRequest,
+    send_negatives: bool,
     **extra: Any,
 ) -> int:
     """Write the run and its items (and, with ``send_negatives``, the distractors as False
@@ -189,9 +207,11 @@ def save_match_run(
     from vsr_core.db import session_scope
 
     params = {
-        "split_seed": request.split_seed, "splits": request.splits,
+        "split_seed": request.split_seed,
+        "splits": request.splits,
         "keep_threshold": outcome.threshold,
-        "similarity": outcome.diagnostics["similarity"], "model": outcome.diagnostics["model"],
+        "similarity": outcome.diagnostics["similarity"],
+        "model": outcome.diagnostics["model"],
         **extra,
     }
     from vsr_core.studies.settings import load_study_config
@@ -199,8 +219,13 @@ def save_match_run(
     with session_scope(engine) as session:
         votes = load_study_config(session, request.study_id).votes_per_example
         run = save_run(
-            session, outcome.result, outcome.diagnostics, send_negatives=send_negatives,
-            extra_params=params, study_id=request.study_id, votes_per_example=votes,
+            session,
+            outcome.result,
+            outcome.diagnostics,
+            send_negatives=send_negatives,
+            extra_params=params,
+            study_id=request.study_id,
+            votes_per_example=votes,
         )
         assert run.id is not None
         if run.diagnostics and "validation_cost" in run.diagnostics:

@@ -19,14 +19,16 @@ def export_split_mapping(
     """Example id -> part of build-dataset's random split of the study's human and imported
     validated Examples (its defaults: annotation groups, 70/10/20)."""
     with engine.connect() as conn:
-        rows = read_rows(conn, threshold=as_fraction(threshold), origins=sorted(BINARY_ORIGINS),
-                         study_id=study_id)
+        rows = read_rows(
+            conn,
+            threshold=as_fraction(threshold),
+            origins=sorted(BINARY_ORIGINS),
+            study_id=study_id,
+        )
     return {k: part for part, keys in binary_random_split(rows, seed).items() for k in keys}
 
 
-def check_mc_truths(
-    conn: Connection, study_id: int, random_parts: dict[str, list[int]]
-) -> None:
+def check_mc_truths(conn: Connection, study_id: int, random_parts: dict[str, list[int]]) -> None:
     """Fail (``SplitError``, one line) when a truth of the study's latest matching run would
     sit in another random part than its multiple-choice part: an mc/test truth in
     random/train leaks the test set. Matching and the export split with the same function

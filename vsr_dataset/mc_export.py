@@ -51,9 +51,17 @@ def mc_lines(
     states = item_states(conn, run_id, threshold)
     stmt = (
         select(
-            MC_ITEM.c.split, MC_ITEM.c.query_example_id, MC_ITEM.c.choices, MC_ITEM.c.relations,
-            MC_ITEM.c.answer_index, MC_ITEM.c.distractor_example_ids, EXAMPLE.c.subj,
-            EXAMPLE.c.obj, EXAMPLE.c.caption, IMAGE.c.file_name, IMAGE.c.coco_split,
+            MC_ITEM.c.split,
+            MC_ITEM.c.query_example_id,
+            MC_ITEM.c.choices,
+            MC_ITEM.c.relations,
+            MC_ITEM.c.answer_index,
+            MC_ITEM.c.distractor_example_ids,
+            EXAMPLE.c.subj,
+            EXAMPLE.c.obj,
+            EXAMPLE.c.caption,
+            IMAGE.c.file_name,
+            IMAGE.c.coco_split,
         )
         .select_from(
             MC_ITEM.join(EXAMPLE, EXAMPLE.c.id == MC_ITEM.c.query_example_id).join(
@@ -64,8 +72,19 @@ def mc_lines(
         .order_by(MC_ITEM.c.split, MC_ITEM.c.query_example_id)
     )
     out: dict[str, list[bytes]] = {}
-    for (split, qid, choices, relations, answer, distractors, subj, obj, caption, file_name,
-         coco_split) in conn.execute(stmt):
+    for (
+        split,
+        qid,
+        choices,
+        relations,
+        answer,
+        distractors,
+        subj,
+        obj,
+        caption,
+        file_name,
+        coco_split,
+    ) in conn.execute(stmt):
         if states.get(qid) is not wanted:
             continue
         # Nothing but ``answer`` and the fields named answer_* tells which choice is true:

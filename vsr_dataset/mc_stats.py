@@ -31,15 +31,24 @@ def items_from_lines(lines: dict[str, list[bytes]]) -> dict[str, list[Item]]:
             rec = orjson.loads(line)
             rels, answer = rec["relations"], rec["answer"]
             truth = Record(
-                id=rec["answer_example_id"], image=rec["image"], subj=rec["subj"],
-                relation=rels[answer], obj=rec["obj"], caption=rec["answer_caption"],
+                id=rec["answer_example_id"],
+                image=rec["image"],
+                subj=rec["subj"],
+                relation=rels[answer],
+                obj=rec["obj"],
+                caption=rec["answer_caption"],
                 label=True,
             )
-            out.setdefault(split, []).append(Item(
-                query=truth, split=split, choices=list(rec["choices"]),
-                triples=[(rec["subj"], r, rec["obj"]) for r in rels], answer_index=answer,
-                source_ids=[],
-            ))
+            out.setdefault(split, []).append(
+                Item(
+                    query=truth,
+                    split=split,
+                    choices=list(rec["choices"]),
+                    triples=[(rec["subj"], r, rec["obj"]) for r in rels],
+                    answer_index=answer,
+                    source_ids=[],
+                )
+            )
     return out
 
 
@@ -61,10 +70,16 @@ def votes_on_negatives(conn: Connection, run_id: int) -> int:
     share it)."""
     from sqlalchemy import func
 
-    ids = sorted({
-        n for (params,) in conn.execute(select(MC_ITEM.c.params).where(MC_ITEM.c.run_id == run_id))
-        for n in (params or {}).get("negative_example_ids", []) if n
-    })
+    ids = sorted(
+        {
+            n
+            for (params,) in conn.execute(
+                select(MC_ITEM.c.params).where(MC_ITEM.c.run_id == run_id)
+            )
+            for n in (params or {}).get("negative_example_ids", [])
+            if n
+        }
+    )
     total = 0
     for i in range(0, len(ids), 500):
         total += conn.execute(
@@ -73,21 +88,29 @@ def votes_on_negatives(conn: Connection, run_id: int) -> int:
     return int(total)
 
 
-def cost_summary(conn: Connection, run_id: int, diag: dict[str, Any], validated: int
-                 ) -> dict[str, Any] | None:
+def cost_summary(
+    conn: Connection, run_id: int, diag: dict[str, Any], validated: int
+) -> dict[str, Any] | None:
     """The run's validation cost as `vsr match` stated it, with what happened since: votes
     cast on its negatives and items validated (in mc/) per vote."""
     cost = diag.get("validation_cost")
     if not cost:
         return None
     cast = votes_on_negatives(conn, run_id)
-    return {**cost, "votes_cast": cast, "items_validated": validated,
-            "actual_items_per_vote": round(validated / cast, 4) if cast else None}
+    return {
+        **cost,
+        "votes_cast": cast,
+        "items_validated": validated,
+        "actual_items_per_vote": round(validated / cast, 4) if cast else None,
+    }
 
 
 def mc_summary(
-    conn: Connection, lines: dict[str, list[bytes]],
-    unvalidated: dict[str, list[bytes]] | None = None, *, study_id: int,
+    conn: Connection,
+    lines: dict[str, list[bytes]],
+    unvalidated: dict[str, list[bytes]] | None = None,
+    *,
+    study_id: int,
 ) -> dict[str, Any] | None:
     """None when matching never ran for the study; else its latest run, its items per split
     as written, and the adversary figures computed on the exported items: ``mc/``
@@ -95,7 +118,8 @@ def mc_summary(
     row = conn.execute(
         select(MATCH_RUN.c.id, MATCH_RUN.c.params, MATCH_RUN.c.diagnostics)
         .where(MATCH_RUN.c.study_id == study_id)
-        .order_by(MATCH_RUN.c.id.desc()).limit(1)
+        .order_by(MATCH_RUN.c.id.desc())
+        .limit(1)
     ).first()
     if row is None:
         return None
@@ -123,8 +147,10 @@ def mc_summary(
 
 def card_lines(mc: dict[str, Any]) -> list[str]:
     items = " / ".join(f"{s} {n:,}" for s, n in mc["items"].items()) or "none"
-    out = [f"- `mc/`: multiple-choice items of matching run {mc['run_id']} (k = {mc['k']}, "
-           f"split {mc['splits'] or 'image'}): {items}."]
+    out = [
+        f"- `mc/`: multiple-choice items of matching run {mc['run_id']} (k = {mc['k']}, "
+        f"split {mc['splits'] or 'image'}): {items}."
+    ]
     s = mc.get("strongest_adversary")
     if s:
         lo, hi = s["ci95"]
@@ -146,7 +172,6 @@ def card_lines(mc: dict[str, Any]) -> list[str]:
         out.append(
             f"  {format_cost(cost)[0].upper()}{format_cost(cost)[1:]}. So far "
             f"{cost['votes_cast']:,} votes on these negatives and {cost['items_validated']:,} "
-            f"items validated"
-            + (f": {actual:.3f} items per vote." if actual is not None else ".")
+            f"items validated" + (f": {actual:.3f} items per vote." if actual is not None else ".")
         )
     return out

@@ -69,4 +69,4 @@ def count_rejected(conn: Connection, run_id: int | None, threshold: Threshold) -
 
 def _chunks(ids: list[int], size: int) -> Iterable[list[int]]:
     for i in range(0, len(ids), size):
-        yield ids[i:i + size]
+        yield ids[i : i + size]

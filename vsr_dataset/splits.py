@@ -69,7 +69,8 @@ def binary_items(rows: Iterable[SplitRow]) -> list[SplitItem]:
     """The Examples the random and zero-shot splits are made of: kept, written by people."""
     return [
         SplitItem(r.id, r.group, r.subj, r.obj)
-        for r in rows if r.kept and r.origin in BINARY_ORIGINS
+        for r in rows
+        if r.kept and r.origin in BINARY_ORIGINS
     ]
 
 
@@ -170,8 +171,12 @@ def _zeroshot_score(pairs: np.ndarray, part: np.ndarray) -> tuple[int, int]:
     dev at least ZEROSHOT_MIN_DEV and test at least ZEROSHOT_MIN_TEST of the kept."""
     kept = [int(pairs[np.ix_(part == p, part == p)].sum()) for p in range(3)]
     total = sum(kept)
-    ok = (kept[0] * 2 >= total and kept[1] >= ZEROSHOT_MIN_DEV * total
-          and kept[2] >= ZEROSHOT_MIN_TEST * total and total > 0)
+    ok = (
+        kept[0] * 2 >= total
+        and kept[1] >= ZEROSHOT_MIN_DEV * total
+        and kept[2] >= ZEROSHOT_MIN_TEST * total
+        and total > 0
+    )
     return int(ok), total
 
 
@@ -217,8 +222,10 @@ def zeroshot_split(
     for it in items:
         pairs[index[it.subj], index[it.obj]] += 1
     part_idx = _search_partition(pairs, sizes, seed) if concepts else np.zeros(0, dtype=int)
-    groups = {p: sorted(c for c, i in zip(concepts, part_idx, strict=True) if i == k)
-              for k, p in enumerate(PARTS)}
+    groups = {
+        p: sorted(c for c, i in zip(concepts, part_idx, strict=True) if i == k)
+        for k, p in enumerate(PARTS)
+    }
     part_of = {c: p for p, cs in groups.items() for c in cs}
     parts: dict[str, list[int]] = {p: [] for p in PARTS}
     excluded = 0

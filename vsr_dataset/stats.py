@@ -129,9 +129,7 @@ def _relations(
     return {"relations": relations, "n_relations_validated": len(val_rel)}
 
 
-def _categories(
-    rows: Sequence[ExportRow], validated: list[ExportRow]
-) -> dict[str, dict[str, int]]:
+def _categories(rows: Sequence[ExportRow], validated: list[ExportRow]) -> dict[str, dict[str, int]]:
     """Examples per relation category, in VSR Table 1's order (unknown ones after)."""
     cats_raw = Counter(_category(r.relation) for r in rows)
     cats_val = Counter(_category(r.relation) for r in validated)
@@ -146,9 +144,7 @@ def _concepts(validated: list[ExportRow]) -> dict[str, dict[str, int]]:
     """How often each concept is the subject and the object of a validated Example."""
     subj = Counter(r.subj for r in validated)
     obj = Counter(r.obj for r in validated)
-    return {
-        c: {"subj": subj.get(c, 0), "obj": obj.get(c, 0)} for c in sorted(set(subj) | set(obj))
-    }
+    return {c: {"subj": subj.get(c, 0), "obj": obj.get(c, 0)} for c in sorted(set(subj) | set(obj))}
 
 
 def _splits(

@@ -80,8 +80,11 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     # route for whoever asks, so a live site does without it.
     docs = settings.api_docs
     app = FastAPI(
-        title="VSR collection", version="0.1.0", openapi_url="/openapi.json" if docs else None,
-        docs_url="/docs" if docs else None, redoc_url="/redoc" if docs else None,
+        title="VSR collection",
+        version="0.1.0",
+        openapi_url="/openapi.json" if docs else None,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
     )
     app.state.settings = settings
     app.state.engine = engine or make_engine(settings)

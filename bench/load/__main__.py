@@ -99,20 +99,40 @@ def main() -> int:
     ap.add_argument("--gold", type=int, default=60)
     ap.add_argument("--author-validators", type=int, default=10)
     ap.add_argument("--kill", action="store_true", help="SIGKILL + restart the server halfway")
-    ap.add_argument("--combined", action="store_true",
-                    help="one request per round trip (POST vote ?next=1 returns the next item)")
-    ap.add_argument("--rate", type=float, default=0.0,
-                    help="offered round trips/s over all clients (think time); 0 = flat out")
-    ap.add_argument("--client", choices=("raw", "httpx"), default="raw",
-                    help="HTTP client of the measured phases (the entry always uses httpx)")
-    ap.add_argument("--warmup", type=float, default=3.0,
-                    help="seconds of the same load before the measured phase (0 = none)")
-    ap.add_argument("--timeline", action="store_true",
-                    help="print p50/p99 per 2 s of the measured phase")
-    ap.add_argument("--history", type=int, default=0,
-                    help="first import N copies of the real release as settled history with "
-                         "their votes (1: ~12,800 Examples / ~39,000 votes; 10: the 10x "
-                         "database); the --examples open ones come on top")
+    ap.add_argument(
+        "--combined",
+        action="store_true",
+        help="one request per round trip (POST vote ?next=1 returns the next item)",
+    )
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="offered round trips/s over all clients (think time); 0 = flat out",
+    )
+    ap.add_argument(
+        "--client",
+        choices=("raw", "httpx"),
+        default="raw",
+        help="HTTP client of the measured phases (the entry always uses httpx)",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=3.0,
+        help="seconds of the same load before the measured phase (0 = none)",
+    )
+    ap.add_argument(
+        "--timeline", action="store_true", help="print p50/p99 per 2 s of the measured phase"
+    )
+    ap.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="first import N copies of the real release as settled history with "
+        "their votes (1: ~12,800 Examples / ~39,000 votes; 10: the 10x "
+        "database); the --examples open ones come on top",
+    )
     ap.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
 
@@ -124,28 +144,37 @@ def main() -> int:
     try:
         upgrade(url)
         if args.history:
-            print(f"history ({args.history}x VSR): {import_history(url, args.history, log.parent)}",
-                  flush=True)
+            print(
+                f"history ({args.history}x VSR): {import_history(url, args.history, log.parent)}",
+                flush=True,
+            )
         seed_ = seed(url, args.examples, args.gold, args.author_validators)
-        print(f"seeded {len(seed_.p_true)} real VSR captions ({args.gold} gold); "
-              f"C={args.concurrency}, {args.workers} uvicorn workers, PostgreSQL; "
-              f"{'one request' if args.combined else 'two requests'} per round trip"
-              f"{'; SIGKILL mode' if args.kill else ''}"
-              f"{f'; offered {args.rate:g} rt/s' if args.rate else '; flat out'}; "
-              f"client {args.client} on {loop_name()}", flush=True)
+        print(
+            f"seeded {len(seed_.p_true)} real VSR captions ({args.gold} gold); "
+            f"C={args.concurrency}, {args.workers} uvicorn workers, PostgreSQL; "
+            f"{'one request' if args.combined else 'two requests'} per round trip"
+            f"{'; SIGKILL mode' if args.kill else ''}"
+            f"{f'; offered {args.rate:g} rt/s' if args.rate else '; flat out'}; "
+            f"client {args.client} on {loop_name()}",
+            flush=True,
+        )
         server.start()
         base, stats, base_cpu, load_cpu = run_loop(run(args, server, seed_))
         server.stop()
         base_rate = len(base.round_trips) / args.baseline
         rate = len(stats.round_trips) / args.duration
         rts = sorted(stats.round_trips)
-        print(f"baseline (2 x /healthz per round trip): {base_rate:8.1f} rt/s  "
-              f"p50 {1000 * pct(base.latencies, .5):6.1f} ms  "
-              f"p99 {1000 * pct(base.latencies, .99):6.1f} ms per request")
-        print(f"validation (fetch item + submit vote):  {rate:8.1f} rt/s  "
-              f"p50 {1000 * pct(stats.latencies, .5):6.1f} ms  "
-              f"p99 {1000 * pct(stats.latencies, .99):6.1f} ms per request; "
-              f"round trip p50 {1000 * pct(rts, .5):.1f} ms, p99 {1000 * pct(rts, .99):.1f} ms")
+        print(
+            f"baseline (2 x /healthz per round trip): {base_rate:8.1f} rt/s  "
+            f"p50 {1000 * pct(base.latencies, 0.5):6.1f} ms  "
+            f"p99 {1000 * pct(base.latencies, 0.99):6.1f} ms per request"
+        )
+        print(
+            f"validation (fetch item + submit vote):  {rate:8.1f} rt/s  "
+            f"p50 {1000 * pct(stats.latencies, 0.5):6.1f} ms  "
+            f"p99 {1000 * pct(stats.latencies, 0.99):6.1f} ms per request; "
+            f"round trip p50 {1000 * pct(rts, 0.5):.1f} ms, p99 {1000 * pct(rts, 0.99):.1f} ms"
+        )
         print(f"ratio validation / baseline round trips: {rate / base_rate:.2f}")
 
         def per_rt(cpu: dict[str, float], n: int) -> str:
@@ -158,17 +187,23 @@ def main() -> int:
         else:
             print(f"CPU ms per round trip, validation: {per_rt(load_cpu, len(stats.round_trips))}")
         busy = os.getloadavg()[0]
-        print(f"  (load average now {busy:.1f} on {os.cpu_count()} CPUs; other work on the "
-              "machine slows both phases alike, so compare the ratio and CPU per round trip)")
-        print(f"  retries (server down / 5xx): {stats.retries}  errors: {dict(stats.errors)}  "
-              f"finished batches: {stats.finished_batches}  "
-              f"skipped turns: {stats.skipped_turns}")
+        print(
+            f"  (load average now {busy:.1f} on {os.cpu_count()} CPUs; other work on the "
+            "machine slows both phases alike, so compare the ratio and CPU per round trip)"
+        )
+        print(
+            f"  retries (server down / 5xx): {stats.retries}  errors: {dict(stats.errors)}  "
+            f"finished batches: {stats.finished_batches}  "
+            f"skipped turns: {stats.skipped_turns}"
+        )
         problems = check(url, stats)
         if problems:
             print("INVARIANTS VIOLATED:\n  " + "\n  ".join(problems))
             return 1
-        print("invariants: OK (no duplicate, nothing acknowledged lost, none over-served, "
-              "no self-validation, counters exact)")
+        print(
+            "invariants: OK (no duplicate, nothing acknowledged lost, none over-served, "
+            "no self-validation, counters exact)"
+        )
         return 0
     finally:
         server.stop()

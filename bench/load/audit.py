@@ -31,8 +31,11 @@ def check(url: str, stats: Stats) -> list[str]:
         dup = Counter((v.example_id, v.worker_id) for v in votes)
         if any(n > 1 for n in dup.values()):
             problems.append(f"{sum(n > 1 for n in dup.values())} duplicate (example, worker) votes")
-        lost = [a for a in stats.acked if a[0] not in by_id
-                or by_id[a[0]].assignment_id != a[1] or by_id[a[0]].value != a[2]]
+        lost = [
+            a
+            for a in stats.acked
+            if a[0] not in by_id or by_id[a[0]].assignment_id != a[1] or by_id[a[0]].value != a[2]
+        ]
         if lost:
             problems.append(f"{len(lost)} acknowledged votes missing or changed, e.g. {lost[:3]}")
         # Votes cast through the queue (a lease); imported history (bench.load --history) has
@@ -57,9 +60,15 @@ def check(url: str, stats: Stats) -> list[str]:
             elif len(vs) > target:
                 first = vs[:target]
                 agree = sum(v.value == ex.label for v in first)
-                if is_decided(agree, target, max_votes=maximum, min_votes=target,
-                              threshold=config.keep_threshold, method=config.decide_method,  # type: ignore[arg-type]
-                              confidence=config.decide_confidence):
+                if is_decided(
+                    agree,
+                    target,
+                    max_votes=maximum,
+                    min_votes=target,
+                    threshold=config.keep_threshold,
+                    method=config.decide_method,  # type: ignore[arg-type]
+                    confidence=config.decide_confidence,
+                ):
                     over += 1
         if over:
             problems.append(f"{over} Examples over-served")
@@ -67,8 +76,10 @@ def check(url: str, stats: Stats) -> list[str]:
         if mismatches:
             problems.append(f"{len(mismatches)} queue counter mismatches, e.g. {mismatches[:3]}")
         dist = Counter(len(vs) for ex_id, vs in per_example.items() if not examples[ex_id].is_gold)
-        print(f"  votes in DB: {len(votes)} ({len(served)} through the queue)  "
-              f"acknowledged: {len(stats.acked)}  "
-              f"votes per Example: {dict(sorted(dist.items()))}")
+        print(
+            f"  votes in DB: {len(votes)} ({len(served)} through the queue)  "
+            f"acknowledged: {len(stats.acked)}  "
+            f"votes per Example: {dict(sorted(dist.items()))}"
+        )
     engine.dispose()
     return problems

@@ -106,14 +106,23 @@ def seed(url: str, n_examples: int, n_gold: int, n_author_validators: int) -> Se
             if votes == 0:
                 continue
             if rec["annotator_id"] not in authors:
-                w = Worker(source="imported", external_id=f"vsr-{rec['annotator_id']}",
-                           roles=["generate", "validate"])
+                w = Worker(
+                    source="imported",
+                    external_id=f"vsr-{rec['annotator_id']}",
+                    roles=["generate", "validate"],
+                )
                 s.add(w)
                 authors[rec["annotator_id"]] = w
             if rec["image"] not in images:
                 split = rec["image_link"].rsplit("/", 2)[-2]
-                img = Image(coco_id=int(rec["image"][:-4]), file_name=rec["image"],
-                            coco_split=split, width=640, height=480, coco_url=rec["image_link"])
+                img = Image(
+                    coco_id=int(rec["image"][:-4]),
+                    file_name=rec["image"],
+                    coco_split=split,
+                    width=640,
+                    height=480,
+                    coco_url=rec["image_link"],
+                )
                 s.add(img)
                 images[rec["image"]] = img
             examples.append((rec, parsed, votes))
@@ -121,11 +130,16 @@ def seed(url: str, n_examples: int, n_gold: int, n_author_validators: int) -> Se
         for k, (rec, parsed, votes) in enumerate(examples):
             gold = k < n_gold
             ex = Example(
-                image_id=images[rec["image"]].id, caption=rec["caption"],  # type: ignore[arg-type]
-                relation=rec["relation"], subj=parsed.subj, obj=parsed.obj,
-                label=bool(rec["label"]), origin="human",
+                image_id=images[rec["image"]].id,  # type: ignore[arg-type]
+                caption=rec["caption"],
+                relation=rec["relation"],
+                subj=parsed.subj,
+                obj=parsed.obj,
+                label=bool(rec["label"]),
+                origin="human",
                 author_id=authors[rec["annotator_id"]].id,
-                is_gold=gold, gold_label=bool(rec["label"]) if gold else None,
+                is_gold=gold,
+                gold_label=bool(rec["label"]) if gold else None,
             )
             s.add(ex)
             p_true[rec["caption"] + "|" + rec["image"]] = len(rec["vote_true_validator_id"]) / votes

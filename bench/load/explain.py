@@ -38,30 +38,55 @@ def main() -> int:
     engine = make_engine(args.url)
     st = statements_for("postgresql")
     with engine.connect() as c:
-        counts = {t: c.execute(text(f"SELECT count(*) FROM {t}")).scalar()
-                  for t in ("example", "vote", "assignment", "batch")}
+        counts = {
+            t: c.execute(text(f"SELECT count(*) FROM {t}")).scalar()
+            for t in ("example", "vote", "assignment", "batch")
+        }
         worker, batch = c.execute(
             select(Assignment.worker_id, func.max(Assignment.batch_id))  # type: ignore[call-overload]
-            .group_by(Assignment.worker_id).order_by(func.count().desc()).limit(1)
+            .group_by(Assignment.worker_id)
+            .order_by(func.count().desc())
+            .limit(1)
         ).one()
-        lease = c.execute(select(func.max(Assignment.id)).where(
-            Assignment.worker_id == worker)).scalar()
-        open_ex = c.execute(select(func.min(Example.id)).where(
-            col(Example.queue_open).is_(True), col(Example.is_gold).is_(False))).scalar() or 0
-        print(f"database: {counts}; validator {worker} (batch {batch}, last lease {lease}); "
-              f"open floor {open_ex}")
+        lease = c.execute(
+            select(func.max(Assignment.id)).where(Assignment.worker_id == worker)
+        ).scalar()
+        open_ex = (
+            c.execute(
+                select(func.min(Example.id)).where(
+                    col(Example.queue_open).is_(True), col(Example.is_gold).is_(False)
+                )
+            ).scalar()
+            or 0
+        )
+        print(
+            f"database: {counts}; validator {worker} (batch {batch}, last lease {lease}); "
+            f"open floor {open_ex}"
+        )
         now = utcnow()
         room = room_params(StudyConfig())
         params: dict[str, dict[str, Any]] = {
             "open_floor": {"q_study": DEFAULT_STUDY_ID},
-            "regular": {"q_worker": worker, "q_limit": 1, "q_floor": open_ex,
-                        "q_study": DEFAULT_STUDY_ID, **room},
+            "regular": {
+                "q_worker": worker,
+                "q_limit": 1,
+                "q_floor": open_ex,
+                "q_study": DEFAULT_STUDY_ID,
+                **room,
+            },
             "gold": {"q_worker": worker, "q_limit": 1, "q_study": DEFAULT_STUDY_ID},
             "batch_state": {"q_worker": worker, "q_study": DEFAULT_STUDY_ID},
             "lock_lease": {"q_lease": lease},
-            "lease_regular": {"q_worker": worker, "q_limit": 1, "q_floor": open_ex,
-                              "q_study": DEFAULT_STUDY_ID, "q_batch": batch, "q_now": now,
-                              "q_expires": now + timedelta(minutes=10), **room},
+            "lease_regular": {
+                "q_worker": worker,
+                "q_limit": 1,
+                "q_floor": open_ex,
+                "q_study": DEFAULT_STUDY_ID,
+                "q_batch": batch,
+                "q_now": now,
+                "q_expires": now + timedelta(minutes=10),
+                **room,
+            },
             "count_vote": {"q_id": open_ex, "q_value": True, "q_release": 1},
         }
         for name, p in params.items():
@@ -71,9 +96,11 @@ def main() -> int:
             sql, values = state.statement, dict(state.parameters)
             c.rollback()  # the writing statements' changes go with it
             try:
-                rows = c.exec_driver_sql(
-                    "EXPLAIN (ANALYZE, BUFFERS, SETTINGS OFF) " + sql, values
-                ).scalars().all()
+                rows = (
+                    c.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS, SETTINGS OFF) " + sql, values)
+                    .scalars()
+                    .all()
+                )
             finally:
                 c.rollback()
             plan = "\n".join(rows)
@@ -81,9 +108,11 @@ def main() -> int:
             plan_ms = re.search(r"Planning Time: ([\d.]+) ms", plan)
             buffers = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", plan)
             hits = f"{buffers.group(1)}+{buffers.group(2) or 0}" if buffers else "?"
-            print(f"{name:14s} execution {exec_ms.group(1) if exec_ms else '?':>8s} ms  "
-                  f"planning {plan_ms.group(1) if plan_ms else '?':>7s} ms  "
-                  f"buffers hit+read {hits}")
+            print(
+                f"{name:14s} execution {exec_ms.group(1) if exec_ms else '?':>8s} ms  "
+                f"planning {plan_ms.group(1) if plan_ms else '?':>7s} ms  "
+                f"buffers hit+read {hits}"
+            )
             if args.plans:
                 print("  " + plan.replace("\n", "\n  "))
     engine.dispose()

@@ -112,7 +112,7 @@ def _dechunk(buf: bytearray, start: int) -> tuple[bytes, int] | None:
             return b"".join(parts), end + 4
         if len(buf) < pos + size + 2:
             return None
-        parts.append(bytes(buf[pos:pos + size]))
+        parts.append(bytes(buf[pos : pos + size]))
         pos += size + 2
 
 
@@ -193,7 +193,11 @@ class RawClient:
     connection; the next ``send`` opens a new one."""
 
     def __init__(
-        self, host: str, port: int, cookies: dict[str, str], timeout: float = 30.0,
+        self,
+        host: str,
+        port: int,
+        cookies: dict[str, str],
+        timeout: float = 30.0,
         csrf: str = "",
     ) -> None:
         self.host, self.port, self.timeout = host, port, timeout
@@ -206,8 +210,9 @@ class RawClient:
     def _cookie_line(self) -> bytes:
         if not self.cookies:
             return b""
-        return ("Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-                + "\r\n").encode("latin-1")
+        return (
+            "Cookie: " + "; ".join(f"{k}={v}" for k, v in self.cookies.items()) + "\r\n"
+        ).encode("latin-1")
 
     async def connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
@@ -237,14 +242,33 @@ class RawClient:
         elif conn.buf:
             raise HttpProtocolError(f"unsolicited bytes from the server: {bytes(conn.buf)[:200]!r}")
         if body is None:
-            data = b"".join((method.encode(), b" ", path.encode(), b" HTTP/1.1\r\n",
-                             self.host_line, self.cookie_line, b"\r\n"))
+            data = b"".join(
+                (
+                    method.encode(),
+                    b" ",
+                    path.encode(),
+                    b" HTTP/1.1\r\n",
+                    self.host_line,
+                    self.cookie_line,
+                    b"\r\n",
+                )
+            )
         else:
             payload = orjson.dumps(body)
-            data = b"".join((method.encode(), b" ", path.encode(), b" HTTP/1.1\r\n",
-                             self.host_line, self.cookie_line,
-                             b"Content-Type: application/json\r\nContent-Length: ",
-                             str(len(payload)).encode(), b"\r\n\r\n", payload))
+            data = b"".join(
+                (
+                    method.encode(),
+                    b" ",
+                    path.encode(),
+                    b" HTTP/1.1\r\n",
+                    self.host_line,
+                    self.cookie_line,
+                    b"Content-Type: application/json\r\nContent-Length: ",
+                    str(len(payload)).encode(),
+                    b"\r\n\r\n",
+                    payload,
+                )
+            )
         waiter: asyncio.Future[tuple[_Head, bytes]] = conn.loop.create_future()
         conn.waiter = waiter
         timer = conn.loop.call_later(self.timeout, self._timed_out, conn, waiter)

@@ -49,17 +49,29 @@ class Direct:
 
     def __init__(self, app: Asgi, cookie: str, csrf: str) -> None:
         self.app = app
-        self.headers = [(b"host", b"bench"), (b"cookie", cookie.encode()),
-                        (b"x-csrf-token", csrf.encode()),
-                        (b"content-type", b"application/json")]
+        self.headers = [
+            (b"host", b"bench"),
+            (b"cookie", cookie.encode()),
+            (b"x-csrf-token", csrf.encode()),
+            (b"content-type", b"application/json"),
+        ]
 
     async def call(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         route, _, query = path.partition("?")
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-                 "method": method, "scheme": "http", "path": route, "raw_path": route.encode(),
-                 "query_string": query.encode(), "root_path": "",
-                 "headers": [*self.headers, (b"content-length", str(len(body)).encode())],
-                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": route,
+            "raw_path": route.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": [*self.headers, (b"content-length", str(len(body)).encode())],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+        }
         sent = False
         status, chunks = 0, []
 
@@ -91,8 +103,11 @@ async def entered(app: Asgi, n: int, author_tokens: list[str]) -> list[Direct]:
     transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
     for k in range(n):
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as c:
-            query = (f"token={author_tokens[k]}" if k < len(author_tokens)
-                     else f"PROLIFIC_PID=inproc{k:04d}&STUDY_ID=load&SESSION_ID=s{k}")
+            query = (
+                f"token={author_tokens[k]}"
+                if k < len(author_tokens)
+                else f"PROLIFIC_PID=inproc{k:04d}&STUDY_ID=load&SESSION_ID=s{k}"
+            )
             await enter(c, query)
             cookie = "; ".join(f"{name}={value}" for name, value in c.cookies.items())
             out.append(Direct(app, cookie, c.headers["X-CSRF-Token"]))
@@ -100,8 +115,12 @@ async def entered(app: Asgi, n: int, author_tokens: list[str]) -> list[Direct]:
 
 
 async def measure(
-    clients: list[Direct], rounds: int, p_true: dict[str, float], database: str,
-    profile: cProfile.Profile | None, on_start: Callable[[], None] | None = None,
+    clients: list[Direct],
+    rounds: int,
+    p_true: dict[str, float],
+    database: str,
+    profile: cProfile.Profile | None,
+    on_start: Callable[[], None] | None = None,
 ) -> tuple[int, float, float, float]:
     """(round trips, seconds of this process's CPU, of PostgreSQL's, wall seconds)."""
     rng = random.Random(0)
@@ -121,10 +140,16 @@ async def measure(
             item = items[k]
             if item is None:
                 continue
-            p = p_true.get(item["caption"] + "|" + str(item["image"]["src"]).rsplit("/", 1)[-1],
-                           0.5)
-            body = orjson.dumps({"assignment_id": item["assignment_id"],
-                                 "value": rng.random() < p, "duration_ms": 2000})
+            p = p_true.get(
+                item["caption"] + "|" + str(item["image"]["src"]).rsplit("/", 1)[-1], 0.5
+            )
+            body = orjson.dumps(
+                {
+                    "assignment_id": item["assignment_id"],
+                    "value": rng.random() < p,
+                    "duration_ms": 2000,
+                }
+            )
             status, raw = await c.call("POST", "/api/validate/votes?next=1", body)
             assert status in (200, 201), (status, raw[:300])
             out = orjson.loads(raw)
@@ -132,8 +157,7 @@ async def measure(
             done += 1
     if profile is not None:
         profile.disable()
-    return (done, time.process_time() - cpu0, pg_cpu(database) - pg0,
-            time.perf_counter() - wall0)
+    return (done, time.process_time() - cpu0, pg_cpu(database) - pg0, time.perf_counter() - wall0)
 
 
 async def baseline(clients: list[Direct], n: int, database: str) -> tuple[float, float]:
@@ -173,11 +197,13 @@ async def driver_ab(
         print("driver A/B: no round trips left (batches finished)")
         return
     med = {m: 1000 * sorted(v)[len(v) // 2] for m, v in per.items()}
-    print(f"driver A/B over {len(ratios)} block pairs of {len(clients)} round trips: median "
-          f"CPU per round trip (app + PostgreSQL) {med['driver']:.3f} ms on psycopg's cursor, "
-          f"{med['sqlalchemy']:.3f} ms through SQLAlchemy; ratio median "
-          f"{ratios[len(ratios) // 2]:.3f} (quartiles {ratios[len(ratios) // 4]:.3f}-"
-          f"{ratios[3 * len(ratios) // 4]:.3f})")
+    print(
+        f"driver A/B over {len(ratios)} block pairs of {len(clients)} round trips: median "
+        f"CPU per round trip (app + PostgreSQL) {med['driver']:.3f} ms on psycopg's cursor, "
+        f"{med['sqlalchemy']:.3f} ms through SQLAlchemy; ratio median "
+        f"{ratios[len(ratios) // 2]:.3f} (quartiles {ratios[len(ratios) // 4]:.3f}-"
+        f"{ratios[3 * len(ratios) // 4]:.3f})"
+    )
 
 
 def print_plans(app: Any) -> None:
@@ -187,9 +213,12 @@ def print_plans(app: Any) -> None:
 
     engine = app.state.api_engine
     with engine.connect() as c:
-        rows = c.execute(text(
-            "SELECT generic_plans, custom_plans, regexp_replace(statement, '\\s+', ' ', 'g') "
-            "FROM pg_prepared_statements ORDER BY custom_plans DESC")).all()
+        rows = c.execute(
+            text(
+                "SELECT generic_plans, custom_plans, regexp_replace(statement, '\\s+', ' ', 'g') "
+                "FROM pg_prepared_statements ORDER BY custom_plans DESC"
+            )
+        ).all()
     print("prepared statements on one API connection: generic plans, custom plans, SQL")
     for generic, custom, sql in rows:
         print(f"  {generic:6d} {custom:6d}  {sql[:150]}")
@@ -200,9 +229,14 @@ async def main_async(args: argparse.Namespace, url: str) -> None:
 
     upgrade(url)
     seeded = seed(url, args.examples, args.gold, 10)
-    os.environ.update(DATABASE_URL=url, SECRET_KEY="load-bench-" + "s" * 40,
-                      PLATFORM_ID_FORMATS="safe", NEW_WORKERS_PER_ADDRESS="0",
-                      NEW_BATCHES_PER_ADDRESS="0", NEW_WORKERS_PER_STUDY="0")
+    os.environ.update(
+        DATABASE_URL=url,
+        SECRET_KEY="load-bench-" + "s" * 40,
+        PLATFORM_ID_FORMATS="safe",
+        NEW_WORKERS_PER_ADDRESS="0",
+        NEW_BATCHES_PER_ADDRESS="0",
+        NEW_WORKERS_PER_STUDY="0",
+    )
     from vsr_core.settings import get_settings
     from webapp.app import create_app
 
@@ -240,20 +274,34 @@ async def main_async(args: argparse.Namespace, url: str) -> None:
     # path's statements through SQLAlchemy (webapp.validate.driver), which costs more CPU.
     event.listen(api_engine, "before_cursor_execute", on_statement)
     event.listen(api_engine, "commit", on_commit)
-    n_counted, *_ = await measure(clients, 2, seeded.p_true, database, None,
-                                  on_start=lambda: counted.update(statements=0, commits=0))
+    n_counted, *_ = await measure(
+        clients,
+        2,
+        seeded.p_true,
+        database,
+        None,
+        on_start=lambda: counted.update(statements=0, commits=0),
+    )
     event.remove(api_engine, "before_cursor_execute", on_statement)
     event.remove(api_engine, "commit", on_commit)
-    print(f"{n} round trips (POST vote ?next=1), {len(clients)} validators, one at a time, "
-          f"{wall:.1f} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"baseline GET /healthz per request: app {1000 * base_cpu:.3f} ms CPU, "
-          f"PostgreSQL {1000 * base_pg:.3f} ms")
-    print(f"round trip: app {1000 * cpu / n:.3f} ms CPU, PostgreSQL {1000 * pg / n:.3f} ms, "
-          f"total {1000 * (cpu + pg) / n:.3f} ms")
+    print(
+        f"{n} round trips (POST vote ?next=1), {len(clients)} validators, one at a time, "
+        f"{wall:.1f} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"baseline GET /healthz per request: app {1000 * base_cpu:.3f} ms CPU, "
+        f"PostgreSQL {1000 * base_pg:.3f} ms"
+    )
+    print(
+        f"round trip: app {1000 * cpu / n:.3f} ms CPU, PostgreSQL {1000 * pg / n:.3f} ms, "
+        f"total {1000 * (cpu + pg) / n:.3f} ms"
+    )
     print(f"ratio round trip / baseline request (app CPU): {cpu / n / base_cpu:.2f}")
-    print(f"SQL statements per round trip: {counted['statements'] / max(n_counted, 1):.2f} "
-          f"(and {counted['commits'] / max(n_counted, 1):.2f} commits; the figure machine load "
-          "does not move)")
+    print(
+        f"SQL statements per round trip: {counted['statements'] / max(n_counted, 1):.2f} "
+        f"(and {counted['commits'] / max(n_counted, 1):.2f} commits; the figure machine load "
+        "does not move)"
+    )
     if args.plans:
         print_plans(app)
     if args.driver_ab:
@@ -272,11 +320,19 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=50, help="round trips per validator")
     ap.add_argument("--examples", type=int, default=4000)
     ap.add_argument("--gold", type=int, default=60)
-    ap.add_argument("--plans", action="store_true",
-                    help="print generic / custom plan counts of the prepared statements")
-    ap.add_argument("--driver-ab", type=int, default=0, metavar="PAIRS",
-                    help="then compare the statements on psycopg's cursor with SQLAlchemy's "
-                         "execute in PAIRS alternating pairs of blocks")
+    ap.add_argument(
+        "--plans",
+        action="store_true",
+        help="print generic / custom plan counts of the prepared statements",
+    )
+    ap.add_argument(
+        "--driver-ab",
+        type=int,
+        default=0,
+        metavar="PAIRS",
+        help="then compare the statements on psycopg's cursor with SQLAlchemy's "
+        "execute in PAIRS alternating pairs of blocks",
+    )
     ap.add_argument("--profile", type=int, default=0, help="print the N costliest functions")
     args = ap.parse_args()
     url = create_database()

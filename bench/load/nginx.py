@@ -22,7 +22,8 @@ PLACEHOLDER = re.compile(r"\$\{(VSR_[A-Z_]+)\}")
 
 def nginx_binary() -> str | None:
     return shutil.which("nginx") or next(
-        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None)
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
+    )
 
 
 def render(template: Path, values: dict[str, str]) -> str:
@@ -37,10 +38,26 @@ def render(template: Path, values: dict[str, str]) -> str:
 def self_signed(folder: Path, host: str) -> tuple[Path, Path]:
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={host}",
-         "-addext", f"subjectAltName=DNS:{host},IP:127.0.0.1"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            f"/CN={host}",
+            "-addext",
+            f"subjectAltName=DNS:{host},IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, key
 
@@ -48,8 +65,14 @@ def self_signed(folder: Path, host: str) -> tuple[Path, Path]:
 class Proxy:
     """nginx from ``prefix`` over the given replica ports, TLS on ``https_port``."""
 
-    def __init__(self, prefix: Path, upstream_ports: list[int], https_port: int,
-                 http_port: int, host: str = "localhost") -> None:
+    def __init__(
+        self,
+        prefix: Path,
+        upstream_ports: list[int],
+        https_port: int,
+        http_port: int,
+        host: str = "localhost",
+    ) -> None:
         self.prefix, self.https_port, self.http_port = prefix, https_port, http_port
         self.host = host
         self.proc: subprocess.Popen[bytes] | None = None
@@ -58,12 +81,17 @@ class Proxy:
         cert, key = self_signed(prefix, host)
         servers = " ".join(f"server 127.0.0.1:{p} {UPSTREAM_OPTIONS};" for p in upstream_ports)
         values = {
-            "VSR_PREFIX": str(prefix), "VSR_MIME_TYPES": "/etc/nginx/mime.types",
-            "VSR_UPSTREAM_SERVERS": servers, "VSR_PUBLIC_HOST": f"{host}:{https_port}",
+            "VSR_PREFIX": str(prefix),
+            "VSR_MIME_TYPES": "/etc/nginx/mime.types",
+            "VSR_UPSTREAM_SERVERS": servers,
+            "VSR_PUBLIC_HOST": f"{host}:{https_port}",
             "VSR_SERVER_NAME": host,
-            "VSR_HTTP_PORT": str(http_port), "VSR_HTTPS_PORT": str(https_port),
-            "VSR_TLS_CERT": str(cert), "VSR_TLS_KEY": str(key),
-            "VSR_STATIC_DIR": str(STATIC_DIR), "VSR_CACHE_DIR": str(prefix / "cache"),
+            "VSR_HTTP_PORT": str(http_port),
+            "VSR_HTTPS_PORT": str(https_port),
+            "VSR_TLS_CERT": str(cert),
+            "VSR_TLS_KEY": str(key),
+            "VSR_STATIC_DIR": str(STATIC_DIR),
+            "VSR_CACHE_DIR": str(prefix / "cache"),
             "VSR_ACCESS_LOG": str(prefix / "access.log"),
         }
         (prefix / "vsr.conf").write_text(render(TEMPLATES / "vsr.conf.template", values))
@@ -81,9 +109,20 @@ class Proxy:
         extra = " user root;" if os.geteuid() == 0 else ""
         log = (self.prefix / "nginx.out").open("ab")
         self.proc = subprocess.Popen(
-            [binary, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf"),
-             "-g", "daemon off;" + extra, "-e", str(self.prefix / "error.log")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                binary,
+                "-p",
+                str(self.prefix),
+                "-c",
+                str(self.prefix / "nginx.conf"),
+                "-g",
+                "daemon off;" + extra,
+                "-e",
+                str(self.prefix / "error.log"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -97,8 +136,11 @@ class Proxy:
         raise RuntimeError("nginx did not start: " + self.errors())
 
     def errors(self) -> str:
-        return "".join((self.prefix / n).read_text() for n in ("nginx.out", "error.log")
-                       if (self.prefix / n).exists())[-3000:]
+        return "".join(
+            (self.prefix / n).read_text()
+            for n in ("nginx.out", "error.log")
+            if (self.prefix / n).exists()
+        )[-3000:]
 
     def upstreams_seen(self) -> list[str]:
         """The replica address of each request in the access log (``-`` when none)."""

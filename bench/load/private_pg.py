@@ -53,24 +53,50 @@ class PrivatePostgres:
         assert initdb and pg_ctl, "PostgreSQL's initdb and pg_ctl are not installed"
         if os.geteuid() == 0:
             shutil.chown(self.folder, "postgres", "postgres")
-        out = self._run(initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                        "-E", "UTF8", check=False)
+        out = self._run(
+            initdb,
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            check=False,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"initdb failed: {out.stdout}{out.stderr}")
         self._pg_ctl("start")
 
     def _options(self) -> str:
-        return (f"-p {self.port} -c listen_addresses=127.0.0.1 "
-                f"-c unix_socket_directories={self.folder} -c fsync=off -c max_connections=200")
+        return (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 "
+            f"-c unix_socket_directories={self.folder} -c fsync=off -c max_connections=200"
+        )
 
     def _pg_ctl(self, action: str, *extra: str) -> None:
         pg_ctl = _tool("pg_ctl")
         assert pg_ctl
-        out = self._run(pg_ctl, action, "-D", str(self.data), "-l", str(self.log), "-w",
-                        "-t", "60", "-o", self._options(), *extra, check=False)
+        out = self._run(
+            pg_ctl,
+            action,
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            self._options(),
+            *extra,
+            check=False,
+        )
         if out.returncode != 0:
-            raise RuntimeError(f"pg_ctl {action} failed: {out.stdout}{out.stderr}"
-                               f"{self.log.read_text()[-2000:] if self.log.exists() else ''}")
+            raise RuntimeError(
+                f"pg_ctl {action} failed: {out.stdout}{out.stderr}"
+                f"{self.log.read_text()[-2000:] if self.log.exists() else ''}"
+            )
 
     def create_database(self, name: str) -> str:
         """A new database on this server; its URL."""

@@ -48,16 +48,24 @@ def one(factor: int, extra: list[str]) -> dict[str, str | float]:
     sys.stdout.write("  " + proc.stdout.replace("\n", "\n  ").rstrip() + "\n")
     if proc.returncode != 0:
         sys.exit(f"bench.load --history {factor} failed:\n{proc.stderr[-3000:]}")
-    rate, base, cpu = RATE_RE.search(proc.stdout), BASE_RE.search(proc.stdout), \
-        CPU_RE.search(proc.stdout)
+    rate, base, cpu = (
+        RATE_RE.search(proc.stdout),
+        BASE_RE.search(proc.stdout),
+        CPU_RE.search(proc.stdout),
+    )
     if rate is None or base is None:
         sys.exit("could not read bench.load's output")
     clients, ended = CLIENTS_RE.search(proc.stdout), ENDED_RE.findall(proc.stdout)
-    return {"rate": float(rate.group(1)), "p50": float(rate.group(2)),
-            "p99": float(rate.group(3)), "base": float(base.group(1)),
-            "cpu": cpu.group(1) if cpu else "", "load": os.getloadavg()[0],
-            "clients": float(clients.group(1)) if clients else 0.0,
-            "ended": float(ended[-1]) if ended else 0.0}
+    return {
+        "rate": float(rate.group(1)),
+        "p50": float(rate.group(2)),
+        "p99": float(rate.group(3)),
+        "base": float(base.group(1)),
+        "cpu": cpu.group(1) if cpu else "",
+        "load": os.getloadavg()[0],
+        "clients": float(clients.group(1)) if clients else 0.0,
+        "ended": float(ended[-1]) if ended else 0.0,
+    }
 
 
 def still_offered(run: dict[str, str | float], offered: float) -> float:
@@ -72,44 +80,65 @@ def main() -> int:
     argv = sys.argv[1:]
     extra = ["--combined", "--rate", "300"]
     if "--" in argv:
-        extra = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+        extra = argv[argv.index("--") + 1 :]
+        argv = argv[: argv.index("--")]
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--factors", type=int, nargs="+", default=[1, 10],
-                    help="history sizes in run order; the first is the baseline")
+    ap.add_argument(
+        "--factors",
+        type=int,
+        nargs="+",
+        default=[1, 10],
+        help="history sizes in run order; the first is the baseline",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="run the factors this many times")
     ap.add_argument("--p99-goal", type=float, default=150.0, help="ms (issue 17: 150)")
     args = ap.parse_args(argv)
     runs = [(f, one(f, extra)) for _ in range(args.repeat) for f in args.factors]
     base_factor, base = runs[0]
     print(f"\nbench.load {' '.join(extra)}; ratios against the first run ({base_factor}x)")
-    print(f"{'history':>8s} {'rt/s':>8s} {'p50 ms':>7s} {'p99 ms':>7s} {'rt/s ratio':>10s} "
-          f"{'p99 ratio':>9s} {'healthz rt/s':>12s} {'load avg':>8s} {'ended':>5s}  CPU ms per rt")
+    print(
+        f"{'history':>8s} {'rt/s':>8s} {'p50 ms':>7s} {'p99 ms':>7s} {'rt/s ratio':>10s} "
+        f"{'p99 ratio':>9s} {'healthz rt/s':>12s} {'load avg':>8s} {'ended':>5s}  CPU ms per rt"
+    )
     for f, r in runs:
-        print(f"{f:>7d}x {r['rate']:8.1f} {r['p50']:7.1f} {r['p99']:7.1f} "
-              f"{float(r['rate']) / float(base['rate']):10.2f} "
-              f"{float(r['p99']) / float(base['p99']):9.2f} {r['base']:12.1f} "
-              f"{r['load']:8.1f} {int(float(r['ended'])):5d}  {r['cpu']}")
+        print(
+            f"{f:>7d}x {r['rate']:8.1f} {r['p50']:7.1f} {r['p99']:7.1f} "
+            f"{float(r['rate']) / float(base['rate']):10.2f} "
+            f"{float(r['p99']) / float(base['p99']):9.2f} {r['base']:12.1f} "
+            f"{r['load']:8.1f} {int(float(r['ended'])):5d}  {r['cpu']}"
+        )
     if args.repeat > 1:
         offered = float(extra[extra.index("--rate") + 1]) if "--rate" in extra else 0.0
-        print(f"\nover {args.repeat} runs each (goal: p99 < {args.p99_goal:g} ms"
-              f"{f' at {offered:g} rt/s' if offered else ''})")
+        print(
+            f"\nover {args.repeat} runs each (goal: p99 < {args.p99_goal:g} ms"
+            f"{f' at {offered:g} rt/s' if offered else ''})"
+        )
         for f in dict.fromkeys(args.factors):
             mine = [r for g, r in runs if g == f]
             p99s = sorted(float(r["p99"]) for r in mine)
             rates = sorted(float(r["rate"]) for r in mine)
-            met = sum(float(r["p99"]) < args.p99_goal
-                      and (not offered or float(r["rate"]) >= 0.99 * offered) for r in mine)
+            met = sum(
+                float(r["p99"]) < args.p99_goal
+                and (not offered or float(r["rate"]) >= 0.99 * offered)
+                for r in mine
+            )
             met_active = sum(
                 float(r["p99"]) < args.p99_goal
                 and (not offered or float(r["rate"]) >= 0.99 * still_offered(r, offered))
-                for r in mine)
+                for r in mine
+            )
             ended = sum(int(float(r["ended"])) for r in mine)
-            print(f"{f:>7d}x p99 median {p99s[len(p99s) // 2]:.1f} ms, worst {p99s[-1]:.1f} ms, "
-                  f"best {p99s[0]:.1f} ms; rt/s median {rates[len(rates) // 2]:.1f}, "
-                  f"lowest {rates[0]:.1f}; goal met in {met} of {len(mine)} runs"
-                  + (f" ({met_active} counting only the validators still working: {ended} "
-                     "batches ended, by the gold check or an empty pool)" if ended else ""))
+            print(
+                f"{f:>7d}x p99 median {p99s[len(p99s) // 2]:.1f} ms, worst {p99s[-1]:.1f} ms, "
+                f"best {p99s[0]:.1f} ms; rt/s median {rates[len(rates) // 2]:.1f}, "
+                f"lowest {rates[0]:.1f}; goal met in {met} of {len(mine)} runs"
+                + (
+                    f" ({met_active} counting only the validators still working: {ended} "
+                    "batches ended, by the gold check or an empty pool)"
+                    if ended
+                    else ""
+                )
+            )
     print(f"(load average after: {os.getloadavg()} on {os.cpu_count()} CPUs)")
     return 0
 

@@ -32,17 +32,40 @@ class Server:
     def start(self) -> None:
         # Readable bench ids and ~100 validators from one address: no platform formats and
         # no per-address limit on new identities here.
-        env = dict(os.environ, DATABASE_URL=self.url, SECRET_KEY="load-bench-" + "s" * 40,
-                   PLATFORM_ID_FORMATS="safe", NEW_WORKERS_PER_ADDRESS="0",
-                   NEW_BATCHES_PER_ADDRESS="0", NEW_WORKERS_PER_STUDY="0")
+        env = dict(
+            os.environ,
+            DATABASE_URL=self.url,
+            SECRET_KEY="load-bench-" + "s" * 40,
+            PLATFORM_ID_FORMATS="safe",
+            NEW_WORKERS_PER_ADDRESS="0",
+            NEW_BATCHES_PER_ADDRESS="0",
+            NEW_WORKERS_PER_STUDY="0",
+        )
         cmd = [
-            sys.executable, "-m", "uvicorn", "webapp.app:create_server_app", "--factory",
-            "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
-            "--no-access-log", "--log-level", "warning", "--backlog", "4096",
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "webapp.app:create_server_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+            "--backlog",
+            "4096",
         ]
         # Own process group: SIGKILL must take the master and every worker at once.
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT,
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=self.log.open("ab"),
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         deadline = time.monotonic() + 60

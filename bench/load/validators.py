@@ -50,7 +50,11 @@ class Stats:
 
 
 async def request(
-    client: HttpClient, method: str, path: str, stats: Stats, deadline: float,
+    client: HttpClient,
+    method: str,
+    path: str,
+    stats: Stats,
+    deadline: float,
     body: Any = None,
 ) -> Response | None:
     """One request (``body``, if any, sent as JSON), retried while the server is down (the kill
@@ -90,8 +94,14 @@ async def enter(client: httpx.AsyncClient, query: str) -> None:
 
 
 async def validator(
-    client: HttpClient, seed_: Seed, stats: Stats, deadline: float, rng: random.Random,
-    combined: bool, interval: float = 0.0, slot: dict[str, Any] | None = None,
+    client: HttpClient,
+    seed_: Seed,
+    stats: Stats,
+    deadline: float,
+    rng: random.Random,
+    combined: bool,
+    interval: float = 0.0,
+    slot: dict[str, Any] | None = None,
 ) -> None:
     """One validator's loop. ``interval`` > 0 paces it (think time): one round trip started
     every ``interval`` seconds at most, so C clients offer C / interval round trips/s.
@@ -99,13 +109,21 @@ async def validator(
     slot = {} if slot is None else slot
     state: dict[str, Any] | None = slot.get("state")
     next_start = slot.get("next_start", time.monotonic() + rng.random() * interval)
-    await _validate(client, seed_, stats, deadline, rng, combined, interval, slot, state,
-                    next_start)
+    await _validate(
+        client, seed_, stats, deadline, rng, combined, interval, slot, state, next_start
+    )
 
 
 async def _validate(
-    client: HttpClient, seed_: Seed, stats: Stats, deadline: float, rng: random.Random,
-    combined: bool, interval: float, slot: dict[str, Any], state: dict[str, Any] | None,
+    client: HttpClient,
+    seed_: Seed,
+    stats: Stats,
+    deadline: float,
+    rng: random.Random,
+    combined: bool,
+    interval: float,
+    slot: dict[str, Any],
+    state: dict[str, Any] | None,
     next_start: float,
 ) -> None:
     if slot.get("done"):
@@ -140,8 +158,11 @@ async def _validate(
             slot["done"] = True
             return
         p = seed_.p_true.get(item["caption"] + "|" + item["image"]["src"].rsplit("/", 1)[-1], 0.5)
-        body = {"assignment_id": item["assignment_id"], "value": rng.random() < p,
-                "duration_ms": rng.randint(1500, 9000)}
+        body = {
+            "assignment_id": item["assignment_id"],
+            "value": rng.random() < p,
+            "duration_ms": rng.randint(1500, 9000),
+        }
         path = "/api/validate/votes?next=1" if combined else "/api/validate/votes"
         r = await request(client, "POST", path, stats, deadline, body)
         if r is None:
@@ -180,8 +201,7 @@ async def run(
     base = f"http://127.0.0.1:{server.port}"
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
     clients = [
-        httpx.AsyncClient(base_url=base, timeout=30, limits=limits)
-        for _ in range(args.concurrency)
+        httpx.AsyncClient(base_url=base, timeout=30, limits=limits) for _ in range(args.concurrency)
     ]
     testers: list[HttpClient] = []
     try:
@@ -197,8 +217,12 @@ async def run(
         await asyncio.gather(*(enter_one(k, c) for k, c in enumerate(clients)))
         # The measured phases: each validator's session cookie, on a connection of its own.
         if args.client == "raw":
-            raw = [RawClient("127.0.0.1", server.port, jar_cookies(c),
-                             csrf=c.headers.get("X-CSRF-Token", "")) for c in clients]
+            raw = [
+                RawClient(
+                    "127.0.0.1", server.port, jar_cookies(c), csrf=c.headers.get("X-CSRF-Token", "")
+                )
+                for c in clients
+            ]
             testers.extend(raw)
 
             async def connect_one(c: RawClient) -> None:
@@ -230,11 +254,21 @@ async def run(
         warm = Stats()
         if args.warmup > 0:
             warm_end = time.monotonic() + args.warmup
-            await asyncio.gather(*(
-                validator(c, seed_, warm, warm_end, random.Random(-1 - k), args.combined,
-                          interval, slots[k])
-                for k, c in enumerate(testers)
-            ))
+            await asyncio.gather(
+                *(
+                    validator(
+                        c,
+                        seed_,
+                        warm,
+                        warm_end,
+                        random.Random(-1 - k),
+                        args.combined,
+                        interval,
+                        slots[k],
+                    )
+                    for k, c in enumerate(testers)
+                )
+            )
         stats = Stats()
         stats.acked.extend(warm.acked)
         # A validator whose batch ended (or whose item failed) in the warm-up offers nothing in
@@ -245,10 +279,13 @@ async def run(
         deadline = time.monotonic() + args.duration
         killer = None
         if args.kill:
+
             async def kill_and_restart() -> None:
                 await asyncio.sleep(args.duration / 2)
-                print(f"  SIGKILL server (pid group {server.proc.pid if server.proc else '?'})",
-                      flush=True)
+                print(
+                    f"  SIGKILL server (pid group {server.proc.pid if server.proc else '?'})",
+                    flush=True,
+                )
                 await asyncio.to_thread(server.kill)
                 t_restart = time.perf_counter()
                 await asyncio.to_thread(server.start)
@@ -256,11 +293,25 @@ async def run(
 
             killer = asyncio.create_task(kill_and_restart())
         t0 = time.perf_counter()
-        load_cpu = await measured(server, asyncio.gather(*(
-            validator(c, seed_, stats, deadline, random.Random(k), args.combined, interval,
-                      slots[k])
-            for k, c in enumerate(testers)
-        )), stats.cpu)
+        load_cpu = await measured(
+            server,
+            asyncio.gather(
+                *(
+                    validator(
+                        c,
+                        seed_,
+                        stats,
+                        deadline,
+                        random.Random(k),
+                        args.combined,
+                        interval,
+                        slots[k],
+                    )
+                    for k, c in enumerate(testers)
+                )
+            ),
+            stats.cpu,
+        )
         elapsed = time.perf_counter() - t0
         if killer is not None:
             await killer
@@ -290,8 +341,10 @@ def print_timeline(stats: Stats, step: float = 2.0) -> None:
     t0 = stats.stamps[0]
     # Wall-clock time of the first window, to line the windows up with other logs (the
     # database's, a sampler's) that stamp with the wall clock.
-    print(f"  timeline from {time.time() - (time.monotonic() - t0):.1f} (Unix time), "
-          f"windows of {step:g} s")
+    print(
+        f"  timeline from {time.time() - (time.monotonic() - t0):.1f} (Unix time), "
+        f"windows of {step:g} s"
+    )
     buckets: dict[int, list[float]] = defaultdict(list)
     for stamp, latency in zip(stats.stamps, stats.latencies, strict=True):
         buckets[int((stamp - t0) // step)].append(latency)
@@ -301,10 +354,14 @@ def print_timeline(stats: Stats, step: float = 2.0) -> None:
         cpu_at[int((when - t0) // step)] = cpu  # the last sample in each bucket
     for k in sorted(buckets):
         v = sorted(buckets[k])
-        line = (f"  t={k * step:4.0f}s  {len(v) / step:6.1f} req/s  p50 {1000 * pct(v, .5):6.1f} ms"
-                f"  p99 {1000 * pct(v, .99):6.1f} ms  max {1000 * v[-1]:6.1f} ms")
+        line = (
+            f"  t={k * step:4.0f}s  {len(v) / step:6.1f} req/s  p50 {1000 * pct(v, 0.5):6.1f} ms"
+            f"  p99 {1000 * pct(v, 0.99):6.1f} ms  max {1000 * v[-1]:6.1f} ms"
+        )
         if k in cpu_at and k - 1 in cpu_at and trips[k]:
-            per = {name: 1000 * (cpu_at[k][name] - cpu_at[k - 1][name]) / trips[k]
-                   for name in ("server", "postgres")}
+            per = {
+                name: 1000 * (cpu_at[k][name] - cpu_at[k - 1][name]) / trips[k]
+                for name in ("server", "postgres")
+            }
             line += f"  CPU ms/rt server {per['server']:.2f} postgres {per['postgres']:.2f}"
         print(line)

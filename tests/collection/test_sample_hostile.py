@@ -18,15 +18,24 @@ from vsr_core.models import Image, ImagePair, Instance
 from webapp.images import render as images
 
 
-def _file(tmp_path: Path, image: dict[str, Any] | None = None, ann: dict[str, Any] | None = None,
-          category: dict[str, Any] | None = None) -> Path:
+def _file(
+    tmp_path: Path,
+    image: dict[str, Any] | None = None,
+    ann: dict[str, Any] | None = None,
+    category: dict[str, Any] | None = None,
+) -> Path:
     """Two images each with one cat and one dog (one valid pair), one record made hostile."""
     c = Coco()
     for iid in (1, 2):
         c.image(iid)
         c.ann(iid, 17, 40_000)
-        c.ann(iid, 18, 40_000, bbox=[300, 200, 200, 200],
-              segmentation=[[300, 200, 500, 200, 500, 400, 300, 400]])
+        c.ann(
+            iid,
+            18,
+            40_000,
+            bbox=[300, 200, 200, 200],
+            segmentation=[[300, 200, 500, 200, 500, 400, 300, 400]],
+        )
     c.images[0].update(image or {})
     c.anns[0].update(ann or {})
     path = c.write(tmp_path / "instances_val2017.json")
@@ -38,23 +47,39 @@ def _file(tmp_path: Path, image: dict[str, Any] | None = None, ann: dict[str, An
 
 
 CASES = [
-    ({"ann": {"segmentation": {"counts": 5, "size": [480, 640]}}},
-     "annotation 1000 has a segmentation that is an RLE without valid counts"),
-    ({"ann": {"segmentation": "polygon"}},
-     "annotation 1000 has a segmentation that is neither polygons nor an RLE"),
-    ({"ann": {"segmentation": [[1, 2, 3]]}},
-     "annotation 1000 has a segmentation that is not a list of polygons"),
-    ({"ann": {"segmentation": [[1, 2, 3, 4, 5, float("nan")]]}},
-     "annotation 1000 has a segmentation that is not a list of polygons"),
-    ({"ann": {"segmentation": {"counts": "!!", "size": [480, 640]}}},
-     "annotation 1000 has a segmentation that is an RLE without valid counts"),
+    (
+        {"ann": {"segmentation": {"counts": 5, "size": [480, 640]}}},
+        "annotation 1000 has a segmentation that is an RLE without valid counts",
+    ),
+    (
+        {"ann": {"segmentation": "polygon"}},
+        "annotation 1000 has a segmentation that is neither polygons nor an RLE",
+    ),
+    (
+        {"ann": {"segmentation": [[1, 2, 3]]}},
+        "annotation 1000 has a segmentation that is not a list of polygons",
+    ),
+    (
+        {"ann": {"segmentation": [[1, 2, 3, 4, 5, float("nan")]]}},
+        "annotation 1000 has a segmentation that is not a list of polygons",
+    ),
+    (
+        {"ann": {"segmentation": {"counts": "!!", "size": [480, 640]}}},
+        "annotation 1000 has a segmentation that is an RLE without valid counts",
+    ),
     # pycocotools segfaults on a polygon near 4.2e8 px: the server process with it.
-    ({"ann": {"segmentation": [[0, 0, 4.3e8, 0, 4.3e8, 4.3e8]]}},
-     "annotation 1000 has a segmentation that is outside its 640x480 image"),
-    ({"ann": {"segmentation": [[10, 10, 100, 10, 100, -20]]}},
-     "annotation 1000 has a segmentation that is outside its 640x480 image"),
-    ({"ann": {"bbox": [600, 10, 100, 50]}},
-     "annotation 1000 has bbox [600, 10, 100, 50], outside its 640x480 image"),
+    (
+        {"ann": {"segmentation": [[0, 0, 4.3e8, 0, 4.3e8, 4.3e8]]}},
+        "annotation 1000 has a segmentation that is outside its 640x480 image",
+    ),
+    (
+        {"ann": {"segmentation": [[10, 10, 100, 10, 100, -20]]}},
+        "annotation 1000 has a segmentation that is outside its 640x480 image",
+    ),
+    (
+        {"ann": {"bbox": [600, 10, 100, 50]}},
+        "annotation 1000 has bbox [600, 10, 100, 50], outside its 640x480 image",
+    ),
     ({"image": {"width": 4 * 10**8}}, "image 1 is 400000000x480 px; each side must be 1 to"),
     ({"ann": {"bbox": [1, 2]}}, "annotation 1000 has bbox [1, 2]; expected 4 numbers"),
     ({"ann": {"bbox": [1, 2, 0, 5]}}, "annotation 1000 has a bbox without a positive width"),
@@ -63,11 +88,15 @@ CASES = [
     ({"image": {"file_name": "../../etc/hostname"}}, "image 1 has file_name '../../etc/hostname'"),
     ({"image": {"file_name": "a\x00.jpg"}}, "image 1 has file_name 'a\\x00.jpg'"),
     ({"image": {"file_name": "x" * 65 + ".jpg"}}, "image 1 has a file_name of 69 characters"),
-    ({"image": {"coco_url": "javascript:alert(document.cookie)"}},
-     "image 1 has coco_url 'javascript:alert(document.cookie)': only http:// and https://"),
+    (
+        {"image": {"coco_url": "javascript:alert(document.cookie)"}},
+        "image 1 has coco_url 'javascript:alert(document.cookie)': only http:// and https://",
+    ),
     ({"image": {"coco_url": "JaVaScRiPt://x/%0aalert(1)"}}, "image 1 has coco_url 'JaVaScRiPt:"),
-    ({"image": {"flickr_url": "data:text/html,<script>alert(1)</script>"}},
-     "image 1 has flickr_url 'data:text/html,"),
+    (
+        {"image": {"flickr_url": "data:text/html,<script>alert(1)</script>"}},
+        "image 1 has flickr_url 'data:text/html,",
+    ),
     ({"image": {"coco_url": "http://x/a b.jpg"}}, "only http:// and https:// addresses"),
     ({"image": {"coco_url": 5}}, "image 1 has coco_url '5', not a text"),
     ({"category": {"name": "c" * 65}}, "category 17: name is 65 characters long; at most 64 fit"),
@@ -104,8 +133,13 @@ def test_images_outside_the_root_are_never_opened(tmp_path: Path) -> None:
     (root / "val2017" / "ok.jpg").write_bytes(b"x")
     secret = tmp_path / "secret.txt"
     secret.write_text("not an image")
-    for name in (str(secret), "../secret.txt", "../../" + str(secret), "val2017/../../secret.txt",
-                 "a\x00b"):
+    for name in (
+        str(secret),
+        "../secret.txt",
+        "../../" + str(secret),
+        "val2017/../../secret.txt",
+        "a\x00b",
+    ):
         image = Image(coco_id=1, file_name=name, coco_split="val2017", width=1, height=1)
         assert images.find_source(root, image) is None, name
     image = Image(coco_id=1, file_name="ok.jpg", coco_split="val2017", width=1, height=1)
@@ -142,10 +176,13 @@ def test_bad_geometry_already_stored_is_no_500(
     assert r.status_code == 404, r.status_code
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--label", "L" * 201], "--label: label is 201 characters long; at most 200 fit"),
-    (["--token", "abcd\n"], "--token must be 4-64 characters of A-Z a-z 0-9 _ -"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--label", "L" * 201], "--label: label is 201 characters long; at most 200 fit"),
+        (["--token", "abcd\n"], "--token must be 4-64 characters of A-Z a-z 0-9 _ -"),
+    ],
+)
 def test_invite_limits_are_checked_before_writing(
     db_url: str, engine: Engine, args: list[str], message: str
 ) -> None:
@@ -182,8 +219,11 @@ def test_import_vsr_checks_limits_before_writing(engine: Engine, tmp_path: Path)
 
     caption = "The " + "x" * 300 + " is on the dining table."
     path = _write(tmp_path / "big.jsonl", [GOOD, {**GOOD, "caption": caption}])
-    with pytest.raises(VsrFormatError, match=r"big.jsonl:2: caption is 328 characters long; "
-                                             r"at most 300 fit"):
+    with pytest.raises(
+        VsrFormatError,
+        match=r"big.jsonl:2: caption is 328 characters long; "
+        r"at most 300 fit",
+    ):
         import_vsr_file(engine, path)
     assert counts(engine) == {"Example": 0, "Vote": 0, "Worker": 0, "Image": 0}
 

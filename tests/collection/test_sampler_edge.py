@@ -206,6 +206,7 @@ def test_prefer_contrast_picks_mirrored_layouts(tmp_path: Path) -> None:
         c.ann(iid, 17, 40_000, segmentation=_square(left, 100, 200), bbox=[left, 100, 200, 200])
         c.ann(iid, 18, 40_000, segmentation=_square(right, 100, 200), bbox=[right, 100, 200, 200])
     index = load_coco([c.write(tmp_path / "mirror.json")])
+
     def flips(ps: list[SampledPair]) -> int:
         geo = [(p.geometry["image1"], p.geometry["image2"]) for p in ps]
         return sum(1 for one, two in geo if one["a_left_of_b"] != two["a_left_of_b"])

@@ -46,15 +46,17 @@ def make_lvis(coco_dir: Path, path: Path, min_area: float) -> dict[int, set[int]
     rng = random.Random(15)
     marked: dict[int, set[int]] = {}
     for img in data["images"]:
-        present = sorted({a["category_id"] for a in data["annotations"]
-                          if a["image_id"] == img["id"]})
+        present = sorted(
+            {a["category_id"] for a in data["annotations"] if a["image_id"] == img["id"]}
+        )
         cands = sorted(singles.get(img["id"], set()))
         chosen = set(rng.sample(cands, 1)) if cands and rng.random() < 0.4 else set()
         if chosen:
             marked[img["id"]] = chosen
         img["not_exhaustive_category_ids"] = sorted(chosen)
-        img["neg_category_ids"] = [c["id"] for c in data["categories"]
-                                   if c["id"] not in present][:5]
+        img["neg_category_ids"] = [c["id"] for c in data["categories"] if c["id"] not in present][
+            :5
+        ]
         del img["file_name"]  # LVIS images carry coco_url only
     # LVIS has no crowd regions: drop them (and the images' other instances stay real).
     data["annotations"] = [dict(a, iscrowd=0) for a in data["annotations"] if not a["iscrowd"]]
@@ -110,15 +112,16 @@ def test_bad_lvis_field_is_a_clear_error(coco_dir: Path, tmp_path: Path) -> None
         load_coco([path], min_area=0)
 
 
-def test_lab_export_with_its_own_categories(
-    engine: Engine, coco_dir: Path, tmp_path: Path
-) -> None:
+def test_lab_export_with_its_own_categories(engine: Engine, coco_dir: Path, tmp_path: Path) -> None:
     """A lab's own COCO export: three custom categories with real polygons borrowed from
     COCO (cats, dogs and laptops renamed), ids of their own."""
     data = _val(coco_dir)
     rename = {17: (1, "specimen"), 18: (2, "probe"), 73: (3, "monitor unit")}
-    anns = [dict(a, category_id=rename[a["category_id"]][0]) for a in data["annotations"]
-            if a["category_id"] in rename]
+    anns = [
+        dict(a, category_id=rename[a["category_id"]][0])
+        for a in data["annotations"]
+        if a["category_id"] in rename
+    ]
     images = {a["image_id"] for a in anns}
     export = {
         "images": [i for i in data["images"] if i["id"] in images],
@@ -132,5 +135,7 @@ def test_lab_export_with_its_own_categories(
     with Session(engine) as s:
         pairs = s.exec(select(ImagePair)).all()
         assert {(p.concept_a, p.concept_b) for p in pairs} <= {
-            ("monitor unit", "probe"), ("monitor unit", "specimen"), ("probe", "specimen")
+            ("monitor unit", "probe"),
+            ("monitor unit", "specimen"),
+            ("probe", "specimen"),
         }

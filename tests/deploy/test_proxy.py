@@ -59,7 +59,9 @@ def _replica(db_url: str, port: int, env: dict[str, str], log: Path) -> subproce
     vsr = str(own) if own.exists() else (shutil.which("vsr") or "vsr")
     return subprocess.Popen(
         [vsr, "serve", "--port", str(port), "--database-url", db_url],
-        env={**os.environ, **env}, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        env={**os.environ, **env},
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,  # SIGKILL to the group takes the replica whole
     )
 
@@ -82,8 +84,10 @@ def _serve(db_url: str, coco_dir: Path, tmp_path: Path, pair_id: int) -> Iterato
     """Two `vsr serve` replicas on ``db_url`` behind the shipped nginx config."""
     https_port, ports = free_port(), [free_port(), free_port()]
     env = {
-        "SECRET_KEY": SECRET, "TRUSTED_PROXIES": "127.0.0.1",
-        "BASE_URL": f"https://localhost:{https_port}", "IMAGE_ROOT": str(coco_dir / "images"),
+        "SECRET_KEY": SECRET,
+        "TRUSTED_PROXIES": "127.0.0.1",
+        "BASE_URL": f"https://localhost:{https_port}",
+        "IMAGE_ROOT": str(coco_dir / "images"),
         "IMAGE_CACHE_DIR": str(tmp_path / "image_cache"),
     }
     replicas = []
@@ -256,8 +260,13 @@ def test_chromium_through_the_proxy_sees_no_mixed_content(stack: Stack) -> None:
         browser.close()
     # ERR_ABORTED: the page itself dropped a load (the next item replacing an image); a
     # blocked http:// resource is reported as "Mixed Content" and fails otherwise.
-    bad = [m for m in messages if "Mixed Content" in m or "insecure" in m.lower()
-           or (m.startswith("failed:") and not m.endswith("net::ERR_ABORTED"))]
+    bad = [
+        m
+        for m in messages
+        if "Mixed Content" in m
+        or "insecure" in m.lower()
+        or (m.startswith("failed:") and not m.endswith("net::ERR_ABORTED"))
+    ]
     assert not bad, bad
 
 
@@ -277,15 +286,19 @@ def test_requests_spread_and_a_killed_replica_loses_no_vote(stack: Stack) -> Non
                     item = r.json()["item"]
                     if item is None:
                         break
-                    body = {"assignment_id": item["assignment_id"], "value": n % 2 == 0,
-                            "duration_ms": 2000}
+                    body = {
+                        "assignment_id": item["assignment_id"],
+                        "value": n % 2 == 0,
+                        "duration_ms": 2000,
+                    }
                     r = _send(c, "POST", "/api/validate/votes", body, stats)
                     if r.status_code not in (200, 201):
                         failures.append(f"vote {r.status_code}: {r.text[:200]}")
                         continue
                     out = r.json()
-                    stats.acked.append((out["vote_id"],
-                                        int(item["assignment_id"].split(".")[0]), out["value"]))
+                    stats.acked.append(
+                        (out["vote_id"], int(item["assignment_id"].split(".")[0]), out["value"])
+                    )
                     stats.rt_stamps.append(time.monotonic())
                     if out["finished"]:
                         break
@@ -299,8 +312,7 @@ def test_requests_spread_and_a_killed_replica_loses_no_vote(stack: Stack) -> Non
         os.killpg(stack.replicas[0].pid, signal.SIGKILL)
         killed_at = time.monotonic()
         stack.replicas[0].wait()
-        _until(lambda: sum(t > killed_at for t in stats.rt_stamps) >= 20
-               or not worker.is_alive())
+        _until(lambda: sum(t > killed_at for t in stats.rt_stamps) >= 20 or not worker.is_alive())
     finally:
         stop.set()
         worker.join(timeout=30)
@@ -353,16 +365,19 @@ def test_the_proxy_names_no_version_and_answers_only_its_own_host(stack: Stack) 
         r = plain.get(f"http://localhost:{stack.proxy.http_port}/x")
         assert r.status_code == 301 and r.headers["location"].startswith(stack.proxy.base)
         with pytest.raises(httpx.RemoteProtocolError):
-            plain.get(f"http://localhost:{stack.proxy.http_port}/x",
-                      headers={"Host": "evil.example"})
+            plain.get(
+                f"http://localhost:{stack.proxy.http_port}/x", headers={"Host": "evil.example"}
+            )
     # A TLS client that names another host (SNI) is refused in the handshake.
     import socket
     import ssl
 
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", stack.proxy.https_port), timeout=10) as raw, \
-            pytest.raises(ssl.SSLError):
+    with (
+        socket.create_connection(("127.0.0.1", stack.proxy.https_port), timeout=10) as raw,
+        pytest.raises(ssl.SSLError),
+    ):
         ctx.wrap_socket(raw, server_hostname="evil.example").close()
 
 

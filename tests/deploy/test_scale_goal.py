@@ -5,13 +5,16 @@ from __future__ import annotations
 from bench.load.scale import CLIENTS_RE, CPU_RE, ENDED_RE, RATE_RE, still_offered
 
 OUTPUT = (
-    "seeded 4000 real VSR captions (60 gold); C=100, 2 uvicorn workers, PostgreSQL\n"
-    "validation (fetch item + submit vote):     294.4 rt/s  p50    9.8 ms  p99   37.5 ms per "
-    "request; round trip p50 9.9 ms, p99 37.5 ms\n"
-) + """\
+    (
+        "seeded 4000 real VSR captions (60 gold); C=100, 2 uvicorn workers, PostgreSQL\n"
+        "validation (fetch item + submit vote):     294.4 rt/s  p50    9.8 ms  p99   37.5 ms per "
+        "request; round trip p50 9.9 ms, p99 37.5 ms\n"
+    )
+    + """\
 CPU ms per round trip, validation: server 2.46  postgres 1.61  client 0.31
   retries (server down / 5xx): 0  errors: {}  finished batches: 2
 """
+)
 
 
 def test_the_output_is_read() -> None:

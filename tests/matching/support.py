@@ -43,8 +43,13 @@ def _tiny_config(n_words: int, **kw: Any) -> Any:
     from transformers import BertConfig
 
     return BertConfig(
-        vocab_size=n_words, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32, max_position_embeddings=64, **kw,
+        vocab_size=n_words,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        **kw,
     )
 
 
@@ -77,8 +82,10 @@ def build_tiny_nli(path: Path, concepts: list[str], labels: tuple[str, ...] | No
     words = _vocab(concepts)
     _write_tokenizer(path, words)
     cfg = _tiny_config(
-        len(words), num_labels=len(labels),
-        id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)},
+        len(words),
+        num_labels=len(labels),
+        id2label=dict(enumerate(labels)),
+        label2id={n: i for i, n in enumerate(labels)},
     )
     BertForSequenceClassification(cfg).save_pretrained(str(path))
     return path
@@ -101,7 +108,11 @@ def concepts_of(records: list[Record]) -> list[str]:
 # The matchings tests/matching/test_adversaries.py checks and bench/match_quality.py prints:
 # VCR's weights (balance "off") on split seed 0, then the default on split seeds 0-3.
 ADVERSARY_RUNS = (
-    (Balance.OFF, 0), (Balance.SOFT, 0), (Balance.SOFT, 1), (Balance.SOFT, 2), (Balance.SOFT, 3),
+    (Balance.OFF, 0),
+    (Balance.SOFT, 0),
+    (Balance.SOFT, 1),
+    (Balance.SOFT, 2),
+    (Balance.SOFT, 3),
 )
 
 
@@ -116,4 +127,3 @@ def run_on_export_split(relevance: Any, params: Any, split_seed: int = 0, fit: b
     items = [SplitItem(r.id, r.caption, r.subj, r.obj) for r in records if r.kept()]
     mapping = {k: p for p, ks in random_split(items, split_seed).items() for k in ks}
     return run_matching(records, relevance, TableSimilarity(), params, splits=mapping, fit=fit)
-

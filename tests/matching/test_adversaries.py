@@ -37,12 +37,16 @@ def suites(relevance: RelevanceModel) -> dict[str, dict[str, Any]]:
     out = {}
     for balance, split_seed in ADVERSARY_RUNS:
         # VCR's weights as they were: without the AFLite-style filter.
-        params = replace(MatchParams(), balance=balance,
-                         filter_above=MatchParams().filter_above if balance != "off" else 0)
+        params = replace(
+            MatchParams(),
+            balance=balance,
+            filter_above=MatchParams().filter_above if balance != "off" else 0,
+        )
         res = run_on_export_split(relevance, params, split_seed)
         # The suite as `vsr match --report` and build-dataset compute it: on the items alone.
         out[f"{balance}{split_seed}"] = measured_suite(
-            res.items_in("train"), res.items_in("test"), relevance.encoder, 0)
+            res.items_in("train"), res.items_in("test"), relevance.encoder, 0
+        )
     return out
 
 
@@ -56,14 +60,21 @@ def test_suite_sees_what_vcr_weights_leave(suites: dict[str, dict[str, Any]]) ->
     """The audit's finding, reproduced: plain VCR weights are far above chance."""
     off = suites["off0"]
     assert set(off["adversaries"]) == {
-        "tfidf_pair_rel_lr", "pair_counts", "pair_counts_least", "embedding_mlp", "p_rel_least",
-        "p_rel_most", "listwise_pairs_lr", "listwise_stack_gbm"}
+        "tfidf_pair_rel_lr",
+        "pair_counts",
+        "pair_counts_least",
+        "embedding_mlp",
+        "p_rel_least",
+        "p_rel_most",
+        "listwise_pairs_lr",
+        "listwise_stack_gbm",
+    }
     assert off["strongest"]["accuracy"] > 0.40
     assert off["strongest"]["accuracy"] == max(a["accuracy"] for a in off["adversaries"].values())
 
 
 def test_default_matching_defeats_most_of_what_vcr_weights_leave(
-    suites: dict[str, dict[str, Any]]
+    suites: dict[str, dict[str, Any]],
 ) -> None:
     off = suites["off0"]
     for key in ("soft0", "soft1"):

@@ -145,7 +145,6 @@ def test_auto_picks_grouped_for_shared_responses_and_bad_capacity_fails() -> Non
         solve(w, np.array([1, 1, 1]))
 
 
-
 def test_highs_grouped_merges_identical_rows_and_keeps_the_optimum() -> None:
     # Many queries share a weight row (same truth, same filters): they become one row with a
     # supply in the LP, and must still fill the groups as the one-shot LP does.

@@ -51,8 +51,7 @@ def test_fold_matching_draws_distractors_from_the_fold_and_workers_do_not_matter
     one = run_matching(sample, relevance, TableSimilarity(), params, workers=1)
     two = run_matching(sample, relevance, TableSimilarity(), params, fit=False, workers=2)
     assert _picks(one) == _picks(two)
-    whole = run_matching(sample, relevance, TableSimilarity(), MatchParams(fold_size=0),
-                         fit=False)
+    whole = run_matching(sample, relevance, TableSimilarity(), MatchParams(fold_size=0), fit=False)
     assert _picks(whole) != _picks(one)  # folds change which responses a query can get
     # Every train query (matched or not: folds are cut before matching).
     train = [q for q in kept_true(sample) if split_of(q.image, 0) == "train"]

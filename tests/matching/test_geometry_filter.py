@@ -39,8 +39,11 @@ def shapes(file_name: str, subj: str, obj: str) -> PairShapes:
     w, h = img["width"], img["height"]
 
     def one(name: str):  # type: ignore[no-untyped-def]
-        (ann,) = [a for a in data["annotations"]
-                  if a["image_id"] == img["id"] and a["category_id"] == cats[name]]
+        (ann,) = [
+            a
+            for a in data["annotations"]
+            if a["image_id"] == img["id"] and a["category_id"] == cats[name]
+        ]
         return instance_shape(ann["segmentation"], ann["bbox"], w, h)
 
     return PairShapes(one(subj), one(obj), w, h)
@@ -49,15 +52,35 @@ def shapes(file_name: str, subj: str, obj: str) -> PairShapes:
 @pytest.mark.parametrize(
     ("image", "subj", "obj", "holds", "open_"),
     [
-        ("000000022192.jpg", "dog", "bed", ["on", "on top of", "touching", "near", "above"],
-         ["below", "under", "far from", "inside", "left of", "right of"]),
-        ("000000022192.jpg", "dog", "handbag", ["left of", "at the left side of"],
-         ["right of", "far from", "inside", "on", "touching"]),
+        (
+            "000000022192.jpg",
+            "dog",
+            "bed",
+            ["on", "on top of", "touching", "near", "above"],
+            ["below", "under", "far from", "inside", "left of", "right of"],
+        ),
+        (
+            "000000022192.jpg",
+            "dog",
+            "handbag",
+            ["left of", "at the left side of"],
+            ["right of", "far from", "inside", "on", "touching"],
+        ),
         ("000000022192.jpg", "handbag", "dog", ["right of"], ["left of", "contains"]),
-        ("000000025603.jpg", "pizza", "book", ["left of"],
-         ["right of", "touching", "near", "next to", "inside", "on", "above", "below"]),
-        ("000000025603.jpg", "book", "pizza", ["right of", "at the right side of"],
-         ["left of", "touching"]),
+        (
+            "000000025603.jpg",
+            "pizza",
+            "book",
+            ["left of"],
+            ["right of", "touching", "near", "next to", "inside", "on", "above", "below"],
+        ),
+        (
+            "000000025603.jpg",
+            "book",
+            "pizza",
+            ["right of", "at the right side of"],
+            ["left of", "touching"],
+        ),
     ],
 )
 def test_hand_checked_cases(
@@ -107,9 +130,9 @@ def test_matching_never_picks_a_distractor_the_outlines_show(
     # settle) and under / left of / far from / facing are the 8.
     fillers = ["right of", "in front of", "across from", "at the back of"]
     recs += [rec(20 + j, f"y{j}.jpg", "cat", r, "car") for j, r in enumerate(fillers)]
-    encoder = load_encoder(str(build_tiny_encoder(
-        tmp_path_factory.mktemp("enc"), ["dog", "bed", "cat", "car"]
-    )))
+    encoder = load_encoder(
+        str(build_tiny_encoder(tmp_path_factory.mktemp("enc"), ["dog", "bed", "cat", "car"]))
+    )
     relevance = RelevanceModel(encoder)
     relevance.fit(recs)
     geometry = {1: shapes("000000022192.jpg", "dog", "bed")}
@@ -139,15 +162,34 @@ def test_outlines_load_from_the_database(session, coco_dir: Path) -> None:  # ty
     session.add(worker)
     session.flush()
     assert worker.id is not None
-    ann = Annotation(pair_id=pair_id, worker_id=worker.id, relation="near",
-                     subj=pair.concept_b, obj=pair.concept_a)
+    ann = Annotation(
+        pair_id=pair_id,
+        worker_id=worker.id,
+        relation="near",
+        subj=pair.concept_b,
+        obj=pair.concept_a,
+    )
     session.add(ann)
     session.flush()
-    ex = Example(image_id=pair.image2_id, caption=f"The {pair.concept_b} is near the "
-                 f"{pair.concept_a}.", relation="near", subj=pair.concept_b, obj=pair.concept_a,
-                 label=True, annotation_id=ann.id, author_id=worker.id)
-    imported = Example(image_id=pair.image2_id, caption="The cat is near the dog.",
-                       relation="near", subj="cat", obj="dog", label=True, origin="imported")
+    ex = Example(
+        image_id=pair.image2_id,
+        caption=f"The {pair.concept_b} is near the {pair.concept_a}.",
+        relation="near",
+        subj=pair.concept_b,
+        obj=pair.concept_a,
+        label=True,
+        annotation_id=ann.id,
+        author_id=worker.id,
+    )
+    imported = Example(
+        image_id=pair.image2_id,
+        caption="The cat is near the dog.",
+        relation="near",
+        subj="cat",
+        obj="dog",
+        label=True,
+        origin="imported",
+    )
     session.add_all([ex, imported])
     session.commit()
     loaded = load_pair_shapes(session)
@@ -156,7 +198,9 @@ def test_outlines_load_from_the_database(session, coco_dir: Path) -> None:  # ty
     subj_inst = session.exec(select(Instance).where(Instance.id == pair.image2_b_id)).one()
     obj_inst = session.exec(select(Instance).where(Instance.id == pair.image2_a_id)).one()
     assert subj_inst.category == pair.concept_b and obj_inst.category == pair.concept_a
-    assert got.subj.area == pytest.approx(instance_shape(
-        subj_inst.segmentation, subj_inst.bbox, got.width, got.height).area)
-    assert got.obj.area == pytest.approx(instance_shape(
-        obj_inst.segmentation, obj_inst.bbox, got.width, got.height).area)
+    assert got.subj.area == pytest.approx(
+        instance_shape(subj_inst.segmentation, subj_inst.bbox, got.width, got.height).area
+    )
+    assert got.obj.area == pytest.approx(
+        instance_shape(obj_inst.segmentation, obj_inst.bbox, got.width, got.height).area
+    )

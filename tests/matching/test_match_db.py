@@ -54,29 +54,57 @@ def _suite_from_files(folder: Path, encoder_path: Path) -> dict[str, Any]:
         for line in (folder / f"{split}.jsonl").read_text().splitlines():
             rec = json.loads(line)
             rel = rec["relations"][rec["answer"]]
-            truth = Record(rec["answer_example_id"], rec["image"], rec["subj"], rel, rec["obj"],
-                           rec["answer_caption"], True)
-            items.setdefault(split, []).append(Item(
-                truth, split, rec["choices"], [(rec["subj"], r, rec["obj"])
-                                               for r in rec["relations"]], rec["answer"], []))
+            truth = Record(
+                rec["answer_example_id"],
+                rec["image"],
+                rec["subj"],
+                rel,
+                rec["obj"],
+                rec["answer_caption"],
+                True,
+            )
+            items.setdefault(split, []).append(
+                Item(
+                    truth,
+                    split,
+                    rec["choices"],
+                    [(rec["subj"], r, rec["obj"]) for r in rec["relations"]],
+                    rec["answer"],
+                    [],
+                )
+            )
     return measured_suite(items["train"], items["test"], load_encoder(str(encoder_path)), 0)
 
 
 def _match(db_url: str, encoder: Path, *extra: str):  # type: ignore[no-untyped-def]
     return runner.invoke(
-        app, ["match", "--database-url", db_url, "--model", str(encoder), *extra],
+        app,
+        ["match", "--database-url", db_url, "--model", str(encoder), *extra],
         catch_exceptions=True,
     )
 
 
-def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: Path,
-                                  tmp_path: Path) -> None:
+def test_match_command_end_to_end(
+    db_url: str, sample_file: Path, encoder_path: Path, tmp_path: Path
+) -> None:
     res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", db_url, "-q"])
     assert res.exit_code == 0, res.output
 
     out_json = tmp_path / "diag.json"
-    res = _match(db_url, encoder_path, "--h", "1.0", "--k", "3", "--report", "--sweep",
-                 "0,1", "--send-negatives-to-validation", "--json", str(out_json))
+    res = _match(
+        db_url,
+        encoder_path,
+        "--h",
+        "1.0",
+        "--k",
+        "3",
+        "--report",
+        "--sweep",
+        "0,1",
+        "--send-negatives-to-validation",
+        "--json",
+        str(out_json),
+    )
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert "answer-only accuracy (test)" in res.output
     assert "validation cost: " in res.output and " votes needed " in res.output
@@ -99,10 +127,15 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
         ).scalar_one()  # type: ignore[call-overload]
         assert 0 < n_adv <= 3 * len(items)
         # The queue serves in id order: one query's distractors never follow each other.
-        parents = s.execute(
-            select(EXAMPLE.c.parent_example_id).where(EXAMPLE.c.origin == "adversarial")
-            .order_by(EXAMPLE.c.id)
-        ).scalars().all()
+        parents = (
+            s.execute(
+                select(EXAMPLE.c.parent_example_id)
+                .where(EXAMPLE.c.origin == "adversarial")
+                .order_by(EXAMPLE.c.id)
+            )
+            .scalars()
+            .all()
+        )
         assert all(a != b for a, b in zip(parents, parents[1:], strict=False)), parents
         negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload,arg-type]
         keys = [(n.image_id, meaning_key((n.subj, n.relation, n.obj))) for n in negatives]
@@ -127,7 +160,8 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
                 # The distractor, or a caption saying the same (synonym, converse) that
                 # another item on this image offered: one validation for both.
                 assert meaning_key((neg.subj, neg.relation, neg.obj)) == meaning_key(
-                    (query.subj, it.relations[i], query.obj))
+                    (query.subj, it.relations[i], query.obj)
+                )
                 assert neg.image_id == query.image_id
                 assert neg.parent_example_id is not None and neg.queue_open
         # Nothing validated yet: no item may be exported.
@@ -135,8 +169,9 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
 
         # Validators reject every distractor of the first item: it survives, the rest do not.
         first = items[0]
-        workers = [Worker(source="invite", external_id=f"val-{i}", roles=["validate"])
-                   for i in range(3)]
+        workers = [
+            Worker(source="invite", external_id=f"val-{i}", roles=["validate"]) for i in range(3)
+        ]
         s.add_all(workers)
         s.flush()
         for neg_id in (n for n in first.params["negative_example_ids"] if n):
@@ -148,19 +183,26 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
 
     # build-dataset publishes only that surviving item: the others still wait for votes.
     out = tmp_path / "export"
-    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
-                              "--only", "mc"])
+    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out), "--only", "mc"])
     assert res.exit_code == 0, res.output + repr(res.exception)
-    exported = [json.loads(line) for part in sorted((out / "mc").glob("*.jsonl"))
-                for line in part.read_text().splitlines()]
+    exported = [
+        json.loads(line)
+        for part in sorted((out / "mc").glob("*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
     assert [rec["answer_example_id"] for rec in exported] == [first.query_example_id]
     assert not (out / "mc_unvalidated").exists()
     # Asked for, the items validators have not cleared are written apart and say so.
-    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
-                              "--only", "mc", "--unvalidated-mc"])
+    res = runner.invoke(
+        app,
+        ["build", "--database-url", db_url, "--out", str(out), "--only", "mc", "--unvalidated-mc"],
+    )
     assert res.exit_code == 0, res.output + repr(res.exception)
-    pending = [json.loads(line) for part in sorted((out / "mc_unvalidated").glob("*.jsonl"))
-               for line in part.read_text().splitlines()]
+    pending = [
+        json.loads(line)
+        for part in sorted((out / "mc_unvalidated").glob("*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
     assert len(pending) == len(items) - 1 and all(r["validated"] is False for r in pending)
     assert first.query_example_id not in {r["answer_example_id"] for r in pending}
 
@@ -210,8 +252,9 @@ def test_match_command_end_to_end(db_url: str, sample_file: Path, encoder_path: 
     res = _match(db_url, encoder_path, "--no-send-negatives-to-validation")
     assert res.exit_code == 0, res.output
     out2 = tmp_path / "export2"
-    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out2),
-                              "--unvalidated-mc"])
+    res = runner.invoke(
+        app, ["build", "--database-url", db_url, "--out", str(out2), "--unvalidated-mc"]
+    )
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert not list((out2 / "mc").glob("*.jsonl"))
     assert list((out2 / "mc_unvalidated").glob("*.jsonl"))
@@ -242,8 +285,10 @@ def test_models_that_cannot_be_loaded_are_clear_errors(
 ) -> None:
     res = runner.invoke(app, ["import-vsr", str(sample_file), "--database-url", sqlite_url, "-q"])
     assert res.exit_code == 0, res.output
-    for args in (["--model", str(tmp_path / "no-such-model")],
-                 ["--model", str(encoder_path), "--similarity", str(tmp_path / "no-nli")]):
+    for args in (
+        ["--model", str(tmp_path / "no-such-model")],
+        ["--model", str(encoder_path), "--similarity", str(tmp_path / "no-nli")],
+    ):
         res = runner.invoke(app, ["match", "--database-url", sqlite_url, *args])
         assert res.exit_code != 0
         assert isinstance(res.exception, CliError), repr(res.exception)
@@ -253,7 +298,9 @@ def test_models_that_cannot_be_loaded_are_clear_errors(
 def test_cli_error_is_one_line(sqlite_url: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "vsr_cli.main", "match", "--database-url", sqlite_url],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -275,9 +322,25 @@ def test_mc_follows_the_exported_random_split_by_default(
     out = tmp_path / "export"
     # Nobody has voted on the negatives yet, so the items are in mc_unvalidated/ (mc/ holds
     # only items validators cleared); they follow the same split.
-    res = runner.invoke(app, ["build", "--database-url", db_url, "--out", str(out),
-                              "--only", "mc", "--only", "random", "--only", "stats",
-                              "--only", "card", "--unvalidated-mc"])
+    res = runner.invoke(
+        app,
+        [
+            "build",
+            "--database-url",
+            db_url,
+            "--out",
+            str(out),
+            "--only",
+            "mc",
+            "--only",
+            "random",
+            "--only",
+            "stats",
+            "--only",
+            "card",
+            "--unvalidated-mc",
+        ],
+    )
     assert res.exit_code == 0, res.output + repr(res.exception)
     # One figure: the suite recomputed here from the exported files is what stats.json, the
     # card and `vsr match --report` say.
@@ -292,12 +355,20 @@ def test_mc_follows_the_exported_random_split_by_default(
     card = (out / "README.md").read_text()
     assert f"{best['name']} {best['accuracy']:.3f}" in card
     assert f"scored on the {recomputed['n_test']:,} items of mc_unvalidated/test" in card
-    part_of = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
-               for line in (out / "random" / f"{p}.jsonl").read_text().splitlines()}
+    part_of = {
+        json.loads(line)["example_id"]: p
+        for p in ("train", "dev", "test")
+        for line in (out / "random" / f"{p}.jsonl").read_text().splitlines()
+    }
     mc_dir = out / "mc_unvalidated"
-    mc = {p: [json.loads(line)["answer_example_id"] for line in (mc_dir / f"{p}.jsonl")
-              .read_text().splitlines()] for p in ("train", "dev", "test")
-          if (mc_dir / f"{p}.jsonl").exists()}
+    mc = {
+        p: [
+            json.loads(line)["answer_example_id"]
+            for line in (mc_dir / f"{p}.jsonl").read_text().splitlines()
+        ]
+        for p in ("train", "dev", "test")
+        if (mc_dir / f"{p}.jsonl").exists()
+    }
     assert mc.get("test"), mc
     for p, ids in mc.items():
         assert {part_of[i] for i in ids} == {p}, p
@@ -326,8 +397,11 @@ def test_match_in_the_chinese_study_writes_chinese_distractors(
         zh_id: int = s.exec(select(Study.id).where(Study.slug == "vsr-zh")).scalar_one()  # type: ignore[call-overload]
         examples = s.exec(select(Example).order_by(Example.id)).scalars().all()  # type: ignore[call-overload,arg-type]
         for ex in examples[: len(examples) // 2 * 2 : 2]:  # every other one moves to vsr-zh
-            s.execute(update(Example).where(Example.id == ex.id).values(
-                study_id=zh_id, caption=render_concepts(lang, ex.subj, ex.relation, ex.obj)))
+            s.execute(
+                update(Example)
+                .where(Example.id == ex.id)
+                .values(study_id=zh_id, caption=render_concepts(lang, ex.subj, ex.relation, ex.obj))
+            )
         s.commit()
 
     res = _match(db_url, encoder_path, "--study", "vsr-zh", "--send-negatives-to-validation")
@@ -346,7 +420,9 @@ def test_match_in_the_chinese_study_writes_chinese_distractors(
                 back = parse(grammar, caption)
                 assert back.relation == it.relations[i]
                 assert (back.subj, back.obj) == (
-                    concept_name(lang, query.subj), concept_name(lang, query.obj))
+                    concept_name(lang, query.subj),
+                    concept_name(lang, query.obj),
+                )
                 assert caption.endswith("。") and not any("a" <= c.lower() <= "z" for c in caption)
         negatives = s.exec(select(Example).where(Example.origin == "adversarial")).scalars().all()  # type: ignore[call-overload,arg-type]
         assert negatives and {n.study_id for n in negatives} == {zh_id}

@@ -64,8 +64,15 @@ def result(sample: list[Record], relevance: RelevanceModel):  # type: ignore[no-
     return run_matching(sample, relevance, TableSimilarity(), params)
 
 
-def _rec(i: int, image: str, s: str, rel: str, o: str, votes: tuple[bool, ...] = (True,) * 3,
-         label: bool = True) -> Record:
+def _rec(
+    i: int,
+    image: str,
+    s: str,
+    rel: str,
+    o: str,
+    votes: tuple[bool, ...] = (True,) * 3,
+    label: bool = True,
+) -> Record:
     from vsr_core.captions import render_caption
 
     return Record(i, image, s, rel, o, render_caption(s, rel, o), label, votes)
@@ -153,7 +160,10 @@ def test_each_round_uses_each_response_at_most_once(  # type: ignore[no-untyped-
 
 @pytest.mark.parametrize("balance", ["off", "soft"])
 def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[no-untyped-def]
-    result, relevance: RelevanceModel, sample: list[Record], balance: str,
+    result,
+    relevance: RelevanceModel,
+    sample: list[Record],
+    balance: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """W = W_rel + h log(1 - P_sim); from round 2 on P_sim is the max similarity to every
@@ -169,8 +179,13 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
 
     # Re-match until no query is left short, so the counts are over the item's queries.
     monkeypatch.setattr(matching.pipeline, "REMATCHES", 10_000)
-    first = run_matching(sample, relevance, TableSimilarity(),
-                         replace(result.params, balance=balance, rake_rounds=0), fit=False)
+    first = run_matching(
+        sample,
+        relevance,
+        TableSimilarity(),
+        replace(result.params, balance=balance, rake_rounds=0),
+        fit=False,
+    )
     raked = None
     if balance == "soft":
         assert result.params.balance == "soft" and result.params.rake_rounds == 1
@@ -180,9 +195,11 @@ def test_weights_follow_the_formula_with_the_diversity_update(  # type: ignore[n
     # The raked run re-matches after dropping queries left short of k distractors, so its
     # raking bonus comes from its own first pass: checked where that is ``first``.
     for res in (first, raked):
-        if res is not None and (res is first or res.queries == first.queries and
-                                {it.query.id for it in res.items}
-                                == {it.query.id for it in first.items}):
+        if res is not None and (
+            res is first
+            or res.queries == first.queries
+            and {it.query.id for it in res.items} == {it.query.id for it in first.items}
+        ):
             _check_weights(res, first, relevance, sample, balance)
 
 
@@ -191,11 +208,12 @@ def _check_weights(  # type: ignore[no-untyped-def]
 ) -> None:
     rakes = {}
     if result is not first:
-        rakes = {sp: Raking(result.params.rake_strength, result.params.k).update(
-            first.items_in(sp)) for sp in ("train", "dev", "test")}
+        rakes = {
+            sp: Raking(result.params.rake_strength, result.params.k).update(first.items_in(sp))
+            for sp in ("train", "dev", "test")
+        }
     by_id = {r.id: r for r in sample}
-    eps, h, b, aim = (result.params.eps, result.params.h, result.params.backoff,
-                      result.params.aim)
+    eps, h, b, aim = (result.params.eps, result.params.h, result.params.backoff, result.params.aim)
     split_of_id = assign_splits(kept_true(sample))
     counts: dict[tuple[str, ...], Counter[str]] = {}
     # Queries left without k distractors are dropped and the split matched again: the
@@ -226,7 +244,8 @@ def _check_weights(  # type: ignore[no-untyped-def]
                 lp_d, lp_t = lp[relevance.index[rel]], lp[relevance.index[q.relation]]
                 w_rel = max(
                     np.log((c[rel] + b * p_so) / (sum(c.values()) - 1 + b))
-                    + (1 - aim) * lp_d - aim * abs(lp_d - lp_t),
+                    + (1 - aim) * lp_d
+                    - aim * abs(lp_d - lp_t),
                     np.log(eps),
                 )
             expected = w_rel + h * np.log(np.clip(1 - p, eps, 1))
@@ -405,8 +424,7 @@ def test_real_minilm_relevance_beats_the_prior_and_matching_fools_it() -> None:
     lp = rel.log_proba([(q.subj, q.obj) for q in held])
     model_ll = np.mean([lp[i, rel.index[q.relation]] for i, q in enumerate(held)])
     counts = Counter(q.relation for q in train)
-    prior_ll = np.mean([np.log((counts[q.relation] + 0.5) / (len(train) + 0.5 * 71))
-                        for q in held])
+    prior_ll = np.mean([np.log((counts[q.relation] + 0.5) / (len(train) + 0.5 * 71)) for q in held])
     assert model_ll > prior_ll, "the concept embeddings must carry information about relations"
     diag = diagnose(res, rel)
     assert diag["text_only_accuracy"] < diag["chance"] + 0.08
@@ -414,9 +432,19 @@ def test_real_minilm_relevance_beats_the_prior_and_matching_fools_it() -> None:
 
 
 def test_unknown_relations_are_a_clear_error(fresh: RelevanceModel) -> None:
-    recs = [_rec(1, "a.jpg", "cat", "on", "bed"),
-            Record(2, "b.jpg", "dog", "levitating", "sofa", "The dog is levitating the sofa.",
-                   True, (True,) * 3)]
+    recs = [
+        _rec(1, "a.jpg", "cat", "on", "bed"),
+        Record(
+            2,
+            "b.jpg",
+            "dog",
+            "levitating",
+            "sofa",
+            "The dog is levitating the sofa.",
+            True,
+            (True,) * 3,
+        ),
+    ]
     with pytest.raises(ValueError, match="unknown relation"):
         run_matching(recs, fresh, TableSimilarity(), MatchParams(k=1))
 
@@ -432,14 +460,20 @@ def test_captions_voted_true_are_known_true_whatever_their_label(fresh: Relevanc
     real = [r for r in load_vsr_jsonl(raw) if r.image == "000000371890.jpg"]
     known = known_true_by_image(real)["000000371890.jpg"]
     assert set(known) == {
-        ("bicycle", "behind", "cat"), ("bicycle", "close to", "cat"), ("bicycle", "over", "cat")
+        ("bicycle", "behind", "cat"),
+        ("bicycle", "close to", "cat"),
+        ("bicycle", "over", "cat"),
     }
     others = [
-        _rec(101, "x.jpg", "dog", "near", "bench"), _rec(102, "y.jpg", "bird", "above", "car"),
-        _rec(103, "z.jpg", "bus", "left of", "car"), _rec(104, "w.jpg", "cat", "far from", "dog"),
-        _rec(105, "v.jpg", "car", "under", "bus"), _rec(106, "u.jpg", "cat", "by", "bed"),
+        _rec(101, "x.jpg", "dog", "near", "bench"),
+        _rec(102, "y.jpg", "bird", "above", "car"),
+        _rec(103, "z.jpg", "bus", "left of", "car"),
+        _rec(104, "w.jpg", "cat", "far from", "dog"),
+        _rec(105, "v.jpg", "car", "under", "bus"),
+        _rec(106, "u.jpg", "cat", "by", "bed"),
         _rec(107, "s.jpg", "dog", "facing", "cat"),
-        _rec(108, "r.jpg", "cat", "on", "bed"), _rec(109, "q.jpg", "bird", "beyond", "bench"),
+        _rec(108, "r.jpg", "cat", "on", "bed"),
+        _rec(109, "q.jpg", "bird", "beyond", "bench"),
     ]
     # Two of each, so the matching has room for every query (capacity 2 per relation).
     others += [_rec(r.id + 100, "t" + r.image, r.subj, r.relation, r.obj) for r in others]
@@ -462,11 +496,30 @@ def test_no_two_options_imply_each_other_or_are_usually_true_together(
     from matching.option_conflicts import table_conflicts
     from vsr_core.relation_semantics import sim_probability
 
-    rels = ["on", "touching", "near", "close to", "above", "on top of", "left of", "right of",
-            "behind", "in front of", "under", "far from", "facing", "next to"]
+    rels = [
+        "on",
+        "touching",
+        "near",
+        "close to",
+        "above",
+        "on top of",
+        "left of",
+        "right of",
+        "behind",
+        "in front of",
+        "under",
+        "far from",
+        "facing",
+        "next to",
+    ]
     recs = [_rec(i, f"im{i}.jpg", "cat", rels[i % len(rels)], "bed") for i in range(1, 141)]
-    res = run_matching(recs, fresh, TableSimilarity(), MatchParams(k=3, filter_above=0),
-                       splits={r.id: "train" for r in recs})
+    res = run_matching(
+        recs,
+        fresh,
+        TableSimilarity(),
+        MatchParams(k=3, filter_above=0),
+        splits={r.id: "train" for r in recs},
+    )
     assert len(res.items) >= 30  # queries left short are dropped and the rest re-matched
     conflicts = table_conflicts()
     for it in res.items:
@@ -484,8 +537,11 @@ def test_validated_cooccurrence_adds_usually_true_together_pairs() -> None:
     recs = []
     for i in range(12):  # 'behind' true with 'facing' on 10 of 12 images
         recs.append(_rec(2 * i, f"p{i}.jpg", "dog", "behind", "car", yes))
-        recs.append(_rec(2 * i + 1, f"p{i}.jpg", "dog", "facing", "car", yes if i < 10 else no,
-                         label=i < 10))
+        recs.append(
+            _rec(
+                2 * i + 1, f"p{i}.jpg", "dog", "facing", "car", yes if i < 10 else no, label=i < 10
+            )
+        )
     assert ("behind", "facing") in cooccurring_pairs(recs)
     assert ("behind", "facing") not in cooccurring_pairs(recs[:16])  # 8 images: too few
     assert conflicts_for(recs).relations_conflict("facing", "behind")
@@ -499,22 +555,34 @@ def test_filtering_drops_the_items_answer_only_models_find_predictable(  # type:
     and a dev / test item also when the stack over their scores gives it >= its bound."""
     from matching.filtering import predictability
 
-    base = run_matching(sample, relevance, TableSimilarity(), MatchParams(filter_above=0),
-                        fit=False)
+    base = run_matching(
+        sample, relevance, TableSimilarity(), MatchParams(filter_above=0), fit=False
+    )
     train = base.items_in("train")
     others = [it for it in base.items if it.split != "train"]
     p_train, p_other, s_other = predictability(train, others, 0, 0.4)
-    first = {it.query.id for it, p in zip(train + others, [*p_train, *p_other], strict=True)
-             if p < 0.4}
-    only_first = run_matching(sample, relevance, TableSimilarity(),
-                              MatchParams(filter_above=0.4, filter_stack_above=0), fit=False)
+    first = {
+        it.query.id for it, p in zip(train + others, [*p_train, *p_other], strict=True) if p < 0.4
+    }
+    only_first = run_matching(
+        sample,
+        relevance,
+        TableSimilarity(),
+        MatchParams(filter_above=0.4, filter_stack_above=0),
+        fit=False,
+    )
     assert {it.query.id for it in only_first.items} == first
     assert sum(only_first.filtered.values()) == len(base.items) - len(first) > 0
     # The stack scores exactly the dev / test items the first pass keeps.
     assert list(np.isnan(s_other)) == [p >= 0.4 for p in p_other]
     bound = float(np.quantile(s_other[~np.isnan(s_other)], 0.8))
-    both = run_matching(sample, relevance, TableSimilarity(),
-                        MatchParams(filter_above=0.4, filter_stack_above=bound), fit=False)
+    both = run_matching(
+        sample,
+        relevance,
+        TableSimilarity(),
+        MatchParams(filter_above=0.4, filter_stack_above=bound),
+        fit=False,
+    )
     stacked = {it.query.id for it, s in zip(others, s_other, strict=True) if s >= bound}
     assert stacked and {it.query.id for it in both.items} == first - stacked
     assert base.filtered == {}

@@ -24,8 +24,9 @@ def _item(qid: int, truth: tuple[str, str, str], others: list[str], answer: int 
     q = Record(qid, f"{qid}.jpg", s, r, o, render_caption(s, r, o), True, (True,) * 3)
     triples = [(s, x, o) for x in others]
     triples.insert(answer, truth)
-    return Item(q, "train", [render_caption(*t) for t in triples], triples, answer,
-                [qid] * len(triples))
+    return Item(
+        q, "train", [render_caption(*t) for t in triples], triples, answer, [qid] * len(triples)
+    )
 
 
 def test_bonus_by_hand_accumulates_over_rounds() -> None:
@@ -97,10 +98,15 @@ def test_raking_balances_every_split_and_keeps_every_item(
 
     # Re-match until no query is left short of k distractors: the balance is then exact.
     monkeypatch.setattr(matching.pipeline, "REMATCHES", 10_000)
-    off = run_matching(sample, relevance, TableSimilarity(),
-                       replace(MatchParams(), rake_rounds=0, filter_above=0))
-    on = run_matching(sample, relevance, TableSimilarity(),
-                      replace(MatchParams(), rake_rounds=2, rake_strength=0.5, filter_above=0))
+    off = run_matching(
+        sample, relevance, TableSimilarity(), replace(MatchParams(), rake_rounds=0, filter_above=0)
+    )
+    on = run_matching(
+        sample,
+        relevance,
+        TableSimilarity(),
+        replace(MatchParams(), rake_rounds=2, rake_strength=0.5, filter_above=0),
+    )
     # Queries left without k distractors (options may not imply each other) are dropped;
     # raking may change which.
     assert on.queries == off.queries

@@ -68,9 +68,15 @@ contradictions = [["atop", "underneath", 0.0], ["flanking", "distant-from", 0.0]
 
 # (subj, relation id, obj) of the lab's captions; "A atop B" and "B underneath A" say the same.
 LAB_TRIPLES = [
-    ("cup", "atop", "shelf"), ("shelf", "underneath", "cup"), ("cup", "flanking", "shelf"),
-    ("cup", "distant-from", "shelf"), ("shelf", "cradling", "cup"), ("book", "atop", "lamp"),
-    ("lamp", "underneath", "book"), ("book", "flanking", "lamp"), ("lamp", "cradling", "book"),
+    ("cup", "atop", "shelf"),
+    ("shelf", "underneath", "cup"),
+    ("cup", "flanking", "shelf"),
+    ("cup", "distant-from", "shelf"),
+    ("shelf", "cradling", "cup"),
+    ("book", "atop", "lamp"),
+    ("lamp", "underneath", "book"),
+    ("book", "flanking", "lamp"),
+    ("lamp", "cradling", "book"),
     ("book", "distant-from", "lamp"),
 ]
 
@@ -91,17 +97,26 @@ def lab_records(lab: StudyDefinition, copies: int = 4) -> list[Record]:
     for c in range(copies):
         for t, (s, r, o) in enumerate(LAB_TRIPLES):
             i = len(out) + 1
-            out.append(Record(
-                id=i, image=f"shelf{c}-{t}.jpg", subj=s, relation=r, obj=o,
-                caption=render_concepts(lang, s, r, o), label=True, votes=(True, True, True),
-            ))
+            out.append(
+                Record(
+                    id=i,
+                    image=f"shelf{c}-{t}.jpg",
+                    subj=s,
+                    relation=r,
+                    obj=o,
+                    caption=render_concepts(lang, s, r, o),
+                    label=True,
+                    votes=(True, True, True),
+                )
+            )
     return out
 
 
 def match(records: Sequence[Record], encoder: Path, params: MatchParams) -> MatchResult:
     relevance = RelevanceModel(load_encoder(str(encoder)))  # its vocabulary: the active table's
-    return run_matching(records, relevance, TableSimilarity(), params,
-                        splits={r.id: "test" for r in records})
+    return run_matching(
+        records, relevance, TableSimilarity(), params, splits={r.id: "test" for r in records}
+    )
 
 
 def converse_offered(result: MatchResult) -> int:
@@ -163,9 +178,17 @@ def test_known_true_converse_is_no_distractor_and_captions_follow_the_lab_templa
     records = lab_records(lab)
     queries = [r for r in records if r.relation in ("flanking", "distant-from")]
     extra = [
-        Record(id=1000 + q.id, image=q.image, subj=q.obj, relation="underneath", obj=q.subj,
-               caption=render_concepts(lang, q.obj, "underneath", q.subj), label=True,
-               votes=(True, True, True), origin="adversarial")  # known true, never a query
+        Record(
+            id=1000 + q.id,
+            image=q.image,
+            subj=q.obj,
+            relation="underneath",
+            obj=q.subj,
+            caption=render_concepts(lang, q.obj, "underneath", q.subj),
+            label=True,
+            votes=(True, True, True),
+            origin="adversarial",
+        )  # known true, never a query
         for q in queries
     ]
     params = MatchParams(k=2, remap=True, balance=Balance.OFF)
@@ -182,7 +205,10 @@ def test_known_true_converse_is_no_distractor_and_captions_follow_the_lab_templa
             assert caption.startswith("In this photo, ") and caption.endswith("!")
             back = parse(grammar, caption)
             assert (back.subj, back.relation, back.obj) == (
-                concept_name(lang, s), r, concept_name(lang, o))
+                concept_name(lang, s),
+                r,
+                concept_name(lang, o),
+            )
     cup_shelf = [c for it in result.items for c in it.choices if "teacup" in c]
     assert "In this photo, teacup sits atop wall shelf!" in cup_shelf
     assert "In this photo, wall shelf cradles teacup!" in cup_shelf  # a verb: no copula
@@ -196,9 +222,16 @@ def test_chinese_distractors_on_real_vsr_captions(tmp_path: Path) -> None:
     assert table_for_study(load_study(STUDIES / "vsr.toml")) is builtin_table()
     # Real VSR Examples as the Chinese study stores them: Chinese caption, relation id.
     records = [
-        Record(id=r.id, image=r.image, subj=r.subj, relation=r.relation, obj=r.obj,
-               caption=render_concepts(lang, r.subj, r.relation, r.obj), label=r.label,
-               votes=r.votes)
+        Record(
+            id=r.id,
+            image=r.image,
+            subj=r.subj,
+            relation=r.relation,
+            obj=r.obj,
+            caption=render_concepts(lang, r.subj, r.relation, r.obj),
+            label=r.label,
+            votes=r.votes,
+        )
         for r in vsr_sample(6)
     ]
     encoder = build_tiny_encoder(tmp_path / "enc", concepts_of(records))
@@ -212,6 +245,9 @@ def test_chinese_distractors_on_real_vsr_captions(tmp_path: Path) -> None:
             assert caption.endswith("。") and not any("a" <= ch.lower() <= "z" for ch in caption)
             back = parse(grammar, caption)
             assert (back.subj, back.relation, back.obj) == (
-                concept_name(lang, s), r, concept_name(lang, o))
+                concept_name(lang, s),
+                r,
+                concept_name(lang, o),
+            )
         for d in it.distractor_triples:
             assert not builtin_table().is_implied(it.query.triple, d)

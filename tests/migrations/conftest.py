@@ -18,8 +18,11 @@ def database_at(backend: str, tmp_path: Path) -> Iterator[Callable[[str], str]]:
     made: list[str] = []
 
     def make(revision: str) -> str:
-        url = (f"sqlite:///{tmp_path / f'at-{revision}.db'}" if backend == "sqlite"
-               else _create_pg_database())
+        url = (
+            f"sqlite:///{tmp_path / f'at-{revision}.db'}"
+            if backend == "sqlite"
+            else _create_pg_database()
+        )
         upgrade(url, revision)
         made.append(url)
         return url

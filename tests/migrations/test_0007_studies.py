@@ -37,8 +37,16 @@ from vsr_core.studies.settings import save_study_config
 from vsr_core.types import utcnow
 
 RAW = "data/data_files/all_vsr_raw_data.jsonl"
-OWNED = ("imagepair", "example", "batch", "job", "matchrun", "invitetoken", "platformstudy",
-         "studysetting")
+OWNED = (
+    "imagepair",
+    "example",
+    "batch",
+    "job",
+    "matchrun",
+    "invitetoken",
+    "platformstudy",
+    "studysetting",
+)
 
 
 @pytest.fixture
@@ -68,8 +76,15 @@ def _populate(engine: Engine, vsr_dir: Path, coco_dir: Path, tmp_path: Path) -> 
         s.add(batch)
         s.flush()
         assert batch.id is not None
-        s.add(Assignment(batch_id=batch.id, worker_id=worker.id, kind="validate",
-                         example_id=example.id, lease_expires_at=now + timedelta(minutes=5)))
+        s.add(
+            Assignment(
+                batch_id=batch.id,
+                worker_id=worker.id,
+                kind="validate",
+                example_id=example.id,
+                lease_expires_at=now + timedelta(minutes=5),
+            )
+        )
         s.add(Job(kind="build-dataset", params={"out": "x"}))
         s.add(MatchRun(params={"seed": 1}))
         s.add(InviteToken(token="tok-0007", roles=["validator"]))
@@ -79,8 +94,10 @@ def _populate(engine: Engine, vsr_dir: Path, coco_dir: Path, tmp_path: Path) -> 
 
 
 # Columns a later revision renamed (0011): (table, name at 0006) -> name now.
-RENAMED = {("platformsubmission", "study_id"): "platform_study_id",
-           ("platformaction", "study_id"): "platform_study_id"}
+RENAMED = {
+    ("platformsubmission", "study_id"): "platform_study_id",
+    ("platformaction", "study_id"): "platform_study_id",
+}
 
 
 def _copy_into_old(source: Engine, old: Engine) -> None:
@@ -100,18 +117,29 @@ def _copy_into_old(source: Engine, old: Engine) -> None:
             if table.name == "alembic_version":
                 continue
             here = current.tables[table.name]
-            rows = src.execute(select(*(
-                here.c[RENAMED.get((table.name, c.name), c.name)].label(c.name)
-                for c in table.columns))).mappings().all()
+            rows = (
+                src.execute(
+                    select(
+                        *(
+                            here.c[RENAMED.get((table.name, c.name), c.name)].label(c.name)
+                            for c in table.columns
+                        )
+                    )
+                )
+                .mappings()
+                .all()
+            )
             if rows:
                 dst.execute(table.insert(), [dict(r) for r in rows])
         if old.dialect.name == "postgresql":
             for table in meta.tables.values():
                 if "id" in table.columns and table.name != "alembic_version":
-                    dst.execute(text(
-                        f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
-                        f"coalesce((SELECT max(id) FROM \"{table.name}\"), 1))"
-                    ))
+                    dst.execute(
+                        text(
+                            f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), "
+                            f'coalesce((SELECT max(id) FROM "{table.name}"), 1))'
+                        )
+                    )
 
 
 def _snapshot(engine: Engine, drop: tuple[str, ...] = ()) -> dict[str, list[tuple[Any, ...]]]:
@@ -154,9 +182,11 @@ def test_upgrade_keeps_every_row_in_the_default_study(
             for name in OWNED:
                 ids = conn.execute(text(f'SELECT DISTINCT study_id FROM "{name}"')).scalars()
                 assert list(ids) == [1], name
-            code = conn.execute(text(
-                "SELECT value FROM studysetting WHERE study_id = 1 AND key = 'completion_code'"
-            )).scalar_one()
+            code = conn.execute(
+                text(
+                    "SELECT value FROM studysetting WHERE study_id = 1 AND key = 'completion_code'"
+                )
+            ).scalar_one()
             assert "OLDCODE" in str(code)
         cols = {c["name"] for c in inspect(old).get_columns("imagepair")}
         assert "study_id" in cols

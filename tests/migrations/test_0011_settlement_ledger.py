@@ -22,37 +22,60 @@ def old_url(database_at: Callable[[str], str]) -> str:
 def test_names_fixed_and_the_ledger_unique(old_url: str) -> None:
     engine = make_engine(old_url)
     with engine.begin() as c:
-        c.execute(text("INSERT INTO platformstudy (platform, external_id, state, settings, "
-                       "created_at, study_id) VALUES ('prolific', 'st', 'published', '{}', "
-                       "CURRENT_TIMESTAMP, 1)"))
+        c.execute(
+            text(
+                "INSERT INTO platformstudy (platform, external_id, state, settings, "
+                "created_at, study_id) VALUES ('prolific', 'st', 'published', '{}', "
+                "CURRENT_TIMESTAMP, 1)"
+            )
+        )
         ps = int(c.execute(text("SELECT id FROM platformstudy")).scalar_one())
-        c.execute(text("INSERT INTO platformsubmission (study_id, platform, external_id, "
-                       "worker_external_id, status, quality, synced_at) VALUES (:s, "
-                       "'prolific', 'sub-1', 'p1', 'APPROVED', '{}', CURRENT_TIMESTAMP)"),
-                  {"s": ps})
-        c.execute(text("INSERT INTO platformaction (study_id, platform, kind, target, reason, "
-                       "idempotency_key, state, created_at) VALUES (:s, 'prolific', 'approve', "
-                       "'sub-1', '', 'k1', 'done', CURRENT_TIMESTAMP)"), {"s": ps})
-        c.execute(text("INSERT INTO worker (source, external_id, roles, blocked, flagged, "
-                       "created_at) VALUES ('prolific', 'p1', '[]', false, false, "
-                       "CURRENT_TIMESTAMP)"))
-        c.execute(text("INSERT INTO batch (study_id, worker_id, kind, status, size, created_at, "
-                       "deadline, entry, done_count) SELECT 1, id, 'generate', 'completed', 1, "
-                       "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, '{}', 1 FROM worker"))
+        c.execute(
+            text(
+                "INSERT INTO platformsubmission (study_id, platform, external_id, "
+                "worker_external_id, status, quality, synced_at) VALUES (:s, "
+                "'prolific', 'sub-1', 'p1', 'APPROVED', '{}', CURRENT_TIMESTAMP)"
+            ),
+            {"s": ps},
+        )
+        c.execute(
+            text(
+                "INSERT INTO platformaction (study_id, platform, kind, target, reason, "
+                "idempotency_key, state, created_at) VALUES (:s, 'prolific', 'approve', "
+                "'sub-1', '', 'k1', 'done', CURRENT_TIMESTAMP)"
+            ),
+            {"s": ps},
+        )
+        c.execute(
+            text(
+                "INSERT INTO worker (source, external_id, roles, blocked, flagged, "
+                "created_at) VALUES ('prolific', 'p1', '[]', false, false, "
+                "CURRENT_TIMESTAMP)"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO batch (study_id, worker_id, kind, status, size, created_at, "
+                "deadline, entry, done_count) SELECT 1, id, 'generate', 'completed', 1, "
+                "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, '{}', 1 FROM worker"
+            )
+        )
     engine.dispose()
 
     upgrade(old_url)
     engine = make_engine(old_url)
     with engine.begin() as c:
-        assert c.execute(text("SELECT platform_study_id FROM platformsubmission")).all() == [
-            (ps,)]
-        assert c.execute(text("SELECT platform_study_id, idempotency_key FROM platformaction")
-                         ).all() == [(ps, "k1")]
+        assert c.execute(text("SELECT platform_study_id FROM platformsubmission")).all() == [(ps,)]
+        assert c.execute(
+            text("SELECT platform_study_id, idempotency_key FROM platformaction")
+        ).all() == [(ps, "k1")]
         sub = c.execute(text("SELECT id FROM platformsubmission")).scalar_one()
         batch = c.execute(text("SELECT id FROM batch")).scalar_one()
-        row = ("INSERT INTO platformledger (unit_kind, unit_id, platform_study_id, "
-               "submission_id, batch_id, kept, cents, created_at) VALUES ('example', 7, :ps, "
-               ":sub, :b, true, 50, CURRENT_TIMESTAMP)")
+        row = (
+            "INSERT INTO platformledger (unit_kind, unit_id, platform_study_id, "
+            "submission_id, batch_id, kept, cents, created_at) VALUES ('example', 7, :ps, "
+            ":sub, :b, true, 50, CURRENT_TIMESTAMP)"
+        )
         c.execute(text(row), {"ps": ps, "sub": sub, "b": batch})
     with pytest.raises(IntegrityError), engine.begin() as c:
         c.execute(text(row), {"ps": ps, "sub": sub, "b": batch})

@@ -32,8 +32,9 @@ def old_url(database_at: Callable[[str], str]) -> str:
 def test_stored_definitions_lose_the_never_read_keys(old_url: str) -> None:
     vsr = (STUDIES / "vsr.toml").read_text(encoding="utf-8")
     zh = (STUDIES / "vsr-zh.toml").read_text(encoding="utf-8")
-    old_vsr = _with_old_keys(vsr, "image_url",
-                             '"http://images.cocodataset.org/train2017/{file_name}"')
+    old_vsr = _with_old_keys(
+        vsr, "image_url", '"http://images.cocodataset.org/train2017/{file_name}"'
+    )
     old_zh = _with_old_keys(zh, "image_root", "'/data/coco/images'  # the lab's copy")
     for old in (old_vsr, old_zh):
         with pytest.raises(StudyFileError) as refused:
@@ -41,20 +42,29 @@ def test_stored_definitions_lose_the_never_read_keys(old_url: str) -> None:
         assert "no longer read" in refused.value.problems[0]
     engine = make_engine(old_url)
     with engine.begin() as c:
-        c.execute(text("UPDATE study SET definition = :d, definition_hash = 'old' WHERE id = 1"),
-                  {"d": old_vsr})
-        c.execute(text("INSERT INTO study (slug, name, definition, definition_hash, language, "
-                       "is_default, created_at) VALUES ('vsr-zh', 'zh', :d, 'old', 'zh-Hans', "
-                       ":f, CURRENT_TIMESTAMP)"), {"d": old_zh, "f": False})
+        c.execute(
+            text("UPDATE study SET definition = :d, definition_hash = 'old' WHERE id = 1"),
+            {"d": old_vsr},
+        )
+        c.execute(
+            text(
+                "INSERT INTO study (slug, name, definition, definition_hash, language, "
+                "is_default, created_at) VALUES ('vsr-zh', 'zh', :d, 'old', 'zh-Hans', "
+                ":f, CURRENT_TIMESTAMP)"
+            ),
+            {"d": old_zh, "f": False},
+        )
     engine.dispose()
 
     upgrade(old_url)
     engine = make_engine(old_url)
     with engine.connect() as c:
         rows: dict[str, str] = {
-            str(s): str(d) for s, d in c.execute(text("SELECT slug, definition FROM study"))}
+            str(s): str(d) for s, d in c.execute(text("SELECT slug, definition FROM study"))
+        }
         hashes: dict[str, str] = {
-            str(s): str(h) for s, h in c.execute(text("SELECT slug, definition_hash FROM study"))}
+            str(s): str(h) for s, h in c.execute(text("SELECT slug, definition_hash FROM study"))
+        }
     engine.dispose()
     assert rows == {"vsr": vsr, "vsr-zh": zh}
     for slug, stored in rows.items():

@@ -30,8 +30,18 @@ from vsr_core.models import Assignment, Example, InviteToken, LeaseStatus, McIte
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-RELATIONS = ["left of", "right of", "behind", "in front of", "far from", "facing", "above",
-             "inside", "at the edge of", "attached to"]
+RELATIONS = [
+    "left of",
+    "right of",
+    "behind",
+    "in front of",
+    "far from",
+    "facing",
+    "above",
+    "inside",
+    "at the edge of",
+    "attached to",
+]
 
 
 def _free_port() -> int:
@@ -45,9 +55,13 @@ def _free_port() -> int:
 def _env(db_url: str, port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VSR_DEBUG", "BASE_URL")}
     env.update(
-        DATABASE_URL=db_url, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PORT=str(port),
-        SECRET_KEY="demo-walk-" + "s" * 40, IMAGE_ROOT=str(ROOT / "demo/coco/images"),
+        DATABASE_URL=db_url,
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PORT=str(port),
+        SECRET_KEY="demo-walk-" + "s" * 40,
+        IMAGE_ROOT=str(ROOT / "demo/coco/images"),
     )
     return env
 
@@ -62,8 +76,13 @@ def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> str:
 def _site(env: dict[str, str], cwd: Path, site: str) -> Iterator[None]:
     """`vsr serve` as scripts/demo.sh starts it (the port from PORT)."""
     log = (cwd / "serve.log").open("w")
-    proc = subprocess.Popen([str(BIN / "vsr"), "serve", "--host", "127.0.0.1"], env=env,
-                            cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [str(BIN / "vsr"), "serve", "--host", "127.0.0.1"],
+        env=env,
+        cwd=cwd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -72,8 +91,9 @@ def _site(env: dict[str, str], cwd: Path, site: str) -> Iterator[None]:
                     break
             except httpx.HTTPError:
                 pass
-            assert proc.poll() is None and time.monotonic() < deadline, \
-                (cwd / "serve.log").read_text()
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                cwd / "serve.log"
+            ).read_text()
             time.sleep(0.2)
         yield
     finally:
@@ -89,7 +109,8 @@ def _label_of_open_lease(db_url: str, token: str) -> bool:
         worker_id = s.exec(select(InviteToken.worker_id).where(InviteToken.token == token)).one()
         example_id = s.exec(
             select(Assignment.example_id).where(
-                Assignment.worker_id == worker_id, Assignment.status == LeaseStatus.active,
+                Assignment.worker_id == worker_id,
+                Assignment.status == LeaseStatus.active,
                 col(Assignment.example_id).is_not(None),
             )
         ).one()
@@ -116,20 +137,38 @@ def test_one_person_walks_the_demo_to_a_dataset_on_another_port(tmp_path: Path) 
     again = _run(["bash", str(ROOT / "scripts/demo_data.sh")], env, tmp_path)
     assert link_re.findall(again) == links and "stored 0 new image pairs" in again
     # The CLI's links follow the port too.
-    invite = _run(["vsr", "invite", "create", "--label", "extra", "--roles", "validate"], env,
-                  tmp_path)
+    invite = _run(
+        ["vsr", "invite", "create", "--label", "extra", "--roles", "validate"], env, tmp_path
+    )
     assert invite.startswith(f"validate: {site}/start/validate?token="), invite
     with running() as (prolific_url, _):
-        created = _run(["vsr", "platform", "create", "--platform", "prolific",
-                        "--reward-cents", "900", "--places", "3"],
-                       env | {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": prolific_url},
-                       tmp_path)
+        created = _run(
+            [
+                "vsr",
+                "platform",
+                "create",
+                "--platform",
+                "prolific",
+                "--reward-cents",
+                "900",
+                "--places",
+                "3",
+            ],
+            env | {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": prolific_url},
+            tmp_path,
+        )
     assert f"entry URL: {site}/start/generate?PROLIFIC_PID=" in created, created
 
     with _site(env, tmp_path, site):
         # A second site on the same port: one line naming it, before uvicorn starts.
-        busy = subprocess.run([str(BIN / "vsr"), "serve"], capture_output=True, text=True,
-                              env=env, cwd=tmp_path, timeout=120)
+        busy = subprocess.run(
+            [str(BIN / "vsr"), "serve"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
         assert busy.returncode == 1 and busy.stdout == "", busy
         (line,) = busy.stderr.strip().splitlines()
         assert line.startswith(f"error: port {port} on 127.0.0.1 is not free"), line
@@ -142,8 +181,15 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     form = admin.get("/admin/login").text
     token = re.search(r'name="csrf_token" value="([^"]+)"', form)
     assert token is not None
-    r = admin.post("/admin/login", data={"username": "admin", "password": "vsr-demo-admin-2026",
-                                         "csrf_token": token.group(1), "next": "/admin"})
+    r = admin.post(
+        "/admin/login",
+        data={
+            "username": "admin",
+            "password": "vsr-demo-admin-2026",
+            "csrf_token": token.group(1),
+            "next": "/admin",
+        },
+    )
     assert r.status_code in (200, 303), r.text
     settings_page = admin.get("/admin/settings").text
     assert f"{site}/start/validate" in settings_page and ":8000" not in settings_page
@@ -155,8 +201,11 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     csrf = enter(browser, urlsplit(annotator).query)
     assert browser.post("/begin/generate", data={"csrf": csrf}).status_code == 200
     for relation in RELATIONS:
-        r = browser.post("/generate", data=answer(task(browser), relation=relation,
-                                                  duration_ms="9000"), follow_redirects=False)
+        r = browser.post(
+            "/generate",
+            data=answer(task(browser), relation=relation, duration_ms="9000"),
+            follow_redirects=False,
+        )
         assert r.status_code == 303, r.text
 
     def validate_everything() -> tuple[int, list[list[int]]]:
@@ -184,9 +233,11 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
                     of = int(counter.group(2))
                     fields = {k: form_field(page.text, k) for k in ("csrf", "assignment_id")}
                     value = "true" if _label_of_open_lease(db_url, token) else "false"
-                    r = browser.post("/validate",
-                                     data=fields | {"answer": value, "duration_ms": "3000"},
-                                     follow_redirects=False)
+                    r = browser.post(
+                        "/validate",
+                        data=fields | {"answer": value, "duration_ms": "3000"},
+                        follow_redirects=False,
+                    )
                     assert r.status_code == 303, r.text
                     in_batch += 1
                 if in_batch == 0:
@@ -222,17 +273,22 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     export = tmp_path / "demo-dataset"
     # Every caption's two Examples; the adversarial negatives validators judged are written
     # apart (machine_negatives.jsonl), not in the binary parts.
-    validated = [json.loads(line)
-                 for line in (export / "all_validated.jsonl").read_text().splitlines()]
+    validated = [
+        json.loads(line) for line in (export / "all_validated.jsonl").read_text().splitlines()
+    ]
     kept = [r for r in validated if r["origin"] == "human"]
     assert len(kept) == len(validated) == 2 * len(RELATIONS)
     assert (export / "machine_negatives.jsonl").read_text().strip()
     assert {r["relation"] for r in kept} == set(RELATIONS)
-    mc = [line for f in sorted((export / "mc").glob("*.jsonl"))
-          for line in f.read_text().splitlines()]
+    mc = [
+        line for f in sorted((export / "mc").glob("*.jsonl")) for line in f.read_text().splitlines()
+    ]
     # No mc truth moves: each sits in the random part of its mc part.
-    random_part = {json.loads(line)["example_id"]: p for p in ("train", "dev", "test")
-                   for line in (export / "random" / f"{p}.jsonl").read_text().splitlines()}
+    random_part = {
+        json.loads(line)["example_id"]: p
+        for p in ("train", "dev", "test")
+        for line in (export / "random" / f"{p}.jsonl").read_text().splitlines()
+    }
     for line in mc:
         item = json.loads(line)
         assert random_part[item["answer_example_id"]] == item["split"], item

@@ -15,8 +15,13 @@ BUILD = "import sys, setuptools.build_meta as b; print(b.build_editable(sys.argv
 
 
 def test_the_editable_build_warns_about_nothing(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-W", "default", "-c", BUILD, str(tmp_path)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-W", "default", "-c", BUILD, str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     output = r.stdout + r.stderr
     assert "deprecated" not in output.lower(), output

@@ -61,8 +61,9 @@ def test_docker_compose_is_valid_against_the_compose_spec() -> None:
     from vsr_core.db import MAX_OVERFLOW, POOL_SIZE
     from vsr_core.settings import Settings
 
-    limit = re.search(r"max_connections=\$\{PG_MAX_CONNECTIONS:-(\d+)\}",
-                      " ".join(services["db"]["command"]))
+    limit = re.search(
+        r"max_connections=\$\{PG_MAX_CONNECTIONS:-(\d+)\}", " ".join(services["db"]["command"])
+    )
     assert limit, services["db"].get("command")
     workers = int(web["command"][web["command"].index("--workers") + 1])
     per_process = POOL_SIZE + MAX_OVERFLOW + Settings.model_fields["api_threads"].default
@@ -78,7 +79,10 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     full_env = {**os.environ, **(env or {})}
     full_env.pop("VSR_DEBUG", None)
     return subprocess.run(
-        [str(VENV_BIN / args[0]), *args[1:]], capture_output=True, text=True, env=full_env,
+        [str(VENV_BIN / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        env=full_env,
         timeout=120,
     )
 
@@ -128,7 +132,13 @@ def test_heavy_libraries_are_never_imported_at_module_top_level() -> None:
     tests/project/test_layout.py.)"""
     heavy = {"torch", "sentence_transformers", "transformers"}
     packages = (
-        "vsr_core", "collection", "webapp", "matching", "migrations", "vsr_dataset", "vsr_cli"
+        "vsr_core",
+        "collection",
+        "webapp",
+        "matching",
+        "migrations",
+        "vsr_dataset",
+        "vsr_cli",
     )
     for pkg in packages:
         for path in (ROOT / pkg).rglob("*.py"):

@@ -93,9 +93,7 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                 },
             )
         conn.execute(insert(IMAGE), list(images.values()))
-        image_ids: dict[str, int] = dict(
-            conn.execute(select(IMAGE.c.file_name, IMAGE.c.id)).all()
-        )
+        image_ids: dict[str, int] = dict(conn.execute(select(IMAGE.c.file_name, IMAGE.c.id)).all())
         rows = []
         for i, rec in enumerate(records):
             parsed = parse_caption(rec["caption"], rec["relation"])
@@ -120,9 +118,7 @@ def seed(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
                 }
             )
         conn.execute(insert(EXAMPLE), rows)
-        ids: dict[str, int] = dict(
-            conn.execute(select(EXAMPLE.c.source_key, EXAMPLE.c.id)).all()
-        )
+        ids: dict[str, int] = dict(conn.execute(select(EXAMPLE.c.source_key, EXAMPLE.c.id)).all())
         example_ids = [ids[f"seed:{i}"] for i in range(len(records))]
         votes = []
         k = 0

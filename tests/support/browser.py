@@ -35,8 +35,14 @@ def watch_errors(page: Any) -> list[str]:
     own scripts the policy blocks), for the test to assert the list stays empty."""
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda m: errors.append(m.text)
-            if m.type == "error" and "Content Security Policy" in m.text else None)
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(m.text)
+            if m.type == "error" and "Content Security Policy" in m.text
+            else None
+        ),
+    )
     return errors
 
 
@@ -61,9 +67,19 @@ def running_site(
     log_path = tmp_path / "server.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [vsr, "serve", "--port", str(port), "--database-url", db_url,
-             "--image-root", str(image_root)],
-            env=full_env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                vsr,
+                "serve",
+                "--port",
+                str(port),
+                "--database-url",
+                db_url,
+                "--image-root",
+                str(image_root),
+            ],
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         base = f"http://127.0.0.1:{port}"
         try:

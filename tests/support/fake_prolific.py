@@ -37,10 +37,22 @@ from fastapi.responses import JSONResponse
 TOKEN = "fake-prolific-token"
 # Prolific's rejection categories (API reference, "Transition a submission"); a rejection
 # needs one and a message of at least 100 characters.
-REJECTION_CATEGORIES = frozenset({
-    "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
-    "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
-})
+REJECTION_CATEGORIES = frozenset(
+    {
+        "TOO_QUICKLY",
+        "TOO_SLOWLY",
+        "FAILED_INSTRUCTIONS",
+        "INCOMP_LONGITUDINAL",
+        "FAILED_CHECK",
+        "LOW_EFFORT",
+        "MALINGERING",
+        "NO_CODE",
+        "BAD_CODE",
+        "NO_DATA",
+        "UNSUPP_DEVICE",
+        "OTHER",
+    }
+)
 # "Set up bonuses" example answer: fees are a third of the amount on top, no VAT.
 FEE_RATE = 1 / 3
 
@@ -67,7 +79,10 @@ class State:
 
     def add_submission(self, study_id: str, sub_id: str, pid: str, status: str) -> None:
         self.submissions[sub_id] = {
-            "id": sub_id, "participant_id": pid, "status": status, "study_id": study_id,
+            "id": sub_id,
+            "participant_id": pid,
+            "status": status,
+            "study_id": study_id,
         }
 
     def count(self, method: str, fragment: str) -> int:
@@ -82,8 +97,9 @@ def make_app(state: State) -> FastAPI:
     app = FastAPI()
 
     def _targeted(method: str, path: str) -> bool:
-        return ((not state.slow_paths or any(p in path for p in state.slow_paths))
-                and (not state.slow_methods or method in state.slow_methods))
+        return (not state.slow_paths or any(p in path for p in state.slow_paths)) and (
+            not state.slow_methods or method in state.slow_methods
+        )
 
     @app.middleware("http")
     async def modes(request: Request, call_next: Any) -> Any:
@@ -95,8 +111,11 @@ def make_app(state: State) -> FastAPI:
             return _error(401, "Invalid token.")
         if state.rate_limit:
             state.rate_limit -= 1
-            return JSONResponse({"error": {"status": 429, "detail": "Request was throttled."}},
-                                status_code=429, headers={"Retry-After": "0"})
+            return JSONResponse(
+                {"error": {"status": 429, "detail": "Request was throttled."}},
+                status_code=429,
+                headers={"Retry-After": "0"},
+            )
         if state.fail_before:
             state.fail_before -= 1
             return _error(500, "Internal error")
@@ -115,8 +134,17 @@ def make_app(state: State) -> FastAPI:
     @app.post("/api/v1/studies/", status_code=201)
     async def create_study(request: Request) -> Any:
         body = await request.json()
-        missing = [k for k in ("name", "external_study_url", "total_available_places",
-                               "reward", "estimated_completion_time") if k not in body]
+        missing = [
+            k
+            for k in (
+                "name",
+                "external_study_url",
+                "total_available_places",
+                "reward",
+                "estimated_completion_time",
+            )
+            if k not in body
+        ]
         if missing:
             return _error(400, {k: ["This field is required."] for k in missing})
         with state.lock:
@@ -129,9 +157,13 @@ def make_app(state: State) -> FastAPI:
     def list_studies(request: Request) -> Any:
         wanted = (request.query_params.get("state") or "").strip("()")
         keep = set(wanted.split("|")) if wanted else None
-        return {"results": [
-            {k: s.get(k) for k in ("id", "name", "internal_name", "status")}
-            for s in state.studies.values() if keep is None or s["status"] in keep]}
+        return {
+            "results": [
+                {k: s.get(k) for k in ("id", "name", "internal_name", "status")}
+                for s in state.studies.values()
+                if keep is None or s["status"] in keep
+            ]
+        }
 
     # https://docs.prolific.com/api-reference/studies/publish-study (Transition a study)
     @app.post("/api/v1/studies/{sid}/transition/")
@@ -140,8 +172,12 @@ def make_app(state: State) -> FastAPI:
         if study is None:
             return not_found()
         action = (await request.json()).get("action")
-        moves = {"PUBLISH": ({"UNPUBLISHED"}, "ACTIVE"), "PAUSE": ({"ACTIVE"}, "PAUSED"),
-                 "START": ({"PAUSED"}, "ACTIVE"), "STOP": ({"ACTIVE", "PAUSED"}, "COMPLETED")}
+        moves = {
+            "PUBLISH": ({"UNPUBLISHED"}, "ACTIVE"),
+            "PAUSE": ({"ACTIVE"}, "PAUSED"),
+            "START": ({"PAUSED"}, "ACTIVE"),
+            "STOP": ({"ACTIVE", "PAUSED"}, "COMPLETED"),
+        }
         if action not in moves:
             return _error(400, "bad action")
         start, nxt = moves[action]
@@ -177,8 +213,11 @@ def make_app(state: State) -> FastAPI:
                 return _error(400, f"Cannot transition from {s['status']}")
             if body.get("action") == "APPROVE":
                 s["status"] = "APPROVED"
-            elif (body.get("action") == "REJECT" and len(body.get("message") or "") >= 100
-                  and body.get("rejection_category") in REJECTION_CATEGORIES):
+            elif (
+                body.get("action") == "REJECT"
+                and len(body.get("message") or "") >= 100
+                and body.get("rejection_category") in REJECTION_CATEGORIES
+            ):
                 s["status"] = "REJECTED"
             else:
                 return _error(400, "bad transition")
@@ -204,8 +243,11 @@ def make_app(state: State) -> FastAPI:
         for line in str(body.get("csv_bonuses", "")).splitlines():
             ident, amount = line.split(",")
             sub = state.submissions.get(ident)
-            by_pid = [s for s in state.submissions.values()
-                      if s["participant_id"] == ident and s["study_id"] == study_id]
+            by_pid = [
+                s
+                for s in state.submissions.values()
+                if s["participant_id"] == ident and s["study_id"] == study_id
+            ]
             if sub is not None and sub["study_id"] == study_id:
                 lines.append((sub["participant_id"], float(amount)))
             elif by_pid:
@@ -218,9 +260,15 @@ def make_app(state: State) -> FastAPI:
         fees = round(cents * FEE_RATE)
         with state.lock:
             bid = f"b{len(state.bonuses) + 1:023x}"
-            state.bonuses[bid] = {"id": bid, "study": study_id, "amount": cents,
-                                  "fees": fees, "total_amount": cents + fees, "vat": 0,
-                                  "lines": lines}
+            state.bonuses[bid] = {
+                "id": bid,
+                "study": study_id,
+                "amount": cents,
+                "fees": fees,
+                "total_amount": cents + fees,
+                "vat": 0,
+                "lines": lines,
+            }
         return {k: v for k, v in state.bonuses[bid].items() if k != "lines"}
 
     # https://docs.prolific.com/api-reference/bonuses/pay-bonus-payments ("not idempotent:
@@ -233,8 +281,10 @@ def make_app(state: State) -> FastAPI:
             return not_found()
         with state.lock:
             state.paid.extend(b["lines"])
-        return (f"Bulk bonus payment with ID {bid} is being processed asynchronously. "
-                "Payments will be completed shortly.")
+        return (
+            f"Bulk bonus payment with ID {bid} is being processed asynchronously. "
+            "Payments will be completed shortly."
+        )
 
     return app
 
@@ -250,8 +300,9 @@ def running(state: State | None = None) -> Iterator[tuple[str, State]]:
     """Serve the fake on a free port in a thread; yields (base URL, state)."""
     state = state or State()
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(state), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(make_app(state), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -25,25 +25,35 @@ def write_kept_captions(engine: Engine, n: int, seed: int) -> None:
     rng = random.Random(seed)
     with Session(engine) as s:
         writer = Worker(source="invite", external_id="writer", roles=["generate"])
-        judges = [Worker(source="invite", external_id=f"judge-{i}", roles=["validate"])
-                  for i in range(3)]
+        judges = [
+            Worker(source="invite", external_id=f"judge-{i}", roles=["validate"]) for i in range(3)
+        ]
         s.add_all([writer, *judges])
         s.flush()
         pairs = list(s.exec(select(ImagePair).order_by(col(ImagePair.id))))
         for pair in rng.sample(pairs, n):
             relation = rng.choice(relations)
             ann = Annotation(
-                pair_id=pair.id, worker_id=writer.id, relation=relation,  # type: ignore[arg-type]
-                subj=pair.concept_a, obj=pair.concept_b, true_image_id=pair.image1_id,
+                pair_id=pair.id,  # type: ignore[arg-type]
+                worker_id=writer.id,  # type: ignore[arg-type]
+                relation=relation,
+                subj=pair.concept_a,
+                obj=pair.concept_b,
+                true_image_id=pair.image1_id,
                 duration_ms=9000,
             )
             s.add(ann)
             s.flush()
             for image_id, label in ((pair.image1_id, True), (pair.image2_id, False)):
                 ex = Example(
-                    image_id=image_id, relation=relation, subj=pair.concept_a,
-                    obj=pair.concept_b, label=label, annotation_id=ann.id,
-                    author_id=writer.id, study_id=pair.study_id,
+                    image_id=image_id,
+                    relation=relation,
+                    subj=pair.concept_a,
+                    obj=pair.concept_b,
+                    label=label,
+                    annotation_id=ann.id,
+                    author_id=writer.id,
+                    study_id=pair.study_id,
                     caption=render_caption(pair.concept_a, relation, pair.concept_b),
                 )
                 s.add(ex)

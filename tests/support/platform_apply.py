@@ -24,8 +24,13 @@ from webapp.platforms.prolific import ProlificPlatform
 class Dying(ProlificPlatform):
     point = "after_call"
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
-              params: dict[str, str] | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> Any:
         deciding = method == "POST" and "/submissions/" in path and "transition" in path
         if deciding and self.point == "before_call":
             os._exit(9)

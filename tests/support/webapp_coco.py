@@ -60,8 +60,13 @@ def _image(session: Session, rec: dict[str, Any], split: str) -> Image:
     if found is not None:
         return found
     image = Image(
-        coco_id=rec["id"], file_name=rec["file_name"], coco_split=split, width=rec["width"],
-        height=rec["height"], coco_url=rec.get("coco_url"), flickr_url=rec.get("flickr_url"),
+        coco_id=rec["id"],
+        file_name=rec["file_name"],
+        coco_split=split,
+        width=rec["width"],
+        height=rec["height"],
+        coco_url=rec.get("coco_url"),
+        flickr_url=rec.get("flickr_url"),
         license_id=rec.get("license"),
     )
     session.add(image)
@@ -76,8 +81,13 @@ def _instance(session: Session, ann: dict[str, Any], image: Image, name: str) ->
     if found is not None:
         return found
     inst = Instance(
-        coco_ann_id=ann["id"], image_id=_id(image), category_id=ann["category_id"], category=name,
-        bbox=ann["bbox"], area=ann["area"], iscrowd=bool(ann["iscrowd"]),
+        coco_ann_id=ann["id"],
+        image_id=_id(image),
+        category_id=ann["category_id"],
+        category=name,
+        bbox=ann["bbox"],
+        area=ann["area"],
+        iscrowd=bool(ann["iscrowd"]),
         segmentation=ann["segmentation"],
     )
     session.add(inst)
@@ -102,8 +112,15 @@ def make_pairs(session: Session, coco_dir: Path, n: int | None = None) -> list[i
             parts.append((_id(image), _id(inst_a), _id(inst_b)))
         (i1, a1, b1), (i2, a2, b2) = parts
         pair = ImagePair(
-            concept_a=ca, concept_b=cb, image1_id=i1, image1_a_id=a1, image1_b_id=b1,
-            image2_id=i2, image2_a_id=a2, image2_b_id=b2, sample_run="test",
+            concept_a=ca,
+            concept_b=cb,
+            image1_id=i1,
+            image1_a_id=a1,
+            image1_b_id=b1,
+            image2_id=i2,
+            image2_a_id=a2,
+            image2_b_id=b2,
+            sample_run="test",
         )
         session.add(pair)
         session.flush()

@@ -157,8 +157,9 @@ def test_a_dropped_table_mid_command_is_plain(sqlite_url: str, tmp_path: Path) -
     with sqlite3.connect(copy) as conn:
         conn.execute("PRAGMA foreign_keys=OFF")
         conn.execute("DROP TABLE example")
-    line = _one_error_line(_cli("build-dataset", "--out", str(tmp_path / "o"), "--database-url",
-                                f"sqlite:///{copy}"))
+    line = _one_error_line(
+        _cli("build-dataset", "--out", str(tmp_path / "o"), "--database-url", f"sqlite:///{copy}")
+    )
     assert line == (
         "error: database error: no such table: example: the schema is missing or old, "
         "run `vsr db upgrade`"
@@ -186,8 +187,11 @@ def test_bad_paths_and_unreachable_servers_are_plain(tmp_path: Path) -> None:
         assert "s3cret" not in line and "refused" in line
     line = _one_error_line(_cli("vsr", "db", "upgrade", "--database-url", "mysq://x/y"))
     assert "unknown kind of database 'mysq'" in line
-    line = _one_error_line(_cli("vsr", "db", "upgrade", "nosuchrev", "--database-url",
-                                f"sqlite:///{tmp_path / 'n.db'}"))
+    line = _one_error_line(
+        _cli(
+            "vsr", "db", "upgrade", "nosuchrev", "--database-url", f"sqlite:///{tmp_path / 'n.db'}"
+        )
+    )
     assert "nosuchrev" in line
 
 
@@ -242,8 +246,9 @@ def _in_terminal(*args: str, cwd: Path | None = None) -> tuple[int, str]:
     master, slave = pty.openpty()
     # A fresh pseudo-terminal is 0 columns wide, and tqdm draws nothing in 0 columns.
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    proc = subprocess.Popen([exe, *args[1:]], stdin=slave, stdout=slave, stderr=slave,
-                            cwd=cwd, env=_env())
+    proc = subprocess.Popen(
+        [exe, *args[1:]], stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=_env()
+    )
     os.close(slave)
     chunks: list[bytes] = []
     while True:
@@ -278,15 +283,17 @@ def test_progress_bars_count_items_and_errors_start_their_own_line(
     assert code == 0, out
     assert " lines/s" in out and "%/s" not in out
 
-    code, out = _in_terminal("build-dataset", "--out", str(tmp_path / "x"), "--database-url",
-                             sqlite_url)
+    code, out = _in_terminal(
+        "build-dataset", "--out", str(tmp_path / "x"), "--database-url", sqlite_url
+    )
     assert code == 0, out
     assert "build-dataset:" in out  # the bar was shown, with its stage and no rate
     assert "%/s" not in out and "it/s" not in out
     # The same export again into the now non-empty folder fails while the bar is up: the
     # error must start a terminal line of its own.
-    code, out = _in_terminal("build-dataset", "--out", str(tmp_path / "x"), "--database-url",
-                             sqlite_url)
+    code, out = _in_terminal(
+        "build-dataset", "--out", str(tmp_path / "x"), "--database-url", sqlite_url
+    )
     assert code == 1
     errors = [ln for ln in _screen_lines(out) if "error:" in ln]
     assert len(errors) == 1 and errors[0].startswith("error: "), out

@@ -25,8 +25,14 @@ def _cli(*args: str, db_url: str | None = None) -> subprocess.CompletedProcess[s
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", COLUMNS="80")
     if db_url:
         env["DATABASE_URL"] = db_url
-    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True,
-                          timeout=600, env=env, cwd=ROOT)
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def _one_line(r: subprocess.CompletedProcess[str], code: int) -> str:
@@ -39,8 +45,10 @@ def _one_line(r: subprocess.CompletedProcess[str], code: int) -> str:
 
 def test_a_threshold_that_is_no_number_names_the_option() -> None:
     line = _one_line(_cli("build-dataset", "--out", "x", "--threshold", "abc"), 2)
-    assert line == ("error: --threshold must be a share of votes above 0 and at most 1, such "
-                    "as 2/3 or 0.75 (got abc)")
+    assert line == (
+        "error: --threshold must be a share of votes above 0 and at most 1, such "
+        "as 2/3 or 0.75 (got abc)"
+    )
 
 
 def test_every_bad_value_exits_2_as_click_usage_errors_do() -> None:
@@ -77,8 +85,9 @@ def test_match_says_why_it_made_no_item_and_fails(db_url: str, engine: Engine) -
     write_kept_captions(engine, 4, seed=1)  # the README's old "four or more"
     r = _cli("vsr", "match", "--k", "3", db_url=db_url)
     line = _one_line(r, 1)  # the model loaded, but no bar reached the log
-    assert line.startswith("error: no multiple-choice items: kept True Examples per split: "
-                           "train has "), line
+    assert line.startswith(
+        "error: no multiple-choice items: kept True Examples per split: train has "
+    ), line
     assert "k = 3 needs at least 4 in one split" in line
     assert line.endswith("nothing was written (study vsr)"), line
     with Session(engine) as s:
@@ -102,8 +111,7 @@ def test_revalidate_report_without_a_round_fails_plainly(db_url: str) -> None:
 
 def test_invite_names_its_study(db_url: str) -> None:
     assert _cli("vsr", "db", "upgrade", db_url=db_url).returncode == 0
-    r = _cli("vsr", "invite", "create", "--label", "lab", "--roles", "validate",
-             db_url=db_url)
+    r = _cli("vsr", "invite", "create", "--label", "lab", "--roles", "validate", db_url=db_url)
     assert r.returncode == 0, r.stderr
     assert r.stderr == "study vsr: invite for 'lab' (validate)\n"
     assert r.stdout.startswith("validate: http") and r.stdout.count("\n") == 1

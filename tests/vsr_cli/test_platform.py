@@ -26,8 +26,13 @@ def fake() -> Iterator[tuple[str, State]]:
 
 
 def _vsr(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VSR, "platform", *args], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **env})
+    return subprocess.run(
+        [VSR, "platform", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
 
 
 def test_sync_plan_apply(db_url: str, engine: Engine, fake: tuple[str, State]) -> None:
@@ -36,8 +41,9 @@ def test_sync_plan_apply(db_url: str, engine: Engine, fake: tuple[str, State]) -
     state.add_submission("st1", "s1", "p1", "AWAITING REVIEW")
     with Session(engine) as session:
         session.add(Worker(source="prolific", external_id="p1"))
-        study = PlatformStudy(platform="prolific", external_id="st1",
-                              settings={"rules": {"min_items": 1}})
+        study = PlatformStudy(
+            platform="prolific", external_id="st1", settings={"rules": {"min_items": 1}}
+        )
         session.add(study)
         session.commit()
         sid = str(study.id)
@@ -48,8 +54,9 @@ def test_sync_plan_apply(db_url: str, engine: Engine, fake: tuple[str, State]) -
     r = _vsr("plan", *common)
     assert "reject s1" in r.stdout and "1 new actions planned" in r.stdout, r.stderr
     # Per submission, the work in its own batches and what it is paid for.
-    assert "s1 AWAITING REVIEW: 0 batches, 0 votes, 0 written (0 kept); paid for nothing" \
-        in r.stdout
+    assert (
+        "s1 AWAITING REVIEW: 0 batches, 0 votes, 0 written (0 kept); paid for nothing" in r.stdout
+    )
     r = _vsr("apply", *common, **env)
     assert r.stdout.strip() == "1 done, 0 failed", r.stderr
     assert state.transitions == [("s1", "REJECTED")]
@@ -62,8 +69,16 @@ def test_errors_are_one_line(db_url: str, fake: tuple[str, State]) -> None:
     url, _ = fake
     r = _vsr("sync", "--platform", "prolific", "--platform-study", "99", "--database-url", db_url)
     assert r.returncode != 0 and r.stderr.strip() == "error: no prolific study with id 99"
-    r = _vsr("sync", "--platform", "prolific", "--platform-study", "1", "--database-url", db_url,
-             PROLIFIC_API_TOKEN="")
+    r = _vsr(
+        "sync",
+        "--platform",
+        "prolific",
+        "--platform-study",
+        "1",
+        "--database-url",
+        db_url,
+        PROLIFIC_API_TOKEN="",
+    )
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -72,9 +87,22 @@ def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, Stat
     env = {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url}
     made = []
     for reward in ("100", "900"):  # £0.75/h and £6.75/h over the stated 80 minutes
-        r = _vsr("create", "--platform", "prolific", "--reward-cents", reward, "--places", "5",
-                 "--site-url", "https://vsr.example.org", "--expected-minutes", "80",
-                 "--database-url", db_url, **env)
+        r = _vsr(
+            "create",
+            "--platform",
+            "prolific",
+            "--reward-cents",
+            reward,
+            "--places",
+            "5",
+            "--site-url",
+            "https://vsr.example.org",
+            "--expected-minutes",
+            "80",
+            "--database-url",
+            db_url,
+            **env,
+        )
         assert r.returncode == 0, r.stderr
         first = r.stdout.splitlines()[0]
         assert first.startswith("created prolific study ") and "draft" in first
@@ -84,37 +112,71 @@ def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, Stat
     r = _vsr("publish", "--platform-study", made[0], *common, **env)
     assert r.returncode == 1 and r.stderr.strip() == (
         "error: refused: effective pay £0.75/h (£1.00 for 80.0 min; stated duration; 0 of "
-        "the 5 workers needed measured); platform minimum £6.00/h")
+        "the 5 workers needed measured); platform minimum £6.00/h"
+    )
     assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "UNPUBLISHED"]
     r = _vsr("publish", "--platform-study", made[1], *common, **env)
-    assert r.returncode == 0 and r.stdout.splitlines()[-1] == f"prolific study {made[1]}: " \
-        "published", r.stderr
+    assert (
+        r.returncode == 0 and r.stdout.splitlines()[-1] == f"prolific study {made[1]}: published"
+    ), r.stderr
     r = _vsr("pause", "--platform-study", made[1], "--study", "nope", *common, **env)
     assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study list`)"
     made_zh = subprocess.run(
-        [VSR, "study", "create", "--file", str(ROOT / "studies" / "vsr-zh.toml"),
-         "--database-url", db_url],
-        capture_output=True, text=True)
+        [
+            VSR,
+            "study",
+            "create",
+            "--file",
+            str(ROOT / "studies" / "vsr-zh.toml"),
+            "--database-url",
+            db_url,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert made_zh.returncode == 0, made_zh.stderr
     r = _vsr("pause", "--platform-study", made[1], "--study", "vsr-zh", *common, **env)
     assert r.returncode == 1 and r.stderr.strip() == (
-        f"error: prolific study {made[1]} does not belong to study 'vsr-zh'")
+        f"error: prolific study {made[1]} does not belong to study 'vsr-zh'"
+    )
     r = _vsr("pause", "--platform-study", made[1], "--study", "vsr", *common, **env)
     assert r.returncode == 0 and "paused" in r.stdout, r.stderr
     assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "PAUSED"]
     r = _vsr("pause", "--platform-study", made[0], *common, **env)
     assert r.returncode == 1 and r.stderr.strip() == (
-        "error: cannot pause a draft study (it can: publish)")
+        "error: cannot pause a draft study (it can: publish)"
+    )
     r = _vsr("resume", "--platform-study", made[1], *common, **env)
     assert r.returncode == 0 and r.stdout.strip() == f"prolific study {made[1]}: published"
     assert [s["status"] for s in state.studies.values()] == ["UNPUBLISHED", "ACTIVE"]
     # No stated duration and nobody measured yet: the pay is unknown, publishing refused.
-    r = _vsr("create", "--platform", "prolific", "--reward-cents", "5000", "--places", "1",
-             "--database-url", db_url, **env)
+    r = _vsr(
+        "create",
+        "--platform",
+        "prolific",
+        "--reward-cents",
+        "5000",
+        "--places",
+        "1",
+        "--database-url",
+        db_url,
+        **env,
+    )
     assert "effective pay unknown (£50.00 for 200 items" in r.stdout, r.stderr
     r = _vsr("publish", "--platform-study", r.stdout.split()[3], *common, **env)
     assert r.returncode == 1 and "state the expected duration (--expected-minutes)" in r.stderr
-    r = _vsr("create", "--platform", "prolific", "--reward-cents", "5", "--places", "1",
-             "--study", "nope", "--database-url", db_url, **env)
-    assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study " \
-        "list`)"
+    r = _vsr(
+        "create",
+        "--platform",
+        "prolific",
+        "--reward-cents",
+        "5",
+        "--places",
+        "1",
+        "--study",
+        "nope",
+        "--database-url",
+        db_url,
+        **env,
+    )
+    assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study list`)"

@@ -9,9 +9,28 @@ import subprocess
 import sys
 
 HEAVY = [
-    "sqlalchemy", "sqlmodel", "vsr_core.models", "pandas", "matplotlib", "scipy", "networkx",
-    "crowdkit", "sentence_transformers", "torch", "pycocotools", "shapely", "PIL", "numpy",
-    "fastapi", "uvicorn", "alembic", "tqdm", "rich", "krippendorff", "orjson", "psycopg",
+    "sqlalchemy",
+    "sqlmodel",
+    "vsr_core.models",
+    "pandas",
+    "matplotlib",
+    "scipy",
+    "networkx",
+    "crowdkit",
+    "sentence_transformers",
+    "torch",
+    "pycocotools",
+    "shapely",
+    "PIL",
+    "numpy",
+    "fastapi",
+    "uvicorn",
+    "alembic",
+    "tqdm",
+    "rich",
+    "krippendorff",
+    "orjson",
+    "psycopg",
 ]
 
 PROBE = """
@@ -34,8 +53,7 @@ print(json.dumps(sorted(sys.modules)))
 
 
 def test_help_of_every_command_imports_no_heavy_library() -> None:
-    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     loaded = set(json.loads(r.stdout.splitlines()[-1]))
     assert "Usage: vsr sample" in r.stdout  # the help really was rendered

@@ -19,8 +19,7 @@ BIN = Path(sys.executable).parent / "vsr"
 
 def vsr(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """The console script, run in the repository's folder (as the README's commands are)."""
-    return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def test_check_and_show_the_shipped_studies(tmp_path: Path) -> None:
@@ -44,13 +43,19 @@ def test_check_reports_missing_source_files_one_line_each(tmp_path: Path) -> Non
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     line = 1 + zh.read_text().splitlines().index(
-        'annotations = "demo/coco/annotations/instances_demo.json"')
-    assert lines[0].startswith(f"error: {zh}:{line}: sources[0].annotations: no file "
-                               "demo/coco/annotations/instances_demo.json (looked in ")
+        'annotations = "demo/coco/annotations/instances_demo.json"'
+    )
+    assert lines[0].startswith(
+        f"error: {zh}:{line}: sources[0].annotations: no file "
+        "demo/coco/annotations/instances_demo.json (looked in "
+    )
     assert "run vsr in the repository's folder" in lines[0]
     lab = tmp_path / "lab.toml"
-    lab.write_text(VSR.read_text().replace("demo/coco/annotations/instances_demo.json",
-                                           "coco/annotations/instances_train2017.json"))
+    lab.write_text(
+        VSR.read_text().replace(
+            "demo/coco/annotations/instances_demo.json", "coco/annotations/instances_train2017.json"
+        )
+    )
     r = vsr("study", "check", "--file", str(lab))
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
     assert "put the COCO 2017 instance annotations (annotations_trainval2017.zip" in r.stderr
@@ -61,8 +66,9 @@ def test_the_readme_chinese_study_path_runs_as_written(db_url: str, engine: Engi
     `vsr sample --study vsr-zh --pairs 1000 --seed 1`, in the repository's folder."""
     r = vsr("study", "create", "--file", "studies/vsr-zh.toml", "--database-url", db_url)
     assert r.returncode == 0, r.stderr
-    r = vsr("sample", "--study", "vsr-zh", "--pairs", "1000", "--seed", "1",
-            "--database-url", db_url)
+    r = vsr(
+        "sample", "--study", "vsr-zh", "--pairs", "1000", "--seed", "1", "--database-url", db_url
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.rstrip().endswith("(study vsr-zh)"), r.stdout
     with Session(engine) as s:
@@ -90,8 +96,11 @@ def test_check_names_field_and_line_one_line_each(tmp_path: Path) -> None:
 def test_a_deeply_nested_file_is_one_line_naming_it(tmp_path: Path) -> None:
     """Nested arrays or inline tables deep enough to exhaust Python's recursion were a
     "maximum recursion depth exceeded" traceback; now one line naming the file, exit 1."""
-    for body in ("x = " + "[" * 50_000 + "]" * 50_000, "x = " + "{a = " * 5000 + "1" + "}" * 5000,
-                 VSR.read_text() + "\n[extra]\nx = " + "[" * 3000 + "]" * 3000 + "\n"):
+    for body in (
+        "x = " + "[" * 50_000 + "]" * 50_000,
+        "x = " + "{a = " * 5000 + "1" + "}" * 5000,
+        VSR.read_text() + "\n[extra]\nx = " + "[" * 3000 + "]" * 3000 + "\n",
+    ):
         deep = tmp_path / "deep.toml"
         deep.write_text(body)
         r = vsr("study", "check", "--file", str(deep))
@@ -106,13 +115,17 @@ def test_image_root_and_image_url_are_refused_by_line(tmp_path: Path) -> None:
     """Both keys were validated and never used: a file that still has them is told so."""
     old = VSR.read_text().replace(
         'format = "coco"\n',
-        'format = "coco"\nimage_url = "http://x/{file_name}"\nimage_root = "/data"\n', 1)
+        'format = "coco"\nimage_url = "http://x/{file_name}"\nimage_root = "/data"\n',
+        1,
+    )
     path = tmp_path / "old.toml"
     path.write_text(old)
     r = vsr("study", "check", "--file", str(path))
     lines = old.splitlines()
-    url, root = 1 + lines.index('image_url = "http://x/{file_name}"'), 1 + lines.index(
-        'image_root = "/data"')
+    url, root = (
+        1 + lines.index('image_url = "http://x/{file_name}"'),
+        1 + lines.index('image_root = "/data"'),
+    )
     assert r.returncode == 1 and sorted(r.stderr.splitlines()) == [
         f"error: {path}:{url}: sources[0].image_url: no longer read (the site finds images in "
         "the server's IMAGE_ROOT folder, else at each image's coco_url in the annotations "
@@ -129,11 +142,9 @@ def test_sample_with_a_study_file(
     val = coco_dir / "annotations" / "instances_val2017_subset.json"
     text = VSR.read_text().replace('slug = "vsr"', 'slug = "lab"')
     head, _, rest = text.partition("[concepts]")
-    head = head.split("[[sources]]")[0] + (
-        f'[[sources]]\nannotations = "{val}"\n\n'
-    )
-    rest = rest.replace('deny = []', 'deny = ["dining table"]')
-    rest = rest.replace('supercategories = []', 'supercategories = ["animal", "furniture"]')
+    head = head.split("[[sources]]")[0] + (f'[[sources]]\nannotations = "{val}"\n\n')
+    rest = rest.replace("deny = []", 'deny = ["dining table"]')
+    rest = rest.replace("supercategories = []", 'supercategories = ["animal", "furniture"]')
     rest = rest.replace("min_area_px = 10000", "min_area_px = 2000")
     rest = rest.replace("min_area_share = 0.0", "min_area_share = 0.02")
     study = tmp_path / "lab.toml"

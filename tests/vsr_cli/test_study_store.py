@@ -20,9 +20,7 @@ def zh_on_the_subset(coco_dir: Path, tmp_path: Path) -> Path:
     text = ZH.read_text(encoding="utf-8")
     head, _, rest = text.partition("[concepts]")
     val = coco_dir / "annotations" / "instances_val2017_subset.json"
-    head = head.split("[[sources]]")[0] + (
-        f'[[sources]]\nannotations = "{val}"\n\n'
-    )
+    head = head.split("[[sources]]")[0] + (f'[[sources]]\nannotations = "{val}"\n\n')
     rest = rest.replace("min_area_px = 10000", "min_area_px = 5000")
     path = tmp_path / "vsr-zh.toml"
     path.write_text(head + "[concepts]" + rest, encoding="utf-8")
@@ -66,16 +64,18 @@ def test_create_list_show_and_sample_a_second_study(
         pairs = s.exec(select(ImagePair)).all()
         assert len(pairs) == 5 and {p.study_id for p in pairs} == {stored.id}
 
-    invite = vsr("invite", "create", "--study", "vsr-zh", "--roles", "validate",
-                 "--database-url", db_url)
+    invite = vsr(
+        "invite", "create", "--study", "vsr-zh", "--roles", "validate", "--database-url", db_url
+    )
     assert invite.returncode == 0, invite.stderr
     assert invite.stdout.startswith("validate: http")
     assert "/s/vsr-zh/start/validate?token=" in invite.stdout
 
     # The same pairs may be drawn for the default study: its own rows, the zh ones untouched.
     val = coco_dir / "annotations" / "instances_val2017_subset.json"
-    default = vsr("sample", "--coco", str(val), "--min-area", "5000", "--pairs", "5",
-                  "--database-url", db_url)
+    default = vsr(
+        "sample", "--coco", str(val), "--min-area", "5000", "--pairs", "5", "--database-url", db_url
+    )
     assert default.returncode == 0, default.stderr
     with Session(engine) as s:
         by_study = {p.study_id for p in s.exec(select(ImagePair))}

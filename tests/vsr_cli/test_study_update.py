@@ -37,15 +37,29 @@ def _zh_with_captions(db_url: str, engine: Engine) -> int:
         s.add(writer)
         s.flush()
         for pair in s.exec(select(ImagePair).where(ImagePair.study_id == zh.id)):
-            ann = Annotation(pair_id=pair.id, worker_id=writer.id, relation="on",  # type: ignore[arg-type]
-                             subj=pair.concept_a, obj=pair.concept_b,
-                             true_image_id=pair.image1_id)
+            ann = Annotation(
+                pair_id=pair.id,  # type: ignore[arg-type]
+                worker_id=writer.id,  # type: ignore[arg-type]
+                relation="on",
+                subj=pair.concept_a,
+                obj=pair.concept_b,
+                true_image_id=pair.image1_id,
+            )
             s.add(ann)
             s.flush()
-            s.add(Example(image_id=pair.image1_id, relation="on", subj=pair.concept_a,
-                          obj=pair.concept_b, label=True, annotation_id=ann.id,
-                          author_id=writer.id, study_id=zh.id,
-                          caption=render_concepts(lang, pair.concept_a, "on", pair.concept_b)))
+            s.add(
+                Example(
+                    image_id=pair.image1_id,
+                    relation="on",
+                    subj=pair.concept_a,
+                    obj=pair.concept_b,
+                    label=True,
+                    annotation_id=ann.id,
+                    author_id=writer.id,
+                    study_id=zh.id,
+                    caption=render_concepts(lang, pair.concept_a, "on", pair.concept_b),
+                )
+            )
         s.commit()
         return zh.id
 
@@ -62,9 +76,14 @@ def _stored(engine: Engine, zh_id: int) -> tuple[str, list[tuple[int, str]], int
     with Session(engine) as s:
         study = s.get(Study, zh_id)
         assert study is not None
-        versions = [(v.version, v.definition_hash) for v in s.exec(
-            select(StudyVersion).where(StudyVersion.study_id == zh_id)
-            .order_by(col(StudyVersion.version)))]
+        versions = [
+            (v.version, v.definition_hash)
+            for v in s.exec(
+                select(StudyVersion)
+                .where(StudyVersion.study_id == zh_id)
+                .order_by(col(StudyVersion.version))
+            )
+        ]
         examples = len(s.exec(select(Example).where(Example.study_id == zh_id)).all())
         return study.definition_hash, versions, examples
 
@@ -80,15 +99,20 @@ def test_update_keeps_data_records_the_hash_and_refuses_breaking_changes(
     assert same.returncode == 0 and same.stdout.startswith("study vsr-zh unchanged: ")
 
     refused = {
-        "relation 'on' is written '在…上' in 2 stored Examples and cannot be renamed '在…之上'":
-            ('id = "on"\nname = "在…上"', 'id = "on"\nname = "在…之上"'),
+        "relation 'on' is written '在…上' in 2 stored Examples and cannot be renamed '在…之上'": (
+            'id = "on"\nname = "在…上"',
+            'id = "on"\nname = "在…之上"',
+        ),
         "the first language's template changes from 'ENT1RELATIONENT2。' to "
-        "'ENT1RELATIONENT2．', but 2 stored Examples are written with it":
-            ('template = "ENT1RELATIONENT2。"', 'template = "ENT1RELATIONENT2．"'),
+        "'ENT1RELATIONENT2．', but 2 stored Examples are written with it": (
+            'template = "ENT1RELATIONENT2。"',
+            'template = "ENT1RELATIONENT2．"',
+        ),
     }
     for reason, (old, new) in refused.items():
-        r = vsr("study", "update", "--file", str(_variant(tmp_path, old, new)),
-                "--database-url", db_url)
+        r = vsr(
+            "study", "update", "--file", str(_variant(tmp_path, old, new)), "--database-url", db_url
+        )
         assert r.returncode == 1 and r.stdout == "", r.stdout
         assert r.stderr == f"error: {reason}; nothing was stored\n", r.stderr
         assert _stored(engine, zh_id) == (first, versions, examples)
@@ -97,8 +121,10 @@ def test_update_keeps_data_records_the_hash_and_refuses_breaking_changes(
     r = vsr("study", "update", "--file", str(consent), "--database-url", db_url)
     assert r.returncode == 0, r.stderr
     digest, versions, examples = _stored(engine, zh_id)
-    assert r.stdout == (f"updated study vsr-zh to version 2 (sha256 {first[:12]} -> "
-                        f"{digest[:12]}); its data is kept\n")
+    assert r.stdout == (
+        f"updated study vsr-zh to version 2 (sha256 {first[:12]} -> "
+        f"{digest[:12]}); its data is kept\n"
+    )
     assert versions == [(1, first), (2, digest)] and digest != first and examples == 2
     shown = vsr("study", "show", "vsr-zh", "--database-url", db_url).stdout
     assert f"  definition sha256 {digest} (version 2), first stored " in shown
@@ -108,9 +134,7 @@ def test_update_keeps_data_records_the_hash_and_refuses_breaking_changes(
     assert r.returncode == 1 and r.stderr.startswith("error: no study 'lab' to update: create")
 
 
-def test_an_archived_study_takes_no_new_work(
-    db_url: str, engine: Engine, tmp_path: Path
-) -> None:
+def test_an_archived_study_takes_no_new_work(db_url: str, engine: Engine, tmp_path: Path) -> None:
     zh_id = _zh_with_captions(db_url, engine)
     r = vsr("study", "archive", "vsr", "--database-url", db_url)
     assert r.returncode == 1 and "is the default study" in r.stderr
@@ -120,16 +144,19 @@ def test_an_archived_study_takes_no_new_work(
     assert listed[1].startswith("  vsr-zh ") and listed[1].endswith("(archived)")
     shown = vsr("study", "show", "vsr-zh", "--database-url", db_url).stdout
     assert shown.splitlines()[0].startswith("vsr-zh: 视觉空间推理（VSR，简体中文） (archived 20")
-    for args in (("sample", "--study", "vsr-zh", "--pairs", "1"),
-                 ("invite", "create", "--study", "vsr-zh")):
+    for args in (
+        ("sample", "--study", "vsr-zh", "--pairs", "1"),
+        ("invite", "create", "--study", "vsr-zh"),
+    ):
         r = vsr(*args, "--database-url", db_url)
         assert r.returncode == 1 and r.stderr.startswith("error: study vsr-zh is archived: ")
     assert _stored(engine, zh_id)[2] == 2  # its data stays
 
     app = make_app(db_url, tmp_path, image_root=ROOT / "demo" / "coco" / "images")
     worker: Any = client_for(app)
-    r = worker.get("/s/vsr-zh/start/generate?PROLIFIC_PID=p1&STUDY_ID=s&SESSION_ID=x",
-                   follow_redirects=False)
+    r = worker.get(
+        "/s/vsr-zh/start/generate?PROLIFIC_PID=p1&STUDY_ID=s&SESSION_ID=x", follow_redirects=False
+    )
     assert r.status_code == 403 and "本研究已结束" in r.text  # at the link, before consent
     with Session(engine) as s:  # and no new worker
         assert s.exec(select(Worker).where(Worker.external_id == "p1")).first() is None

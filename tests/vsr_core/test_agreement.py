@@ -36,8 +36,20 @@ def item(i: int, label: bool, values: tuple[int, ...], rel: str = "on") -> ItemV
 
 @pytest.mark.parametrize(
     ("agree", "n", "kept"),
-    [(2, 3, True), (3, 4, True), (4, 6, True), (1, 2, False), (1, 3, False), (2, 4, False),
-     (3, 5, False), (4, 5, True), (0, 0, False), (1, 1, True), (5, 7, True), (4, 7, False)],
+    [
+        (2, 3, True),
+        (3, 4, True),
+        (4, 6, True),
+        (1, 2, False),
+        (1, 3, False),
+        (2, 4, False),
+        (3, 5, False),
+        (4, 5, True),
+        (0, 0, False),
+        (1, 1, True),
+        (5, 7, True),
+        (4, 7, False),
+    ],
 )
 def test_keep_rule_is_a_proportion(agree: int, n: int, kept: bool) -> None:
     votes = [True] * agree + [False] * (n - agree)
@@ -149,8 +161,10 @@ def test_wilson_interval_known_value() -> None:
 
 
 def test_fleiss_kappa_hand_worked_and_statsmodels() -> None:
-    items = [item(i, True, vs) for i, vs in enumerate([(1, 1, 1), (1, 0, 1), (0, 0, 1),
-                                                      (1, 1, 0), (0, 0, 0)])]
+    items = [
+        item(i, True, vs)
+        for i, vs in enumerate([(1, 1, 1), (1, 0, 1), (0, 0, 1), (1, 1, 0), (0, 0, 0)])
+    ]
     table = category_counts(items)
     assert table == [[3, 0], [2, 1], [1, 2], [2, 1], [0, 3]]
     # By hand: P_bar = (1 + 1/3 + 1/3 + 1/3 + 1) / 5 = 0.6; p = (8/15, 7/15); Pe = 113/225.
@@ -204,8 +218,12 @@ def test_pair_disagreement_enumerates_pairs() -> None:
 
 
 def test_per_relation_disagreement_averages_items() -> None:
-    items = [item(0, True, (1, 1, 1), "near"), item(1, True, (1, 0, 1), "near"),
-             item(2, False, (0, 1), "on"), item(3, False, (0,), "on")]
+    items = [
+        item(0, True, (1, 1, 1), "near"),
+        item(1, True, (1, 0, 1), "near"),
+        item(2, False, (0, 1), "on"),
+        item(3, False, (0,), "on"),
+    ]
     out = per_relation_disagreement(items)
     assert out["near"] == {"n": 2, "disagreement": pytest.approx((0 + 2 / 3) / 2)}
     assert out["on"] == {"n": 1, "disagreement": 1.0}  # one vote has no pairs
@@ -219,17 +237,30 @@ def test_per_worker_agreement_leave_one_out() -> None:
     # w0: item0 others (1,0) tie -> no majority; item1 others (1,1) -> True, w0 said False;
     # item2 others (0) -> False, w0 said True.
     assert (w["w0"].n_votes, w["w0"].agree_label, w["w0"].n_majority, w["w0"].agree_majority) == (
-        3, 3, 2, 0)
+        3,
+        3,
+        2,
+        0,
+    )
     # w2: item0 others (1,1) -> True, said False; item1 others (0,1) tie.
     assert (w["w2"].n_votes, w["w2"].agree_label, w["w2"].n_majority, w["w2"].agree_majority) == (
-        2, 0, 1, 0)
+        2,
+        0,
+        1,
+        0,
+    )
     assert w["w1"].majority_share == 0.0  # only item2 has a majority (w0: True)
     assert w["w0"].label_share == 1.0
 
 
 def test_dataset_agreement_summary() -> None:
-    items = [item(0, True, (1, 1, 1)), item(1, True, (1, 1, 0)), item(2, False, (0, 1, 1, 0)),
-             item(3, False, (1, 1, 1, 1)), ItemVotes(4, True, ())]
+    items = [
+        item(0, True, (1, 1, 1)),
+        item(1, True, (1, 1, 0)),
+        item(2, False, (0, 1, 1, 0)),
+        item(3, False, (1, 1, 1, 1)),
+        ItemVotes(4, True, ()),
+    ]
     s = dataset_agreement(items)
     assert (s.n_items, s.n_votes, s.n_kept, s.n_unanimous) == (5, 14, 2, 1)
     assert s.kept_share == pytest.approx(0.4)

@@ -22,8 +22,15 @@ def _seed(session: Session) -> list[int]:
     plan = [(True, [1, 1, 0]), (False, [0, 0, 0, 1]), (True, [])]
     for k, (label, values) in enumerate(plan):
         assert img.id is not None
-        ex = Example(image_id=img.id, caption=f"The cat is on the dog {k}.", relation="on",
-                     subj="cat", obj=f"dog {k}", label=label, origin="human")
+        ex = Example(
+            image_id=img.id,
+            caption=f"The cat is on the dog {k}.",
+            relation="on",
+            subj="cat",
+            obj=f"dog {k}",
+            label=label,
+            origin="human",
+        )
         session.add(ex)
         session.flush()
         assert ex.id is not None

@@ -93,8 +93,12 @@ def test_unknown_relation_is_a_clear_error() -> None:
 @pytest.mark.parametrize(
     ("a", "b"),
     [
-        ("into", "in"), ("into", "inside"), ("away from", "far from"),
-        ("away from", "far away from"), ("alongside", "next to"), ("alongside", "beside"),
+        ("into", "in"),
+        ("into", "inside"),
+        ("away from", "far from"),
+        ("away from", "far away from"),
+        ("alongside", "next to"),
+        ("alongside", "beside"),
         ("ahead of", "in front of"),
     ],
 )

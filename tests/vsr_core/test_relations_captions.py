@@ -23,16 +23,86 @@ from vsr_core.relations import (
 )
 
 COCO_CATEGORIES = [
-    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
-    "traffic light", "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog",
-    "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
-    "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports ball", "kite",
-    "baseball bat", "baseball glove", "skateboard", "surfboard", "tennis racket", "bottle",
-    "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich",
-    "orange", "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch",
-    "potted plant", "bed", "dining table", "toilet", "tv", "laptop", "mouse", "remote",
-    "keyboard", "cell phone", "microwave", "oven", "toaster", "sink", "refrigerator", "book",
-    "clock", "vase", "scissors", "teddy bear", "hair drier", "toothbrush",
+    "person",
+    "bicycle",
+    "car",
+    "motorcycle",
+    "airplane",
+    "bus",
+    "train",
+    "truck",
+    "boat",
+    "traffic light",
+    "fire hydrant",
+    "stop sign",
+    "parking meter",
+    "bench",
+    "bird",
+    "cat",
+    "dog",
+    "horse",
+    "sheep",
+    "cow",
+    "elephant",
+    "bear",
+    "zebra",
+    "giraffe",
+    "backpack",
+    "umbrella",
+    "handbag",
+    "tie",
+    "suitcase",
+    "frisbee",
+    "skis",
+    "snowboard",
+    "sports ball",
+    "kite",
+    "baseball bat",
+    "baseball glove",
+    "skateboard",
+    "surfboard",
+    "tennis racket",
+    "bottle",
+    "wine glass",
+    "cup",
+    "fork",
+    "knife",
+    "spoon",
+    "bowl",
+    "banana",
+    "apple",
+    "sandwich",
+    "orange",
+    "broccoli",
+    "carrot",
+    "hot dog",
+    "pizza",
+    "donut",
+    "cake",
+    "chair",
+    "couch",
+    "potted plant",
+    "bed",
+    "dining table",
+    "toilet",
+    "tv",
+    "laptop",
+    "mouse",
+    "remote",
+    "keyboard",
+    "cell phone",
+    "microwave",
+    "oven",
+    "toaster",
+    "sink",
+    "refrigerator",
+    "book",
+    "clock",
+    "vase",
+    "scissors",
+    "teddy bear",
+    "hair drier",
+    "toothbrush",
 ]
 
 
@@ -41,8 +111,13 @@ def test_table_1_has_71_entries_in_7_categories() -> None:
     assert {c for c, _ in TABLE_1} == set(CATEGORIES)
     counts = {c: sum(1 for cat, _ in TABLE_1 if cat == c) for c in CATEGORIES}
     assert counts == {
-        "Adjacency": 10, "Directional": 16, "Orientation": 4, "Projective": 12,
-        "Proximity": 5, "Topological": 18, "Unallocated": 6,
+        "Adjacency": 10,
+        "Directional": 16,
+        "Orientation": 4,
+        "Projective": 12,
+        "Proximity": 5,
+        "Topological": 18,
+        "Unallocated": 6,
     }
     # "among" is listed twice, so 70 distinct names.
     assert len(all_relations()) == 70
@@ -68,7 +143,8 @@ def test_matches_vsr_meta_category_file(vsr_dir: Path) -> None:
     lines = (vsr_dir / "analysis_scripts" / "rel_meta_category_dict.txt").read_text().splitlines()
     from_file = {
         (cat.strip(), rel.strip())
-        for line in lines if line.strip()
+        for line in lines
+        if line.strip()
         for cat, rels in [line.split(":", 1)]
         for rel in rels.split(",")
     }

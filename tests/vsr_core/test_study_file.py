@@ -34,10 +34,14 @@ def coco_names() -> list[str]:
 def test_vsr_file_reproduces_the_relations_of_the_code() -> None:
     study = load_study(VSR)
     lang = study.default_language
-    got = [(r.id, r.name, tuple(r.categories), r.verb, r.enabled, r.import_only)
-           for r in lang.relations]
-    want = [(r.name, r.name, r.categories, not r.copula, r.enabled, r.import_only)
-            for r in all_relations(include_import_only=True)]
+    got = [
+        (r.id, r.name, tuple(r.categories), r.verb, r.enabled, r.import_only)
+        for r in lang.relations
+    ]
+    want = [
+        (r.name, r.name, r.categories, not r.copula, r.enabled, r.import_only)
+        for r in all_relations(include_import_only=True)
+    ]
     assert got == want
     assert len(got) == 71 and sum(not e for *_, e, _ in got) == 6  # 5 unused + congruent
     assert lang.relations == english_language().relations
@@ -80,6 +84,7 @@ def test_copula_rule() -> None:
 
 # --- broken files ---------------------------------------------------------------------
 
+
 def broken(old: str, new: str, count: int = 1) -> str:
     text = VSR.read_text()
     assert old in text
@@ -99,8 +104,9 @@ def problems(text: str) -> list[str]:
 def test_wrong_type_names_field_and_line() -> None:
     text = broken("votes_per_example = 3", 'votes_per_example = "three"')
     [p] = problems(text)
-    assert p.startswith(f"s.toml:{line_of(text, 'votes_per_example = ')}: "
-                        "collection.votes_per_example: ")
+    assert p.startswith(
+        f"s.toml:{line_of(text, 'votes_per_example = ')}: collection.votes_per_example: "
+    )
 
 
 def test_unknown_key_names_field_and_line() -> None:
@@ -131,8 +137,10 @@ def test_bad_slug() -> None:
 def test_relation_in_semantics_not_in_vocabulary() -> None:
     text = broken('["on", "on top of"]', '["on", "atop"]')
     [p] = problems(text)
-    assert p == (f"s.toml:{line_of(text, 'equivalents = [')}: semantics.equivalents: "
-                 "entry 0: 'atop' is not in the relation vocabulary")
+    assert p == (
+        f"s.toml:{line_of(text, 'equivalents = [')}: semantics.equivalents: "
+        "entry 0: 'atop' is not in the relation vocabulary"
+    )
 
 
 def test_duplicate_relation() -> None:
@@ -215,8 +223,13 @@ def test_chinese_study_mirrors_the_default() -> None:
     assert render(grammar, "猫", "on", "床") == "猫在床上。"
     assert render(grammar, "烤箱", "contains", "蛋糕") == "烤箱包含蛋糕。"
     # Every worker-facing text is Chinese: no English words beyond names and placeholders.
-    texts = [z.texts.instructions, z.texts.consent, *(x.caption + x.why for x in z.texts.examples),
-             *(r.name for r in z.relations), *z.concepts.values()]
+    texts = [
+        z.texts.instructions,
+        z.texts.consent,
+        *(x.caption + x.why for x in z.texts.examples),
+        *(r.name for r in z.relations),
+        *z.concepts.values(),
+    ]
     allowed = {"MS", "COCO", "ID", "ENT", "items", "minutes"}
     for text in texts:
         words = set(re.findall(r"[A-Za-z]+", text)) - allowed

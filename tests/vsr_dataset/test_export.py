@@ -29,9 +29,28 @@ from vsr_core.studies.store import create_study
 from vsr_dataset.export import BuildOptions, ExportError, build_dataset, stream_part, zip_export
 from vsr_dataset.splits import SplitError, SplitItem, check_zeroshot
 
-CONCEPTS = ["cat", "dog", "teddy bear", "dining table", "hot dog", "cell phone", "bed", "couch",
-            "pizza", "person", "car", "bus", "oven", "cake", "bench", "train", "horse", "sink",
-            "laptop", "book"]
+CONCEPTS = [
+    "cat",
+    "dog",
+    "teddy bear",
+    "dining table",
+    "hot dog",
+    "cell phone",
+    "bed",
+    "couch",
+    "pizza",
+    "person",
+    "car",
+    "bus",
+    "oven",
+    "cake",
+    "bench",
+    "train",
+    "horse",
+    "sink",
+    "laptop",
+    "book",
+]
 ZH_FILE = Path(__file__).resolve().parents[2] / "studies" / "vsr-zh.toml"
 RELATIONS = ["on", "under", "left of", "contains", "at the right side of", "near", "behind"]
 
@@ -41,8 +60,9 @@ def seed_native(session: Session, n_annotations: int = 120, seed: int = 1) -> di
     other (two Examples), and 3-4 validator votes per Example (some disagreeing)."""
     rng = random.Random(seed)
     author = Worker(source="prolific", external_id="PID-author", roles=["annotator"])
-    validators = [Worker(source="prolific", external_id=f"PID-v{i}", roles=["validator"])
-                  for i in range(6)]
+    validators = [
+        Worker(source="prolific", external_id=f"PID-v{i}", roles=["validator"]) for i in range(6)
+    ]
     session.add(author)
     session.add_all(validators)
     session.flush()
@@ -51,38 +71,71 @@ def seed_native(session: Session, n_annotations: int = 120, seed: int = 1) -> di
         a, b = sorted(rng.sample(CONCEPTS, 2))
         imgs, inst = [], []
         for j in range(2):
-            img = Image(coco_id=100_000 + 2 * k + j, file_name=f"{100_000 + 2 * k + j:012d}.jpg",
-                        coco_split="val2017", width=640, height=480)
+            img = Image(
+                coco_id=100_000 + 2 * k + j,
+                file_name=f"{100_000 + 2 * k + j:012d}.jpg",
+                coco_split="val2017",
+                width=640,
+                height=480,
+            )
             session.add(img)
             session.flush()
             pair_inst = [
-                Instance(coco_ann_id=10 * (2 * k + j) + n, image_id=img.id, category_id=n + 1,
-                         category=c, bbox=[0, 0, 10, 10], area=40_000.0)
+                Instance(
+                    coco_ann_id=10 * (2 * k + j) + n,
+                    image_id=img.id,
+                    category_id=n + 1,
+                    category=c,
+                    bbox=[0, 0, 10, 10],
+                    area=40_000.0,
+                )
                 for n, c in enumerate((a, b))
             ]
             session.add_all(pair_inst)
             session.flush()
             imgs.append(img)
             inst.append(pair_inst)
-        pair = ImagePair(concept_a=a, concept_b=b, image1_id=imgs[0].id, image1_a_id=inst[0][0].id,
-                         image1_b_id=inst[0][1].id, image2_id=imgs[1].id,
-                         image2_a_id=inst[1][0].id, image2_b_id=inst[1][1].id,
-                         status="annotated")
+        pair = ImagePair(
+            concept_a=a,
+            concept_b=b,
+            image1_id=imgs[0].id,
+            image1_a_id=inst[0][0].id,
+            image1_b_id=inst[0][1].id,
+            image2_id=imgs[1].id,
+            image2_a_id=inst[1][0].id,
+            image2_b_id=inst[1][1].id,
+            status="annotated",
+        )
         session.add(pair)
         session.flush()
         rel = rng.choice(RELATIONS)
         subj, obj = (a, b) if rng.random() < 0.5 else (b, a)
-        ann = Annotation(pair_id=pair.id, worker_id=author.id, relation=rel, subj=subj, obj=obj,
-                         true_image_id=imgs[0].id)
+        ann = Annotation(
+            pair_id=pair.id,
+            worker_id=author.id,
+            relation=rel,
+            subj=subj,
+            obj=obj,
+            true_image_id=imgs[0].id,
+        )
         session.add(ann)
         session.flush()
         from vsr_core.captions import render_caption
 
         caption = render_caption(subj, rel, obj)
         for img, label in ((imgs[0], True), (imgs[1], False)):
-            ex = Example(image_id=img.id, caption=caption, relation=rel, subj=subj, obj=obj,
-                         label=label, origin="human", annotation_id=ann.id,
-                         author_id=author.id, reference_frame="relative" if k % 7 == 0 else None)
+            ex = Example(
+                image_id=img.id,
+                caption=caption,
+                relation=rel,
+                subj=subj,
+                obj=obj,
+                label=label,
+                origin="human",
+                annotation_id=ann.id,
+                author_id=author.id,
+                reference_frame="relative" if k % 7 == 0 else None,
+            )
             session.add(ex)
             session.flush()
             n_ex += 1
@@ -110,8 +163,18 @@ def test_build_native_dataset(engine: Engine, session: Session, tmp_path: Path) 
 
     # VSR field names and types, plus the added fields.
     r0 = raw[0]
-    assert list(r0)[:10] == ["image", "image_link", "caption", "label", "relation", "subj", "obj",
-                             "annotator_id", "vote_true_validator_id", "vote_false_validator_id"]
+    assert list(r0)[:10] == [
+        "image",
+        "image_link",
+        "caption",
+        "label",
+        "relation",
+        "subj",
+        "obj",
+        "annotator_id",
+        "vote_true_validator_id",
+        "vote_false_validator_id",
+    ]
     assert r0["image_link"] == f"http://images.cocodataset.org/val2017/{r0['image']}"
     for r in raw:
         assert r["label"] in (0, 1)
@@ -153,8 +216,11 @@ def test_build_native_dataset(engine: Engine, session: Session, tmp_path: Path) 
     # Zero-shot: no concept in two parts.
     zs = {p: read_jsonl(out / "zeroshot" / f"{p}.jsonl") for p in ("train", "dev", "test")}
     concepts = {p: {c for r in rs for c in (r["subj"], r["obj"])} for p, rs in zs.items()}
-    assert not (concepts["train"] & concepts["dev"] or concepts["train"] & concepts["test"]
-                or concepts["dev"] & concepts["test"])
+    assert not (
+        concepts["train"] & concepts["dev"]
+        or concepts["train"] & concepts["test"]
+        or concepts["dev"] & concepts["test"]
+    )
 
     stats = json.loads((out / "stats.json").read_text())
     assert stats["n_raw"] == 240 and stats["n_validated"] == len(validated)
@@ -183,11 +249,15 @@ def test_per_example_split_and_determinism(
     for rel in a.files:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
     n = a.n_validated
-    assert a.splits["random"] == {"train": int(0.7 * n), "dev": int(0.1 * n),
-                                  "test": n - int(0.7 * n) - int(0.1 * n)}
+    assert a.splits["random"] == {
+        "train": int(0.7 * n),
+        "dev": int(0.1 * n),
+        "test": n - int(0.7 * n) - int(0.1 * n),
+    }
     c = build_dataset(engine, tmp_path / "c", BuildOptions(split_unit="example", seed=4))
     assert (tmp_path / "c" / "random" / "train.jsonl").read_bytes() != (
-        tmp_path / "a" / "random" / "train.jsonl").read_bytes()
+        tmp_path / "a" / "random" / "train.jsonl"
+    ).read_bytes()
     zip_export(tmp_path / "a", tmp_path / "a.zip")
     zip_export(tmp_path / "b", tmp_path / "b.zip")
     assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
@@ -215,13 +285,17 @@ def test_only_and_stdout(engine: Engine, session: Session, tmp_path: Path) -> No
         build_dataset(engine, tmp_path / "x", BuildOptions(only=frozenset({"everything"})))
 
 
-def test_cli_stdout_and_errors(db_url: str, engine: Engine, session: Session,
-                               tmp_path: Path) -> None:
+def test_cli_stdout_and_errors(
+    db_url: str, engine: Engine, session: Session, tmp_path: Path
+) -> None:
     seed_native(session, n_annotations=30)
     session.close()
     cmd = [sys.executable, "-c", "from vsr_cli.main import build_dataset_main as m; m()"]
-    proc = subprocess.run(cmd + ["--out", "-", "--only", "validated", "--database-url", db_url],
-                          capture_output=True, timeout=300)
+    proc = subprocess.run(
+        cmd + ["--out", "-", "--only", "validated", "--database-url", db_url],
+        capture_output=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     build_dataset(engine, tmp_path / "ref", BuildOptions(only=frozenset({"validated"})))
     assert proc.stdout == (tmp_path / "ref" / "all_validated.jsonl").read_bytes()
@@ -232,8 +306,12 @@ def test_cli_stdout_and_errors(db_url: str, engine: Engine, session: Session,
         (["--out", str(tmp_path / "z"), "--random-ratios", "70/30"], "three parts", 2),
         (["--out", str(tmp_path / "z"), "--label-model", "oracle"], "label-model", 2),
     ):
-        bad = subprocess.run(cmd + bad_args + ["--database-url", db_url, "-q"],
-                             capture_output=True, text=True, timeout=300)
+        bad = subprocess.run(
+            cmd + bad_args + ["--database-url", db_url, "-q"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert bad.returncode == code, bad_args
         lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and message in lines[0], bad.stderr
@@ -256,12 +334,17 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
     for run_id in (old.id, run.id):
         for ex in exs[:6]:
             others = [e for e in exs if e.relation != ex.relation][:3]
-            session.add(McItem(
-                run_id=run_id, query_example_id=ex.id, split=mapping[ex.id],
-                choices=[ex.caption] + [o.caption for o in others], answer_index=0,
-                relations=[ex.relation] + [o.relation for o in others],
-                distractor_example_ids=[o.id for o in others],
-            ))
+            session.add(
+                McItem(
+                    run_id=run_id,
+                    query_example_id=ex.id,
+                    split=mapping[ex.id],
+                    choices=[ex.caption] + [o.caption for o in others],
+                    answer_index=0,
+                    relations=[ex.relation] + [o.relation for o in others],
+                    distractor_example_ids=[o.id for o in others],
+                )
+            )
     session.commit()
     run_id, first_id = run.id, exs[0].id
     session.close()
@@ -305,16 +388,33 @@ def test_cli_prints_the_exported_mc_figure(db_url: str, engine: Engine, tmp_path
     unvalidated_run(engine)
     out = tmp_path / "out"
     cmd = [sys.executable, "-c", "from vsr_cli.main import build_dataset_main as m; m()"]
-    proc = subprocess.run(cmd + ["--out", str(out), "--unvalidated-mc", "--only", "mc", "--only",
-                                 "stats", "--database-url", db_url, "-q"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        cmd
+        + [
+            "--out",
+            str(out),
+            "--unvalidated-mc",
+            "--only",
+            "mc",
+            "--only",
+            "stats",
+            "--database-url",
+            db_url,
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     mc = json.loads((out / "stats.json").read_text())["mc"]
     best = mc["strongest_adversary"]
     lo, hi = best["ci95"]
-    assert (f"strongest answer-only adversary {best['name']} {best['accuracy']:.3f} (95 % CI "
-            f"{lo:.3f}-{hi:.3f}) on the {mc['adversaries_n_test']:,} test items of "
-            f"mc_unvalidated/ (not validated)") in proc.stdout
+    assert (
+        f"strongest answer-only adversary {best['name']} {best['accuracy']:.3f} (95 % CI "
+        f"{lo:.3f}-{hi:.3f}) on the {mc['adversaries_n_test']:,} test items of "
+        f"mc_unvalidated/ (not validated)"
+    ) in proc.stdout
 
 
 def test_worker_ids_of_mixed_sources_never_collide(
@@ -324,10 +424,16 @@ def test_worker_ids_of_mixed_sources_never_collide(
 
     seed_native(session, n_annotations=5)
     session.close()
-    rec = {"image": "000000419052.jpg",
-           "image_link": "http://images.cocodataset.org/train2017/000000419052.jpg",
-           "caption": "The cat is on the bed.", "label": 1, "relation": "on", "annotator_id": 40,
-           "vote_true_validator_id": [7, 3], "vote_false_validator_id": [7]}
+    rec = {
+        "image": "000000419052.jpg",
+        "image_link": "http://images.cocodataset.org/train2017/000000419052.jpg",
+        "caption": "The cat is on the bed.",
+        "label": 1,
+        "relation": "on",
+        "annotator_id": 40,
+        "vote_true_validator_id": [7, 3],
+        "vote_false_validator_id": [7],
+    }
     (tmp_path / "r.jsonl").write_text(json.dumps(rec) + "\n")
     import_vsr_file(engine, tmp_path / "r.jsonl")
     build_dataset(engine, tmp_path / "out")
@@ -339,9 +445,12 @@ def test_worker_ids_of_mixed_sources_never_collide(
     assert imported[0]["vote_false_validator_id"] == [7]  # the repeat "7#2" is 7 again
     with Session(engine) as s:
         native = {w.id for w in s.query(Worker).filter(Worker.source == "prolific")}
-    native_ids = {i for r in raw if r["origin"] == "human"
-                  for i in [r["annotator_id"], *r["vote_true_validator_id"],
-                            *r["vote_false_validator_id"]]}
+    native_ids = {
+        i
+        for r in raw
+        if r["origin"] == "human"
+        for i in [r["annotator_id"], *r["vote_true_validator_id"], *r["vote_false_validator_id"]]
+    }
     assert native_ids <= {40 + w for w in native}  # numbered after the largest VSR id
     assert min(native_ids) > 40
 

@@ -48,8 +48,9 @@ def _seed_all_parts(engine: Engine, session: Session) -> None:
     session.close()
     mapping = export_split_mapping(engine, 2 / 3, 0)
     with Session(engine) as s:
-        queries = [e for e in s.query(Example).order_by(Example.id)
-                   if e.id in mapping and e.label][:9]
+        queries = [e for e in s.query(Example).order_by(Example.id) if e.id in mapping and e.label][
+            :9
+        ]
         workers = s.query(Worker).filter(Worker.source == "prolific").all()[1:4]
         items = []
         for i, q in enumerate(queries):
@@ -73,28 +74,39 @@ def test_every_config_loads_with_datasets_and_croissant(
     assert meta["license"] == "unknown" and meta["language"] == ["en"]
     assert meta["size_categories"] == ["n<1K"] and meta["source_datasets"]
     names = [c["config_name"] for c in meta["configs"]]
-    assert names == ["random", "zeroshot", "validated", "raw", "machine_negatives", "mc",
-                     "mc_unvalidated"]
+    assert names == [
+        "random",
+        "zeroshot",
+        "validated",
+        "raw",
+        "machine_negatives",
+        "mc",
+        "mc_unvalidated",
+    ]
     assert {i["config_name"] for i in meta["dataset_info"]} == set(names)
     expected = {
-        "random": summary.splits["random"], "zeroshot": summary.splits["zeroshot"],
-        "validated": {"train": summary.n_validated}, "raw": {"train": summary.n_raw},
+        "random": summary.splits["random"],
+        "zeroshot": summary.splits["zeroshot"],
+        "validated": {"train": summary.n_validated},
+        "raw": {"train": summary.n_raw},
         "machine_negatives": {"train": summary.n_negatives},
     }
     for c in meta["configs"]:
         name = c["config_name"]
         loaded = datasets.load_dataset(str(out), name, cache_dir=str(tmp_path / "hf"))
         counts = {split: len(ds) for split, ds in loaded.items()}
-        from_jsonl = {f["split"]: len(read_jsonl(out / f["path"].replace(".parquet", ".jsonl")))
-                      for f in c["data_files"]}
+        from_jsonl = {
+            f["split"]: len(read_jsonl(out / f["path"].replace(".parquet", ".jsonl")))
+            for f in c["data_files"]
+        }
         assert counts == from_jsonl, name
         if name in expected:
             assert counts == expected[name], name
         # The Parquet copies hold the same records as the JSONL files.
         first = c["data_files"][0]
         assert loaded[first["split"]][0] == {
-            k: v for k, v in read_jsonl(out / first["path"].replace(".parquet", ".jsonl"))[0]
-            .items()
+            k: v
+            for k, v in read_jsonl(out / first["path"].replace(".parquet", ".jsonl"))[0].items()
         }
     assert summary.n_negatives == 12  # 6 judged items x 2 distractors
     # The default config is the random split (what the Hub shows first).
@@ -106,8 +118,13 @@ def test_every_config_loads_with_datasets_and_croissant(
     ds = mlc.Dataset(jsonld=out / "croissant.json")  # raises on any validation error
     doc = json.loads((out / "croissant.json").read_text())
     assert doc["conformsTo"] == "http://mlcommons.org/croissant/1.0"
-    for key in ("rai:dataCollection", "rai:dataAnnotationProtocol", "rai:annotatorDemographics",
-                "rai:dataLimitations", "rai:personalSensitiveInformation"):
+    for key in (
+        "rai:dataCollection",
+        "rai:dataAnnotationProtocol",
+        "rai:annotatorDemographics",
+        "rai:dataLimitations",
+        "rai:personalSensitiveInformation",
+    ):
         assert doc[key], key
     for rs in ds.metadata.record_sets:
         name, split = rs.name.rsplit("_", 1)
@@ -144,14 +161,23 @@ def test_every_collected_signal_is_in_the_records(
 
             img = s.get(Image, ex_image)
             assert (r["coco_image_id"], r["image_width"], r["image_height"]) == (
-                img.coco_id, img.width, img.height)
+                img.coco_id,
+                img.width,
+                img.height,
+            )
             assert "image_license_id" in r
             pair = s.get(ImagePair, s.get(Annotation, ex.annotation_id).pair_id)
             first = pair.image1_id == ex.image_id
-            inst = {c: s.get(Instance, i) for c, i in zip(
-                (pair.concept_a, pair.concept_b),
-                (pair.image1_a_id, pair.image1_b_id) if first else
-                (pair.image2_a_id, pair.image2_b_id), strict=True)}
+            inst = {
+                c: s.get(Instance, i)
+                for c, i in zip(
+                    (pair.concept_a, pair.concept_b),
+                    (pair.image1_a_id, pair.image1_b_id)
+                    if first
+                    else (pair.image2_a_id, pair.image2_b_id),
+                    strict=True,
+                )
+            }
             assert r["subj_instance_id"] == inst[ex.subj].coco_ann_id
             assert r["obj_instance_id"] == inst[ex.obj].coco_ann_id
             assert r["subj_bbox"] == inst[ex.subj].bbox
@@ -159,14 +185,16 @@ def test_every_collected_signal_is_in_the_records(
             assert shape["segmentation"] == inst[ex.obj].segmentation
             assert (shape["coco_image_id"], shape["category"]) == (img.coco_id, ex.obj)
             votes = s.query(Vote).filter(Vote.example_id == ex.id).order_by(Vote.id).all()
-            assert [(v["label"], v["reference_frame"], v["duration_ms"]) for v in r["votes"]] \
-                == [(int(v.value), v.reference_frame, v.duration_ms) for v in votes]
+            assert [(v["label"], v["reference_frame"], v["duration_ms"]) for v in r["votes"]] == [
+                (int(v.value), v.reference_frame, v.duration_ms) for v in votes
+            ]
     # One type per column: pandas reads the ids as integers, never floats with NaN.
     frame = pd.read_json(out / "all_raw.jsonl", lines=True)
     assert str(frame["annotator_id"].dtype) == "int64"
     # The split files carry the pair fields too, but not the per-vote detail.
-    assert all("pair_id" in r and "votes" not in r
-               for r in read_jsonl(out / "random" / "test.jsonl"))
+    assert all(
+        "pair_id" in r and "votes" not in r for r in read_jsonl(out / "random" / "test.jsonl")
+    )
 
 
 def test_datasheet_from_the_database_and_the_study_file(
@@ -175,9 +203,11 @@ def test_datasheet_from_the_database_and_the_study_file(
     _seed_all_parts(engine, session)
     with Session(engine) as s:
         study = s.query(Study).filter(Study.is_default).one()
-        study.definition += ('\n[card]\nlicense = "cc-by-4.0"\n'
-                             'ethics_approval = "Example University, ref. 2026/042"\n'
-                             'contact = "lab@example.edu"\n')
+        study.definition += (
+            '\n[card]\nlicense = "cc-by-4.0"\n'
+            'ethics_approval = "Example University, ref. 2026/042"\n'
+            'contact = "lab@example.edu"\n'
+        )
         study.definition_hash = definition_hash(study.definition)
         s.add(study)
         s.commit()
@@ -186,9 +216,15 @@ def test_datasheet_from_the_database_and_the_study_file(
     card = (out / "README.md").read_text()
     assert _front_matter(out)["license"] == "cc-by-4.0"
     headings = [ln for ln in card.splitlines() if ln.startswith("## ")]
-    for h in ("## Motivation", "## Composition", "## Collection process",
-              "## Preprocessing, cleaning, labelling", "## Uses", "## Distribution",
-              "## Maintenance"):
+    for h in (
+        "## Motivation",
+        "## Composition",
+        "## Collection process",
+        "## Preprocessing, cleaning, labelling",
+        "## Uses",
+        "## Distribution",
+        "## Maintenance",
+    ):
         assert h in headings, h
     assert "**Ethics approval:** Example University, ref. 2026/042" in card
     assert "**Contact:** lab@example.edu" in card
@@ -211,10 +247,16 @@ def test_vsr_compatible_writes_the_release_types(
 ) -> None:
     from vsr_dataset.import_vsr import import_vsr_file
 
-    rec = {"image": "000000419052.jpg",
-           "image_link": "http://images.cocodataset.org/train2017/000000419052.jpg",
-           "caption": "The cat is on the bed.", "label": 1, "relation": "on", "annotator_id": 4,
-           "vote_true_validator_id": [7, 3, 2], "vote_false_validator_id": []}
+    rec = {
+        "image": "000000419052.jpg",
+        "image_link": "http://images.cocodataset.org/train2017/000000419052.jpg",
+        "caption": "The cat is on the bed.",
+        "label": 1,
+        "relation": "on",
+        "annotator_id": 4,
+        "vote_true_validator_id": [7, 3, 2],
+        "vote_false_validator_id": [],
+    }
     (tmp_path / "raw.jsonl").write_text(json.dumps(rec) + "\n")
     import_vsr_file(engine, tmp_path / "raw.jsonl")  # only the raw file: no reference_frame
     build_dataset(engine, tmp_path / "compat", BuildOptions(vsr_compatible=True))
@@ -229,21 +271,31 @@ def test_vsr_compatible_writes_the_release_types(
     hub = read_jsonl(tmp_path / "hub" / "all_validated.jsonl")[0]
     assert hub["vote_true_validator_id"] == [7, 3, 2]
     # Fields null throughout an imported release keep their type in the features.
-    raw_info = next(i for i in _front_matter(tmp_path / "hub")["dataset_info"]
-                    if i["config_name"] == "raw")
+    raw_info = next(
+        i for i in _front_matter(tmp_path / "hub")["dataset_info"] if i["config_name"] == "raw"
+    )
     feats = {f["name"]: f for f in raw_info["features"]}
-    assert hub["image_width"] is None and feats["image_width"] == {"name": "image_width",
-                                                                    "dtype": "int64"}
+    assert hub["image_width"] is None and feats["image_width"] == {
+        "name": "image_width",
+        "dtype": "int64",
+    }
     assert feats["subj_bbox"] == {"name": "subj_bbox", "list": "float64"}
     assert {"name": "duration_ms", "dtype": "int64"} in feats["votes"]["list"]
     assert "--vsr-compatible" in (tmp_path / "compat" / "README.md").read_text()
     # VSR's numeric frame codes come back as numbers.
-    rec2 = {**rec, "caption": "The cat is left of the bed.", "relation": "left of",
-            "reference_frame": 1.0, "vote_true_validator_id": "[7, 3]",
-            "vote_false_validator_id": "[]"}
+    rec2 = {
+        **rec,
+        "caption": "The cat is left of the bed.",
+        "relation": "left of",
+        "reference_frame": 1.0,
+        "vote_true_validator_id": "[7, 3]",
+        "vote_false_validator_id": "[]",
+    }
     (tmp_path / "val.jsonl").write_text(json.dumps(rec2) + "\n")
     import_vsr_file(engine, tmp_path / "val.jsonl")
     build_dataset(engine, tmp_path / "compat2", BuildOptions(vsr_compatible=True))
-    frames = {r["caption"]: r["reference_frame"]
-              for r in read_jsonl(tmp_path / "compat2" / "all_validated.jsonl")}
+    frames = {
+        r["caption"]: r["reference_frame"]
+        for r in read_jsonl(tmp_path / "compat2" / "all_validated.jsonl")
+    }
     assert frames == {"The cat is on the bed.": None, "The cat is left of the bed.": 1.0}

@@ -22,8 +22,11 @@ from vsr_dataset.export import BuildOptions, build_dataset
 from vsr_dataset.match_splits import export_split_mapping
 from vsr_dataset.splits import SplitError
 
-BINARY = ["all_raw.jsonl", "all_validated.jsonl",
-          *(f"{s}/{p}.jsonl" for s in ("random", "zeroshot") for p in ("train", "dev", "test"))]
+BINARY = [
+    "all_raw.jsonl",
+    "all_validated.jsonl",
+    *(f"{s}/{p}.jsonl" for s in ("random", "zeroshot") for p in ("train", "dev", "test")),
+]
 
 
 def _kept_true(session: Session, mapping: dict[int, str]) -> list[Example]:
@@ -32,10 +35,17 @@ def _kept_true(session: Session, mapping: dict[int, str]) -> list[Example]:
 
 def _negative(session: Session, query: Example, other: Example, n: int) -> Example:
     """A machine-made False caption on the query's image (what matching sends to validators)."""
-    neg = Example(study_id=query.study_id, image_id=query.image_id,
-                  caption=f"{other.caption[:-1]} ({n}).", relation=other.relation,
-                  subj=other.subj, obj=other.obj, label=False, origin="adversarial",
-                  parent_example_id=query.id)
+    neg = Example(
+        study_id=query.study_id,
+        image_id=query.image_id,
+        caption=f"{other.caption[:-1]} ({n}).",
+        relation=other.relation,
+        subj=other.subj,
+        obj=other.obj,
+        label=False,
+        origin="adversarial",
+        parent_example_id=query.id,
+    )
     session.add(neg)
     session.flush()
     return neg
@@ -51,13 +61,18 @@ def _match_run(session: Session, items: list[tuple[Example, str, list[Example]]]
     session.add(run)
     session.flush()
     for query, split, negs in items:
-        session.add(McItem(
-            run_id=run.id, query_example_id=query.id, split=split,
-            choices=[query.caption, *(n.caption for n in negs)], answer_index=0,
-            relations=[query.relation, *(n.relation for n in negs)],
-            distractor_example_ids=[None, *(None for _ in negs)],
-            params={"negative_example_ids": [None, *(n.id for n in negs)]},
-        ))
+        session.add(
+            McItem(
+                run_id=run.id,
+                query_example_id=query.id,
+                split=split,
+                choices=[query.caption, *(n.caption for n in negs)],
+                answer_index=0,
+                relations=[query.relation, *(n.relation for n in negs)],
+                distractor_example_ids=[None, *(None for _ in negs)],
+                params={"negative_example_ids": [None, *(n.id for n in negs)]},
+            )
+        )
     return run
 
 
@@ -89,8 +104,12 @@ def test_judging_negatives_changes_no_binary_file(
     with Session(engine) as s:
         workers = s.query(Worker).filter(Worker.source == "prolific").all()[1:4]
         for i, nid in enumerate(negs):
-            _judge(s, s.get(Example, nid), [i % 5 == 0, False, False] if i % 7 else
-                   [True, True, False], workers)
+            _judge(
+                s,
+                s.get(Example, nid),
+                [i % 5 == 0, False, False] if i % 7 else [True, True, False],
+                workers,
+            )
         s.commit()
     after = tmp_path / "after"
     summary = build_dataset(engine, after)
@@ -127,8 +146,10 @@ def test_judging_negatives_changes_no_binary_file(
         zs_new = read_jsonl(joined / "zeroshot" / f"{p}.jsonl")
         assert [r for r in zs_new if r["origin"] == "human"] == zs_old
     n_joined = sum(
-        1 for p in ("train", "dev", "test")
-        for r in read_jsonl(joined / "random" / f"{p}.jsonl") if r["origin"] == "adversarial"
+        1
+        for p in ("train", "dev", "test")
+        for r in read_jsonl(joined / "random" / f"{p}.jsonl")
+        if r["origin"] == "adversarial"
     )
     assert n_joined == len(kept_negs)
 
@@ -138,8 +159,11 @@ def test_an_mc_truth_that_would_move_fails_the_export(
 ) -> None:
     _seed_with_negatives(engine, session)
     build_dataset(engine, tmp_path / "same")  # the run's seed and keep rule: no truth moves
-    with pytest.raises(SplitError, match=r"multiple-choice truth\(s\) of matching run \d+ "
-                       r"would move to another random part"):
+    with pytest.raises(
+        SplitError,
+        match=r"multiple-choice truth\(s\) of matching run \d+ "
+        r"would move to another random part",
+    ):
         build_dataset(engine, tmp_path / "other", BuildOptions(seed=1))
     assert not (tmp_path / "other").exists()
 
@@ -164,9 +188,20 @@ def test_export_uses_the_study_keep_rule(
     assert "not the study's setting" in (tmp_path / "b" / "README.md").read_text()
     # The CLI says which rule it used.
     out = subprocess.run(
-        [sys.executable, "-c", "from vsr_cli.main import build_dataset_main as m; m()",
-         "--out", str(tmp_path / "c"), "-q", "--database-url", db_url],
-        capture_output=True, text=True, check=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            "from vsr_cli.main import build_dataset_main as m; m()",
+            "--out",
+            str(tmp_path / "c"),
+            "-q",
+            "--database-url",
+            db_url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
     ).stdout
     assert f"{strict:,} validated (keep rule 4/5 (the study's setting))" in out
     # So does the dashboard's Build job.
@@ -198,8 +233,9 @@ def test_mc_unvalidated_holds_only_unjudged_items(
     with Session(engine) as s:
         q = _kept_true(s, mapping)[:3]
         workers = s.query(Worker).filter(Worker.source == "prolific").all()[1:4]
-        negs = [[_negative(s, x, q[(i + 1) % 3], 10 * i + j) for j in range(2)]
-                for i, x in enumerate(q)]
+        negs = [
+            [_negative(s, x, q[(i + 1) % 3], 10 * i + j) for j in range(2)] for i, x in enumerate(q)
+        ]
         for n in negs[0]:
             _judge(s, n, [False, False, False], workers)  # cleared
         _judge(s, negs[1][0], [False, False, False], workers)

@@ -24,8 +24,9 @@ def build(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _vote_on_everything(engine: Engine) -> None:
     with Session(engine) as s:
-        voters = [Worker(source="invite", external_id=f"judge{k}", roles=["validate"])
-                  for k in range(3)]
+        voters = [
+            Worker(source="invite", external_id=f"judge{k}", roles=["validate"]) for k in range(3)
+        ]
         s.add_all(voters)
         s.flush()
         for ex in s.exec(select(Example)):
@@ -60,8 +61,13 @@ def test_export_of_one_study_has_only_its_rows(
     for part in ("all_validated.jsonl", "random/train.jsonl"):
         assert {rec["study"] for rec in _records(out / part)} <= {"vsr-zh"}
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["study"] == {"slug": "vsr-zh", "name": zh.name, "sha256": zh.definition_hash,
-                              "language": "zh-Hans", "template": "ENT1RELATIONENT2。"}
+    assert stats["study"] == {
+        "slug": "vsr-zh",
+        "name": zh.name,
+        "sha256": zh.definition_hash,
+        "language": "zh-Hans",
+        "template": "ENT1RELATIONENT2。",
+    }
     card = (out / "README.md").read_text()
     assert zh.definition_hash in card and "`vsr-zh`" in card
     assert 'caption "ENT1RELATIONENT2。"' in card and "The ENT1" not in card

@@ -35,8 +35,15 @@ def _key(r: dict[str, object]) -> tuple[object, ...]:
         got: list[int] = json.loads(v) if isinstance(v, str) else list(v)  # type: ignore[call-overload]
         return got
 
-    return (r["image"], r["caption"], int(r["label"]), r["relation"], r["annotator_id"],  # type: ignore[call-overload]
-            tuple(ids(r["vote_true_validator_id"])), tuple(ids(r["vote_false_validator_id"])))
+    return (
+        r["image"],
+        r["caption"],
+        int(r["label"]),  # type: ignore[call-overload]
+        r["relation"],
+        r["annotator_id"],
+        tuple(ids(r["vote_true_validator_id"])),
+        tuple(ids(r["vote_false_validator_id"])),
+    )
 
 
 def test_vsr_release_matches_the_paper(engine: Engine, vsr_dir: Path, tmp_path: Path) -> None:
@@ -67,8 +74,9 @@ def test_vsr_release_matches_the_paper(engine: Engine, vsr_dir: Path, tmp_path: 
     assert sorted(map(_key, ours)) == sorted(map(_key, release))
     frames = {(r["image"], r["caption"]): r["reference_frame"] for r in release}
     # Hub-native text ("1"); the release's number (1.0) with --vsr-compatible.
-    assert all(frame_number(r["reference_frame"]) == frames[(r["image"], r["caption"])]
-               for r in ours)
+    assert all(
+        frame_number(r["reference_frame"]) == frames[(r["image"], r["caption"])] for r in ours
+    )
     raw = [json.loads(x) for x in (out / "all_raw.jsonl").read_text().splitlines()]
     raw_release = [json.loads(x) for x in (vsr_dir / RAW).read_text().splitlines()]
     assert list(map(_key, raw)) == list(map(_key, raw_release))  # same order, same votes
@@ -80,8 +88,11 @@ def test_vsr_release_matches_the_paper(engine: Engine, vsr_dir: Path, tmp_path: 
     ]
     assert len(set().union(*random_ids)) == sum(map(len, random_ids)) == 10_972
     concepts = [
-        {c for r in map(json.loads, (out / "zeroshot" / f"{p}.jsonl").open())
-         for c in (r["subj"], r["obj"])}
+        {
+            c
+            for r in map(json.loads, (out / "zeroshot" / f"{p}.jsonl").open())
+            for c in (r["subj"], r["obj"])
+        }
         for p in ("train", "dev", "test")
     ]
     assert not (concepts[0] & concepts[1] or concepts[0] & concepts[2] or concepts[1] & concepts[2])
@@ -126,8 +137,10 @@ def test_round_trip_across_backends_is_byte_identical(
         one, two = (tmp_path / "a" / rel).read_bytes(), (tmp_path / "b" / rel).read_bytes()
         if rel.endswith(".jsonl"):
             # Ids of the exporting database: example_id and the pair's ids.
-            strip = [re.sub(rb',"(example_id|pair_id|pair_example_id)":(\d+|null)', b"", ln)
-                     for ln in (one, two)]
+            strip = [
+                re.sub(rb',"(example_id|pair_id|pair_example_id)":(\d+|null)', b"", ln)
+                for ln in (one, two)
+            ]
             assert strip[0] == strip[1], rel
             assert one.count(b'"example_id"') == two.count(b'"example_id"')
         elif rel == "croissant.json":  # the files' sha256 covers the ids above

@@ -12,9 +12,11 @@ from vsr_dataset import figures
 
 def _stats(n_relations: int) -> dict[str, Any]:
     names = ["left of", "on", "under", "near", "behind", "in front of", "above", "below"]
-    return {"relations": {
-        names[i]: {"disagreement": 0.1 * (i + 1), "n_raw": 30} for i in range(n_relations)
-    }}
+    return {
+        "relations": {
+            names[i]: {"disagreement": 0.1 * (i + 1), "n_raw": 30} for i in range(n_relations)
+        }
+    }
 
 
 @pytest.mark.parametrize("n_relations", [1, 3, 8])

@@ -69,9 +69,7 @@ def test_import_real_release_is_complete_and_idempotent(engine: Engine, vsr_dir:
     meta = import_meta_csv(engine, vsr_dir / META)
     assert meta.records == 67
     with engine.connect() as c:
-        demo = c.execute(
-            select(Worker.demographics).where(Worker.external_id == "2")
-        ).scalar_one()
+        demo = c.execute(select(Worker.demographics).where(Worker.external_id == "2")).scalar_one()
     assert demo["Country of Birth"] == "China" and demo["age"] == "52"
     assert import_meta_csv(engine, vsr_dir / META).workers_updated == 0
 
@@ -122,8 +120,12 @@ def _write(path: Path, records: list[object]) -> Path:
 def test_malformed_line_names_the_line_and_imports_nothing(
     engine: Engine, tmp_path: Path, bad: str, message: str
 ) -> None:
-    second = {**GOOD, "image": "000000406026.jpg",
-              "image_link": "http://images.cocodataset.org/val2017/000000406026.jpg", "label": 0}
+    second = {
+        **GOOD,
+        "image": "000000406026.jpg",
+        "image_link": "http://images.cocodataset.org/val2017/000000406026.jpg",
+        "label": 0,
+    }
     path = _write(tmp_path / "bad.jsonl", [GOOD, second, bad])
     with pytest.raises(VsrFormatError) as err:
         import_vsr_file(engine, path)
@@ -181,18 +183,38 @@ def test_release_directory_order(vsr_dir: Path) -> None:
 def test_cli_reports_malformed_line_in_one_line(sqlite_url: str, tmp_path: Path) -> None:
     path = _write(tmp_path / "bad.jsonl", [GOOD, "{oops"])
     proc = subprocess.run(
-        [sys.executable, "-c", "from vsr_cli.main import main; main()", "import-vsr", str(path),
-         "--database-url", sqlite_url, "-q"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "from vsr_cli.main import main; main()",
+            "import-vsr",
+            str(path),
+            "--database-url",
+            sqlite_url,
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1
     err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(err) == 1, proc.stderr
     assert "bad.jsonl:2: not valid JSON" in err[0] and "nothing from this file" in err[0]
     ok = subprocess.run(
-        [sys.executable, "-c", "from vsr_cli.main import main; main()", "import-vsr",
-         str(_write(tmp_path / "ok.jsonl", [GOOD])), "--database-url", sqlite_url, "-q"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "from vsr_cli.main import main; main()",
+            "import-vsr",
+            str(_write(tmp_path / "ok.jsonl", [GOOD])),
+            "--database-url",
+            sqlite_url,
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert ok.returncode == 0, ok.stderr
     assert "1 records, +1 examples, +3 votes" in ok.stdout

@@ -66,8 +66,15 @@ def test_serve_checks_the_image_root(tmp_path: Path) -> None:
 def test_serve_help_lists_its_options() -> None:
     r = _vsr("serve", "--help")
     assert r.returncode == 0
-    for option in ("--host", "--port", "--workers", "--database-url", "--image-root", "--reload",
-                   "--no-access-log"):
+    for option in (
+        "--host",
+        "--port",
+        "--workers",
+        "--database-url",
+        "--image-root",
+        "--reload",
+        "--no-access-log",
+    ):
         assert option in r.stdout
 
 
@@ -88,7 +95,10 @@ def _serve_and_get(sqlite_url: str, *flags: str) -> str:
     env = dict(os.environ, SECRET_KEY="serve-test-" + "k" * 40)
     proc = subprocess.Popen(
         [_exe(), "serve", "--database-url", sqlite_url, "--port", str(port), *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
     try:
         _wait_healthy(proc, port)
@@ -127,14 +137,19 @@ def test_serve_refuses_a_missing_or_public_key_off_loopback(sqlite_url: str) -> 
     }
     for key, reason in cases.items():
         env = _without_key(**({"SECRET_KEY": key} if key else {}))
-        r = _vsr("serve", "--host", "0.0.0.0", "--port", "1", "--database-url", sqlite_url,
-                 env=env)
+        r = _vsr("serve", "--host", "0.0.0.0", "--port", "1", "--database-url", sqlite_url, env=env)
         assert r.returncode == 1, (key, r.stderr)
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: {reason}: set SECRET_KEY"), lines
     # A set-but-public key is refused on loopback too: only an unset one is replaced there.
-    r = _vsr("serve", "--port", "1", "--database-url", sqlite_url,
-             env=_without_key(SECRET_KEY=OLD_PUBLIC_KEY))
+    r = _vsr(
+        "serve",
+        "--port",
+        "1",
+        "--database-url",
+        sqlite_url,
+        env=_without_key(SECRET_KEY=OLD_PUBLIC_KEY),
+    )
     assert r.returncode == 1 and "old public development default" in r.stderr
 
 
@@ -158,12 +173,18 @@ def test_serve_on_loopback_without_key_refuses_forged_admin_cookies(sqlite_url: 
     port = _free_port()
     proc = subprocess.Popen(
         [_exe(), "serve", "--database-url", sqlite_url, "--port", str(port), "--workers", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_without_key(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_without_key(),
     )
     try:
         _wait_healthy(proc, port)
-        r = httpx.get(f"http://127.0.0.1:{port}/admin/api/overview.json",
-                      cookies={COOKIE_NAME: forged}, follow_redirects=False)
+        r = httpx.get(
+            f"http://127.0.0.1:{port}/admin/api/overview.json",
+            cookies={COOKIE_NAME: forged},
+            follow_redirects=False,
+        )
         assert r.status_code in (303, 401, 403), r.status_code  # 200 with the old default
     finally:
         proc.send_signal(signal.SIGINT)

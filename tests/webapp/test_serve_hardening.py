@@ -33,7 +33,9 @@ def _serve(db_url: str, port: int, log: Path, **env: str) -> subprocess.Popen[by
     full_env.pop("FORWARDED_ALLOW_IPS", None)
     proc = subprocess.Popen(
         [vsr, "serve", "--port", str(port), "--workers", "2", "--database-url", db_url],
-        env=full_env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        env=full_env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     for _ in range(300):
@@ -109,9 +111,7 @@ def test_login_throttle_holds_across_workers_and_forged_forwarded_for(
         _stop(proc)
 
 
-def test_sigkill_of_the_supervisor_ends_its_workers(
-    db_url: str, tmp_path: Path
-) -> None:
+def test_sigkill_of_the_supervisor_ends_its_workers(db_url: str, tmp_path: Path) -> None:
     port = free_port()
     log = tmp_path / "server.log"
     proc = _serve(db_url, port, log)

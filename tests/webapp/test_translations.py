@@ -21,8 +21,15 @@ from jinja2 import Environment
 from webapp.http.i18n import LOCALES_DIR, Catalogs, install, read_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYWORDS = {"_": None, "gettext": None, "ngettext": (1, 2), "N_": None,
-            "PageError": (2,), "SubmissionError": (2,), "VoteError": (2,)}
+KEYWORDS = {
+    "_": None,
+    "gettext": None,
+    "ngettext": (1, 2),
+    "N_": None,
+    "PageError": (2,),
+    "SubmissionError": (2,),
+    "VoteError": (2,),
+}
 TRANSLATED = ["zh_Hans"]
 PLACEHOLDER = re.compile(r"%\(\w+\)s|\{\w+\}")
 

@@ -51,9 +51,13 @@ class StudyContext:
         assert study.id is not None
         definition = parsed_definition(study.definition_hash, study.definition, study.slug)
         return cls(
-            id=study.id, slug=study.slug, name=study.name,
-            definition_hash=study.definition_hash, definition=definition,
-            language=definition.default_language, is_default=study.is_default,
+            id=study.id,
+            slug=study.slug,
+            name=study.name,
+            definition_hash=study.definition_hash,
+            definition=definition,
+            language=definition.default_language,
+            is_default=study.is_default,
             archived=study.archived_at is not None,
         )
 

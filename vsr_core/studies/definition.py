@@ -263,12 +263,17 @@ def _cross_check(study: StudyDefinition) -> list[tuple[Loc, str]]:
             ids = seen_ids
         elif seen_ids != ids:
             diff = sorted(ids ^ seen_ids)[:5]
-            problems.append((("languages", li, "relations"),
-                             f"relation ids differ from the first language's: {diff}"))
+            problems.append(
+                (
+                    ("languages", li, "relations"),
+                    f"relation ids differ from the first language's: {diff}",
+                )
+            )
     known = ids or set()
     sem = study.semantics
     groups: list[tuple[str, list[Any]]] = [
-        ("equivalents", sem.equivalents), ("converses", sem.converses),
+        ("equivalents", sem.equivalents),
+        ("converses", sem.converses),
         ("entailments", sem.entailments),
         ("contradictions", [list(t[:2]) for t in sem.contradictions]),
         ("overlaps", [list(t[:2]) for t in sem.overlaps]),
@@ -279,14 +284,19 @@ def _cross_check(study: StudyDefinition) -> list[tuple[Loc, str]]:
                 problems.append((("semantics", key), f"entry {i} must name two relations"))
             for name in row:
                 if name not in known:
-                    problems.append((("semantics", key), f"entry {i}: {name!r} is not in the "
-                                     "relation vocabulary"))
+                    problems.append(
+                        (
+                            ("semantics", key),
+                            f"entry {i}: {name!r} is not in the relation vocabulary",
+                        )
+                    )
     for name in sem.symmetric:
         if name not in known:
             problems.append((("semantics", "symmetric"), f"{name!r} is not in the vocabulary"))
     if study.collection.max_votes_per_example < study.collection.votes_per_example:
-        problems.append((("collection", "max_votes_per_example"),
-                         "must be at least votes_per_example"))
+        problems.append(
+            (("collection", "max_votes_per_example"), "must be at least votes_per_example")
+        )
     return problems
 
 

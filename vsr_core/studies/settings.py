@@ -17,25 +17,29 @@ from vsr_core.types import utcnow
 # What a participant agrees to. The [bracketed] parts are for the researcher to replace in
 # the dashboard's study settings before the study goes live; {minutes} and {items} are
 # filled in from the batch settings. A strict Markdown subset (webapp.crowd.consent).
-DEFAULT_CONSENT = "\n".join([
-    "This is a research study on how people describe where things are in photographs, run by "
-    "[researcher name, institution]. The captions and answers you give will become part of a "
-    "public research dataset.",
-    "",
-    "- **What you do:** look at everyday photos from the MS-COCO collection and write short "
-    "captions or say whether short captions are true. A batch has up to {items} items and takes "
-    "at most {minutes} minutes.",
-    "- **Pay:** [pay for a batch, e.g. GBP 9.00 for a full batch]. If you finish early, the "
-    "completion code covers the work you did.",
-    "- **Your data:** we store your answers, the time you took, and your platform id (never your "
-    "name). Your id is replaced by a number in the published data.",
-    "- **Voluntary:** you may stop at any time by closing the page and returning the study, or "
-    'end a batch early with "Finish now".',
-    "- Some photos show people in ordinary situations; none are meant to be upsetting.",
-    "- **Ethics approval:** [committee name, reference number].",
-    "- **Questions or concerns:** [researcher name, email address].",
-    "",
-])
+DEFAULT_CONSENT = "\n".join(
+    [
+        "This is a research study on how people describe where things are in photographs, run by "
+        "[researcher name, institution]. The captions and answers you give will become part of a "
+        "public research dataset.",
+        "",
+        "- **What you do:** look at everyday photos from the MS-COCO collection and write short "
+        "captions or say whether short captions are true. "
+        "A batch has up to {items} items and takes "
+        "at most {minutes} minutes.",
+        "- **Pay:** [pay for a batch, e.g. GBP 9.00 for a full batch]. If you finish early, the "
+        "completion code covers the work you did.",
+        "- **Your data:** we store your answers, the time you took, "
+        "and your platform id (never your "
+        "name). Your id is replaced by a number in the published data.",
+        "- **Voluntary:** you may stop at any time by closing the page and returning the study, or "
+        'end a batch early with "Finish now".',
+        "- Some photos show people in ordinary situations; none are meant to be upsetting.",
+        "- **Ethics approval:** [committee name, reference number].",
+        "- **Questions or concerns:** [researcher name, email address].",
+        "",
+    ]
+)
 
 
 class StudyConfig(BaseModel):
@@ -66,7 +70,9 @@ class StudyConfig(BaseModel):
     screenout_code: str = Field("VSRSCREEN", min_length=1, max_length=64)
     relations_enabled: list[str] | None = Field(None, description="None = Table 1 less unused")
     consent_text: str = Field(
-        DEFAULT_CONSENT, min_length=1, max_length=20_000,
+        DEFAULT_CONSENT,
+        min_length=1,
+        max_length=20_000,
         description="Shown before a worker starts. Replace the [bracketed] parts; {minutes} "
         "and {items} become the batch's time and size. Markdown: **bold**, - lists, "
         "[links](https://...); HTML is shown as text.",

@@ -12,14 +12,18 @@ from pathlib import Path
 from vsr_core.studies.definition import StudyDefinition, line_index
 
 # What the COCO 2017 files are and where they come from, for a name a shipped file might use.
-_COCO_HINT = ("the COCO 2017 instance annotations (annotations_trainval2017.zip from "
-              "https://cocodataset.org/#download)")
+_COCO_HINT = (
+    "the COCO 2017 instance annotations (annotations_trainval2017.zip from "
+    "https://cocodataset.org/#download)"
+)
 
 
 def _hint(annotations: str) -> str:
     if Path(annotations).parts[:1] == ("demo",):
-        return ("it is the demo slice shipped in the repository (demo/SOURCE.md): run vsr in "
-                "the repository's folder")
+        return (
+            "it is the demo slice shipped in the repository (demo/SOURCE.md): run vsr in "
+            "the repository's folder"
+        )
     if "instances_" in Path(annotations).name:
         return f"put {_COCO_HINT} there, or point annotations at your copy"
     return "put that file there, or point annotations at your copy"

@@ -35,8 +35,11 @@ def create_study(session: Session, text: str, source: str = "<study>") -> Study:
     if find_study(session, definition.slug) is not None:
         raise StudyError(f"a study with slug {definition.slug!r} exists already")
     study = Study(
-        slug=definition.slug, name=definition.name, definition=text,
-        definition_hash=digest, language=definition.default_language.code,
+        slug=definition.slug,
+        name=definition.name,
+        definition=text,
+        definition_hash=digest,
+        language=definition.default_language.code,
     )
     session.add(study)
     session.flush()
@@ -46,8 +49,14 @@ def create_study(session: Session, text: str, source: str = "<study>") -> Study:
 
 def add_version(session: Session, study: Study, version: int) -> None:
     assert study.id is not None
-    session.add(StudyVersion(study_id=study.id, version=version, definition=study.definition,
-                             definition_hash=study.definition_hash))
+    session.add(
+        StudyVersion(
+            study_id=study.id,
+            version=version,
+            definition=study.definition,
+            definition_hash=study.definition_hash,
+        )
+    )
     session.flush()
 
 
@@ -114,9 +123,14 @@ def ensure_default_study(session: Session) -> Study:
     text = path.read_text(encoding="utf-8")
     definition = parse_study(text, str(path))
     study = Study(
-        id=DEFAULT_STUDY_ID, slug=definition.slug, name=definition.name, definition=text,
-        definition_hash=definition_hash(text), language=definition.default_language.code,
-        is_default=True, created_at=utcnow(),
+        id=DEFAULT_STUDY_ID,
+        slug=definition.slug,
+        name=definition.name,
+        definition=text,
+        definition_hash=definition_hash(text),
+        language=definition.default_language.code,
+        is_default=True,
+        created_at=utcnow(),
     )
     session.add(study)
     session.flush()

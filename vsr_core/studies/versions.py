@@ -33,7 +33,8 @@ class Updated:
 def _used(session: Session, study_id: int) -> tuple[dict[str, int], set[str]]:
     """(relation id -> Examples using it, COCO concepts in those Examples) of a study."""
     rows = session.exec(
-        select(Example.relation, func.count()).where(Example.study_id == study_id)
+        select(Example.relation, func.count())
+        .where(Example.study_id == study_id)
         .group_by(col(Example.relation))
     ).all()
     concepts: set[str] = set()
@@ -67,13 +68,17 @@ def update_problems(
         if r.id not in names:
             problems.append(f"relation {r.id!r} is used by {used} Examples and cannot be removed")
         elif names[r.id] != r.name:
-            problems.append(f"relation {r.id!r} is written {r.name!r} in {used} stored Examples "
-                            f"and cannot be renamed {names[r.id]!r}")
+            problems.append(
+                f"relation {r.id!r} is written {r.name!r} in {used} stored Examples "
+                f"and cannot be renamed {names[r.id]!r}"
+            )
     for concept in sorted(concepts):
         before, after = a.concepts.get(concept, concept), b.concepts.get(concept, concept)
         if before != after:
-            problems.append(f"concept {concept!r} is written {before!r} in stored Examples and "
-                            f"cannot be renamed {after!r}")
+            problems.append(
+                f"concept {concept!r} is written {before!r} in stored Examples and "
+                f"cannot be renamed {after!r}"
+            )
     return problems
 
 
@@ -85,8 +90,9 @@ def update_study(session: Session, text: str, source: str = "<study>") -> Update
     new = parsed_definition(digest, text, source)
     study = find_study(session, new.slug)
     if study is None:
-        raise StudyError(f"no study {new.slug!r} to update: create it with "
-                         f"`vsr study create --file {source}`")
+        raise StudyError(
+            f"no study {new.slug!r} to update: create it with `vsr study create --file {source}`"
+        )
     assert study.id is not None
     previous = study.definition_hash
     if previous == digest:
@@ -112,8 +118,10 @@ def archive_study(session: Session, slug: str) -> Study:
     if study is None:
         raise StudyError(f"no study {slug!r}")
     if study.is_default:
-        raise StudyError(f"{slug!r} is the default study (commands without --study work in "
-                         "it); it cannot be archived")
+        raise StudyError(
+            f"{slug!r} is the default study (commands without --study work in "
+            "it); it cannot be archived"
+        )
     if study.archived_at is None:
         study.archived_at = utcnow()
         session.add(study)

@@ -33,7 +33,11 @@ def unblock_worker(session: Session, worker: Worker, *, admin_id: int | None = N
 
 
 def set_flag(
-    session: Session, worker: Worker, flagged: bool, reason: str | None, *,
+    session: Session,
+    worker: Worker,
+    flagged: bool,
+    reason: str | None,
+    *,
     admin_id: int | None = None,
 ) -> None:
     worker.flagged = flagged
@@ -44,7 +48,11 @@ def set_flag(
 
 
 def set_gold(
-    session: Session, example: Example, gold: bool, gold_label: bool | None, *,
+    session: Session,
+    example: Example,
+    gold: bool,
+    gold_label: bool | None,
+    *,
     admin_id: int | None = None,
 ) -> None:
     """Mark or unmark an Example as gold. Commits.
@@ -55,23 +63,27 @@ def set_gold(
     first, as the queue changes these counters in concurrent transactions.
     """
     from webapp.crowd import leases as lease_mod
-    stmt = (
-        select(Example).where(Example.id == example.id)
-        .execution_options(populate_existing=True)
-    )
+
+    stmt = select(Example).where(Example.id == example.id).execution_options(populate_existing=True)
     session.exec(lease_mod.lock_row_wait(stmt, session)).one()
     example.is_gold = gold
     example.gold_label = (example.label if gold_label is None else gold_label) if gold else None
     active = session.exec(
-        select(func.count()).select_from(Assignment).where(
-            Assignment.example_id == example.id, Assignment.status == LeaseStatus.active
-        )
+        select(func.count())
+        .select_from(Assignment)
+        .where(Assignment.example_id == example.id, Assignment.status == LeaseStatus.active)
     ).one()
     example.queue_leases = 0 if gold else int(active)
     session.add(example)
     session.commit()
-    log.info("admin %s set Example %s of study %s gold=%s label=%s", admin_id, example.id,
-             example.study_id, gold, example.gold_label)
+    log.info(
+        "admin %s set Example %s of study %s gold=%s label=%s",
+        admin_id,
+        example.id,
+        example.study_id,
+        gold,
+        example.gold_label,
+    )
 
 
 def vote_count(session: Session, example_id: int) -> int:
@@ -84,7 +96,11 @@ class NotVotableError(ValueError):
 
 
 def requeue(
-    session: Session, example: Example, extra_votes: int, config: Any, *,
+    session: Session,
+    example: Example,
+    extra_votes: int,
+    config: Any,
+    *,
     admin_id: int | None = None,
 ) -> int:
     """Ask for ``extra_votes`` more votes on this Example; returns its new vote target.
@@ -93,6 +109,7 @@ def requeue(
     re-derived by the validation queue's own rule, so it is served again.
     """
     from webapp.validate import rules as validation_rules
+
     if example.origin not in validation_rules.VOTABLE_ORIGINS:
         raise NotVotableError(
             f"{example.origin} Examples are not served to validators in this study, "
@@ -107,8 +124,13 @@ def requeue(
     )
     session.add(example)
     session.commit()
-    log.info("admin %s re-queued Example %s of study %s for %s votes", admin_id, example.id,
-             example.study_id, target)
+    log.info(
+        "admin %s re-queued Example %s of study %s for %s votes",
+        admin_id,
+        example.id,
+        example.study_id,
+        target,
+    )
     return target
 
 

@@ -64,8 +64,10 @@ def password_problem(password: str, username: str = "") -> str | None:
     if result["score"] >= MIN_PASSWORD_SCORE:
         return None
     why = str(result["feedback"].get("warning") or "").rstrip(".")
-    return (f"password is too easy to guess{': ' + why[:1].lower() + why[1:] if why else ''}; "
-            "use a longer one, for example four or more unrelated words")
+    return (
+        f"password is too easy to guess{': ' + why[:1].lower() + why[1:] if why else ''}; "
+        "use a longer one, for example four or more unrelated words"
+    )
 
 
 def validate_credentials(username: str, password: str) -> tuple[str, str]:
@@ -139,7 +141,9 @@ class AdminSession:
 def make_session_cookie(secret_key: str, user: AdminUser) -> str:
     assert user.id is not None
     payload = {
-        "uid": user.id, "u": user.username, "n": secrets.token_urlsafe(16),
+        "uid": user.id,
+        "u": user.username,
+        "n": secrets.token_urlsafe(16),
         "v": user.session_version,
     }
     return _serializer(secret_key).dumps(payload)
@@ -156,7 +160,9 @@ def read_session_cookie(secret_key: str, value: str | None) -> AdminSession | No
         return None
     version = data.get("v")
     return AdminSession(
-        user_id=data["uid"], username=str(data.get("u", "")), nonce=str(data.get("n", "")),
+        user_id=data["uid"],
+        username=str(data.get("u", "")),
+        nonce=str(data.get("n", "")),
         version=version if isinstance(version, int) else -1,
     )
 

@@ -38,8 +38,7 @@ def recent_bursts(session: Session, hours: float = 24.0, min_size: int = MIN_BUR
     since = utcnow() - timedelta(hours=hours)
     rows = session.exec(
         select(RateEvent.key, func.count(), func.min(RateEvent.at), func.max(RateEvent.at))
-        .where(RateEvent.kind == NEW_WORKER, RateEvent.key != STUDY_KEY,
-               col(RateEvent.at) > since)
+        .where(RateEvent.kind == NEW_WORKER, RateEvent.key != STUDY_KEY, col(RateEvent.at) > since)
         .group_by(RateEvent.key)
         .having(func.count() >= min_size)
         .order_by(func.count().desc())
@@ -48,26 +47,42 @@ def recent_bursts(session: Session, hours: float = 24.0, min_size: int = MIN_BUR
     out = []
     for key, n, first, last in rows:
         ids = _worker_ids(session, key, since)
-        blocked = int(session.exec(
-            select(func.count()).where(col(Worker.id).in_(ids), col(Worker.blocked))
-        ).one()) if ids else 0
-        leases = int(session.exec(
-            select(func.count()).where(
-                col(Assignment.worker_id).in_(ids), Assignment.status == LeaseStatus.active
+        blocked = (
+            int(
+                session.exec(
+                    select(func.count()).where(col(Worker.id).in_(ids), col(Worker.blocked))
+                ).one()
             )
-        ).one()) if ids else 0
+            if ids
+            else 0
+        )
+        leases = (
+            int(
+                session.exec(
+                    select(func.count()).where(
+                        col(Assignment.worker_id).in_(ids), Assignment.status == LeaseStatus.active
+                    )
+                ).one()
+            )
+            if ids
+            else 0
+        )
         out.append(Burst(key, int(n), first, last, blocked, leases))
     return out
 
 
 def _worker_ids(session: Session, address: str, since: datetime) -> list[int]:
     return [
-        wid for wid in session.exec(
+        wid
+        for wid in session.exec(
             select(RateEvent.worker_id).where(
-                RateEvent.kind == NEW_WORKER, RateEvent.key == address,
-                col(RateEvent.at) > since, col(RateEvent.worker_id).is_not(None),
+                RateEvent.kind == NEW_WORKER,
+                RateEvent.key == address,
+                col(RateEvent.at) > since,
+                col(RateEvent.worker_id).is_not(None),
             )
-        ).all() if wid is not None
+        ).all()
+        if wid is not None
     ]
 
 

@@ -36,7 +36,8 @@ def _suite(mc: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(best, dict) or best.get("accuracy") is None:
         return None
     return {
-        "name": best.get("name"), "accuracy": float(best["accuracy"]),
+        "name": best.get("name"),
+        "accuracy": float(best["accuracy"]),
         "ci95": [float(x) for x in best.get("ci95") or []],
         "n_test": mc.get("adversaries_n_test"),
     }
@@ -58,14 +59,21 @@ def latest_export(session: Session, settings: Settings, study_id: int) -> dict[s
     the multiple-choice items; None when the dashboard has built nothing. ``problem`` says
     why there is no figure (zip gone, no items, ...)."""
     job = session.exec(
-        select(Job).where(Job.study_id == study_id, Job.kind == JobKind.build,
-                          Job.status == JobStatus.succeeded)
-        .order_by(col(Job.id).desc()).limit(1)
+        select(Job)
+        .where(
+            Job.study_id == study_id, Job.kind == JobKind.build, Job.status == JobStatus.succeeded
+        )
+        .order_by(col(Job.id).desc())
+        .limit(1)
     ).first()
     if job is None:
         return None
-    out: dict[str, Any] = {"job_id": job.id, "when": job.finished_at, "suite": None,
-                           "problem": None}
+    out: dict[str, Any] = {
+        "job_id": job.id,
+        "when": job.finished_at,
+        "suite": None,
+        "problem": None,
+    }
     path = Path(str(job.params.get("zip", ""))).resolve()
     # Only files inside the export folder, whatever the Job row says (as the download).
     if export_dir(settings) not in path.parents or not path.is_file():
@@ -80,9 +88,14 @@ def latest_export(session: Session, settings: Settings, study_id: int) -> dict[s
     if not isinstance(mc, dict):
         out["problem"] = "it has no multiple-choice items (no matching run when it was built)"
         return out
-    out.update(run_id=mc.get("run_id"), measured_on=mc.get("measured_on") or "mc",
-               chance=mc.get("chance"), items=mc.get("items") or {},
-               items_unvalidated=mc.get("items_unvalidated") or {}, suite=_suite(mc))
+    out.update(
+        run_id=mc.get("run_id"),
+        measured_on=mc.get("measured_on") or "mc",
+        chance=mc.get("chance"),
+        items=mc.get("items") or {},
+        items_unvalidated=mc.get("items_unvalidated") or {},
+        suite=_suite(mc),
+    )
     if out["suite"] is None:
         out["problem"] = (
             f"{out['measured_on']}/ of that export has no train and test items to measure "
@@ -95,8 +108,10 @@ def latest_run(session: Session, study_id: int) -> dict[str, Any] | None:
     """The latest matching run's own figure: measured when the run was made, on all of its
     items, before validators judged any distractor."""
     run = session.exec(
-        select(MatchRun).where(MatchRun.study_id == study_id)
-        .order_by(col(MatchRun.id).desc()).limit(1)
+        select(MatchRun)
+        .where(MatchRun.study_id == study_id)
+        .order_by(col(MatchRun.id).desc())
+        .limit(1)
     ).first()
     if run is None:
         return None
@@ -105,11 +120,19 @@ def latest_run(session: Session, study_id: int) -> dict[str, Any] | None:
     best = suite.get("strongest") or {}
     figure = None
     if best.get("accuracy") is not None:
-        figure = {"name": best.get("name"), "accuracy": float(best["accuracy"]),
-                  "ci95": [float(x) for x in best.get("ci95") or []],
-                  "n_test": suite.get("n_test")}
-    return {"run_id": run.id, "when": run.created_at, "suite": figure,
-            "chance": diag.get("chance"), "measured_on": suite.get("measured_on")}
+        figure = {
+            "name": best.get("name"),
+            "accuracy": float(best["accuracy"]),
+            "ci95": [float(x) for x in best.get("ci95") or []],
+            "n_test": suite.get("n_test"),
+        }
+    return {
+        "run_id": run.id,
+        "when": run.created_at,
+        "suite": figure,
+        "chance": diag.get("chance"),
+        "measured_on": suite.get("measured_on"),
+    }
 
 
 def figure_for_page(session: Session, settings: Settings, study_id: int) -> dict[str, Any]:
@@ -119,7 +142,9 @@ def figure_for_page(session: Session, settings: Settings, study_id: int) -> dict
     export = latest_export(session, settings, study_id)
     run = latest_run(session, study_id)
     stale = bool(
-        export and run and export.get("run_id") is not None
+        export
+        and run
+        and export.get("run_id") is not None
         and int(export["run_id"]) != run["run_id"]
     )
     return {"export": export, "run": run, "stale": stale, "cli": CLI_COMMAND}

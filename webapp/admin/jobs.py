@@ -62,7 +62,8 @@ class SampleParams(BaseModel):
     max_per_concept_pair: int | None = Field(None, ge=1, le=100_000)
     concepts: str | None = Field(None, max_length=2000, pattern=r"^[a-z ,]*$")
     coco_files: list[Annotated[str, Field(max_length=MAX_PATH)]] = Field(
-        min_length=1, max_length=10,
+        min_length=1,
+        max_length=10,
         description="COCO instances JSON files on the server, inside DATA_ROOTS",
     )
 
@@ -138,7 +139,10 @@ def export_dir(settings: Settings) -> Path:
 
 
 def create_job(
-    session: Session, settings: Settings, kind: JobKind, params: BaseModel,
+    session: Session,
+    settings: Settings,
+    kind: JobKind,
+    params: BaseModel,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> Job:
     """Insert a queued Job of the study (one active job per kind: two builds at once would
@@ -149,8 +153,13 @@ def create_job(
     if busy is not None:
         raise JobBusyError(f"a {kind} job (#{busy.id}) is already running")
     data: dict[str, Any] = params.model_dump()
-    job = Job(study_id=study_id, kind=kind, params=data, status=JobStatus.queued,
-              message="waiting to start")
+    job = Job(
+        study_id=study_id,
+        kind=kind,
+        params=data,
+        status=JobStatus.queued,
+        message="waiting to start",
+    )
     session.add(job)
     session.commit()
     session.refresh(job)
@@ -177,14 +186,40 @@ def last_coco_files(session: Session) -> str:
 # packages, locale, time zone, temporary and cache folders, the model caches and thread counts
 # matching uses. Nothing else: never a platform's credentials (PROLIFIC_API_TOKEN, AWS_*),
 # which a job has no use for and a job's crash or log must not be able to show.
-CHILD_ENV_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
-    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8", "PYTHONIOENCODING", "VIRTUAL_ENV",
-    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE",
-    "TRANSFORMERS_CACHE", "SENTENCE_TRANSFORMERS_HOME", "TORCH_HOME", "XDG_CACHE_HOME",
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM",
-    "CUDA_VISIBLE_DEVICES", "VSR_DEBUG",
-})
+CHILD_ENV_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "PYTHONPATH",
+        "PYTHONHASHSEED",
+        "PYTHONUTF8",
+        "PYTHONIOENCODING",
+        "VIRTUAL_ENV",
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "TRANSFORMERS_CACHE",
+        "SENTENCE_TRANSFORMERS_HOME",
+        "TORCH_HOME",
+        "XDG_CACHE_HOME",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "TOKENIZERS_PARALLELISM",
+        "CUDA_VISIBLE_DEVICES",
+        "VSR_DEBUG",
+    }
+)
 CHILD_ENV_PREFIXES = ("LC_",)
 # Settings a job does not need: SECRET_KEY (a job signs nothing).
 CHILD_SETTINGS_LEFT_OUT = frozenset({"secret_key"})
@@ -194,7 +229,8 @@ def child_env(settings: Settings) -> dict[str, str]:
     """The environment of a job's process: the allow-listed names above, and the server's
     own settings (its DATABASE_URL, IMAGE_ROOT, ...) but for the secret key."""
     env = {
-        name: value for name, value in os.environ.items()
+        name: value
+        for name, value in os.environ.items()
         if name in CHILD_ENV_NAMES or name.startswith(CHILD_ENV_PREFIXES)
     }
     for field in type(settings).model_fields:
@@ -336,8 +372,10 @@ def mark_orphans(session: Session) -> int:
         stale_queue = pid is None and (utcnow() - started).total_seconds() > 60
         if _silent_elsewhere(job):
             host = str(job.params.get("_host", "?")).split("/", 1)[0]
-            message = (f"the job stopped without finishing: its server on host {host} has not "
-                       f"reported for over {SILENT_AFTER_SECONDS} s")
+            message = (
+                f"the job stopped without finishing: its server on host {host} has not "
+                f"reported for over {SILENT_AFTER_SECONDS} s"
+            )
         elif _gone(job) or stale_queue:
             message = "the job stopped without finishing (server restarted or crashed)"
         else:
@@ -346,8 +384,11 @@ def mark_orphans(session: Session) -> int:
         beat = col(Job.heartbeat_at)
         done = session.execute(
             update(Job)
-            .where(col(Job.id) == job.id, col(Job.status).in_(ACTIVE_JOB_STATUSES),
-                   beat.is_(None) if job.heartbeat_at is None else beat == job.heartbeat_at)
+            .where(
+                col(Job.id) == job.id,
+                col(Job.status).in_(ACTIVE_JOB_STATUSES),
+                beat.is_(None) if job.heartbeat_at is None else beat == job.heartbeat_at,
+            )
             .values(status=JobStatus.failed, finished_at=utcnow(), message=message)
         )
         n += int(getattr(done, "rowcount", 0) or 0)

@@ -163,8 +163,12 @@ def back(url: str, message: str | None = None) -> RedirectResponse:
     response = RedirectResponse(url, status_code=303)
     if message:
         response.set_cookie(
-            FLASH_COOKIE, quote(message[:500]), max_age=120, httponly=True,
-            samesite="strict", path="/admin",
+            FLASH_COOKIE,
+            quote(message[:500]),
+            max_age=120,
+            httponly=True,
+            samesite="strict",
+            path="/admin",
         )
     return response
 

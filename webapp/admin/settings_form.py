@@ -244,7 +244,8 @@ def touched(
     """The changes whose field the admin edited: what came back differs from what was shown."""
     kinds = {f.name: f.kind for f in form_fields()}
     return {
-        name: value for name, value in changes.items()
+        name: value
+        for name, value in changes.items()
         if shown.get(name) != _digest(kinds[name], typed.get(name))
     }
 

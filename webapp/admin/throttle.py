@@ -42,9 +42,7 @@ class LoginThrottle:
     def attempt(self, session: Session, key: str) -> int:
         """Count one try now (committed) and return 0, or the seconds until this key may
         try again and count nothing."""
-        wait = rate_limits.take(
-            session, rate_limits.LOGIN_FAILED, key, self.limit, self.window
-        )
+        wait = rate_limits.take(session, rate_limits.LOGIN_FAILED, key, self.limit, self.window)
         session.commit()
         return wait
 

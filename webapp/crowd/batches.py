@@ -1,8 +1,9 @@
 """Batches: one worker's timed session of one kind of work (generate | validate).
 
-Sizes, time limits and the per-day limit come from ``vsr_core.studies.settings.StudyConfig`` using the
-kind as prefix (``generate_batch_size``, ``validate_minutes``, ...), so a new kind needs no
-code here. A batch ends when its size is reached, its deadline passes, or the pool runs dry.
+Sizes, time limits and the per-day limit come from
+``vsr_core.studies.settings.StudyConfig`` using the kind as prefix (``generate_batch_size``,
+``validate_minutes``, ...), so a new kind needs no code here. A batch ends when its size is
+reached, its deadline passes, or the pool runs dry.
 """
 
 from __future__ import annotations
@@ -55,8 +56,12 @@ def current_batch(
     """The worker's newest batch of this kind that is still open."""
     stmt = (
         select(Batch)
-        .where(Batch.worker_id == worker_id, Batch.kind == kind, Batch.study_id == study_id,
-               Batch.status == BatchStatus.open)
+        .where(
+            Batch.worker_id == worker_id,
+            Batch.kind == kind,
+            Batch.study_id == study_id,
+            Batch.status == BatchStatus.open,
+        )
         .order_by(col(Batch.id).desc())
         .limit(1)
     )
@@ -81,8 +86,12 @@ def latest_completed(
     """The worker's newest batch of this kind that earned a completion code."""
     stmt = (
         select(Batch)
-        .where(Batch.worker_id == worker_id, Batch.kind == kind, Batch.study_id == study_id,
-               col(Batch.completion_code).is_not(None))
+        .where(
+            Batch.worker_id == worker_id,
+            Batch.kind == kind,
+            Batch.study_id == study_id,
+            col(Batch.completion_code).is_not(None),
+        )
         .order_by(col(Batch.id).desc())
         .limit(1)
     )
@@ -207,7 +216,9 @@ def expire_overdue(
     """
     now = now or utcnow()
     stmt = select(Batch).where(
-        Batch.kind == kind, Batch.study_id == study_id, Batch.status == BatchStatus.open,
+        Batch.kind == kind,
+        Batch.study_id == study_id,
+        Batch.status == BatchStatus.open,
         col(Batch.deadline) <= now,
     )
     overdue = session.exec(lock_rows(stmt, session)).all()
@@ -240,9 +251,13 @@ def platform_code(session: Session, batch: Batch) -> str | None:
     named = (batch.entry or {}).get("study_id")
     if not named:
         return None
-    settings = session.exec(select(PlatformStudy.settings).where(
-        PlatformStudy.study_id == batch.study_id, PlatformStudy.platform == "prolific",
-        PlatformStudy.external_id == named)).first()
+    settings = session.exec(
+        select(PlatformStudy.settings).where(
+            PlatformStudy.study_id == batch.study_id,
+            PlatformStudy.platform == "prolific",
+            PlatformStudy.external_id == named,
+        )
+    ).first()
     code = (settings or {}).get("completion_code")
     return str(code) if code else None
 

@@ -144,9 +144,7 @@ def _get_or_create(session: Session, source: str, external_id: str, roles: list[
     return worker
 
 
-def resolve_worker(
-    session: Session, entry: Entry, study_id: int = DEFAULT_STUDY_ID
-) -> Worker:
+def resolve_worker(session: Session, entry: Entry, study_id: int = DEFAULT_STUDY_ID) -> Worker:
     """Find or create the worker an entry link names (flushes, caller commits). An invite
     is for one study: its token opens no other."""
     if entry.source == "invite":
@@ -231,12 +229,14 @@ def csrf_token(request: Request) -> str:
 
 def check_csrf(request: Request, submitted: str | None) -> None:
     expected = request.session.get("csrf")
-    if not expected or not submitted or not secrets.compare_digest(
-        str(expected).encode(), submitted.encode("utf-8", "replace")
+    if (
+        not expected
+        or not submitted
+        or not secrets.compare_digest(str(expected).encode(), submitted.encode("utf-8", "replace"))
     ):
         raise PageError(
-            403, "This form has expired or did not come from this site. Reload the page and "
-            "try again."
+            403,
+            "This form has expired or did not come from this site. Reload the page and try again.",
         )
 
 

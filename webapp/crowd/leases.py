@@ -149,8 +149,16 @@ def take_next(
     if current is not None:
         return current
     assert batch.id is not None
-    taken = lease_item(session, batch.id, batch.worker_id, batch.deadline, strategy,
-                       lease_minutes, now, batch.study_id)
+    taken = lease_item(
+        session,
+        batch.id,
+        batch.worker_id,
+        batch.deadline,
+        strategy,
+        lease_minutes,
+        now,
+        batch.study_id,
+    )
     return session.get(Assignment, taken[0]) if taken is not None else None
 
 
@@ -239,7 +247,8 @@ def finish(session: Session, lease: Assignment, now: datetime | None = None) -> 
     session.add(lease)
     session.flush()
     session.execute(
-        COUNT_DONE_ON_BATCH, {"q_batch": lease.batch_id},
+        COUNT_DONE_ON_BATCH,
+        {"q_batch": lease.batch_id},
         execution_options={"synchronize_session": "fetch"},
     )
 

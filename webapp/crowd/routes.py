@@ -41,6 +41,7 @@ from webapp.http.study import current_study
 
 router = APIRouter(tags=["entry"])
 
+
 def _check_roles(worker: Worker, kind: str) -> None:
     if worker.roles and kind not in worker.roles:
         raise PageError(403, "Your invitation is not for this task.")
@@ -74,7 +75,8 @@ def start(
     if entry is None:
         if not isinstance(request.session.get("worker_id"), int):
             raise PageError(
-                400, "This link has no participant id. Please open the study from Prolific, "
+                400,
+                "This link has no participant id. Please open the study from Prolific, "
                 "MTurk or your invitation link.",
             )
         return redirect(task_url(kind))  # a returning worker with a cookie: resume
@@ -119,16 +121,24 @@ def _preview(kind: str, request: Request, session: Session, templates: Any) -> R
 
     sample = session.exec(
         select(ImagePair)
-        .where(ImagePair.study_id == current_study(request).id,
-               ImagePair.status != PairStatus.retired)
+        .where(
+            ImagePair.study_id == current_study(request).id, ImagePair.status != PairStatus.retired
+        )
         .order_by(col(ImagePair.id))
     ).first()
     task = None
     show = task_previews(request).get(kind)
     if show is not None and sample is not None:
         task = show(request, session, sample)
-    return page(templates, request, "preview.html", kind, task=task, photos=example_photos(session),
-                texts=study_texts(current_study(request)))
+    return page(
+        templates,
+        request,
+        "preview.html",
+        kind,
+        task=task,
+        photos=example_photos(session),
+        texts=study_texts(current_study(request)),
+    )
 
 
 def study_texts(study: StudyContext) -> dict[str, Any]:
@@ -151,8 +161,11 @@ def consent_form(
     size, minutes, _ = batches.limits(config, kind)
     # The study language's consent (its definition's texts) unless the admin wrote their own
     # in the settings, which then wins as before.
-    text = study.language.texts.consent if config.consent_text == DEFAULT_CONSENT \
+    text = (
+        study.language.texts.consent
+        if config.consent_text == DEFAULT_CONSENT
         else config.consent_text
+    )
     html = render_consent(text, minutes=minutes, items=size)
     return page(templates, request, "consent.html", kind, consent_html=html)
 
@@ -193,9 +206,16 @@ def instructions(
     assert worker.id is not None
     open_batch = batches.current_batch(session, worker.id, kind, study.id)
     return page(
-        templates, request, "instructions.html", kind,
-        size=size, minutes=minutes, per_day=per_day, open_batch=open_batch,
-        photos=example_photos(session), texts=study_texts(study),
+        templates,
+        request,
+        "instructions.html",
+        kind,
+        size=size,
+        minutes=minutes,
+        per_day=per_day,
+        open_batch=open_batch,
+        photos=example_photos(session),
+        texts=study_texts(study),
     )
 
 
@@ -224,9 +244,7 @@ def begin(
     try:
         # The batch keeps the platform ids and the consent time: the study's audit trail.
         entry = entry_for(request, kind) | {"consented_at": consent_time(request, kind)}
-        batches.open_or_resume(
-            session, worker, kind, config, strategy, entry, study_id=study.id
-        )
+        batches.open_or_resume(session, worker, kind, config, strategy, entry, study_id=study.id)
     except batches.BatchError as exc:
         session.rollback()
         raise PageError(409, exc.message) from exc
@@ -278,8 +296,12 @@ def finish(
     batch = session.exec(
         lock_row_wait(
             select(Batch)
-            .where(Batch.worker_id == worker.id, Batch.kind == kind,
-                   Batch.study_id == study.id, Batch.status == BatchStatus.open)
+            .where(
+                Batch.worker_id == worker.id,
+                Batch.kind == kind,
+                Batch.study_id == study.id,
+                Batch.status == BatchStatus.open,
+            )
             .order_by(col(Batch.id).desc())
             .limit(1),
             session,
@@ -329,7 +351,9 @@ def done(
     entry = batch.entry or {}
     done_count = count_done(session, batch)
     ctx: dict[str, Any] = {
-        "batch": batch, "done_count": done_count, "reason": _end_reason(batch, done_count),
+        "batch": batch,
+        "done_count": done_count,
+        "reason": _end_reason(batch, done_count),
         "earlier_code": None,
     }
     if batch.status == BatchStatus.returned:

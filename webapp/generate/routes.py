@@ -51,7 +51,10 @@ KIND = "generate"
 
 
 def advance(
-    session: Session, worker: Worker, config: StudyConfig, strategy: LeaseStrategy,
+    session: Session,
+    worker: Worker,
+    config: StudyConfig,
+    strategy: LeaseStrategy,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[Batch | None, Assignment | None]:
     """Bring the worker's batch up to date and return (batch, lease); commits.
@@ -102,7 +105,8 @@ def _stored(request: Request, worker_id: int, answer: GenerationAnswer) -> Gener
     """The answer with the lease its opaque token names (webapp.crowd.lease_tokens): a guessed,
     sequential or another worker's id is refused before any database lookup."""
     lease_id = lease_from_token(
-        request.app.state.settings.secret_key, worker_id, answer.assignment_id)
+        request.app.state.settings.secret_key, worker_id, answer.assignment_id
+    )
     if lease_id is None:
         raise SubmissionError(403, "This pair is not assigned to you.")
     fields = answer.model_dump(exclude={"csrf", "assignment_id"})
@@ -149,8 +153,14 @@ def task_submit(
     study = current_study(request)
     config = load_study_config(session, study.id)
     try:
-        submit(session, worker.id, _stored(request, worker.id, form), config,
-               language=study.language, study_id=study.id)
+        submit(
+            session,
+            worker.id,
+            _stored(request, worker.id, form),
+            config,
+            language=study.language,
+            study_id=study.id,
+        )
     except SubmissionError as exc:
         if exc.status == 409:
             # The lease ran out: nothing to fix in the form, so carry on with the next pair.
@@ -221,12 +231,17 @@ def api_task(
         assert image is not None and image.id is not None
         src = (
             pair_image_url(settings.secret_key, pair.id, slot, request.scope.get("root_path", ""))
-            if settings.image_root else image.coco_url
+            if settings.image_root
+            else image.coco_url
         )
         shown.append(
             TaskImage(
-                slot=slot, image_id=image.id, coco_id=image.coco_id, src=src,
-                width=image.width, height=image.height,
+                slot=slot,
+                image_id=image.id,
+                coco_id=image.coco_id,
+                src=src,
+                width=image.width,
+                height=image.height,
             )
         )
     return TaskPublic(
@@ -247,8 +262,13 @@ def api_task(
     "/api/generate/annotations",
     response_model=AnnotationResult,
     status_code=201,
-    responses={200: {"description": "a repeat of an earlier submission"}, 401: {}, 403: {},
-               409: {}, 422: {}},
+    responses={
+        200: {"description": "a repeat of an earlier submission"},
+        401: {},
+        403: {},
+        409: {},
+        422: {},
+    },
 )
 def api_submit(
     body: GenerationAnswer, worker: CurrentWorker, session: SessionDep, request: Request
@@ -260,8 +280,13 @@ def api_submit(
     try:
         study = current_study(request)
         annotation, created = submit(
-            session, worker.id, _stored(request, worker.id, body),
-            load_study_config(session, study.id), language=study.language, study_id=study.id)
+            session,
+            worker.id,
+            _stored(request, worker.id, body),
+            load_study_config(session, study.id),
+            language=study.language,
+            study_id=study.id,
+        )
     except SubmissionError as exc:
         raise PageError(exc.status, exc.message) from exc
     result = _result(session, annotation, created)
@@ -274,9 +299,9 @@ def _result(session: Session, annotation: Annotation, created: bool) -> Annotati
     from vsr_core.models import Example
 
     captions = session.exec(
-        select(Example.caption).where(Example.annotation_id == annotation.id).order_by(
-            col(Example.id)
-        )
+        select(Example.caption)
+        .where(Example.annotation_id == annotation.id)
+        .order_by(col(Example.id))
     ).all()
     assert annotation.id is not None
     return AnnotationResult(

@@ -138,9 +138,7 @@ def _existing(session: Session, sub: GenerationSubmission) -> Annotation | None:
     ).first()
 
 
-def _replay(
-    session: Session, existing: Annotation, worker_id: int, study_id: int
-) -> Annotation:
+def _replay(session: Session, existing: Annotation, worker_id: int, study_id: int) -> Annotation:
     if existing.worker_id != worker_id:
         raise SubmissionError(409, "This form was already used by someone else.")
     _check_study(session.get(ImagePair, existing.pair_id), study_id)
@@ -194,8 +192,13 @@ def submit(
 
 
 def _submit(
-    session: Session, worker_id: int, sub: GenerationSubmission, config: StudyConfig,
-    now: datetime, language: Language | None = None, study_id: int = DEFAULT_STUDY_ID,
+    session: Session,
+    worker_id: int,
+    sub: GenerationSubmission,
+    config: StudyConfig,
+    now: datetime,
+    language: Language | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[Annotation, bool]:
     existing = _existing(session, sub)
     if existing is not None:
@@ -213,8 +216,9 @@ def _submit(
         return _replay(session, existing, worker_id, study_id), False
     if lease.status != LeaseStatus.active:
         raise SubmissionError(
-            409, "Your time for this pair ran out and it went back to the pool. "
-            "Please go on with the next one."
+            409,
+            "Your time for this pair ran out and it went back to the pool. "
+            "Please go on with the next one.",
         )
     annotation = Annotation(
         pair_id=pair.id,
@@ -235,15 +239,19 @@ def _submit(
         offered = None if language is None else {r.id for r in offered_in(config, language)}
         if name not in allowed_relations(config) or (offered is not None and name not in offered):
             raise SubmissionError(  # one literal: the worker reads it in the study's language
-                422, "That is not one of the relations offered in this study; please choose one "
-                "from the list."
+                422,
+                "That is not one of the relations offered in this study; please choose one "
+                "from the list.",
             )
         relation = get_relation(name).name
         subj, obj = pair.concept_a, pair.concept_b
         if sub.ent1 == "b":
             subj, obj = obj, subj
-        caption = (render_caption(subj, relation, obj) if language is None
-                   else render_concepts(language, subj, relation, obj))
+        caption = (
+            render_caption(subj, relation, obj)
+            if language is None
+            else render_concepts(language, subj, relation, obj)
+        )
         true_id, false_id = pair.image1_id, pair.image2_id
         if sub.true_image == 2:
             true_id, false_id = false_id, true_id

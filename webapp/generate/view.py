@@ -42,7 +42,9 @@ def task_context(request: Request, session: Session, pair: ImagePair) -> dict[st
                 "image": image,
                 "local": settings.image_root is not None,
                 "src": pair_image_url(
-                    settings.secret_key, pair.id, slot,  # type: ignore[arg-type]
+                    settings.secret_key,
+                    pair.id,  # type: ignore[arg-type]
+                    slot,
                     request.scope.get("root_path", ""),
                 )
                 if settings.image_root is not None
@@ -66,7 +68,8 @@ def task_context(request: Request, session: Session, pair: ImagePair) -> dict[st
             "a": render_concepts(lang, pair.concept_a, rel["id"], pair.concept_b),
             "b": render_concepts(lang, pair.concept_b, rel["id"], pair.concept_a),
         }
-        for rels in groups.values() for rel in rels
+        for rels in groups.values()
+        for rel in rels
     }
     names = {"a": concept_name(lang, pair.concept_a), "b": concept_name(lang, pair.concept_b)}
     return {

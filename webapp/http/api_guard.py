@@ -55,10 +55,13 @@ def check_json_post(request: Request) -> None:
     check_origin(request)
     expected = request.session.get("csrf")
     submitted = request.headers.get(CSRF_HEADER)
-    if not isinstance(expected, str) or not submitted or not secrets.compare_digest(
-        expected.encode(), submitted.encode("utf-8", "replace")
+    if (
+        not isinstance(expected, str)
+        or not submitted
+        or not secrets.compare_digest(expected.encode(), submitted.encode("utf-8", "replace"))
     ):
         raise PageError(
-            403, "This request did not come from this site (missing or wrong X-CSRF-Token "
-            "header). Reload the page and try again."  # one literal: a gettext msgid
+            403,
+            "This request did not come from this site (missing or wrong X-CSRF-Token "
+            "header). Reload the page and try again.",  # one literal: a gettext msgid
         )

@@ -36,7 +36,7 @@ def limit_for(path: str) -> int:
     routes under a prefix (webapp.http.study, which runs inside this middleware), so they get
     the same caps."""
     if path.startswith(STUDY_PREFIX):
-        path = "/" + path[len(STUDY_PREFIX):].partition("/")[2]
+        path = "/" + path[len(STUDY_PREFIX) :].partition("/")[2]
     for prefix, limit in LIMITS:
         if path.startswith(prefix):
             return limit
@@ -78,7 +78,8 @@ class BodySizeLimit:
                     refused = True
                     if not started:
                         drained = not message.get("more_body", False) or await _drain(
-                            receive, received)
+                            receive, received
+                        )
                         await _refuse(send, keep_alive=drained)
                     return {"type": "http.disconnect"}
             return message
@@ -112,8 +113,10 @@ async def _drain(receive: Receive, received: int) -> bool:
 
 
 async def _refuse(send: Send, keep_alive: bool) -> None:
-    headers = [(b"content-type", b"text/plain; charset=utf-8"),
-               (b"content-length", str(len(MESSAGE)).encode())]
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(MESSAGE)).encode()),
+    ]
     if not keep_alive:  # the body was left unread: the server has to drop the connection
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": 413, "headers": headers})

@@ -44,11 +44,15 @@ RETRY_AFTER_SECONDS = 2  # a PostgreSQL restart takes a few seconds
 _UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03")
 _SQLITE_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED: busy_timeout ran out
 
-UNAVAILABLE = N_("The database is unavailable for a moment. Please try again in a few seconds; "
-                 "your earlier answers are saved.")
-UNAVAILABLE_AFTER_COMMIT = N_("The database became unavailable while this was being saved, "
-                              "and part of it may be stored. Please reload the page in a few "
-                              "seconds to see what was saved before sending it again.")
+UNAVAILABLE = N_(
+    "The database is unavailable for a moment. Please try again in a few seconds; "
+    "your earlier answers are saved."
+)
+UNAVAILABLE_AFTER_COMMIT = N_(
+    "The database became unavailable while this was being saved, "
+    "and part of it may be stored. Please reload the page in a few "
+    "seconds to see what was saved before sending it again."
+)
 
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD"})
 IDEMPOTENT_POSTS = frozenset({"/validate", "/generate", "/begin/validate", "/begin/generate"})
@@ -146,14 +150,16 @@ class RetryDroppedConnection:
             if not is_dropped_connection(exc) or not may_retry(scope, bool(marks)):
                 if not database_unavailable(exc):
                     raise
-                log.warning("database unavailable on %s %s: %s", scope["method"],
-                            scope["path"], exc.orig)
+                log.warning(
+                    "database unavailable on %s %s: %s", scope["method"], scope["path"], exc.orig
+                )
                 await send_unavailable(scope, send, committed=bool(marks))
                 return
         finally:
             _COMMITTED.reset(token)
-        log.warning("database connection lost on %s %s; running it again",
-                    scope["method"], scope["path"])
+        log.warning(
+            "database connection lost on %s %s; running it again", scope["method"], scope["path"]
+        )
 
         async def replaying() -> Message:
             if consumed:
@@ -168,8 +174,9 @@ class RetryDroppedConnection:
         except DBAPIError as exc:
             if started or not database_unavailable(exc):
                 raise
-            log.warning("database unavailable on %s %s: %s", scope["method"], scope["path"],
-                        exc.orig)
+            log.warning(
+                "database unavailable on %s %s: %s", scope["method"], scope["path"], exc.orig
+            )
             await send_unavailable(scope, send, committed=bool(marks or again))
         finally:
             _COMMITTED.reset(token)

@@ -33,8 +33,11 @@ def get_session(request: Request) -> Iterator[Session]:
             # keep-alive connection: behind nginx, the next request on it became a 502.
             if not is_dropped_connection(exc):
                 raise
-            log.warning("database connection lost while closing the session of %s %s",
-                        request.method, request.url.path)
+            log.warning(
+                "database connection lost while closing the session of %s %s",
+                request.method,
+                request.url.path,
+            )
 
 
 def get_app_settings(request: Request) -> Settings:

@@ -128,6 +128,10 @@ def install_error_handlers(
     async def _crash(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(
-            request, 500, N_("Sorry, something went wrong. Your earlier answers are saved; "
-                             "please reload the page in a moment.")
+            request,
+            500,
+            N_(
+                "Sorry, something went wrong. Your earlier answers are saved; "
+                "please reload the page in a moment."
+            ),
         )

@@ -74,11 +74,7 @@ def read_catalog(path: Path) -> dict[str, str]:
     return {
         str(m.id): str(m.string)
         for m in _read_po(path)
-        if m.id
-        and isinstance(m.id, str)
-        and isinstance(m.string, str)
-        and m.string
-        and not m.fuzzy
+        if m.id and isinstance(m.id, str) and isinstance(m.string, str) and m.string and not m.fuzzy
     }
 
 
@@ -134,7 +130,7 @@ def translator(request: Request) -> Translator:
     path: str = request.scope.get("path", "")
     root: str = request.scope.get("root_path", "")
     if path.startswith(root):
-        path = path[len(root):]
+        path = path[len(root) :]
     if path == "/admin" or path.startswith("/admin/"):
         return ENGLISH
     study = getattr(request.state, "study", None)

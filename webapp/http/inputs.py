@@ -120,8 +120,10 @@ def _nul_in_body(content_type: str, body: bytes) -> str | None:
 def _nul_in_json(value: Any, path: tuple[str, ...]) -> str | None:
     if isinstance(value, str):
         return f"The field {'.'.join(path) or 'body'!r}" if "\x00" in value else None
-    items: Any = value.items() if isinstance(value, dict) else (
-        enumerate(value) if isinstance(value, list) else ()
+    items: Any = (
+        value.items()
+        if isinstance(value, dict)
+        else (enumerate(value) if isinstance(value, list) else ())
     )
     for key, item in items:
         if "\x00" in str(key):

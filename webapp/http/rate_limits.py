@@ -52,8 +52,14 @@ def lock(session: Session, kind: str, key: str) -> None:
     # SQLite: the transaction began with BEGIN IMMEDIATE and holds the database's write lock.
 
 
-def take(session: Session, kind: str, key: str, limit: int, window_seconds: float,
-         worker_id: int | None = None) -> int:
+def take(
+    session: Session,
+    kind: str,
+    key: str,
+    limit: int,
+    window_seconds: float,
+    worker_id: int | None = None,
+) -> int:
     """Check and record one event in one step: 0 and the event recorded (flushed; the
     caller commits), or the seconds to wait and nothing recorded."""
     lock(session, kind, key)
@@ -100,9 +106,7 @@ def record(session: Session, kind: str, key: str, worker_id: int | None = None) 
 
 
 def clear(session: Session, kind: str, key: str) -> None:
-    session.execute(
-        delete(RateEvent).where(col(RateEvent.kind) == kind, col(RateEvent.key) == key)
-    )
+    session.execute(delete(RateEvent).where(col(RateEvent.kind) == kind, col(RateEvent.key) == key))
 
 
 # --- the crowd's limits: new identities and new batches ------------------------------------
@@ -129,8 +133,10 @@ def check_new_worker(session: Session, settings: Settings, address: str) -> None
     Both keys stay locked until the caller commits, so record_new_worker in the same
     transaction completes the step."""
     window = settings.rate_window_seconds
-    for key, limit in ((address, settings.new_workers_per_address),
-                       (STUDY_KEY, settings.new_workers_per_study)):
+    for key, limit in (
+        (address, settings.new_workers_per_address),
+        (STUDY_KEY, settings.new_workers_per_study),
+    ):
         if limit > 0:
             lock(session, NEW_WORKER, key)
         wait = retry_after(session, NEW_WORKER, key, limit, window)
@@ -149,7 +155,10 @@ def check_new_batch(session: Session, settings: Settings, address: str) -> None:
     if settings.new_batches_per_address > 0:
         lock(session, NEW_BATCH, address)
     wait = retry_after(
-        session, NEW_BATCH, address, settings.new_batches_per_address,
+        session,
+        NEW_BATCH,
+        address,
+        settings.new_batches_per_address,
         settings.rate_window_seconds,
     )
     if wait:

@@ -24,15 +24,17 @@ MTURK_FRAMES = "https://www.mturk.com https://workersandbox.mturk.com"
 
 def content_security_policy(nonce: str, admin: bool) -> str:
     frames = "'none'" if admin else f"'self' {MTURK_FRAMES}"
-    return "; ".join([
-        "default-src 'self'",
-        f"script-src 'self' 'nonce-{nonce}'",
-        "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data: https: http:",
-        "object-src 'none'",
-        "base-uri 'self'",
-        f"frame-ancestors {frames}",
-    ])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            f"script-src 'self' 'nonce-{nonce}'",
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data: https: http:",
+            "object-src 'none'",
+            "base-uri 'self'",
+            f"frame-ancestors {frames}",
+        ]
+    )
 
 
 HSTS = "max-age=31536000"  # a year; set only when the site is served over https
@@ -86,9 +88,7 @@ class SecurityHeaders:
                     headers.setdefault("Strict-Transport-Security", HSTS)
                     _secure_cookies(headers.raw)
                 if headers.get("content-type", "").startswith("text/html"):
-                    headers["Content-Security-Policy"] = content_security_policy(
-                        str(nonce), admin
-                    )
+                    headers["Content-Security-Policy"] = content_security_policy(str(nonce), admin)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

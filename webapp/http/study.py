@@ -73,8 +73,10 @@ class StudyCache:
         from vsr_core.studies.store import list_studies
 
         with Session(self.engine) as session:
-            found = [(s.slug, s.name + (" (archived)" if s.archived_at else ""))
-                     for s in list_studies(session)]
+            found = [
+                (s.slug, s.name + (" (archived)" if s.archived_at else ""))
+                for s in list_studies(session)
+            ]
         with self._lock:
             self._listing = (time.monotonic(), found)
         return found
@@ -132,11 +134,11 @@ class StudyScope:
         root: str = scope.get("root_path", "")
         path: str = scope["path"]
         if root and path.startswith(root):  # behind a proxy's --root-path
-            path = path[len(root):]
+            path = path[len(root) :]
         app = scope["app"]
         state = scope.setdefault("state", {})
         if path.startswith(PREFIX):
-            slug, _, rest = path[len(PREFIX):].partition("/")
+            slug, _, rest = path[len(PREFIX) :].partition("/")
             study = await lookup(app, slug) if SLUG_RE.fullmatch(slug) else None
             if study is None:
                 await self._unknown(scope, receive, send, slug)
@@ -175,7 +177,8 @@ class StudyScope:
         request = Request(scope, receive)
         shown = slug if SLUG_RE.fullmatch(slug) else "that"  # never echo odd input
         response = error_response(
-            request, 404,
+            request,
+            404,
             f"There is no study called {shown} on this site. Please check the link you "
             "were given, or open the study again from Prolific, MTurk or your invitation.",
         )
@@ -191,9 +194,12 @@ def _keep_prefix(send: Send, prefix: str) -> Send:
             for name, value in message.get("headers", []):
                 if name == b"location":
                     target = value.decode("latin-1")
-                    if (target.startswith("/") and not target.startswith("//")
-                            and not target.startswith(prefix + "/")
-                            and not target.startswith(_SHARED_PATHS)):
+                    if (
+                        target.startswith("/")
+                        and not target.startswith("//")
+                        and not target.startswith(prefix + "/")
+                        and not target.startswith(_SHARED_PATHS)
+                    ):
                         value = (prefix + target).encode("latin-1")
                 headers.append((name, value))
             message = dict(message, headers=headers)

@@ -35,8 +35,15 @@ from webapp.images.draw import (
     mask_of,
 )
 
-__all__ = ["COLOUR_A", "COLOUR_B", "MAX_SIDE", "find_source", "instance_mask", "render_marked",
-           "svg_shapes"]
+__all__ = [
+    "COLOUR_A",
+    "COLOUR_B",
+    "MAX_SIDE",
+    "find_source",
+    "instance_mask",
+    "render_marked",
+    "svg_shapes",
+]
 
 log = logging.getLogger("webapp")
 
@@ -76,11 +83,17 @@ def cache_name(image: Image, inst_a: Instance, inst_b: Instance) -> str:
     """The cached file's name: the ids for people, and a digest of everything drawn (the
     photo's name, both geometries), so servers sharing a cache folder over different
     databases never serve each other's drawings of the same ids."""
-    drawn = [image.coco_split, image.file_name,
-             [inst_a.segmentation, inst_a.bbox], [inst_b.segmentation, inst_b.bbox]]
+    drawn = [
+        image.coco_split,
+        image.file_name,
+        [inst_a.segmentation, inst_a.bbox],
+        [inst_b.segmentation, inst_b.bbox],
+    ]
     digest = hashlib.sha256(json.dumps(drawn, sort_keys=True, default=str).encode()).hexdigest()
-    return (f"{image.coco_id}_{inst_a.coco_ann_id}_{inst_b.coco_ann_id}_{digest[:20]}"
-            f"_v{RENDER_VERSION}.jpg")
+    return (
+        f"{image.coco_id}_{inst_a.coco_ann_id}_{inst_b.coco_ann_id}_{digest[:20]}"
+        f"_v{RENDER_VERSION}.jpg"
+    )
 
 
 class _Pool:
@@ -96,7 +109,8 @@ class _Pool:
         with self._lock:
             if self._executor is None:
                 self._executor = ProcessPoolExecutor(
-                    max_workers=POOL_WORKERS, mp_context=multiprocessing.get_context("spawn"),
+                    max_workers=POOL_WORKERS,
+                    mp_context=multiprocessing.get_context("spawn"),
                     initializer=end_with_parent,
                 )
             return self._executor
@@ -124,14 +138,25 @@ def _draw_in_pool(source: Path, target: Path, inst_a: Instance, inst_b: Instance
             return
         except BrokenProcessPool:
             _POOL.discard(executor)
-            log.error("the image renderer crashed on instances %s/%s (attempt %d)",
-                      inst_a.id, inst_b.id, attempt)
+            log.error(
+                "the image renderer crashed on instances %s/%s (attempt %d)",
+                inst_a.id,
+                inst_b.id,
+                attempt,
+            )
         except FutureTimeout:
-            log.error("the image renderer took over %.0f s on instances %s/%s",
-                      RENDER_TIMEOUT, inst_a.id, inst_b.id)
+            log.error(
+                "the image renderer took over %.0f s on instances %s/%s",
+                RENDER_TIMEOUT,
+                inst_a.id,
+                inst_b.id,
+            )
             break
-    raise PageError(500, "This image could not be drawn. Everything else works; please "
-                         "report the image to the study's researchers.")
+    raise PageError(
+        500,
+        "This image could not be drawn. Everything else works; please "
+        "report the image to the study's researchers.",
+    )
 
 
 def render_marked(
@@ -161,8 +186,10 @@ def svg_shapes(instance: Instance) -> list[str]:
     try:
         if isinstance(seg, list) and seg:
             return [
-                " ".join(f"{float(seg_poly[i]):.1f},{float(seg_poly[i + 1]):.1f}"
-                         for i in range(0, len(seg_poly) - 1, 2))
+                " ".join(
+                    f"{float(seg_poly[i]):.1f},{float(seg_poly[i + 1]):.1f}"
+                    for i in range(0, len(seg_poly) - 1, 2)
+                )
                 for seg_poly in seg
             ]
         x, y, w, h = (float(v) for v in instance.bbox)

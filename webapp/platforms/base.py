@@ -76,8 +76,14 @@ class Platform(Protocol):
     def request_return(self, submission_id: str, reason: str, key: str) -> dict[str, Any]: ...
 
     def bonus(
-        self, study_external_id: str, submission_id: str, worker_external_id: str,
-        cents: int, reason: str, key: str, record: Record,
+        self,
+        study_external_id: str,
+        submission_id: str,
+        worker_external_id: str,
+        cents: int,
+        reason: str,
+        key: str,
+        record: Record,
     ) -> dict[str, Any]:
         """Pay one bonus. ``record`` is called, and must return, before the request that
         pays is sent; what it is given is what reconcile needs after a crash."""

@@ -15,8 +15,9 @@ from webapp.platforms.base import Platform, PlatformError, credentials
 NAMES = tuple(CrowdPlatform)
 
 
-def client_for(name: str, log: Any, base_url: str | None = None,
-               production: bool | None = None) -> Platform:
+def client_for(
+    name: str, log: Any, base_url: str | None = None, production: bool | None = None
+) -> Platform:
     if name == CrowdPlatform.prolific:
         from webapp.platforms.prolific import ProlificPlatform
 

@@ -38,11 +38,13 @@ KINDS = tuple(BatchKind)
 # Minimum hourly pay in the platform's currency (minor units per hour). Prolific's published
 # minimum is £6.00/h; MTurk has none (a lab may set its own with settings["min_hourly_cents"]).
 MINIMUM_CENTS_PER_HOUR: dict[str, int | None] = {
-    CrowdPlatform.prolific: 600, CrowdPlatform.mturk: None,
+    CrowdPlatform.prolific: 600,
+    CrowdPlatform.mturk: None,
 }
 CURRENCY: dict[str, str] = {CrowdPlatform.prolific: "£", CrowdPlatform.mturk: "$"}
-PROLIFIC_PARAMS = ("PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}"
-                   "&SESSION_ID={{%SESSION_ID%}}")
+PROLIFIC_PARAMS = (
+    "PROLIFIC_PID={{%PROLIFIC_PID%}}&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+)
 # Workers who did real, timed work (imported VSR votes carry no batch times of their own).
 REAL_SOURCES = (WorkerSource.prolific, WorkerSource.mturk, WorkerSource.invite)
 # Distinct workers measured before their time per item is trusted for the pay check.
@@ -109,22 +111,30 @@ class Pay:
         if m.n >= MIN_MEASUREMENTS and not self.stated:
             lo_hi = m.spread
             spread = f", middle half {lo_hi[0]:.1f}-{lo_hi[1]:.1f} s" if lo_hi else ""
-            return (f"{m.median:.1f} s per item x {self.items} items, median of "
-                    f"{m.n} workers on full-size batches{spread}")
+            return (
+                f"{m.median:.1f} s per item x {self.items} items, median of "
+                f"{m.n} workers on full-size batches{spread}"
+            )
         seen = f"{m.n} of the {MIN_MEASUREMENTS} workers needed measured"
         return f"stated duration; {seen}" if self.stated else seen
 
     def line(self) -> str:
         c = self.currency
-        floor = (f"platform minimum {c}{self.minimum_cents / 100:.2f}/h"
-                 if self.minimum_cents is not None else "no platform minimum")
+        floor = (
+            f"platform minimum {c}{self.minimum_cents / 100:.2f}/h"
+            if self.minimum_cents is not None
+            else "no platform minimum"
+        )
         if self.minutes is None:
-            return (f"effective pay unknown ({c}{self.reward_cents / 100:.2f} for "
-                    f"{self.items} items; {self._basis()}); {floor}")
-        took = (f"{self.minutes:.1f} min" if self.minutes >= 1
-                else f"{self.minutes * 60:.0f} s")
-        return (f"effective pay {c}{(self.per_hour_cents or 0) / 100:.2f}/h "
-                f"({c}{self.reward_cents / 100:.2f} for {took}; {self._basis()}); {floor}")
+            return (
+                f"effective pay unknown ({c}{self.reward_cents / 100:.2f} for "
+                f"{self.items} items; {self._basis()}); {floor}"
+            )
+        took = f"{self.minutes:.1f} min" if self.minutes >= 1 else f"{self.minutes * 60:.0f} s"
+        return (
+            f"effective pay {c}{(self.per_hour_cents or 0) / 100:.2f}/h "
+            f"({c}{self.reward_cents / 100:.2f} for {took}; {self._basis()}); {floor}"
+        )
 
 
 def item_seconds(session: Session, study_id: int, kind: str) -> ItemTime:
@@ -133,16 +143,21 @@ def item_seconds(session: Session, study_id: int, kind: str) -> ItemTime:
     rows = session.exec(
         select(Batch.worker_id, Batch.created_at, Batch.finished_at, Batch.done_count)
         .join(Worker, col(Worker.id) == Batch.worker_id)
-        .where(Batch.study_id == study_id, Batch.kind == kind,
-               Batch.status == BatchStatus.completed, col(Batch.finished_at).is_not(None),
-               col(Batch.done_count) >= Batch.size, Batch.size > 0,
-               col(Worker.source).in_(REAL_SOURCES), col(Worker.flagged).is_(False))
+        .where(
+            Batch.study_id == study_id,
+            Batch.kind == kind,
+            Batch.status == BatchStatus.completed,
+            col(Batch.finished_at).is_not(None),
+            col(Batch.done_count) >= Batch.size,
+            Batch.size > 0,
+            col(Worker.source).in_(REAL_SOURCES),
+            col(Worker.flagged).is_(False),
+        )
     ).all()
     by_worker: dict[int, list[float]] = {}
     for worker_id, start, done, count in rows:
         if done and start and count:
-            by_worker.setdefault(worker_id, []).append(
-                (done - start).total_seconds() / count)
+            by_worker.setdefault(worker_id, []).append((done - start).total_seconds() / count)
     return ItemTime(sorted(statistics.median(v) for v in by_worker.values()))
 
 
@@ -153,8 +168,7 @@ def batch_items(session: Session, study_id: int, kind: str) -> int:
     return config.validate_batch_size
 
 
-def effective_pay(session: Session, study: PlatformStudy,
-                  measured: ItemTime | None = None) -> Pay:
+def effective_pay(session: Session, study: PlatformStudy, measured: ItemTime | None = None) -> Pay:
     s = study.settings
     kind = s.get("kind", BatchKind.generate)
     items = int(s.get("batch_items") or batch_items(session, study.study_id, kind))
@@ -167,8 +181,15 @@ def effective_pay(session: Session, study: PlatformStudy,
     else:
         minutes = None
     minimum = s.get("min_hourly_cents", MINIMUM_CENTS_PER_HOUR.get(study.platform))
-    return Pay(int(s.get("reward_cents", 0)), minutes, items, m, bool(stated),
-               None if minimum is None else int(minimum), CURRENCY.get(study.platform, ""))
+    return Pay(
+        int(s.get("reward_cents", 0)),
+        minutes,
+        items,
+        m,
+        bool(stated),
+        None if minimum is None else int(minimum),
+        CURRENCY.get(study.platform, ""),
+    )
 
 
 def entry_url(base_url: str, study: Study, kind: str, platform: str) -> str:
@@ -180,8 +201,16 @@ def entry_url(base_url: str, study: Study, kind: str, platform: str) -> str:
 
 
 def new_settings(
-    session: Session, study: Study, platform: str, kind: str, *, reward_cents: int,
-    places: int, base_url: str, title: str = "", estimated_minutes: int | None = None,
+    session: Session,
+    study: Study,
+    platform: str,
+    kind: str,
+    *,
+    reward_cents: int,
+    places: int,
+    base_url: str,
+    title: str = "",
+    estimated_minutes: int | None = None,
     qualifications: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The platform study's settings from our study's: its entry URL, its own random
@@ -203,12 +232,18 @@ def new_settings(
     else:
         estimate = limit  # the draft needs a figure; publishing still needs a real one
     return {
-        "kind": kind, "title": title or f"{study.name}: {kind}", "places": places,
-        "reward_cents": reward_cents, "estimated_minutes": max(1, round(estimate)),
-        "stated_minutes": estimated_minutes, "batch_items": items,
-        "max_minutes": limit, "url": entry_url(base_url, study, kind, platform),
+        "kind": kind,
+        "title": title or f"{study.name}: {kind}",
+        "places": places,
+        "reward_cents": reward_cents,
+        "estimated_minutes": max(1, round(estimate)),
+        "stated_minutes": estimated_minutes,
+        "batch_items": items,
+        "max_minutes": limit,
+        "url": entry_url(base_url, study, kind, platform),
         # Each platform study its own codes: knowing one study's code opens no other.
-        "completion_code": new_code(), "screenout_code": new_code(),
+        "completion_code": new_code(),
+        "screenout_code": new_code(),
         "qualifications": qualifications or [],
     }
 
@@ -216,36 +251,54 @@ def new_settings(
 def platform_body(platform: str, s: dict[str, Any]) -> dict[str, Any]:
     """What the platform's create call takes (Prolific: POST /studies/; MTurk: CreateHIT)."""
     if platform == CrowdPlatform.mturk:
-        return {"title": s["title"], "description": s["title"], "reward_cents": s["reward_cents"],
-                "assignments": s["places"], "url": s["url"],
-                "duration_seconds": int(s["max_minutes"]) * 60,
-                "qualifications": s.get("qualifications", [])}
+        return {
+            "title": s["title"],
+            "description": s["title"],
+            "reward_cents": s["reward_cents"],
+            "assignments": s["places"],
+            "url": s["url"],
+            "duration_seconds": int(s["max_minutes"]) * 60,
+            "qualifications": s.get("qualifications", []),
+        }
     review = [{"action": "MANUALLY_REVIEW"}]  # we approve by our own plan
     return {
-        "name": s["title"], "internal_name": s["title"], "description": s["title"],
-        "external_study_url": s["url"], "prolific_id_option": "url_parameters",
+        "name": s["title"],
+        "internal_name": s["title"],
+        "description": s["title"],
+        "external_study_url": s["url"],
+        "prolific_id_option": "url_parameters",
         "completion_codes": [
             {"code": s["completion_code"], "code_type": "COMPLETED", "actions": review},
             {"code": s["screenout_code"], "code_type": "NO_CONSENT", "actions": review},
         ],
-        "total_available_places": s["places"], "reward": s["reward_cents"],
+        "total_available_places": s["places"],
+        "reward": s["reward_cents"],
         "estimated_completion_time": s["estimated_minutes"],
-        "maximum_allowed_time": s["max_minutes"], "device_compatibility": ["desktop"],
+        "maximum_allowed_time": s["max_minutes"],
+        "device_compatibility": ["desktop"],
     }
 
 
-def create(session: Session, platform: Platform, study: Study,
-           settings: dict[str, Any], on_row: Callable[[int | None], None] | None = None
-           ) -> PlatformStudy:
+def create(
+    session: Session,
+    platform: Platform,
+    study: Study,
+    settings: dict[str, Any],
+    on_row: Callable[[int | None], None] | None = None,
+) -> PlatformStudy:
     """Create the draft on the platform (MTurk: the HIT, live at once), written ahead: the
     row (state 'creating', a random marker) is committed before the call; the marker goes
     with the create, so after a lost answer the platform is read (find_draft) instead of
     creating again. A create the platform refused leaves no row. ``on_row`` hears the row's
     id once it exists (the call log names it), and None if it is removed again."""
     marker = f"vsr-{secrets.token_hex(12)}"
-    row = PlatformStudy(study_id=study.id or 0, platform=platform.name,
-                        external_id=f"pending:{marker}", state=PlatformStudyState.creating,
-                        settings={**settings, "marker": marker})
+    row = PlatformStudy(
+        study_id=study.id or 0,
+        platform=platform.name,
+        external_id=f"pending:{marker}",
+        state=PlatformStudyState.creating,
+        settings={**settings, "marker": marker},
+    )
     session.add(row)
     session.commit()
     if on_row is not None:
@@ -262,8 +315,10 @@ def create(session: Session, platform: Platform, study: Study,
             raise
         external_id = _find(platform, marker)
         if external_id is None:
-            raise PlatformError(f"{exc}; no study with marker {marker} found yet: it is kept "
-                                f"as 'creating' and looked for again on sync") from None
+            raise PlatformError(
+                f"{exc}; no study with marker {marker} found yet: it is kept "
+                f"as 'creating' and looked for again on sync"
+            ) from None
     assert external_id is not None
     _adopt(session, platform, row, external_id)
     return row
@@ -283,8 +338,14 @@ def _adopt(session: Session, platform: Platform, row: PlatformStudy, external_id
     row.state = PlatformStudyState.published if live else PlatformStudyState.draft
     session.add(row)
     session.commit()
-    log.info("platform study %s of study %s is %s %s (%s)", row.id, row.study_id,
-             platform.name, external_id, row.state)
+    log.info(
+        "platform study %s of study %s is %s %s (%s)",
+        row.id,
+        row.study_id,
+        platform.name,
+        external_id,
+        row.state,
+    )
 
 
 def confirm_create(session: Session, platform: Platform, row: PlatformStudy) -> bool:
@@ -320,8 +381,10 @@ def check_pay(pay: Pay) -> None:
     if pay.below_minimum:
         raise PlatformError(f"refused: {pay.line()}")
     if pay.unknown and pay.minimum_cents is not None:
-        raise PlatformError(f"refused: {pay.line()}; state the expected duration "
-                            "(--expected-minutes) to publish before then")
+        raise PlatformError(
+            f"refused: {pay.line()}; state the expected duration "
+            "(--expected-minutes) to publish before then"
+        )
 
 
 def publish(session: Session, platform: Platform, row: PlatformStudy) -> Pay:
@@ -344,8 +407,10 @@ def resume(session: Session, platform: Platform, row: PlatformStudy) -> None:
 def check_step(row: PlatformStudy, step: str) -> None:
     """Refuse, in one line, a step this study's state does not allow (before any call)."""
     if row.state not in STEPS[step][0]:
-        raise PlatformError(f"cannot {step} a {row.state} study (it can: "
-                            f"{', '.join(steps_from(row.state)) or 'nothing more'})")
+        raise PlatformError(
+            f"cannot {step} a {row.state} study (it can: "
+            f"{', '.join(steps_from(row.state)) or 'nothing more'})"
+        )
 
 
 def _transition(

@@ -57,15 +57,19 @@ from webapp.platforms.base import GONE, Platform, PlatformError
 
 # Statuses that wait for our decision, and those that show a decision was already taken.
 REVIEWABLE = frozenset({"AWAITING REVIEW", "Submitted"})
-DECIDED: dict[str, set[str]] = {PlatformActionKind.approve: {"APPROVED", "Approved"},
-           PlatformActionKind.reject: {"REJECTED", "Rejected"}}
+DECIDED: dict[str, set[str]] = {
+    PlatformActionKind.approve: {"APPROVED", "Approved"},
+    PlatformActionKind.reject: {"REJECTED", "Rejected"},
+}
 # Each platform's own word for a submission a confirmed approve/reject has moved.
 DECIDED_WORD: dict[str, dict[str, str]] = {
     CrowdPlatform.prolific: {
-        PlatformActionKind.approve: "APPROVED", PlatformActionKind.reject: "REJECTED",
+        PlatformActionKind.approve: "APPROVED",
+        PlatformActionKind.reject: "REJECTED",
     },
     CrowdPlatform.mturk: {
-        PlatformActionKind.approve: "Approved", PlatformActionKind.reject: "Rejected",
+        PlatformActionKind.approve: "Approved",
+        PlatformActionKind.reject: "Rejected",
     },
 }
 # A 'sending' row younger than this may still be in flight in another apply; older ones are
@@ -97,11 +101,20 @@ class CallLog:
         self.platform_study_id = platform_study_id  # set after a create once the row exists
         self.rows: list[PlatformCall] = []
 
-    def __call__(self, method: str, path: str, body: Any, status: int | None, answer: Any,
-                 err: str) -> None:
-        self.rows.append(PlatformCall(platform=self.platform, method=method, path=path[:500],
-                                      request=body, status=status, response=_small(answer),
-                                      error=err[:500]))
+    def __call__(
+        self, method: str, path: str, body: Any, status: int | None, answer: Any, err: str
+    ) -> None:
+        self.rows.append(
+            PlatformCall(
+                platform=self.platform,
+                method=method,
+                path=path[:500],
+                request=body,
+                status=status,
+                response=_small(answer),
+                error=err[:500],
+            )
+        )
 
     def name_study(self, platform_study_id: int | None) -> None:
         """The calls from now on (and those buffered) are for this platform study (None: a
@@ -128,8 +141,11 @@ def _small(answer: Any) -> Any:
 
 
 def sync(
-    session: Session, platform: Platform, study: PlatformStudy,
-    strategies: Mapping[str, lease_mod.LeaseStrategy], calls: CallLog | None = None,
+    session: Session,
+    platform: Platform,
+    study: PlatformStudy,
+    strategies: Mapping[str, lease_mod.LeaseStrategy],
+    calls: CallLog | None = None,
 ) -> int:
     """Store the platform's submissions; participants who are gone give their leases back
     at once. Returns how many leases were released. The platform is asked with no
@@ -139,16 +155,23 @@ def sync(
     remotes = platform.sync_submissions(external_id)
     released = 0
     for remote in remotes:
-        row = session.exec(select(PlatformSubmission).where(
-            PlatformSubmission.platform == platform.name,
-            PlatformSubmission.external_id == remote.external_id,
-        )).first() or PlatformSubmission(
-            platform_study_id=study_id or 0, platform=platform.name, external_id=remote.external_id,
-            worker_external_id=remote.worker_external_id, status=remote.status,
+        row = session.exec(
+            select(PlatformSubmission).where(
+                PlatformSubmission.platform == platform.name,
+                PlatformSubmission.external_id == remote.external_id,
+            )
+        ).first() or PlatformSubmission(
+            platform_study_id=study_id or 0,
+            platform=platform.name,
+            external_id=remote.external_id,
+            worker_external_id=remote.worker_external_id,
+            status=remote.status,
         )
-        worker = session.exec(select(Worker).where(
-            Worker.source == platform.name, Worker.external_id == remote.worker_external_id
-        )).first()
+        worker = session.exec(
+            select(Worker).where(
+                Worker.source == platform.name, Worker.external_id == remote.worker_external_id
+            )
+        ).first()
         row.status, row.synced_at = remote.status, utcnow()
         row.worker_id = worker.id if worker else None
         session.add(row)
@@ -158,17 +181,23 @@ def sync(
     session.add(study)
     _save_calls(session, calls)
     session.commit()
-    log.info("synced %s submissions of platform study %s; %s leases released", len(remotes),
-             study_id, released)
+    log.info(
+        "synced %s submissions of platform study %s; %s leases released",
+        len(remotes),
+        study_id,
+        released,
+    )
     return released
 
 
 def _release_leases(
     session: Session, worker: Worker, strategies: Mapping[str, lease_mod.LeaseStrategy]
 ) -> int:
-    active = session.exec(select(Assignment).where(
-        Assignment.worker_id == worker.id, Assignment.status == LeaseStatus.active
-    )).all()
+    active = session.exec(
+        select(Assignment).where(
+            Assignment.worker_id == worker.id, Assignment.status == LeaseStatus.active
+        )
+    ).all()
     n = 0
     for lease in active:
         strategy = strategies.get(lease.kind)
@@ -183,12 +212,17 @@ def _verdict(q: dict[str, Any], rules: Rules) -> str | None:
     if rules.reject_flagged and q["flagged"]:
         return "answers flagged as too fast"
     acc = q["gold_accuracy"]
-    if q["gold_answered"] >= rules.min_gold_answers and acc is not None \
-            and acc < rules.min_gold_accuracy:
+    if (
+        q["gold_answered"] >= rules.min_gold_answers
+        and acc is not None
+        and acc < rules.min_gold_accuracy
+    ):
         return f"gold accuracy {acc:.0%} below {rules.min_gold_accuracy:.0%}"
     if q["items"] < max(1, rules.min_items):  # approval needs work done in this study
-        return (f"{q['items']} items done in this study's batches, fewer than the "
-                f"{max(1, rules.min_items)} required")
+        return (
+            f"{q['items']} items done in this study's batches, fewer than the "
+            f"{max(1, rules.min_items)} required"
+        )
     return None
 
 
@@ -198,8 +232,11 @@ def rules_for(session: Session, study: PlatformStudy) -> Rules:
     from vsr_core.studies.settings import load_study_config
 
     cfg = load_study_config(session, study.study_id)
-    base = {"min_gold_accuracy": cfg.gold_accuracy_threshold,
-            "min_gold_answers": cfg.gold_min_answers, "keep_threshold": cfg.keep_threshold}
+    base = {
+        "min_gold_accuracy": cfg.gold_accuracy_threshold,
+        "min_gold_answers": cfg.gold_min_answers,
+        "keep_threshold": cfg.keep_threshold,
+    }
     return Rules(**(base | study.settings.get("rules", {})))
 
 
@@ -230,8 +267,13 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
     """One plan in one transaction and a fixed number of statements: the work in four
     grouped reads, the new actions and ledger rows each in one multi-row INSERT."""
     subs, work = settlement.work_by_submission(session, study, REVIEWABLE, rules.keep_threshold)
-    have = set(session.exec(select(PlatformAction.idempotency_key).where(
-        PlatformAction.platform_study_id == study.id)))
+    have = set(
+        session.exec(
+            select(PlatformAction.idempotency_key).where(
+                PlatformAction.platform_study_id == study.id
+            )
+        )
+    )
     added: list[PlatformAction] = []
     # (submission id, unit, its cents, the key of the bonus action that pays it)
     credit: list[tuple[int, settlement.Unit, int, str | None]] = []
@@ -243,8 +285,10 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
         units = [] if reason else w.new_units()
         cents = [_unit_cents(u, rules) for u in units]
         wanted: list[tuple[PlatformActionKind, int | None, str]] = (
-            [(PlatformActionKind.reject, None, reason)] if reason
-            else [(PlatformActionKind.approve, None, "")])
+            [(PlatformActionKind.reject, None, reason)]
+            if reason
+            else [(PlatformActionKind.approve, None, "")]
+        )
         if sum(cents):
             wanted.append((PlatformActionKind.bonus, sum(cents), _bonus_reason(units, rules)))
         bonus_key: str | None = None
@@ -252,37 +296,65 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
             k = key(study, kind, sub.external_id)
             if k in have:
                 continue
-            added.append(PlatformAction(
-                platform_study_id=study.id or 0, platform=study.platform, kind=kind,
-                target=sub.external_id, amount_cents=amount, reason=why or "",
-                idempotency_key=k))
+            added.append(
+                PlatformAction(
+                    platform_study_id=study.id or 0,
+                    platform=study.platform,
+                    kind=kind,
+                    target=sub.external_id,
+                    amount_cents=amount,
+                    reason=why or "",
+                    idempotency_key=k,
+                )
+            )
             bonus_key = k if kind == PlatformActionKind.bonus else bonus_key
         if bonus_key is None:
             # No bonus now, or this submission's bonus was planned before: these units are
             # paid by the reward only, never by a second bonus.
             cents = [0] * len(units)
-        credit += [(sub.id or 0, u, c, bonus_key if c else None) for u, c in
-                   zip(units, cents, strict=True)]
+        credit += [
+            (sub.id or 0, u, c, bonus_key if c else None) for u, c in zip(units, cents, strict=True)
+        ]
         qualities.append({"id": sub.id, "quality": {**q, "bonus_cents": sum(cents)}})
     if qualities:
         session.execute(update(PlatformSubmission), qualities)
     if added:
         # Core's executemany on the table: one statement (the ORM's bulk path sends a row
         # at a time here, split by the NULL amounts and JSON columns).
-        session.connection().execute(insert(PLATFORM_ACTION),
-                                     [a.model_dump(exclude={"id"}) for a in added])
+        session.connection().execute(
+            insert(PLATFORM_ACTION), [a.model_dump(exclude={"id"}) for a in added]
+        )
     if credit:
         keys = {k for *_, k in credit if k}
-        ids = dict(session.exec(select(PlatformAction.idempotency_key, PlatformAction.id)
-                                .where(col(PlatformAction.idempotency_key).in_(keys))).all()) \
-            if keys else {}
+        ids = (
+            dict(
+                session.exec(
+                    select(PlatformAction.idempotency_key, PlatformAction.id).where(
+                        col(PlatformAction.idempotency_key).in_(keys)
+                    )
+                ).all()
+            )
+            if keys
+            else {}
+        )
         # The unique (unit_kind, unit_id) key: a unit another submission or a concurrent
         # plan already holds makes this INSERT fail, and plan() starts again.
-        session.connection().execute(insert(PLATFORM_LEDGER), [PlatformLedger(
-            unit_kind=u.kind, unit_id=u.id, platform_study_id=study.id or 0,
-            submission_id=sub_id, batch_id=u.batch_id, kept=u.kept, cents=c,
-            bonus_action_id=ids.get(k) if k else None).model_dump(exclude={"id"})
-            for sub_id, u, c, k in credit])
+        session.connection().execute(
+            insert(PLATFORM_LEDGER),
+            [
+                PlatformLedger(
+                    unit_kind=u.kind,
+                    unit_id=u.id,
+                    platform_study_id=study.id or 0,
+                    submission_id=sub_id,
+                    batch_id=u.batch_id,
+                    kept=u.kept,
+                    cents=c,
+                    bonus_action_id=ids.get(k) if k else None,
+                ).model_dump(exclude={"id"})
+                for sub_id, u, c, k in credit
+            ],
+        )
     session.commit()
     return added
 
@@ -315,8 +387,9 @@ class _Claimed:
     worker_external_id: str
 
 
-def _send(session: Session, platform: Platform, study_external_id: str,
-          a: _Claimed) -> dict[str, Any]:
+def _send(
+    session: Session, platform: Platform, study_external_id: str, a: _Claimed
+) -> dict[str, Any]:
     if a.kind == PlatformActionKind.approve:
         return platform.approve(a.target, a.key)
     if a.kind == PlatformActionKind.reject:
@@ -326,25 +399,39 @@ def _send(session: Session, platform: Platform, study_external_id: str,
 
     def record(note: dict[str, Any]) -> None:
         """Write-ahead: what the pay request is about to do, committed before it is sent."""
-        _set_state(session, a.id, PlatformActionState.sending, PlatformActionState.sending,
-                   {**note, PAY_SENT: True})
+        _set_state(
+            session,
+            a.id,
+            PlatformActionState.sending,
+            PlatformActionState.sending,
+            {**note, PAY_SENT: True},
+        )
         session.commit()
 
-    return platform.bonus(study_external_id, a.target, a.worker_external_id,
-                          a.amount_cents, a.reason, a.key, record)
+    return platform.bonus(
+        study_external_id, a.target, a.worker_external_id, a.amount_cents, a.reason, a.key, record
+    )
 
 
 def _worker_ext(session: Session, platform: str, target: str) -> str:
-    sub = session.exec(select(PlatformSubmission).where(
-        PlatformSubmission.platform == platform, PlatformSubmission.external_id == target,
-    )).first()
+    sub = session.exec(
+        select(PlatformSubmission).where(
+            PlatformSubmission.platform == platform,
+            PlatformSubmission.external_id == target,
+        )
+    ).first()
     return sub.worker_external_id if sub else ""
 
 
-def _set_state(session: Session, action_id: int, old: PlatformActionState,
-               new: PlatformActionState,
-               response: dict[str, Any] | None = None, sent_at: datetime | None = None,
-               old_sent_at: datetime | None = None) -> bool:
+def _set_state(
+    session: Session,
+    action_id: int,
+    old: PlatformActionState,
+    new: PlatformActionState,
+    response: dict[str, Any] | None = None,
+    sent_at: datetime | None = None,
+    old_sent_at: datetime | None = None,
+) -> bool:
     """Move one action from ``old`` to ``new`` unless someone else moved it first (a
     conditional UPDATE, the only way two appliers can agree without a lock held across a
     platform call). ``old_sent_at`` pins the exact claim a reconcile looked at."""
@@ -354,7 +441,8 @@ def _set_state(session: Session, action_id: int, old: PlatformActionState,
     if sent_at is not None:
         values["sent_at"] = sent_at
     stmt = update(PlatformAction).where(
-        col(PlatformAction.id) == action_id, col(PlatformAction.state) == old)
+        col(PlatformAction.id) == action_id, col(PlatformAction.state) == old
+    )
     if old_sent_at is not None:
         stmt = stmt.where(col(PlatformAction.sent_at) == old_sent_at)
     result = session.execute(stmt.values(**values))
@@ -367,23 +455,41 @@ def _claim(session: Session, action_id: int) -> _Claimed | None:
     first. On SQLite the transaction is BEGIN IMMEDIATE (vsr_core.db), so the read and the
     update are one writer's step."""
     try:
-        if not _set_state(session, action_id, PlatformActionState.planned,
-                          PlatformActionState.sending, {}, sent_at=utcnow()):
+        if not _set_state(
+            session,
+            action_id,
+            PlatformActionState.planned,
+            PlatformActionState.sending,
+            {},
+            sent_at=utcnow(),
+        ):
             return None
         action = session.get(PlatformAction, action_id)
         assert action is not None and action.id is not None
-        claimed = _Claimed(action.id, action.kind, action.target, action.amount_cents or 0,
-                           action.reason, action.idempotency_key,
-                           _worker_ext(session, action.platform, action.target))
+        claimed = _Claimed(
+            action.id,
+            action.kind,
+            action.target,
+            action.amount_cents or 0,
+            action.reason,
+            action.idempotency_key,
+            _worker_ext(session, action.platform, action.target),
+        )
         session.commit()
         return claimed
     finally:
         session.rollback()  # a no-op after the commit; ends the read when nothing was claimed
 
 
-def _settle_lost(platform: Platform, kind: str, target: str, worker_ext: str, cents: int,
-                 response: dict[str, Any], stale: bool,
-                 ) -> tuple[PlatformActionState, dict[str, Any]] | None:
+def _settle_lost(
+    platform: Platform,
+    kind: str,
+    target: str,
+    worker_ext: str,
+    cents: int,
+    response: dict[str, Any],
+    stale: bool,
+) -> tuple[PlatformActionState, dict[str, Any]] | None:
     """What a 'sending' action whose answer never came is, read from the platform; None to
     leave it 'sending' (ask again later). ``stale``: older than any live call, so a request
     that has not shown by now never arrived and may be sent again (approve/reject: the
@@ -403,36 +509,55 @@ def _settle_lost(platform: Platform, kind: str, target: str, worker_ext: str, ce
     if kind == PlatformActionKind.bonus:
         if response.get(PAY_SENT):
             return PlatformActionState.unknown, {
-                **response, "unknown": "the pay request was sent and its answer lost; it is "
-                "never re-sent (each pay request pays again): check the bonus on Prolific"}
+                **response,
+                "unknown": "the pay request was sent and its answer lost; it is "
+                "never re-sent (each pay request pays again): check the bonus on Prolific",
+            }
         # The pay request was never sent (its marker is written before it): an unpaid
         # set-up, if any, pays nothing, so the bonus may be planned again.
-        return (PlatformActionState.planned, {**response, "reconciled": "pay never sent"}) \
-            if stale else None
+        return (
+            (PlatformActionState.planned, {**response, "reconciled": "pay never sent"})
+            if stale
+            else None
+        )
     return (PlatformActionState.unknown, {"unknown": "check on the platform"}) if stale else None
 
 
-def reconcile(session: Session, platform: Platform, study: PlatformStudy,
-              stale_after: timedelta = STALE_AFTER, calls: CallLog | None = None) -> int:
+def reconcile(
+    session: Session,
+    platform: Platform,
+    study: PlatformStudy,
+    stale_after: timedelta = STALE_AFTER,
+    calls: CallLog | None = None,
+) -> int:
     """Settle actions left in 'sending' for longer than ``stale_after`` (a younger one may
     still be in flight in another apply: touching it could send it twice) by reading the
     platform's state; returns how many were settled. No transaction is open during a call."""
     study_id = study.id
     cutoff = utcnow() - stale_after
-    stuck = [(a.id or 0, a.kind, a.target, a.amount_cents or 0, dict(a.response or {}),
-              a.sent_at) for a in session.exec(
-        select(PlatformAction).where(
-            PlatformAction.platform_study_id == study_id,
-            PlatformAction.state == PlatformActionState.sending,
-            col(PlatformAction.sent_at) <= cutoff,
-        ))]
+    stuck = [
+        (a.id or 0, a.kind, a.target, a.amount_cents or 0, dict(a.response or {}), a.sent_at)
+        for a in session.exec(
+            select(PlatformAction).where(
+                PlatformAction.platform_study_id == study_id,
+                PlatformAction.state == PlatformActionState.sending,
+                col(PlatformAction.sent_at) <= cutoff,
+            )
+        )
+    ]
     workers = {t: _worker_ext(session, study.platform, t) for _, _, t, _, _, _ in stuck}
     session.commit()
     settled = 0
     for action_id, kind, target, cents, response, sent_at in stuck:
         outcome = _settle_lost(platform, kind, target, workers[target], cents, response, True)
-        if outcome is not None and _set_state(session, action_id, PlatformActionState.sending,
-                                              outcome[0], outcome[1], old_sent_at=sent_at):
+        if outcome is not None and _set_state(
+            session,
+            action_id,
+            PlatformActionState.sending,
+            outcome[0],
+            outcome[1],
+            old_sent_at=sent_at,
+        ):
             settled += 1
             if outcome[0] == PlatformActionState.done:
                 _record_decision(session, platform.name, kind, target)
@@ -443,8 +568,13 @@ def reconcile(session: Session, platform: Platform, study: PlatformStudy,
     return settled
 
 
-def apply(session: Session, platform: Platform, study: PlatformStudy,
-          stale_after: timedelta = STALE_AFTER, calls: CallLog | None = None) -> dict[str, int]:
+def apply(
+    session: Session,
+    platform: Platform,
+    study: PlatformStudy,
+    stale_after: timedelta = STALE_AFTER,
+    calls: CallLog | None = None,
+) -> dict[str, int]:
     """Send every planned action once, even with other applies running at the same time
     (each action is claimed by a conditional update first); returns counts by final state
     of the actions this call sent ('sending': the answer was lost, settled later).
@@ -456,12 +586,24 @@ def apply(session: Session, platform: Platform, study: PlatformStudy,
     session.commit()
     reconcile(session, platform, study, stale_after, calls)
     counts: dict[str, int] = dict.fromkeys(
-        (PlatformActionState.done, PlatformActionState.failed, PlatformActionState.unknown,
-         PlatformActionState.sending), 0)
-    planned = list(session.exec(select(PlatformAction.id).where(
-        PlatformAction.platform_study_id == study_id,
-        PlatformAction.state == PlatformActionState.planned,
-    ).order_by(col(PlatformAction.id))))
+        (
+            PlatformActionState.done,
+            PlatformActionState.failed,
+            PlatformActionState.unknown,
+            PlatformActionState.sending,
+        ),
+        0,
+    )
+    planned = list(
+        session.exec(
+            select(PlatformAction.id)
+            .where(
+                PlatformAction.platform_study_id == study_id,
+                PlatformAction.state == PlatformActionState.planned,
+            )
+            .order_by(col(PlatformAction.id))
+        )
+    )
     session.commit()
     for action_id in planned:
         claimed = _claim(session, action_id or 0)
@@ -469,12 +611,19 @@ def apply(session: Session, platform: Platform, study: PlatformStudy,
             continue
         state, response = _outcome(session, platform, study_ext, claimed)
         if state != PlatformActionState.sending:
-            if _set_state(session, claimed.id, PlatformActionState.sending, state, response) \
-                    and state == PlatformActionState.done:
+            if (
+                _set_state(session, claimed.id, PlatformActionState.sending, state, response)
+                and state == PlatformActionState.done
+            ):
                 _record_decision(session, platform.name, claimed.kind, claimed.target)
         else:
-            _set_state(session, claimed.id, PlatformActionState.sending, state,
-                       {**_response_of(session, claimed.id), **response})
+            _set_state(
+                session,
+                claimed.id,
+                PlatformActionState.sending,
+                state,
+                {**_response_of(session, claimed.id), **response},
+            )
         _save_calls(session, calls)
         session.commit()
         log.info("%s %s of platform study %s: %s", claimed.kind, claimed.target, study_id, state)
@@ -490,11 +639,15 @@ def _record_decision(session: Session, platform: str, kind: str, target: str) ->
     word = DECIDED_WORD.get(platform, {}).get(kind)
     if word is None:
         return
-    session.execute(update(PlatformSubmission).where(
-        col(PlatformSubmission.platform) == platform,
-        col(PlatformSubmission.external_id) == target,
-        col(PlatformSubmission.status).in_(REVIEWABLE),
-    ).values(status=word))
+    session.execute(
+        update(PlatformSubmission)
+        .where(
+            col(PlatformSubmission.platform) == platform,
+            col(PlatformSubmission.external_id) == target,
+            col(PlatformSubmission.status).in_(REVIEWABLE),
+        )
+        .values(status=word)
+    )
 
 
 def _response_of(session: Session, action_id: int) -> dict[str, Any]:
@@ -502,8 +655,9 @@ def _response_of(session: Session, action_id: int) -> dict[str, Any]:
     return dict(action.response or {}) if action is not None else {}
 
 
-def _outcome(session: Session, platform: Platform, study_ext: str,
-             a: _Claimed) -> tuple[PlatformActionState, dict[str, Any]]:
+def _outcome(
+    session: Session, platform: Platform, study_ext: str, a: _Claimed
+) -> tuple[PlatformActionState, dict[str, Any]]:
     """Send one claimed action; its new state and what to record."""
     try:
         return PlatformActionState.done, _send(session, platform, study_ext, a)
@@ -513,8 +667,15 @@ def _outcome(session: Session, platform: Platform, study_ext: str,
                 return PlatformActionState.done, {"already_done": str(exc)}
             return PlatformActionState.failed, {**_response_of(session, a.id), "error": str(exc)}
         lost = {"lost": str(exc)}
-        settled = _settle_lost(platform, a.kind, a.target, a.worker_external_id,
-                               a.amount_cents, _response_of(session, a.id), False)
+        settled = _settle_lost(
+            platform,
+            a.kind,
+            a.target,
+            a.worker_external_id,
+            a.amount_cents,
+            _response_of(session, a.id),
+            False,
+        )
         return settled if settled is not None else (PlatformActionState.sending, lost)
 
 

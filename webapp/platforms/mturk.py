@@ -21,14 +21,18 @@ from webapp.platforms.base import PlatformError, Record, RemoteSubmission
 SANDBOX = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
 DEFAULT_LIFETIME_SECONDS = 3 * 86400
 PRODUCTION = "https://mturk-requester.us-east-1.amazonaws.com"
-_XMLNS = ("http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
-          "2006-07-14/ExternalQuestion.xsd")
+_XMLNS = (
+    "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
+    "2006-07-14/ExternalQuestion.xsd"
+)
 
 
 def external_question(url: str, frame_height: int = 0) -> str:
     """The ExternalQuestion XML that shows our site in the worker's frame."""
-    return (f'<ExternalQuestion xmlns="{_XMLNS}"><ExternalURL>{escape(url)}</ExternalURL>'
-            f"<FrameHeight>{frame_height}</FrameHeight></ExternalQuestion>")
+    return (
+        f'<ExternalQuestion xmlns="{_XMLNS}"><ExternalURL>{escape(url)}</ExternalURL>'
+        f"<FrameHeight>{frame_height}</FrameHeight></ExternalQuestion>"
+    )
 
 
 def _plain(data: dict[str, Any]) -> dict[str, Any]:
@@ -41,8 +45,12 @@ class MTurkPlatform:
     # A HIT's lifetime unless its settings say otherwise; a resumed HIT lives this long again.
     resume_seconds = DEFAULT_LIFETIME_SECONDS
 
-    def __init__(self, production: bool = False, client: Any | None = None,
-                 log: Callable[..., None] | None = None) -> None:
+    def __init__(
+        self,
+        production: bool = False,
+        client: Any | None = None,
+        log: Callable[..., None] | None = None,
+    ) -> None:
         self.client = client or boto3.client(
             "mturk", region_name="us-east-1", endpoint_url=PRODUCTION if production else SANDBOX
         )
@@ -58,12 +66,15 @@ class MTurkPlatform:
             message = " ".join(str(err.get("Message", "")).split())
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             self.log(op, op, _plain(params), status, {"Error": err}, str(err.get("Code", "?")))
-            raise PlatformError(f"MTurk {op}: {err.get('Code', '?')} {message}",
-                                maybe_sent=isinstance(status, int) and status >= 500) from None
+            raise PlatformError(
+                f"MTurk {op}: {err.get('Code', '?')} {message}",
+                maybe_sent=isinstance(status, int) and status >= 500,
+            ) from None
         except BotoCoreError as exc:  # a timeout or a connection lost: outcome unknown
             self.log(op, op, _plain(params), None, None, type(exc).__name__)
-            raise PlatformError(f"MTurk {op}: {' '.join(str(exc).split())}",
-                                maybe_sent=True) from None
+            raise PlatformError(
+                f"MTurk {op}: {' '.join(str(exc).split())}", maybe_sent=True
+            ) from None
         self.log(op, op, _plain(params), 200, _plain(answer), "")
         return answer
 
@@ -112,8 +123,11 @@ class MTurkPlatform:
 
     def resume(self, external_id: str) -> None:
         # An expired HIT takes new workers again once its expiry is in the future.
-        self._call("update_expiration_for_hit", HITId=external_id,
-                   ExpireAt=datetime.now(UTC) + timedelta(seconds=self.resume_seconds))
+        self._call(
+            "update_expiration_for_hit",
+            HITId=external_id,
+            ExpireAt=datetime.now(UTC) + timedelta(seconds=self.resume_seconds),
+        )
 
     def sync_submissions(self, external_id: str) -> list[RemoteSubmission]:
         out: list[RemoteSubmission] = []
@@ -123,8 +137,10 @@ class MTurkPlatform:
             if token:
                 params["NextToken"] = token
             page = self._call("list_assignments_for_hit", **params)
-            out += [RemoteSubmission(a["AssignmentId"], a["WorkerId"], a["AssignmentStatus"])
-                    for a in page.get("Assignments", [])]
+            out += [
+                RemoteSubmission(a["AssignmentId"], a["WorkerId"], a["AssignmentStatus"])
+                for a in page.get("Assignments", [])
+            ]
             token = page.get("NextToken")
             if not token or not page.get("Assignments"):
                 return out
@@ -137,21 +153,33 @@ class MTurkPlatform:
         return self._call("approve_assignment", AssignmentId=submission_id)
 
     def reject(self, submission_id: str, reason: str, key: str) -> dict[str, Any]:
-        return self._call("reject_assignment", AssignmentId=submission_id,
-                          RequesterFeedback=reason[:1024])
+        return self._call(
+            "reject_assignment", AssignmentId=submission_id, RequesterFeedback=reason[:1024]
+        )
 
     def request_return(self, submission_id: str, reason: str, key: str) -> dict[str, Any]:
         raise PlatformError("MTurk has no return request: reject with a reason instead")
 
     def bonus(
-        self, study_external_id: str, submission_id: str, worker_external_id: str,
-        cents: int, reason: str, key: str, record: Record | None = None,
+        self,
+        study_external_id: str,
+        submission_id: str,
+        worker_external_id: str,
+        cents: int,
+        reason: str,
+        key: str,
+        record: Record | None = None,
     ) -> dict[str, Any]:
         # UniqueRequestToken = our idempotency key: MTurk refuses a second bonus with it
         # (for 24 hours; after that reconcile asks ListBonusPayments first).
-        return self._call("send_bonus", WorkerId=worker_external_id,
-                          BonusAmount=f"{cents / 100:.2f}", AssignmentId=submission_id,
-                          Reason=reason[:1024], UniqueRequestToken=key[:64])
+        return self._call(
+            "send_bonus",
+            WorkerId=worker_external_id,
+            BonusAmount=f"{cents / 100:.2f}",
+            AssignmentId=submission_id,
+            Reason=reason[:1024],
+            UniqueRequestToken=key[:64],
+        )
 
     def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
         """ListBonusPayments for the assignment (all pages): is there this worker's bonus of
@@ -163,8 +191,11 @@ class MTurkPlatform:
                 params["NextToken"] = token
             page = self._call("list_bonus_payments", **params)
             paid = page.get("BonusPayments", [])
-            if any(p.get("WorkerId") == worker_external_id
-                   and f"{float(p.get('BonusAmount', 0)):.2f}" == amount for p in paid):
+            if any(
+                p.get("WorkerId") == worker_external_id
+                and f"{float(p.get('BonusAmount', 0)):.2f}" == amount
+                for p in paid
+            ):
                 return True
             token = page.get("NextToken")
             if not token or not paid:

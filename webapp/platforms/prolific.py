@@ -54,8 +54,13 @@ class ProlificPlatform:
     def close(self) -> None:
         self._client.close()
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
-              params: dict[str, str] | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> Any:
         """One request. A 429 is answered before anything is processed, so it waits
         Retry-After and is sent again, whatever the method; a GET (which changes nothing) is
         also retried after a timeout or a 5xx. Any other request whose answer is lost is
@@ -72,14 +77,14 @@ class ProlificPlatform:
                     continue
                 raise PlatformError(f"Prolific {method} {path}: could not connect") from None
             except httpx.HTTPError as exc:  # a timeout or a connection lost mid-way
-                err = "timeout" if isinstance(exc, httpx.TimeoutException) \
-                    else type(exc).__name__
+                err = "timeout" if isinstance(exc, httpx.TimeoutException) else type(exc).__name__
                 self.log(method, path, body, None, None, err)
                 if safe and not last:
                     self.sleep(self.backoff * 2**attempt)
                     continue
-                raise PlatformError(f"Prolific {method} {path}: {err}, outcome unknown",
-                                    maybe_sent=not safe) from None
+                raise PlatformError(
+                    f"Prolific {method} {path}: {err}, outcome unknown", maybe_sent=not safe
+                ) from None
             data = _json(resp)
             self.log(method, path, body, resp.status_code, data, "")
             if resp.status_code == 429 and not last:
@@ -101,8 +106,7 @@ class ProlificPlatform:
     def create_draft(self, settings: dict[str, Any], marker: str) -> str:
         """POST /studies/ with the marker in ``internal_name`` (not shown to participants),
         so that find_draft can tell whether a create whose answer was lost happened."""
-        body = {**settings, "internal_name": _marked(settings.get("internal_name", ""),
-                                                     marker)}
+        body = {**settings, "internal_name": _marked(settings.get("internal_name", ""), marker)}
         data = self._call("POST", "/studies/", body)
         return str(data["id"])
 
@@ -141,13 +145,16 @@ class ProlificPlatform:
     def approve(self, submission_id: str, key: str) -> dict[str, Any]:
         # No idempotency key on transitions; Prolific refuses a second one (the status is no
         # longer AWAITING REVIEW), and the engine reads the status after a lost answer.
-        return dict(self._call(
-            "POST", f"/submissions/{submission_id}/transition/", {"action": "APPROVE"}
-        ))
+        return dict(
+            self._call("POST", f"/submissions/{submission_id}/transition/", {"action": "APPROVE"})
+        )
 
     def reject(self, submission_id: str, reason: str, key: str) -> dict[str, Any]:
-        body = {"action": "REJECT", "message": rejection_message(reason),
-                "rejection_category": rejection_category(reason)}
+        body = {
+            "action": "REJECT",
+            "message": rejection_message(reason),
+            "rejection_category": rejection_category(reason),
+        }
         return dict(self._call("POST", f"/submissions/{submission_id}/transition/", body))
 
     def request_return(self, submission_id: str, reason: str, key: str) -> dict[str, Any]:
@@ -155,17 +162,27 @@ class ProlificPlatform:
         return dict(self._call("POST", f"/submissions/{submission_id}/request-return/", body))
 
     def bonus(
-        self, study_external_id: str, submission_id: str, worker_external_id: str,
-        cents: int, reason: str, key: str, record: Record,
+        self,
+        study_external_id: str,
+        submission_id: str,
+        worker_external_id: str,
+        cents: int,
+        reason: str,
+        key: str,
+        record: Record,
     ) -> dict[str, Any]:
         """Set up (POST /submissions/bonus-payments/, one line "<submission_id>,<amount>" in
         the study currency) then pay (POST /bulk-bonus-payments/{id}/pay/). A set-up pays
         nothing; every pay request pays again, so ``record`` writes the set-up id before the
         one pay request is sent, and that request is never repeated."""
-        setup = self._call("POST", "/submissions/bonus-payments/", {
-            "study_id": study_external_id,
-            "csv_bonuses": f"{submission_id},{cents / 100:.2f}",
-        })
+        setup = self._call(
+            "POST",
+            "/submissions/bonus-payments/",
+            {
+                "study_id": study_external_id,
+                "csv_bonuses": f"{submission_id},{cents / 100:.2f}",
+            },
+        )
         record({"setup": setup})
         paid = self._call("POST", f"/bulk-bonus-payments/{setup['id']}/pay/")
         return {"setup": setup, "pay": paid}
@@ -183,9 +200,11 @@ MIN_REJECTION_MESSAGE = 100
 
 
 def rejection_message(reason: str) -> str:
-    text = (f"Your submission was not approved: {reason}. It did not meet the quality checks "
-            "described in the study's instructions (questions with known answers, time spent "
-            "per item and the number of items completed).")
+    text = (
+        f"Your submission was not approved: {reason}. It did not meet the quality checks "
+        "described in the study's instructions (questions with known answers, time spent "
+        "per item and the number of items completed)."
+    )
     return text if len(text) >= MIN_REJECTION_MESSAGE else text.ljust(MIN_REJECTION_MESSAGE)
 
 

@@ -39,7 +39,8 @@ from vsr_core.models import (
 
 # The entry parameter that names the submission, and the one that names the platform study.
 SESSION_KEY: dict[str, str] = {
-    CrowdPlatform.prolific: "session_id", CrowdPlatform.mturk: "assignment_id",
+    CrowdPlatform.prolific: "session_id",
+    CrowdPlatform.mturk: "assignment_id",
 }
 STUDY_KEY: dict[str, str] = {CrowdPlatform.prolific: "study_id", CrowdPlatform.mturk: "hit_id"}
 
@@ -73,19 +74,30 @@ class Work:
         votes = self.count(LedgerUnitKind.vote)
         written = self.count(LedgerUnitKind.example)
         kept = self.count(LedgerUnitKind.example, kept=True)
-        return {"batches": len(self.batches), "votes": votes, "written": written,
-                "items": votes + written, "kept_captions": kept,
-                "gold_answered": len(gold),
-                "gold_accuracy": sum(gold) / len(gold) if gold else None,
-                "flagged": self.flagged, "credited_elsewhere": self.elsewhere}
+        return {
+            "batches": len(self.batches),
+            "votes": votes,
+            "written": written,
+            "items": votes + written,
+            "kept_captions": kept,
+            "gold_answered": len(gold),
+            "gold_accuracy": sum(gold) / len(gold) if gold else None,
+            "flagged": self.flagged,
+            "credited_elsewhere": self.elsewhere,
+        }
 
     def new_units(self) -> list[Unit]:
         """Units not in the ledger yet (those credited to this submission already are)."""
         return [u for u in self.units if u.credited_to is None]
 
 
-def _owner(platform: str, ps_external_id: str, entry: dict[str, Any],
-           by_session: dict[str, PlatformSubmission], worker_id: int) -> int | None:
+def _owner(
+    platform: str,
+    ps_external_id: str,
+    entry: dict[str, Any],
+    by_session: dict[str, PlatformSubmission],
+    worker_id: int,
+) -> int | None:
     sub = by_session.get(str(entry.get(SESSION_KEY.get(platform, ""), "")))
     named = entry.get(STUDY_KEY.get(platform, ""))
     if sub is None or sub.worker_id != worker_id or (named and named != ps_external_id):
@@ -94,15 +106,19 @@ def _owner(platform: str, ps_external_id: str, entry: dict[str, Any],
 
 
 def work_by_submission(
-    session: Session, study: PlatformStudy, statuses: Collection[str] | None = None,
+    session: Session,
+    study: PlatformStudy,
+    statuses: Collection[str] | None = None,
     keep_threshold: Threshold = DEFAULT_THRESHOLD,
 ) -> tuple[list[PlatformSubmission], dict[int, Work]]:
     """The platform study's submissions (those in ``statuses`` when given) and, by
     submission id, the work each is paid for. Four statements, whatever the count."""
-    stmt = (select(PlatformSubmission, Worker.flagged)
-            .outerjoin(Worker, col(Worker.id) == col(PlatformSubmission.worker_id))
-            .where(PlatformSubmission.platform_study_id == study.id)
-            .order_by(col(PlatformSubmission.id)))
+    stmt = (
+        select(PlatformSubmission, Worker.flagged)
+        .outerjoin(Worker, col(Worker.id) == col(PlatformSubmission.worker_id))
+        .where(PlatformSubmission.platform_study_id == study.id)
+        .order_by(col(PlatformSubmission.id))
+    )
     if statuses is not None:
         stmt = stmt.where(col(PlatformSubmission.status).in_(statuses))
     rows = session.exec(stmt).all()
@@ -112,14 +128,16 @@ def work_by_submission(
     if not by_session:
         return subs, work
     workers = select(PlatformSubmission.worker_id).where(
-        PlatformSubmission.platform_study_id == study.id)
-    batch_ids = select(Batch.id).where(Batch.study_id == study.study_id,
-                                       col(Batch.worker_id).in_(workers))
+        PlatformSubmission.platform_study_id == study.id
+    )
+    batch_ids = select(Batch.id).where(
+        Batch.study_id == study.study_id, col(Batch.worker_id).in_(workers)
+    )
     owner: dict[int, int] = {}
     for batch_id, worker_id, entry in session.exec(
-            select(Batch.id, Batch.worker_id, Batch.entry).where(col(Batch.id).in_(batch_ids))):
-        sub_id = _owner(study.platform, study.external_id, dict(entry or {}), by_session,
-                        worker_id)
+        select(Batch.id, Batch.worker_id, Batch.entry).where(col(Batch.id).in_(batch_ids))
+    ):
+        sub_id = _owner(study.platform, study.external_id, dict(entry or {}), by_session, worker_id)
         if sub_id is not None and batch_id is not None and sub_id in work:
             owner[batch_id] = sub_id
             work[sub_id].batches.append(batch_id)
@@ -138,45 +156,70 @@ def work_by_submission(
 def _units(session: Session, batch_ids: Any, kept_rule: Any) -> Iterable[Unit]:
     ledger = PlatformLedger
     votes = session.execute(
-        sa_select(col(Vote.id), col(Assignment.batch_id), col(Example.is_gold),
-                  col(Example.gold_label), col(Vote.value), col(ledger.submission_id))
+        sa_select(
+            col(Vote.id),
+            col(Assignment.batch_id),
+            col(Example.is_gold),
+            col(Example.gold_label),
+            col(Vote.value),
+            col(ledger.submission_id),
+        )
         .join(Assignment, col(Assignment.id) == col(Vote.assignment_id))
         .join(Example, col(Example.id) == col(Vote.example_id))
-        .outerjoin(ledger, and_(col(ledger.unit_kind) == LedgerUnitKind.vote,
-                                col(ledger.unit_id) == Vote.id))
-        .where(col(Assignment.batch_id).in_(batch_ids)))
+        .outerjoin(
+            ledger,
+            and_(col(ledger.unit_kind) == LedgerUnitKind.vote, col(ledger.unit_id) == Vote.id),
+        )
+        .where(col(Assignment.batch_id).in_(batch_ids))
+    )
     for vote_id, batch_id, is_gold, gold_label, value, credited in votes:
         gold = value == gold_label if is_gold and gold_label is not None else None
-        yield Unit(LedgerUnitKind.vote, vote_id or 0, batch_id, gold_correct=gold,
-                   credited_to=credited)
+        yield Unit(
+            LedgerUnitKind.vote, vote_id or 0, batch_id, gold_correct=gold, credited_to=credited
+        )
     examples = session.execute(
-        sa_select(col(Example.id), col(Assignment.batch_id), col(Example.queue_settled),
-                  col(Example.queue_agree), col(Example.queue_votes),
-                  col(ledger.submission_id))
+        sa_select(
+            col(Example.id),
+            col(Assignment.batch_id),
+            col(Example.queue_settled),
+            col(Example.queue_agree),
+            col(Example.queue_votes),
+            col(ledger.submission_id),
+        )
         .join(Annotation, col(Annotation.id) == col(Example.annotation_id))
         .join(Assignment, col(Assignment.id) == col(Annotation.assignment_id))
-        .outerjoin(ledger, and_(col(ledger.unit_kind) == LedgerUnitKind.example,
-                                col(ledger.unit_id) == Example.id))
-        .where(col(Assignment.batch_id).in_(batch_ids), col(Example.is_gold).is_(False)))
+        .outerjoin(
+            ledger,
+            and_(
+                col(ledger.unit_kind) == LedgerUnitKind.example, col(ledger.unit_id) == Example.id
+            ),
+        )
+        .where(col(Assignment.batch_id).in_(batch_ids), col(Example.is_gold).is_(False))
+    )
     for example_id, batch_id, settled, agree, n, credited in examples:
         # A provisional 2-1 Example may still lose, and money is not taken back: only
         # settled ones count as kept (vsr_core.kept's rule).
         kept = bool(settled) and n > 0 and bool(kept_rule(agree, n))
-        yield Unit(LedgerUnitKind.example, example_id or 0, batch_id, kept=kept,
-                   credited_to=credited)
+        yield Unit(
+            LedgerUnitKind.example, example_id or 0, batch_id, kept=kept, credited_to=credited
+        )
 
 
 def ledger_rows(session: Session, study: PlatformStudy) -> list[PlatformLedger]:
-    return list(session.exec(select(PlatformLedger).where(
-        PlatformLedger.platform_study_id == study.id).order_by(col(PlatformLedger.id))))
+    return list(
+        session.exec(
+            select(PlatformLedger)
+            .where(PlatformLedger.platform_study_id == study.id)
+            .order_by(col(PlatformLedger.id))
+        )
+    )
 
 
 def paid_for(session: Session, study: PlatformStudy) -> dict[int, dict[str, int]]:
     """Per submission id, what the ledger credits it with: votes, written, kept, cents."""
     out: dict[int, dict[str, int]] = {}
     for row in ledger_rows(session, study):
-        d = out.setdefault(row.submission_id,
-                           {"votes": 0, "written": 0, "kept": 0, "cents": 0})
+        d = out.setdefault(row.submission_id, {"votes": 0, "written": 0, "kept": 0, "cents": 0})
         d["votes" if row.unit_kind == LedgerUnitKind.vote else "written"] += 1
         d["kept"] += row.kept
         d["cents"] += row.cents

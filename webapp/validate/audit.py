@@ -30,16 +30,18 @@ from webapp.validate.rules import (
 # --- upkeep -----------------------------------------------------------------------------------
 
 
-def refresh_queue(
-    session: Session, config: StudyConfig, study_id: int = DEFAULT_STUDY_ID
-) -> int:
+def refresh_queue(session: Session, config: StudyConfig, study_id: int = DEFAULT_STUDY_ID) -> int:
     """Recompute every Example's settled/open state of the study under its current settings
     (after an admin changes votes, maximum, threshold or method). Returns how many changed.
     Commits."""
     rows = session.execute(
         sa_select(
-            col(Example.id), col(Example.queue_agree), col(Example.queue_votes),
-            col(Example.target_votes), col(Example.queue_settled), col(Example.queue_open),
+            col(Example.id),
+            col(Example.queue_agree),
+            col(Example.queue_votes),
+            col(Example.target_votes),
+            col(Example.queue_settled),
+            col(Example.queue_open),
         ).where(col(Example.origin).in_(VOTABLE_ORIGINS), col(Example.study_id) == study_id)
     ).all()
     changed = 0
@@ -89,7 +91,9 @@ def audit_counters(session: Session) -> list[QueueMismatch]:
     out = []
     rows = session.execute(
         sa_select(
-            col(Example.id), col(Example.queue_votes), col(Example.queue_agree),
+            col(Example.id),
+            col(Example.queue_votes),
+            col(Example.queue_agree),
             col(Example.queue_leases),
         ).where(col(Example.origin).in_(VOTABLE_ORIGINS))
     ).all()
@@ -110,6 +114,7 @@ def audit_counters(session: Session) -> list[QueueMismatch]:
     )
     for batch_id, stored in session.execute(sa_select(col(Batch.id), col(Batch.done_count))):
         if stored != done.get(batch_id, 0):
-            out.append(QueueMismatch(int(batch_id), "batch_done", int(stored),
-                                     done.get(batch_id, 0)))
+            out.append(
+                QueueMismatch(int(batch_id), "batch_done", int(stored), done.get(batch_id, 0))
+            )
     return out

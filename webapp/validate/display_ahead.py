@@ -34,25 +34,41 @@ _parent = EXAMPLE.alias("parent")
 _FROM = bindparam("q_id", type_=Integer)
 _AHEAD_ROWS = (
     sa_select(
-        EXAMPLE.c.id, EXAMPLE.c.caption, EXAMPLE.c.subj, EXAMPLE.c.obj, EXAMPLE.c.relation,
-        EXAMPLE.c.annotation_id, EXAMPLE.c.parent_example_id, EXAMPLE.c.image_id,
-        col(Image.coco_url), col(Image.width), col(Image.height), col(Image.coco_id),
+        EXAMPLE.c.id,
+        EXAMPLE.c.caption,
+        EXAMPLE.c.subj,
+        EXAMPLE.c.obj,
+        EXAMPLE.c.relation,
+        EXAMPLE.c.annotation_id,
+        EXAMPLE.c.parent_example_id,
+        EXAMPLE.c.image_id,
+        col(Image.coco_url),
+        col(Image.width),
+        col(Image.height),
+        col(Image.coco_id),
         col(Image.license_name),
-        IMAGE_PAIR.c.id.label("pair_id"), IMAGE_PAIR.c.concept_a,
-        IMAGE_PAIR.c.image1_id, IMAGE_PAIR.c.image2_id,
-        IMAGE_PAIR.c.image1_a_id, IMAGE_PAIR.c.image1_b_id,
-        IMAGE_PAIR.c.image2_a_id, IMAGE_PAIR.c.image2_b_id,
+        IMAGE_PAIR.c.id.label("pair_id"),
+        IMAGE_PAIR.c.concept_a,
+        IMAGE_PAIR.c.image1_id,
+        IMAGE_PAIR.c.image2_id,
+        IMAGE_PAIR.c.image1_a_id,
+        IMAGE_PAIR.c.image1_b_id,
+        IMAGE_PAIR.c.image2_a_id,
+        IMAGE_PAIR.c.image2_b_id,
     )
     .select_from(
         EXAMPLE.join(Image, col(Image.id) == EXAMPLE.c.image_id)
         .outerjoin(_parent, _parent.c.id == EXAMPLE.c.parent_example_id)
         # view._instances: an Example without an annotation of its own takes its parent's.
-        .outerjoin(Annotation, col(Annotation.id) == func.coalesce(
-            EXAMPLE.c.annotation_id, _parent.c.annotation_id))
+        .outerjoin(
+            Annotation,
+            col(Annotation.id) == func.coalesce(EXAMPLE.c.annotation_id, _parent.c.annotation_id),
+        )
         .outerjoin(IMAGE_PAIR, IMAGE_PAIR.c.id == col(Annotation.pair_id))
     )
     .where(
-        EXAMPLE.c.id >= _FROM, EXAMPLE.c.id < _FROM + SPAN,
+        EXAMPLE.c.id >= _FROM,
+        EXAMPLE.c.id < _FROM + SPAN,
         (EXAMPLE.c.id == _FROM) | (EXAMPLE.c.queue_open == true()),
     )
     .order_by(EXAMPLE.c.id)
@@ -68,22 +84,27 @@ def _from_pair(row: Any) -> tuple[int, int] | None:
 def fill_ahead(session: Session, example_id: int, local_images: bool, cache: DisplayCache) -> None:
     """Put ``example_id`` and the open Examples just above it (not cached yet) in ``cache``."""
     conn = session.connection()
-    rows = [r for r in conn.execute(_AHEAD_ROWS, {"q_id": example_id})
-            if r.id == example_id or r.id not in cache]
+    rows = [
+        r
+        for r in conn.execute(_AHEAD_ROWS, {"q_id": example_id})
+        if r.id == example_id or r.id not in cache
+    ]
     if not rows:
         return
     by_pair = {r.id: _from_pair(r) for r in rows}
     loaded = _load(session, {i for pair in by_pair.values() if pair is not None for i in pair})
     # The (subj, obj) instances each row shows: its pair's where they exist, else, as
     # view._instances does, the image's only instance of each concept.
-    chosen = {k: pair for k, pair in by_pair.items()
-              if pair is not None and set(pair) <= loaded.keys()}
+    chosen = {
+        k: pair for k, pair in by_pair.items() if pair is not None and set(pair) <= loaded.keys()
+    }
     fallback = [r for r in rows if r.id not in chosen]
     if fallback:
         by_image: dict[int, list[tuple[int, str]]] = {}
         found: Any = conn.execute(
-            sa_select(col(Instance.id), col(Instance.image_id), col(Instance.category))
-            .where(col(Instance.image_id).in_({r.image_id for r in fallback}))
+            sa_select(col(Instance.id), col(Instance.image_id), col(Instance.category)).where(
+                col(Instance.image_id).in_({r.image_id for r in fallback})
+            )
         )
         for inst_id, image_id, category in found:
             by_image.setdefault(image_id, []).append((inst_id, category))
@@ -102,5 +123,8 @@ def fill_ahead(session: Session, example_id: int, local_images: bool, cache: Dis
 def _load(session: Session, ids: set[int]) -> dict[int, Instance]:
     if not ids:
         return {}
-    return {i.id: i for i in session.exec(select(Instance).where(col(Instance.id).in_(ids)))
-            if i.id is not None}
+    return {
+        i.id: i
+        for i in session.exec(select(Instance).where(col(Instance.id).in_(ids)))
+        if i.id is not None
+    }

@@ -58,11 +58,15 @@ def plan_for(stmt: Any, dialect: Dialect, keys: frozenset[str] = frozenset()) ->
     binds = compiled.binds.items()  # by the name in the SQL (anonymous ones numbered)
     plan: Plan | None = None
     if not (
-        compiled.positional or compiled.escaped_bind_names or compiled.insert_prefetch
-        or compiled.update_prefetch or any(b.expanding for _, b in binds)
+        compiled.positional
+        or compiled.escaped_bind_names
+        or compiled.insert_prefetch
+        or compiled.update_prefetch
+        or any(b.expanding for _, b in binds)
     ):
         processors = tuple(
-            (name, proc) for name, b in binds
+            (name, proc)
+            for name, b in binds
             if (proc := b.type.bind_processor(dialect)) is not None
         )
         columns = list(getattr(stmt, "exported_columns", []))
@@ -110,8 +114,9 @@ def _watched(connection: Connection) -> bool:
     """Statement events have listeners (instrumentation, tests that inject faults) or the
     engine echoes SQL: then every statement goes through SQLAlchemy, so they see it."""
     dispatch = connection.dispatch
-    return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute
-                or connection.engine.echo)
+    return bool(
+        dispatch.before_cursor_execute or dispatch.after_cursor_execute or connection.engine.echo
+    )
 
 
 def execute(connection: Connection, stmt: Any, params: dict[str, Any]) -> Any:
@@ -140,8 +145,9 @@ def execute(connection: Connection, stmt: Any, params: dict[str, Any]) -> Any:
             # closed connection and invalidates this and the pool's older connections, as
             # on any other statement (the request is then retried on a fresh one).
             return connection.execute(stmt, params)
-        raise DBAPIError.instance(plan.sql, values, exc, psycopg.Error,
-                                  dialect=connection.dialect) from exc
+        raise DBAPIError.instance(
+            plan.sql, values, exc, psycopg.Error, dialect=connection.dialect
+        ) from exc
     finally:
         cursor.close()
     results = plan.results
@@ -149,6 +155,8 @@ def execute(connection: Connection, stmt: Any, params: dict[str, Any]) -> Any:
         if len(results) != len(rows[0]):  # columns the plan could not read
             raise AssertionError(f"expected {len(results)} columns, got {len(rows[0])}")
         make = type(rows[0])._make
-        rows = [make(v if p is None else p(v) for p, v in zip(results, row, strict=True))
-                for row in rows]
+        rows = [
+            make(v if p is None else p(v) for p, v in zip(results, row, strict=True))
+            for row in rows
+        ]
     return Rows(rows)

@@ -118,8 +118,14 @@ def begin_batch(
     """
     try:
         batch = batches.open_or_resume(
-            session, worker, strategy.kind, strategy.study(session, study_id), strategy, entry,
-            now=now, study_id=study_id,
+            session,
+            worker,
+            strategy.kind,
+            strategy.study(session, study_id),
+            strategy,
+            entry,
+            now=now,
+            study_id=study_id,
         )
         session.commit()
     except BaseException:
@@ -169,8 +175,9 @@ def next_item(
 def _ended(session: Session, batch_id: int, done: int) -> NextItem:
     batch = session.get(Batch, batch_id)
     assert batch is not None
-    return NextItem(None, None, done, batch.size, batch.status, batch.completion_code,
-                    batch.deadline)
+    return NextItem(
+        None, None, done, batch.size, batch.status, batch.completion_code, batch.deadline
+    )
 
 
 def _advance(
@@ -207,8 +214,13 @@ def _advance(
             lease_id, example_id = active
         else:
             taken = strategy.lease_next(
-                session, state.batch_id, worker_id, state.batch_deadline,
-                config.lease_minutes, now, state.batch_study,
+                session,
+                state.batch_id,
+                worker_id,
+                state.batch_deadline,
+                config.lease_minutes,
+                now,
+                state.batch_study,
             )
             if taken is not None:
                 lease_id, example_id = taken
@@ -221,8 +233,13 @@ def _advance(
             batches.give_up(session, batch, strategy)
         return _ended(session, state.batch_id, done)
     return NextItem(
-        lease_id, example_id, done, state.batch_size, state.batch_status,
-        state.completion_code, state.batch_deadline,
+        lease_id,
+        example_id,
+        done,
+        state.batch_size,
+        state.batch_status,
+        state.completion_code,
+        state.batch_deadline,
         display(session, example_id) if display is not None else None,
     )
 
@@ -286,8 +303,16 @@ def record_vote(
     worker_id = _worker_id(worker)
     try:
         outcome, state = _record_vote(
-            session, worker, worker_id, assignment_id, value, strategy,
-            reference_frame, duration_ms, now, study_id,
+            session,
+            worker,
+            worker_id,
+            assignment_id,
+            value,
+            strategy,
+            reference_frame,
+            duration_ms,
+            now,
+            study_id,
         )
         if then_next and outcome.batch_status == BatchStatus.open:
             active = (state.active_id, state.active_example_id) if state.active_id else None
@@ -323,8 +348,16 @@ def _record_vote(
     statements = statements_for(dialect_of(session))
     if statements.vote_on_active is not None:
         fast = _vote_on_active(
-            session, worker, worker_id, assignment_id, value, strategy, reference_frame,
-            duration_ms, now, study_id,
+            session,
+            worker,
+            worker_id,
+            assignment_id,
+            value,
+            strategy,
+            reference_frame,
+            duration_ms,
+            now,
+            study_id,
         )
         if fast is not None:
             return fast
@@ -352,13 +385,18 @@ def _record_vote(
     config = strategy.study(session, lease.batch_study)
     if lease.vote_id is not None:
         existing = RecordedVote(
-            id=lease.vote_id, example_id=lease.example_id, worker_id=worker_id,
-            value=lease.value, reference_frame=lease.reference_frame,
-            duration_ms=lease.duration_ms, assignment_id=assignment_id,
+            id=lease.vote_id,
+            example_id=lease.example_id,
+            worker_id=worker_id,
+            value=lease.value,
+            reference_frame=lease.reference_frame,
+            duration_ms=lease.duration_ms,
+            assignment_id=assignment_id,
             created_at=lease.created_at,
         )
-        return VoteOutcome(existing, False, lease.done, lease.batch_size, lease.batch_status,
-                           lease.completion_code), lease
+        return VoteOutcome(
+            existing, False, lease.done, lease.batch_size, lease.batch_status, lease.completion_code
+        ), lease
     example_id = lease.example_id
     held = lease.status == LeaseStatus.active
     if not held:
@@ -369,8 +407,9 @@ def _record_vote(
         ).first()
         if late_ok is None:
             raise VoteError(
-                409, "The time for this item ran out and it went to someone else. "
-                "Please reload the page for the next one."
+                409,
+                "The time for this item ran out and it went to someone else. "
+                "Please reload the page for the next one.",
             )
     values = _vote_values(
         example_id, worker_id, value, reference_frame, duration_ms, assignment_id, now
@@ -399,11 +438,20 @@ def _vote_on_active(
     statements = statements_for("postgresql")
     config = strategy.study(session, study_id)
     states = decision_states(config)
-    row = run_prebuilt(session, statements.vote_on_active, {
-        "q_lease": assignment_id, "q_worker": worker_id, "q_study": study_id, "q_value": value,
-        "q_now": now, "v_reference_frame": reference_frame, "v_duration_ms": duration_ms,
-        **states,
-    }).first()
+    row = run_prebuilt(
+        session,
+        statements.vote_on_active,
+        {
+            "q_lease": assignment_id,
+            "q_worker": worker_id,
+            "q_study": study_id,
+            "q_value": value,
+            "q_now": now,
+            "v_reference_frame": reference_frame,
+            "v_duration_ms": duration_ms,
+            **states,
+        },
+    ).first()
     if row is None:
         return None
     if row.vote_id is not None:
@@ -412,14 +460,28 @@ def _vote_on_active(
         row.example_id, worker_id, value, reference_frame, duration_ms, assignment_id, now
     )
     return _after_vote(
-        session, worker, worker_id, row.vote_id, values, row.done, bool(row.is_gold), row,
-        strategy, config, now,
+        session,
+        worker,
+        worker_id,
+        row.vote_id,
+        values,
+        row.done,
+        bool(row.is_gold),
+        row,
+        strategy,
+        config,
+        now,
     ), row
 
 
 def _vote_values(
-    example_id: int, worker_id: int, value: bool, reference_frame: str | None,
-    duration_ms: int | None, assignment_id: int, now: datetime,
+    example_id: int,
+    worker_id: int,
+    value: bool,
+    reference_frame: str | None,
+    duration_ms: int | None,
+    assignment_id: int,
+    now: datetime,
 ) -> dict[str, Any]:
     """A new vote's columns (rules.VOTE_FIELDS), as both vote paths store and return them."""
     return {
@@ -451,8 +513,9 @@ def _after_vote(
     if vote_id is None:
         raise VoteError(409, "You have already judged this caption.")
     vote = RecordedVote(id=vote_id, **values)
-    outcome = VoteOutcome(vote, True, done, lease.batch_size, lease.batch_status,
-                          lease.completion_code)
+    outcome = VoteOutcome(
+        vote, True, done, lease.batch_size, lease.batch_status, lease.completion_code
+    )
     if is_gold:
         who = worker if isinstance(worker, Worker) else session.get(Worker, worker_id)
         assert who is not None
@@ -488,8 +551,12 @@ def _store_vote(
     """
     statements = statements_for(dialect_of(session))
     example_id = values["example_id"]
-    count = {"q_id": example_id, "q_value": values["value"], "q_release": 1 if held else 0,
-             **decision_states(config)}
+    count = {
+        "q_id": example_id,
+        "q_value": values["value"],
+        "q_release": 1 if held else 0,
+        **decision_states(config),
+    }
     lease = {"q_lease": values["assignment_id"], "q_now": now, "q_batch": batch_id}
     if statements.write_vote is not None:
         params = {f"v_{name}": value for name, value in values.items()}
@@ -518,6 +585,7 @@ def _settle(session: Session, row: Any, config: StudyConfig, states: dict[str, A
         settled, still_open = decision_state(row.queue_agree, row.queue_votes, target, config)
     if (settled, still_open) != (row.queue_settled, row.queue_open):
         run_prebuilt(
-            session, statements_for(dialect_of(session)).set_state,
+            session,
+            statements_for(dialect_of(session)).set_state,
             {"q_id": row.counted_id, "q_settled": settled, "q_open": still_open},
         )

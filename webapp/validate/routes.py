@@ -92,7 +92,10 @@ def _display(request: Request) -> Display:
 
 def _advance(request: Request, session: Session, worker: Worker | int) -> NextItem | None:
     return next_item(
-        session, worker, _strategy(request), display=_display(request),
+        session,
+        worker,
+        _strategy(request),
+        display=_display(request),
         study_id=current_study(request).id,
     )
 
@@ -198,8 +201,13 @@ def task_submit(
         duration = ascii_int(form.duration_ms, 0, 24 * 3600 * 1000)  # "²".isdigit() is true
         try:
             record_vote(
-                session, worker, lease_id, form.answer == "true", _strategy(request),
-                reference_frame=form.reference_frame or None, duration_ms=duration,
+                session,
+                worker,
+                lease_id,
+                form.answer == "true",
+                _strategy(request),
+                reference_frame=form.reference_frame or None,
+                duration_ms=duration,
                 study_id=current_study(request).id,
             )
         except VoteError as exc:
@@ -375,16 +383,26 @@ def _api_item(request: Request, session: Session) -> Response:
     "/api/validate/votes",
     response_model=VoteResult,
     status_code=201,
-    responses={200: {"description": "a repeat of an earlier submission"}, 401: {}, 403: {},
-               404: {}, 409: {}, 422: {}},
+    responses={
+        200: {"description": "a repeat of an earlier submission"},
+        401: {},
+        403: {},
+        404: {},
+        409: {},
+        422: {},
+    },
     openapi_extra={
         "requestBody": {
             "required": True,
             "content": {"application/json": {"schema": VoteIn.model_json_schema()}},
         },
         "parameters": [
-            {"name": "next", "in": "query", "required": False,
-             "schema": {"type": "integer", "default": 0}},
+            {
+                "name": "next",
+                "in": "query",
+                "required": False,
+                "schema": {"type": "integer", "default": 0},
+            },
         ],
     },
 )
@@ -406,8 +424,14 @@ async def api_vote(request: Request) -> Response:
     then_next = ascii_int(request.query_params.get("next", "0"), -(2**31), 2**31 - 1)
     if then_next is None:
         raise RequestValidationError(
-            [{"type": "int_parsing", "loc": ("query", "next"),
-              "msg": "Input should be a valid integer", "input": request.query_params["next"]}]
+            [
+                {
+                    "type": "int_parsing",
+                    "loc": ("query", "next"),
+                    "msg": "Input should be a valid integer",
+                    "input": request.query_params["next"],
+                }
+            ]
         )
     return await _in_api_thread(request, _api_vote, body, then_next != 0)
 
@@ -426,9 +450,16 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
     lease_id = _lease_id(request, worker_id, body.assignment_id)
     try:
         out = record_vote(
-            session, worker_id, lease_id, body.value, _strategy(request),
-            reference_frame=body.reference_frame, duration_ms=body.duration_ms,
-            then_next=then_next, display=_display(request), study_id=current_study(request).id,
+            session,
+            worker_id,
+            lease_id,
+            body.value,
+            _strategy(request),
+            reference_frame=body.reference_frame,
+            duration_ms=body.duration_ms,
+            then_next=then_next,
+            display=_display(request),
+            study_id=current_study(request).id,
         )
     except VoteError as exc:
         raise _refused(request, session, exc) from exc
@@ -441,8 +472,11 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
         "batch_size": out.batch_size,
         "finished": out.batch_status != "open",
         "completion_code": out.completion_code,
-        "next": (_state(out.next, _item_token(request, worker_id, out.next), _prefix(request))
-                 if out.next is not None else None),
+        "next": (
+            _state(out.next, _item_token(request, worker_id, out.next), _prefix(request))
+            if out.next is not None
+            else None
+        ),
     }
     return _json(result, status_code=201 if out.created else 200)
 
@@ -452,7 +486,10 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
 
 @router.get("/images/validate/{assignment_id}.jpg", summary="The leased item's image, marked")
 def item_image(
-    assignment_id: str, request: Request, worker: CurrentWorker, session: SessionDep,
+    assignment_id: str,
+    request: Request,
+    worker: CurrentWorker,
+    session: SessionDep,
     settings: SettingsDep,
 ) -> Response:
     """Addressed by the worker's own lease token, so the URL says nothing about the Example

@@ -38,12 +38,23 @@ VOTABLE_ORIGINS = (
 REFERENCE_FRAMES = ("intrinsic", "relative", "both")
 
 # A vote's columns and their SQL types, for the prebuilt INSERT of the hot path.
-VOTE_FIELDS = ("example_id", "worker_id", "value", "reference_frame", "duration_ms",
-               "assignment_id", "created_at")
+VOTE_FIELDS = (
+    "example_id",
+    "worker_id",
+    "value",
+    "reference_frame",
+    "duration_ms",
+    "assignment_id",
+    "created_at",
+)
 VOTE_TYPES: dict[str, Any] = {
-    "example_id": Integer(), "worker_id": Integer(), "value": Boolean(),
+    "example_id": Integer(),
+    "worker_id": Integer(),
+    "value": Boolean(),
     "reference_frame": String(),
-    "duration_ms": Integer(), "assignment_id": Integer(), "created_at": UTCDateTime(),
+    "duration_ms": Integer(),
+    "assignment_id": Integer(),
+    "created_at": UTCDateTime(),
 }
 
 
@@ -143,8 +154,11 @@ def decision_states(config: StudyConfig) -> dict[str, Any]:
     """The parameters of :func:`decided_columns` for a study: the (settled, open) pair of
     every (votes, agree) up to the study's maximum, at its own target, one character each."""
     return _decision_states(
-        config.votes_per_example, config.max_votes_per_example, config.keep_threshold,
-        config.decide_method, config.decide_confidence,
+        config.votes_per_example,
+        config.max_votes_per_example,
+        config.keep_threshold,
+        config.decide_method,
+        config.decide_confidence,
     )
 
 
@@ -153,15 +167,20 @@ def _decision_states(
     target: int, max_votes: int, threshold: float, method: str, confidence: float
 ) -> dict[str, Any]:
     config = StudyConfig(
-        votes_per_example=target, max_votes_per_example=max_votes, keep_threshold=threshold,
-        decide_method=method, decide_confidence=confidence,
+        votes_per_example=target,
+        max_votes_per_example=max_votes,
+        keep_threshold=threshold,
+        decide_method=method,
+        decide_confidence=confidence,
     )
     width = max(target, max_votes) + 1  # votes 0..maximum; agree 0..votes
     # A cell with more agreeing votes than votes never occurs; it is filled as closed.
     chars = [
         DecisionState.of(*decision_state(agree, votes, target, config))
-        if agree <= votes else DecisionState.closed
-        for votes in range(width) for agree in range(width)
+        if agree <= votes
+        else DecisionState.closed
+        for votes in range(width)
+        for agree in range(width)
     ]
     return {"q_states": "".join(chars), "q_states_width": width}
 

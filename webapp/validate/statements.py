@@ -167,8 +167,6 @@ class Statements:
     set_state: Any
 
 
-
-
 def batch_columns(exclude_lease: Any = None, batch: Any = BATCH) -> list[Any]:
     """The batch's state in one row: its own columns (with the done count it keeps) and its
     active lease, if the newest lease (other than ``exclude_lease``) is one. Constant work
@@ -223,8 +221,8 @@ def statements_for(dialect: str) -> Statements:
     # order to the first free one (15 buffers, 0.3 ms). ``id + 0`` hides the range from the
     # estimate (a default share instead), so the ordered walk with LIMIT wins at any size;
     # the walk starts at the first open Example, which is the floor when it is fresh.
-    at_floor = (col(Example.id) + literal_column("0") >= floor) if postgres else (
-        col(Example.id) >= floor
+    at_floor = (
+        (col(Example.id) + literal_column("0") >= floor) if postgres else (col(Example.id) >= floor)
     )
     # The origins are the code's own constants, written into the SQL: an IN list of bind
     # parameters is expanded anew on every execution (Python CPU), and PostgreSQL cannot
@@ -271,10 +269,16 @@ def statements_for(dialect: str) -> Statements:
     # any other active lease, and a vote already stored for it (an idempotent replay).
     lock_lease = (
         sa_select(
-            ASSIGNMENT.c.worker_id, ASSIGNMENT.c.kind, ASSIGNMENT.c.status,
-            ASSIGNMENT.c.example_id, WORKER.c.blocked,
+            ASSIGNMENT.c.worker_id,
+            ASSIGNMENT.c.kind,
+            ASSIGNMENT.c.status,
+            ASSIGNMENT.c.example_id,
+            WORKER.c.blocked,
             *batch_columns(exclude_lease=ASSIGNMENT.c.id),
-            VOTE.c.id.label("vote_id"), VOTE.c.value, VOTE.c.reference_frame, VOTE.c.duration_ms,
+            VOTE.c.id.label("vote_id"),
+            VOTE.c.value,
+            VOTE.c.reference_frame,
+            VOTE.c.duration_ms,
             VOTE.c.created_at,
         )
         .select_from(
@@ -359,27 +363,46 @@ def statements_for(dialect: str) -> Statements:
 
 
 def regular_candidates(
-    session: Session, worker_id: int, config: StudyConfig, limit: int, floor: int = 0,
+    session: Session,
+    worker_id: int,
+    config: StudyConfig,
+    limit: int,
+    floor: int = 0,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> list[int]:
-    params = {"q_worker": worker_id, "q_limit": limit, "q_floor": floor, "q_study": study_id,
-              **room_params(config)}
+    params = {
+        "q_worker": worker_id,
+        "q_limit": limit,
+        "q_floor": floor,
+        "q_study": study_id,
+        **room_params(config),
+    }
     rows = run_prebuilt(session, statements_for(dialect_of(session)).regular, params).scalars()
     return [i for i in rows if i is not None]
 
 
 def servable_count(
-    session: Session, worker_id: int, config: StudyConfig, limit: int,
+    session: Session,
+    worker_id: int,
+    config: StudyConfig,
+    limit: int,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> int:
     """How many regular items (up to ``limit``) one new validation batch of this worker can
     hold: the open Examples they have not seen, each caption counted once (its two halves
     never share a batch). Called with the new, still empty batch in place."""
-    params = {"q_worker": worker_id, "q_limit": 2 * limit, "q_floor": 0, "q_study": study_id,
-              **room_params(config)}
+    params = {
+        "q_worker": worker_id,
+        "q_limit": 2 * limit,
+        "q_floor": 0,
+        "q_study": study_id,
+        **room_params(config),
+    }
     rows = run_prebuilt(session, statements_for(dialect_of(session)).servable, params).all()
-    captions = {("caption", r.annotation_id) if r.annotation_id is not None else ("example", r.id)
-                for r in rows}
+    captions = {
+        ("caption", r.annotation_id) if r.annotation_id is not None else ("example", r.id)
+        for r in rows
+    }
     return min(limit, len(captions))
 
 
@@ -442,11 +465,20 @@ def _lease_regular(candidates: Any) -> Any:
     lease_regular = (
         pg_insert(Assignment)
         .from_select(
-            ["batch_id", "worker_id", "kind", "example_id", "status", "leased_at",
-             "lease_expires_at"],
+            [
+                "batch_id",
+                "worker_id",
+                "kind",
+                "example_id",
+                "status",
+                "leased_at",
+                "lease_expires_at",
+            ],
             sa_select(
-                bindparam("q_batch", type_=Integer), WORKER_PARAM,
-                literal(BatchKind.validate.value), cand.c.id,
+                bindparam("q_batch", type_=Integer),
+                WORKER_PARAM,
+                literal(BatchKind.validate.value),
+                cand.c.id,
                 literal(LeaseStatus.active.value),
                 bindparam("q_now", type_=UTCDateTime()),
                 bindparam("q_expires", type_=UTCDateTime()),
@@ -486,13 +518,12 @@ def _write_vote(count_vote: Any) -> Any:
     counted = leases.COUNT_DONE_ON_BATCH.cte("counted")
     # "v_" names: an UPDATE in the same statement would take execution parameters named
     # like its table's columns (worker_id, ...) as values to SET.
-    stored = _stored_vote(counted_example, {
-        name: bindparam(f"v_{name}", type_=VOTE_TYPES.get(name)) for name in VOTE_FIELDS
-    })
+    stored = _stored_vote(
+        counted_example,
+        {name: bindparam(f"v_{name}", type_=VOTE_TYPES.get(name)) for name in VOTE_FIELDS},
+    )
     write_vote = (
-        sa_select(
-            *counted_example.c, counted.c.done_count, stored.c.id.label("vote_id")
-        )
+        sa_select(*counted_example.c, counted.c.done_count, stored.c.id.label("vote_id"))
         .select_from(counted_example.join(counted, true()).outerjoin(stored, true()))
         .add_cte(finished)
     )
@@ -533,29 +564,47 @@ def _vote_on_active(value: Any) -> Any:
     )
     counted_example = _count_vote(
         col(Example.id) == sa_select(finished.c.example_id).scalar_subquery(),
-        value, literal(1),
+        value,
+        literal(1),
     ).cte("counted_example")
     counted = (
         update(Batch)
         .where(col(Batch.id) == sa_select(finished.c.batch_id).scalar_subquery())
         .values(done_count=col(Batch.done_count) + 1)
-        .returning(*(BATCH.c[name] for name in (
-            "id", "study_id", "status", "size", "deadline", "completion_code", "done_count")))
+        .returning(
+            *(
+                BATCH.c[name]
+                for name in (
+                    "id",
+                    "study_id",
+                    "status",
+                    "size",
+                    "deadline",
+                    "completion_code",
+                    "done_count",
+                )
+            )
+        )
         .cte("counted")
     )
-    stored = _stored_vote(counted_example, {
-        "example_id": counted_example.c.counted_id, "worker_id": WORKER_PARAM,
-        "value": value, "assignment_id": lease_id, "created_at": now,
-        # "v_" names, as in _write_vote
-        "reference_frame": bindparam("v_reference_frame", type_=String),
-        "duration_ms": bindparam("v_duration_ms", type_=Integer),
-    })
-    return (
-        sa_select(
-            *counted_example.c, *batch_columns(exclude_lease=lease_id, batch=counted),
-            finished.c.example_id, stored.c.id.label("vote_id"),
-        )
-        .select_from(
-            finished.join(counted_example, true()).join(counted, true()).outerjoin(stored, true())
-        )
+    stored = _stored_vote(
+        counted_example,
+        {
+            "example_id": counted_example.c.counted_id,
+            "worker_id": WORKER_PARAM,
+            "value": value,
+            "assignment_id": lease_id,
+            "created_at": now,
+            # "v_" names, as in _write_vote
+            "reference_frame": bindparam("v_reference_frame", type_=String),
+            "duration_ms": bindparam("v_duration_ms", type_=Integer),
+        },
+    )
+    return sa_select(
+        *counted_example.c,
+        *batch_columns(exclude_lease=lease_id, batch=counted),
+        finished.c.example_id,
+        stored.c.id.label("vote_id"),
+    ).select_from(
+        finished.join(counted_example, true()).join(counted, true()).outerjoin(stored, true())
     )

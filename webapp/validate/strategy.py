@@ -121,9 +121,7 @@ class ExampleStrategy:
             gold = min(round(regular * share), len(seen))
         return min(limit, regular + gold)
 
-    def _gold_turn(
-        self, session: Session, worker_id: int, limit: int, study_id: int
-    ) -> list[int]:
+    def _gold_turn(self, session: Session, worker_id: int, limit: int, study_id: int) -> list[int]:
         """Gold items for this turn: drawn at the study's ``gold_rate``; [] on a regular turn
         or when the worker has seen every gold item."""
         config = self.study(session, study_id)
@@ -157,12 +155,20 @@ class ExampleStrategy:
                 session, batch_id, worker_id, batch_deadline, self, lease_minutes, now, gold[0]
             )
             return lease_id, gold[0]
-        row = run_prebuilt(session, statements_for("postgresql").lease_regular, {
-            "q_worker": worker_id, "q_limit": 1, "q_floor": self.open_floor(session, study_id),
-            "q_study": study_id, **room_params(self.study(session, study_id)),
-            "q_batch": batch_id, "q_now": now,
-            "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
-        }).first()
+        row = run_prebuilt(
+            session,
+            statements_for("postgresql").lease_regular,
+            {
+                "q_worker": worker_id,
+                "q_limit": 1,
+                "q_floor": self.open_floor(session, study_id),
+                "q_study": study_id,
+                **room_params(self.study(session, study_id)),
+                "q_batch": batch_id,
+                "q_now": now,
+                "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
+            },
+        ).first()
         return (row.id, row.example_id) if row is not None else None
 
     def on_leased(self, session: Session, item_id: int) -> None:

@@ -28,8 +28,14 @@ def example_instances(session: Session, example: Example) -> tuple[Instance, Ins
     parent's; otherwise (imported) the image's only instance of each concept is taken, which
     is how VSR sampled its images.
     """
-    return _instances(session, example.annotation_id, example.parent_example_id,
-                      example.image_id, example.subj, example.obj)
+    return _instances(
+        session,
+        example.annotation_id,
+        example.parent_example_id,
+        example.image_id,
+        example.subj,
+        example.obj,
+    )
 
 
 def _instances(
@@ -72,9 +78,17 @@ _IMAGE_INSTANCES = sa_select(col(Instance.id), col(Instance.category)).where(
 
 _DISPLAY_ROW = (
     sa_select(
-        col(Example.caption), col(Example.subj), col(Example.obj), col(Example.relation),
-        col(Example.annotation_id), col(Example.parent_example_id), col(Example.image_id),
-        col(Image.coco_url), col(Image.width), col(Image.height), col(Image.coco_id),
+        col(Example.caption),
+        col(Example.subj),
+        col(Example.obj),
+        col(Example.relation),
+        col(Example.annotation_id),
+        col(Example.parent_example_id),
+        col(Example.image_id),
+        col(Image.coco_url),
+        col(Image.width),
+        col(Image.height),
+        col(Image.coco_id),
         col(Image.license_name),
     )
     .join(Image, col(Image.id) == col(Example.image_id))
@@ -111,8 +125,9 @@ def display_one(
     """:func:`example_display` for one Example, read on its own."""
     # Plain columns, not ORM objects: this runs inside the vote transaction on a cache miss.
     row = session.connection().execute(_DISPLAY_ROW, {"q_id": example_id}).one()
-    insts = _instances(session, row.annotation_id, row.parent_example_id, row.image_id,
-                       row.subj, row.obj)
+    insts = _instances(
+        session, row.annotation_id, row.parent_example_id, row.image_id, row.subj, row.obj
+    )
     shown = displayed(row, insts, local_images)
     if cache is not None:
         remember(cache, example_id, shown)

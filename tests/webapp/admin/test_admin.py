@@ -146,8 +146,11 @@ def test_vsr_admin_create_hashes_password_and_rejects_bad_input(
         (["--username", "carol"], {"VSR_ADMIN_PASSWORD": " " * 12}, "too easy to guess"),
         (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "password1234"}, "too easy to guess"),
         (["--username", "carol"], {"VSR_ADMIN_PASSWORD": "qwertyuiop12"}, "too easy to guess"),
-        (["--username", "carolcarol12"], {"VSR_ADMIN_PASSWORD": "carolcarol12"},
-         "too easy to guess"),
+        (
+            ["--username", "carolcarol12"],
+            {"VSR_ADMIN_PASSWORD": "carolcarol12"},
+            "too easy to guess",
+        ),
         (["--username", "bad name!"], {"VSR_ADMIN_PASSWORD": "long-enough-pw"}, "username"),
     ]:
         res = _cli("admin", "create", *args, "--database-url", db_url, env=env)
@@ -205,8 +208,7 @@ def test_failed_logins_are_throttled_per_address_and_username(app: Any) -> None:
         form = client.get("/admin/login")
         return client.post(
             "/admin/login",
-            data={"username": username, "password": password,
-                  "csrf_token": csrf_of(form.text)},
+            data={"username": username, "password": password, "csrf_token": csrf_of(form.text)},
             follow_redirects=False,
         )
 
@@ -478,8 +480,10 @@ def test_quality_page_shows_frame_answers_per_relation(
                 expected.setdefault(rel, Counter())[v.reference_frame] += 1
         s.commit()
     q = client.get("/admin/api/quality.json").json()
-    got = {r["relation"]: Counter({f: r[f] for f in ("intrinsic", "relative", "both") if r[f]})
-           for r in q["frames"]}
+    got = {
+        r["relation"]: Counter({f: r[f] for f in ("intrinsic", "relative", "both") if r[f]})
+        for r in q["frames"]
+    }
     assert got == expected
     row = q["frames"][0]
     assert row["relative_share"] == pytest.approx(row["relative"] / row["answers"])
@@ -555,8 +559,11 @@ def test_data_browse_filters_and_example_page(
     kept = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)]) for r in recs)
     assert f"{kept} matching Examples" in client.get("/admin/data?agreement=kept").text
     # A row filter and an agreement filter together (only that relation's votes are grouped).
-    kept_rel = sum(is_kept(bool(r["label"]), [v for _, v in vote_list(r)])
-                   for r in recs if r["relation"] == rel)
+    kept_rel = sum(
+        is_kept(bool(r["label"]), [v for _, v in vote_list(r)])
+        for r in recs
+        if r["relation"] == rel
+    )
     both = client.get("/admin/data", params={"relation": rel, "agreement": "kept"}).text
     assert kept_rel > 0 and f"{kept_rel} matching Examples" in both
     word = recs[3]["caption"].split()[1]
@@ -666,6 +673,7 @@ def test_block_releases_leases_and_unblock(
     admin: tuple[TestClient, str], engine: Engine, coco_dir: Path
 ) -> None:
     from webapp.crowd import batches, leases
+
     client, token = admin
     assert _real_pairs(engine, coco_dir, 4) >= 2
     strategy = client.app.state.strategies["generate"]  # type: ignore[attr-defined]
@@ -845,20 +853,29 @@ def test_job_inputs_stay_inside_the_data_roots(
     client, token = admin
     link = tmp_path / "passwd.json"
     link.symlink_to("/etc/passwd")
-    values = ["/etc/passwd", "/etc/no-such-file-here", str(tmp_path / ".." / ".." / "etc/passwd"),
-              str(link), "x" * 100_000, "/" + "y" * 5000, str(tmp_path / ("z" * 1000))]
+    values = [
+        "/etc/passwd",
+        "/etc/no-such-file-here",
+        str(tmp_path / ".." / ".." / "etc/passwd"),
+        str(link),
+        "x" * 100_000,
+        "/" + "y" * 5000,
+        str(tmp_path / ("z" * 1000)),
+    ]
     said: dict[str, str] = {}
     for value in values:
-        r = client.post("/admin/jobs/sample",
-                        data={"csrf_token": token, "n_pairs": "5", "coco_files": value})
+        r = client.post(
+            "/admin/jobs/sample", data={"csrf_token": token, "n_pairs": "5", "coco_files": value}
+        )
         assert r.status_code == 422, (value[:80], r.status_code)
         m = re.search(r'id="err-sample-coco_files">([^<]*)<', r.text)
         assert m, value[:80]
         said[value] = html.unescape(m.group(1))
         assert len(said[value]) < 800
     assert "no such file on the server in the folders jobs may read" in said["/etc/passwd"]
-    assert (said["/etc/passwd"].replace("/etc/passwd", "P")
-            == said["/etc/no-such-file-here"].replace("/etc/no-such-file-here", "P"))
+    assert said["/etc/passwd"].replace("/etc/passwd", "P") == said[
+        "/etc/no-such-file-here"
+    ].replace("/etc/no-such-file-here", "P")
     assert "too long" in said["x" * 100_000] and "too long" in said["/" + "y" * 5000]
     assert not any("x" * 200 in rec.getMessage() for rec in caplog.records)
     with Session(engine) as s:
@@ -1006,8 +1023,12 @@ def test_decided_follows_the_validation_queue(
         stored = s.get(Example, ex_id)
         assert stored is not None
         most = load_study_config(s, stored.study_id).max_votes_per_example
-    assert most > 3 and '<span class="wanted">not decided at 3 votes: the queue asks for ' \
-        f'more, up to {most}</span>' in page
+    assert (
+        most > 3
+        and '<span class="wanted">not decided at 3 votes: the queue asks for '
+        f"more, up to {most}</span>"
+        in page
+    )
     with Session(engine) as s:
         row = s.get(Example, ex_id)
         assert row is not None
@@ -1017,5 +1038,7 @@ def test_decided_follows_the_validation_queue(
     o = client.get("/admin/api/overview.json").json()
     assert (o["decided"], o["undecided"], o["kept"], o["rejected"]) == (1, 0, 1, 0)
     assert o["provisional"] == 0
-    assert '<span class="wanted">decided (target 3 votes)</span>' in \
-        client.get(f"/admin/examples/{ex_id}").text
+    assert (
+        '<span class="wanted">decided (target 3 votes)</span>'
+        in client.get(f"/admin/examples/{ex_id}").text
+    )

@@ -19,9 +19,13 @@ VSR = str(Path(sys.executable).with_name("vsr"))
 
 def _admin_create(db_url: str, password: str) -> None:
     env = {**os.environ, "VSR_ADMIN_PASSWORD": password}
-    r = subprocess.run([VSR, "admin", "create", "--username", "alice", "--update",
-                        "--database-url", db_url], capture_output=True, text=True, env=env,
-                       timeout=120)
+    r = subprocess.run(
+        [VSR, "admin", "create", "--username", "alice", "--update", "--database-url", db_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
 
 

@@ -33,13 +33,15 @@ from webapp.admin.auth import create_admin
 
 pytestmark = pytest.mark.browser
 PASSWORD = "platform-admin-password"
-WRITER, RETURNER, IDLE = "5f1e2d3c4b5a697887960001", "5f1e2d3c4b5a697887960002", \
-    "5f1e2d3c4b5a697887960003"
+WRITER, RETURNER, IDLE = (
+    "5f1e2d3c4b5a697887960001",
+    "5f1e2d3c4b5a697887960002",
+    "5f1e2d3c4b5a697887960003",
+)
 
 
 @pytest.fixture
-def server(sqlite_url: str, coco_dir: Path, tmp_path: Path
-           ) -> Iterator[tuple[str, State]]:
+def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[tuple[str, State]]:
     require_chromium()
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
@@ -48,22 +50,29 @@ def server(sqlite_url: str, coco_dir: Path, tmp_path: Path
     engine.dispose()
     port = free_port()
     with running() as (prolific_url, state):
-        env = {"SECRET_KEY": "browser-platform-" + "k" * 32,
-               "IMAGE_CACHE_DIR": str(tmp_path / "cache"),
-               "BASE_URL": f"http://127.0.0.1:{port}",
-               "PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": prolific_url}
+        env = {
+            "SECRET_KEY": "browser-platform-" + "k" * 32,
+            "IMAGE_CACHE_DIR": str(tmp_path / "cache"),
+            "BASE_URL": f"http://127.0.0.1:{port}",
+            "PROLIFIC_API_TOKEN": TOKEN,
+            "PROLIFIC_BASE_URL": prolific_url,
+        }
         with running_site(sqlite_url, coco_dir / "images", tmp_path, env, port=port) as base:
             yield base, state
 
 
 def _entry(template: str, pid: str, study: str, session: str) -> str:
-    return (template.replace("{{%PROLIFIC_PID%}}", pid).replace("{{%STUDY_ID%}}", study)
-            .replace("{{%SESSION_ID%}}", session))
+    return (
+        template.replace("{{%PROLIFIC_PID%}}", pid)
+        .replace("{{%STUDY_ID%}}", study)
+        .replace("{{%SESSION_ID%}}", session)
+    )
 
 
 @pytest.mark.parametrize("viewport", [(1440, 900), (390, 844)], ids=["desktop", "phone"])
-def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str,
-                                      tmp_path: Path, viewport: tuple[int, int]) -> None:
+def test_settings_to_paid_in_chromium(
+    server: tuple[str, State], sqlite_url: str, tmp_path: Path, viewport: tuple[int, int]
+) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     base, state = server
@@ -82,10 +91,15 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
 
         # Study settings: one caption per batch, 10 minutes, our completion code.
         admin.goto(base + "/admin/settings")
-        for name, value in (("generate_batch_size", "1"), ("generate_minutes", "10"),
-                            ("completion_code", "PLATOK"), ("validate_batch_size", "1"),
-                            ("votes_per_example", "1"), ("max_votes_per_example", "1"),
-                            ("gold_rate", "0")):
+        for name, value in (
+            ("generate_batch_size", "1"),
+            ("generate_minutes", "10"),
+            ("completion_code", "PLATOK"),
+            ("validate_batch_size", "1"),
+            ("votes_per_example", "1"),
+            ("max_votes_per_example", "1"),
+            ("gold_rate", "0"),
+        ):
             admin.locator(f'input[name="{name}"]').fill(value)
         admin.get_by_role("button", name="Save settings").click()
         expect(admin.get_by_role("status")).to_contain_text("Settings saved.")
@@ -108,7 +122,8 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         admin.goto(base + "/admin/platform")
         expect(admin.locator(f'tr:has-text("{cheap["id"]}") td.pay')).to_have_text(
             "effective pay £3.00/h (£0.50 for 10.0 min; stated duration; 0 of the 5 workers "
-            "needed measured); platform minimum £6.00/h")
+            "needed measured); platform minimum £6.00/h"
+        )
         url = good["external_study_url"]
         assert url.startswith(base + "/start/generate?PROLIFIC_PID={{%PROLIFIC_PID%}}")
         # Each platform study has its own random code; the study's own is for other links.
@@ -137,8 +152,10 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         for n in (1, 2):
             judge = browser.new_context().new_page()
             errors += watch_errors(judge)
-            judge.goto(f"{base}/start/validate?PROLIFIC_PID=6a7b8c9d0e1f2a3b4c5d6e0{n}"
-                       f"&STUDY_ID=other&SESSION_ID={'d' * 24}")
+            judge.goto(
+                f"{base}/start/validate?PROLIFIC_PID=6a7b8c9d0e1f2a3b4c5d6e0{n}"
+                f"&STUDY_ID=other&SESSION_ID={'d' * 24}"
+            )
             judge.get_by_role("button", name="I agree, continue").click()
             judge.get_by_role("button", name=re.compile("Start the batch")).click()
             expect(judge.locator("#caption")).to_be_visible()
@@ -155,15 +172,19 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         expect(idle.get_by_role("button", name="I agree, continue")).to_be_visible()
         # Prolific's SESSION_ID is the submission's id.
         sa, sb, sc = "a" * 24, "b" * 24, "c" * 24
-        for sub, pid, status in ((sa, WRITER, "AWAITING REVIEW"), (sb, RETURNER, "RETURNED"),
-                                 (sc, IDLE, "AWAITING REVIEW")):
+        for sub, pid, status in (
+            (sa, WRITER, "AWAITING REVIEW"),
+            (sb, RETURNER, "RETURNED"),
+            (sc, IDLE, "AWAITING REVIEW"),
+        ):
             state.add_submission(good["id"], sub, pid, status)
 
         # Sync, plan, preview, approve/reject/pay.
         admin.goto(base + "/admin/platform")
         admin.get_by_role("button", name="Sync submissions").click()
         expect(admin.get_by_role("status")).to_have_text(
-            "Synced; 1 leased item(s) of gone participants released.")
+            "Synced; 1 leased item(s) of gone participants released."
+        )
         admin.get_by_label("Bonus per kept caption (pence/cents)").fill("20")
         admin.get_by_role("button", name="Plan", exact=True).click()
         expect(admin.get_by_role("status")).to_contain_text("Planned 3 new action(s)")
@@ -177,8 +198,10 @@ def test_settings_to_paid_in_chromium(server: tuple[str, State], sqlite_url: str
         # under its own label, not beside the previous field.
         box = admin.locator(f'tr[data-sub="{sa}"] td.status').bounding_box()
         assert box is not None and box["x"] + box["width"] <= w
-        first, second = (admin.locator(f'.platform-plan input[name="{n}"]').bounding_box()
-                         for n in ("bonus_cents_per_kept", "min_items"))
+        first, second = (
+            admin.locator(f'.platform-plan input[name="{n}"]').bounding_box()
+            for n in ("bonus_cents_per_kept", "min_items")
+        )
         assert first is not None and second is not None
         assert (second["y"] >= first["y"] + first["height"]) == (w < 700)
         admin.screenshot(path=str(shots / f"platform_plan_{w}.png"), full_page=True)

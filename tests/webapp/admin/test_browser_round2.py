@@ -34,9 +34,13 @@ def _lease_label(db_url: str, token: str) -> bool:
     engine = make_engine(db_url)
     with Session(engine) as s:
         worker_id = s.exec(select(InviteToken.worker_id).where(InviteToken.token == token)).one()
-        example_id = s.exec(select(Assignment.example_id).where(
-            Assignment.worker_id == worker_id, Assignment.status == LeaseStatus.active,
-            col(Assignment.example_id).is_not(None))).one()
+        example_id = s.exec(
+            select(Assignment.example_id).where(
+                Assignment.worker_id == worker_id,
+                Assignment.status == LeaseStatus.active,
+                col(Assignment.example_id).is_not(None),
+            )
+        ).one()
         label = s.get(Example, example_id).label  # type: ignore[union-attr]
     engine.dispose()
     return bool(label)
@@ -47,8 +51,11 @@ def _split_two_to_one(base: str, db_url: str) -> None:
     writer = httpx.Client(base_url=base, follow_redirects=True)
     csrf = enter(writer, "token=demo-annotator")
     writer.post("/begin/generate", data={"csrf": csrf})
-    r = writer.post("/generate", data=answer(task(writer), relation="near", duration_ms="9000"),
-                    follow_redirects=False)
+    r = writer.post(
+        "/generate",
+        data=answer(task(writer), relation="near", duration_ms="9000"),
+        follow_redirects=False,
+    )
     assert r.status_code == 303, r.text
     for n in (1, 2, 3):
         token = f"demo-validator-{n}"
@@ -65,9 +72,11 @@ def _split_two_to_one(base: str, db_url: str) -> None:
             judged += 1
             agree = _lease_label(db_url, token) != (n == 3)
             fields = {k: form_field(page.text, k) for k in ("csrf", "assignment_id")}
-            r = client.post("/validate", data=fields | {"answer": str(agree).lower(),
-                                                         "duration_ms": "3000"},
-                            follow_redirects=False)
+            r = client.post(
+                "/validate",
+                data=fields | {"answer": str(agree).lower(), "duration_ms": "3000"},
+                follow_redirects=False,
+            )
             assert r.status_code == 303, r.text
         assert judged == 2, (token, judged)
 
@@ -79,11 +88,20 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, i
     db_url = f"sqlite:///{tmp / 'vsr_demo.db'}"
     env = {k: v for k, v in os.environ.items() if k != "VSR_DEBUG"}
     env.update(DATABASE_URL=db_url, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
-    made = subprocess.run(["bash", str(ROOT / "scripts/demo_data.sh")], env=env, cwd=tmp,
-                          capture_output=True, text=True, timeout=300)
+    made = subprocess.run(
+        ["bash", str(ROOT / "scripts/demo_data.sh")],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert made.returncode == 0, made.stderr
-    site_env = {"SECRET_KEY": "round-two-" + "k" * 32, "HF_HUB_OFFLINE": "1",
-                "IMAGE_CACHE_DIR": str(tmp / "cache")}
+    site_env = {
+        "SECRET_KEY": "round-two-" + "k" * 32,
+        "HF_HUB_OFFLINE": "1",
+        "IMAGE_CACHE_DIR": str(tmp / "cache"),
+    }
     with running_site(db_url, ROOT / "demo/coco/images", tmp, site_env) as base:
         _split_two_to_one(base, db_url)
         engine = make_engine(db_url)

@@ -40,8 +40,11 @@ def server(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, int]]:
         zh_id = zh.id
         create_admin(s, "admin", PASSWORD)
     engine.dispose()
-    env = {"SECRET_KEY": "browser-settings-" + "k" * 32,
-           "IMAGE_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    env = {
+        "SECRET_KEY": "browser-settings-" + "k" * 32,
+        "IMAGE_CACHE_DIR": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+    }
     with running_site(sqlite_url, DEMO_IMAGES, tmp_path, env) as base:
         yield base, zh_id
 
@@ -70,15 +73,15 @@ def test_saving_the_chinese_settings_keeps_the_chinese_consent(
         page.get_by_role("button", name="Save settings").click()
         expect(page.get_by_role("status")).to_contain_text("Settings saved.")
         assert page.locator('textarea[name="consent_text"]').input_value().strip() == (
-            ZH_CONSENT.strip())
+            ZH_CONSENT.strip()
+        )
         page.screenshot(path=str(shots / f"{width}_settings_zh_saved.png"), full_page=True)
         assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
         assert errors == []
         browser.close()
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
-        stored = {r.key for r in s.exec(select(StudySetting)
-                                         .where(StudySetting.study_id == zh_id))}
+        stored = {r.key for r in s.exec(select(StudySetting).where(StudySetting.study_id == zh_id))}
         assert stored == {"completion_code"}
         assert load_study_config(s, zh_id).consent_text == ZH_CONSENT
     engine.dispose()

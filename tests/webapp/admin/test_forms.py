@@ -112,7 +112,7 @@ def test_pipeline_sample_form_results_and_warnings(
 ) -> None:
     client, token = admin
     page = client.get("/admin/pipeline").text
-    assert f'>{DEMO}</textarea>' in page and 'placeholder="/' not in page and DEMO.is_file()
+    assert f">{DEMO}</textarea>" in page and 'placeholder="/' not in page and DEMO.is_file()
     for name in ("min_area", "max_per_concept_pair", "concepts", "prefer_contrast"):
         assert f'name="{name}"' in page
     # the VSR threshold on the demo slice: nothing to store, a warning with the reason

@@ -117,11 +117,12 @@ def test_cancel_on_the_jobs_host_stops_its_process(
     assert _status(engine, job_id) == "cancelled"
 
 
-def test_launch_records_the_host_with_the_pid(
-    engine: Engine, db_url: str, tmp_path: Path
-) -> None:
-    settings = Settings(database_url=db_url, secret_key="job-hosts-" + "k" * 30,
-                        image_cache_dir=tmp_path / "var" / "cache")
+def test_launch_records_the_host_with_the_pid(engine: Engine, db_url: str, tmp_path: Path) -> None:
+    settings = Settings(
+        database_url=db_url,
+        secret_key="job-hosts-" + "k" * 30,
+        image_cache_dir=tmp_path / "var" / "cache",
+    )
     with Session(engine) as s:
         job = Job(kind="nosuch", status="queued", params={}, message="waiting")
         s.add(job)
@@ -152,15 +153,22 @@ def test_a_job_inherits_no_credentials(
     """The platforms' credentials in the server's environment never reach a job's process,
     nor does SECRET_KEY; the settings the job needs and the interpreter's paths do."""
     secrets_in_env = {
-        "PROLIFIC_API_TOKEN": "prolific-token-xyz", "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
-        "AWS_SECRET_ACCESS_KEY": "aws-secret-xyz", "AWS_SESSION_TOKEN": "aws-session-xyz",
-        "SECRET_KEY": "env-secret-" + "k" * 32, "SOME_OTHER_TOKEN": "other-xyz",
+        "PROLIFIC_API_TOKEN": "prolific-token-xyz",
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret-xyz",
+        "AWS_SESSION_TOKEN": "aws-session-xyz",
+        "SECRET_KEY": "env-secret-" + "k" * 32,
+        "SOME_OTHER_TOKEN": "other-xyz",
     }
     for name, value in secrets_in_env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
-    settings = Settings(database_url=db_url, secret_key="job-hosts-" + "k" * 30,
-                        image_cache_dir=tmp_path / "var" / "cache", image_root=tmp_path)
+    settings = Settings(
+        database_url=db_url,
+        secret_key="job-hosts-" + "k" * 30,
+        image_cache_dir=tmp_path / "var" / "cache",
+        image_root=tmp_path,
+    )
     env = jobs.child_env(settings)
     assert not set(secrets_in_env) & set(env)
     assert not any(v in str(env) for v in secrets_in_env.values())
@@ -207,7 +215,8 @@ def test_a_job_of_a_vanished_host_fails_once_its_heartbeat_is_stale(
         assert job is not None and job.finished_at is not None
         assert job.message == (
             f"the job stopped without finishing: its server on host replica-b-"
-            f"{jobs.host_id().split('/', 1)[0]} has not reported for over {stale} s")
+            f"{jobs.host_id().split('/', 1)[0]} has not reported for over {stale} s"
+        )
 
 
 def test_the_job_process_writes_its_heartbeat_while_it_runs(

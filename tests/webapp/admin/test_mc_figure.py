@@ -25,8 +25,9 @@ def _text(page: str) -> str:
 
 
 def _build(client: TestClient, token: str, engine: Engine, **form: str) -> dict[str, Any]:
-    r = client.post("/admin/jobs/build", data={"csrf_token": token, "seed": "0", **form},
-                    follow_redirects=False)
+    r = client.post(
+        "/admin/jobs/build", data={"csrf_token": token, "seed": "0", **form}, follow_redirects=False
+    )
     assert r.status_code == 303, r.text
     with Session(engine) as s:
         job = s.exec(select(Job).order_by(col(Job.id).desc())).first()
@@ -37,7 +38,8 @@ def _build(client: TestClient, token: str, engine: Engine, **form: str) -> dict[
 
 
 def test_pipeline_page_shows_the_figure_of_the_latest_export(
-    admin: tuple[TestClient, str], engine: Engine  # noqa: F811
+    admin: tuple[TestClient, str],  # noqa: F811
+    engine: Engine,  # noqa: F811
 ) -> None:
     client, token = admin
     run_id = unvalidated_run(engine)
@@ -47,8 +49,10 @@ def test_pipeline_page_shows_the_figure_of_the_latest_export(
     page = _text(client.get("/admin/pipeline").text)
     assert f"Latest matching run #{run_id}" in page
     run_lo, run_hi = RUN_FIGURE["ci95"]
-    assert (f"{RUN_FIGURE['name']} {RUN_FIGURE['accuracy']:.3f} (95% CI {run_lo:.3f}–{run_hi:.3f}) "
-            f"on {RUN_N_TEST} test items") in page
+    assert (
+        f"{RUN_FIGURE['name']} {RUN_FIGURE['accuracy']:.3f} (95% CI {run_lo:.3f}–{run_hi:.3f}) "
+        f"on {RUN_N_TEST} test items"
+    ) in page
     assert "Measured before validation" in page
     assert "build-dataset --out DIR --unvalidated-mc" in page
 
@@ -71,8 +75,10 @@ def test_pipeline_page_shows_the_figure_of_the_latest_export(
     lo, hi = best["ci95"]
     page = _text(client.get("/admin/pipeline").text)
     assert f"Latest export (build job #{second['id']}," in page
-    assert (f"{best['name']} {best['accuracy']:.3f} (95% CI {lo:.3f}–{hi:.3f}) on the "
-            f"{n_test:,} test items of mc_unvalidated/ — not validated") in page
+    assert (
+        f"{best['name']} {best['accuracy']:.3f} (95% CI {lo:.3f}–{hi:.3f}) on the "
+        f"{n_test:,} test items of mc_unvalidated/ — not validated"
+    ) in page
     assert "Read from that export's stats.json" in page
     assert str(RUN_FIGURE["name"]) not in page.split("Matching runs")[0]
     assert "Measured before validation" not in page

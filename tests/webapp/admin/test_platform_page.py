@@ -37,8 +37,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, State]]:
 def admin(db_url: str, engine: Engine, tmp_path: Path) -> tuple[TestClient, str]:
     with Session(engine) as s:
         create_admin(s, "alice", PASSWORD)
-    client = TestClient(make_admin_app(db_url, engine, tmp_path,
-                                       base_url="http://testserver"))
+    client = TestClient(make_admin_app(db_url, engine, tmp_path, base_url="http://testserver"))
     return client, login(client)
 
 
@@ -57,8 +56,9 @@ def _workers(engine: Engine, study_ext: str) -> None:
         work.captions(s, b, work.scene(s), kept=2)
 
 
-def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
-                            fake: tuple[str, State]) -> None:
+def test_from_draft_to_paid(
+    admin: tuple[TestClient, str], engine: Engine, fake: tuple[str, State]
+) -> None:
     client, token = admin
     _, state = fake
     assert "None yet: create one below." in client.get("/admin/platform").text
@@ -68,29 +68,35 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     where = _post(client, "/admin/platform/create", csrf_token=token, **form)
     ps = int(where.split("ps=")[1])
     (sent,) = state.studies.values()
-    assert sent["external_study_url"].startswith("http://testserver/start/generate?"
-                                                 "PROLIFIC_PID=")
+    assert sent["external_study_url"].startswith("http://testserver/start/generate?PROLIFIC_PID=")
     page = client.get(where).text
-    assert "effective pay unknown (£9.00 for 200 items; 0 of the 5 workers needed " \
+    assert (
+        "effective pay unknown (£9.00 for 200 items; 0 of the 5 workers needed "
         "measured); platform minimum £6.00/h" in page
-    assert "Not done: refused: effective pay unknown" in client.get(
-        _post(client, f"/admin/platform/{ps}/publish", csrf_token=token)).text
+    )
+    assert (
+        "Not done: refused: effective pay unknown"
+        in client.get(_post(client, f"/admin/platform/{ps}/publish", csrf_token=token)).text
+    )
     assert sent["status"] == "UNPUBLISHED"
-    where = _post(client, "/admin/platform/create", csrf_token=token, expected_minutes="80",
-                  **form)
+    where = _post(client, "/admin/platform/create", csrf_token=token, expected_minutes="80", **form)
     ps = int(where.split("ps=")[1])
     sent = state.studies[client.get(where).text.split("prolific study ")[1].split(" ")[0]]
     page = client.get(where).text
-    assert "effective pay £6.75/h (£9.00 for 80.0 min; stated duration; 0 of the 5 workers " \
+    assert (
+        "effective pay £6.75/h (£9.00 for 80.0 min; stated duration; 0 of the 5 workers "
         "needed measured); platform minimum £6.00/h" in page
+    )
     buttons = re.findall(r'name="go" value="(\w+)"', page)
     assert buttons == ["publish", "sync"]  # a draft can be published, not paused
     _post(client, f"/admin/platform/{ps}/publish", csrf_token=token)
     assert sent["status"] == "ACTIVE"
     page = client.get(where).text
     assert re.findall(r'name="go" value="(\w+)"', page) == ["pause", "sync"]
-    assert "Not done: cannot publish a published study" in client.get(
-        _post(client, f"/admin/platform/{ps}/publish", csrf_token=token)).text
+    assert (
+        "Not done: cannot publish a published study"
+        in client.get(_post(client, f"/admin/platform/{ps}/publish", csrf_token=token)).text
+    )
     _post(client, f"/admin/platform/{ps}/pause", csrf_token=token)
     assert sent["status"] == "PAUSED"
     assert re.findall(r'name="go" value="(\w+)"', client.get(where).text) == ["resume", "sync"]
@@ -101,8 +107,13 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     for sub, pid in (("s1", "p1"), ("s2", "p2")):
         state.add_submission(sent["id"], sub, pid, "AWAITING REVIEW")
     _post(client, f"/admin/platform/{ps}/sync", csrf_token=token)
-    _post(client, f"/admin/platform/{ps}/plan", csrf_token=token, bonus_cents_per_kept="20",
-          min_items="1")
+    _post(
+        client,
+        f"/admin/platform/{ps}/plan",
+        csrf_token=token,
+        bonus_cents_per_kept="20",
+        min_items="1",
+    )
     page = client.get(where).text
     assert re.search(r"Pending: <b>1</b> approve, <b>1</b> reject, <b>1</b> bonuses", page)
     assert "rewards £9.00 + bonuses £0.40 = <b>£9.40</b>" in page
@@ -113,29 +124,31 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     assert seen
     before = len(state.received)
     _post(client, f"/admin/platform/{ps}/apply", csrf_token=token, seen=seen.group(1))
-    _post(client, f"/admin/platform/{ps}/apply", csrf_token=token, confirm="yes",
-          seen="0" * 16)
+    _post(client, f"/admin/platform/{ps}/apply", csrf_token=token, confirm="yes", seen="0" * 16)
     assert len(state.received) == before  # neither unconfirmed nor a stale plan sends
-    _post(client, f"/admin/platform/{ps}/apply", csrf_token=token, confirm="yes",
-          seen=seen.group(1))
+    _post(
+        client, f"/admin/platform/{ps}/apply", csrf_token=token, confirm="yes", seen=seen.group(1)
+    )
     assert sorted(state.transitions) == [("s1", "APPROVED"), ("s2", "REJECTED")]
     assert state.paid == [("p1", 0.20 * 2)]
     page = client.get(where).text
     assert "Applied: 3 done, 0 failed." in page and "Nothing planned" in page
-    status = dict(re.findall(r'<tr data-sub="(\w+)">.*?<td class="status">(.*?)</td>', page,
-                             re.S))
+    status = dict(re.findall(r'<tr data-sub="(\w+)">.*?<td class="status">(.*?)</td>', page, re.S))
     assert status == {"s1": "APPROVED", "s2": "REJECTED"}  # before any sync
     empty = re.search(r'name="seen" value="(\w+)"', page)
     assert empty is None
     sent_so_far = len(state.received)
-    _post(client, f"/admin/platform/{ps}/apply", csrf_token=token, confirm="yes",
-          seen=seen.group(1))
+    _post(
+        client, f"/admin/platform/{ps}/apply", csrf_token=token, confirm="yes", seen=seen.group(1)
+    )
     assert len(state.received) == sent_so_far  # a second apply sends nothing
     assert "POST /submissions/s1/transition/" in page  # the call log, with the answer
     assert '"status": "APPROVED"' in page and TOKEN not in page
     with Session(engine) as s:  # 25 more calls: the log pages, oldest on page 2
-        s.add_all(PlatformCall(platform="prolific", platform_study_id=ps, method="GET",
-                               path=f"/x/{i}/") for i in range(25))
+        s.add_all(
+            PlatformCall(platform="prolific", platform_study_id=ps, method="GET", path=f"/x/{i}/")
+            for i in range(25)
+        )
         s.commit()
     page = client.get(where).text
     assert 'aria-label="pages"' in page and "POST /studies/<" not in page
@@ -143,21 +156,29 @@ def test_from_draft_to_paid(admin: tuple[TestClient, str], engine: Engine,
     assert "POST /studies/<" in older and TOKEN not in older
 
 
-def test_scoped_by_the_study_switcher(admin: tuple[TestClient, str], engine: Engine,
-                                      fake: tuple[str, State]) -> None:
+def test_scoped_by_the_study_switcher(
+    admin: tuple[TestClient, str], engine: Engine, fake: tuple[str, State]
+) -> None:
     client, token = admin
     with Session(engine) as s:
         zh = create_study(s, ZH_FILE.read_text(encoding="utf-8"), str(ZH_FILE))
-        row = PlatformStudy(study_id=zh.id or 0, platform="prolific", external_id="zh1",
-                            settings={"url": "x"})
+        row = PlatformStudy(
+            study_id=zh.id or 0, platform="prolific", external_id="zh1", settings={"url": "x"}
+        )
         s.add(row)
         s.commit()
         ps = row.id
     with Session(engine) as s:  # the default study's own Prolific study, and a call made
         # for the other study's: the default study's page shows its study, not that call
         s.add(PlatformStudy(platform="prolific", external_id="en1", settings={"url": "x"}))
-        s.add(PlatformCall(platform="prolific", platform_study_id=ps, method="GET",
-                           path="/studies/zh1/secret-call/"))
+        s.add(
+            PlatformCall(
+                platform="prolific",
+                platform_study_id=ps,
+                method="GET",
+                path="/studies/zh1/secret-call/",
+            )
+        )
         s.commit()
     own = client.get("/admin/platform").text  # the default study's page
     assert "en1" in own and "zh1" not in own and "secret-call" not in own

@@ -97,19 +97,22 @@ def test_https_cookies_and_hsts(db_url: str, engine: Engine, tmp_path: Path) -> 
     chosen = client.get("/admin?study=vsr")
     study = [c for c in chosen.headers.get_list("set-cookie") if c.startswith("vsr_admin_study=")]
     assert study and "; secure" in study[0].lower(), study
-    done = client.post("/admin/settings/invites", data={"csrf_token": token, "label": "x"},
-                       follow_redirects=False)
+    done = client.post(
+        "/admin/settings/invites", data={"csrf_token": token, "label": "x"}, follow_redirects=False
+    )
     flash = [c for c in done.headers.get_list("set-cookie") if c.startswith("vsr_admin_flash=")]
     assert flash and "; secure" in flash[0].lower(), (done.status_code, flash)
-    assert all(c.lower().count("secure") == 1 for c in client.get("/admin").headers.get_list(
-        "set-cookie"))
+    assert all(
+        c.lower().count("secure") == 1 for c in client.get("/admin").headers.get_list("set-cookie")
+    )
 
 
 def test_bodies_are_capped_per_route(db_url: str, engine: Engine, tmp_path: Path) -> None:
     client = TestClient(make_admin_app(db_url, engine, tmp_path))
     big = b'{"assignment_id": 1, "value": true, "pad": "' + b"x" * (1 << 20) + b'"}'
-    r = client.post("/api/validate/votes", content=big,
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/api/validate/votes", content=big, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 413 and r.text == "Request body too large."
     assert r.headers["x-content-type-options"] == "nosniff"  # refused, still with the headers
     # Over DRAIN_LIMIT the body is left unread, so the server has to drop the connection.
@@ -120,18 +123,26 @@ def test_bodies_are_capped_per_route(db_url: str, engine: Engine, tmp_path: Path
         for _ in range(80):
             yield b"a" * 4096
 
-    r = client.post("/admin/login", content=chunks(),
-                    headers={"content-type": "application/x-www-form-urlencoded"})
+    r = client.post(
+        "/admin/login",
+        content=chunks(),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
     assert r.status_code == 413
-    r = client.post("/admin/login", content=b"username=" + b"a" * (300 * 1024),
-                    headers={"content-type": "application/x-www-form-urlencoded"})
+    r = client.post(
+        "/admin/login",
+        content=b"username=" + b"a" * (300 * 1024),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
     assert r.status_code == 413
     # Within DRAIN_LIMIT the rest is read and discarded: the connection stays usable
     # (test_fuzz_every_param checks that on a real keep-alive connection).
     assert "connection" not in r.headers
     # An ordinary small body still reaches the route (403: no CSRF token, not 413).
-    assert client.post("/api/validate/votes", json={"assignment_id": 1, "value": True}
-                       ).status_code == 403
+    assert (
+        client.post("/api/validate/votes", json={"assignment_id": 1, "value": True}).status_code
+        == 403
+    )
     # A study's API has the API's cap, not the 64 KB of other pages: a 20 KB vote is refused.
     vote = b'{"assignment_id": "1.x", "value": true, "pad": "' + b"x" * 20_000 + b'"}'
     for path in ("/api/validate/votes", "/s/vsr/api/validate/votes"):
@@ -145,5 +156,3 @@ def test_api_docs_are_off_unless_configured(db_url: str, engine: Engine, tmp_pat
         assert off.get(path).status_code == 404, path
     on = TestClient(make_admin_app(db_url, engine, tmp_path, api_docs=True))
     assert on.get("/openapi.json").status_code == 200
-
-

@@ -88,7 +88,8 @@ def _stored(engine: Engine, study_id: int) -> dict[str, Any]:
 
 
 def test_the_chinese_settings_form_shows_and_keeps_its_chinese_consent(
-    dashboard: tuple[TestClient, str, int], engine: Engine  # noqa: F811
+    dashboard: tuple[TestClient, str, int],  # noqa: F811
+    engine: Engine,  # noqa: F811
 ) -> None:
     client, _, zh_id = dashboard
     page = client.get("/admin/settings?study=vsr-zh")
@@ -125,7 +126,8 @@ def test_the_chinese_settings_form_shows_and_keeps_its_chinese_consent(
 
 
 def test_a_value_shown_rounded_or_changed_meanwhile_is_left_alone(
-    dashboard: tuple[TestClient, str, int], engine: Engine  # noqa: F811
+    dashboard: tuple[TestClient, str, int],  # noqa: F811
+    engine: Engine,  # noqa: F811
 ) -> None:
     client, _, zh_id = dashboard
     with Session(engine) as s:
@@ -140,12 +142,12 @@ def test_a_value_shown_rounded_or_changed_meanwhile_is_left_alone(
     assert r.status_code == 303, r.text
     with Session(engine) as s:
         config = load_study_config(s, zh_id)
-    assert (config.keep_threshold, config.votes_per_example, config.gold_rate) == (
-        0.6153, 4, 0.1)
+    assert (config.keep_threshold, config.votes_per_example, config.gold_rate) == (0.6153, 4, 0.1)
 
 
 def test_the_english_default_stored_by_the_old_form_gives_way_to_the_studys_text(
-    dashboard: tuple[TestClient, str, int], engine: Engine  # noqa: F811
+    dashboard: tuple[TestClient, str, int],  # noqa: F811
+    engine: Engine,  # noqa: F811
 ) -> None:
     _, _, zh_id = dashboard
     with Session(engine) as s:

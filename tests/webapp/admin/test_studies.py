@@ -17,8 +17,16 @@ from vsr_core.models import Example
 from vsr_core.studies.settings import load_study_config
 from webapp.admin.auth import create_admin
 
-PAGES = ("/admin", "/admin/quality", "/admin/workers", "/admin/data", "/admin/settings",
-         "/admin/pipeline", "/admin/revalidation", "/admin/bursts")
+PAGES = (
+    "/admin",
+    "/admin/quality",
+    "/admin/workers",
+    "/admin/data",
+    "/admin/settings",
+    "/admin/pipeline",
+    "/admin/revalidation",
+    "/admin/bursts",
+)
 
 
 @pytest.fixture
@@ -61,8 +69,9 @@ def test_switcher_scopes_every_page_and_api(dashboard: tuple[TestClient, str, in
     data = client.get("/admin/data").text
     with Session(client.app.state.engine) as s:  # type: ignore[attr-defined]
         zh_caption = s.exec(select(Example.id).where(Example.study_id != 1)).first()
-        vsr_ids = list(s.exec(select(Example.id).where(Example.study_id == 1)
-                              .order_by(col(Example.id))))
+        vsr_ids = list(
+            s.exec(select(Example.id).where(Example.study_id == 1).order_by(col(Example.id)))
+        )
     assert zh_caption is not None and f'href="/admin/examples/{zh_caption}"' in data
     assert not any(f'href="/admin/examples/{i}"' in data for i in vsr_ids)
     other = client.get(f"/admin/examples/{vsr_ids[0]}")
@@ -80,9 +89,14 @@ def test_settings_are_per_study(dashboard: tuple[TestClient, str, int], engine: 
     page = client.get("/admin/settings")
     from tests.webapp.admin.test_admin import csrf_of
 
-    r = client.post("/admin/settings", data={
-        "csrf_token": csrf_of(page.text), "completion_code": "ZHDONE",
-    }, follow_redirects=False)
+    r = client.post(
+        "/admin/settings",
+        data={
+            "csrf_token": csrf_of(page.text),
+            "completion_code": "ZHDONE",
+        },
+        follow_redirects=False,
+    )
     assert r.status_code == 303, r.text
     with Session(engine) as s:
         assert load_study_config(s, zh_id).completion_code == "ZHDONE"
@@ -106,9 +120,16 @@ def test_a_dashboard_job_runs_in_the_chosen_study(
     token = login(client)
     client.get("/admin/pipeline?study=vsr-zh")
     files = str(coco_dir / "annotations" / "instances_val2017_subset.json")
-    r = client.post("/admin/jobs/sample", data={
-        "csrf_token": token, "n_pairs": "4", "seed": "1", "coco_files": files,
-    }, follow_redirects=False)
+    r = client.post(
+        "/admin/jobs/sample",
+        data={
+            "csrf_token": token,
+            "n_pairs": "4",
+            "seed": "1",
+            "coco_files": files,
+        },
+        follow_redirects=False,
+    )
     assert r.status_code == 303, r.text
     with Session(engine) as s:
         (job,) = s.exec(select(Job)).all()
@@ -131,10 +152,12 @@ def test_workers_page_counts_only_the_chosen_studys_work(
 
     client, token, zh_id = dashboard
     with Session(engine) as s:
-        en_ex = list(s.exec(select(Example.id).where(Example.study_id == 1)
-                            .order_by(col(Example.id))))
-        zh_ex = list(s.exec(select(Example.id).where(Example.study_id == zh_id)
-                            .order_by(col(Example.id))))
+        en_ex = list(
+            s.exec(select(Example.id).where(Example.study_id == 1).order_by(col(Example.id)))
+        )
+        zh_ex = list(
+            s.exec(select(Example.id).where(Example.study_id == zh_id).order_by(col(Example.id)))
+        )
         only_en = Worker(source="invite", external_id="only-en", roles=["validate"])
         only_zh = Worker(source="invite", external_id="only-zh", roles=["validate"])
         both = Worker(source="invite", external_id="both", roles=["validate"])
@@ -175,13 +198,19 @@ def test_workers_page_counts_only_the_chosen_studys_work(
     assert not any(f'href="/admin/examples/{i}"' in page for i in zh_ex)
 
     # Blocked in one study's dashboard is blocked everywhere: the KPI of both studies says so.
-    r = client.post(f"/admin/workers/{ids['both']}/block",
-                    data={"csrf_token": token, "reason": "test"}, follow_redirects=False)
+    r = client.post(
+        f"/admin/workers/{ids['both']}/block",
+        data={"csrf_token": token, "reason": "test"},
+        follow_redirects=False,
+    )
     assert r.status_code == 303, r.text
     assert _overview(client, "?study=vsr-zh")["workers_blocked"] == 1
     assert _overview(client, "?study=vsr")["workers_blocked"] == 1
-    client.post(f"/admin/workers/{ids['only-zh']}/block",
-                data={"csrf_token": token, "reason": "test"}, follow_redirects=False)
+    client.post(
+        f"/admin/workers/{ids['only-zh']}/block",
+        data={"csrf_token": token, "reason": "test"},
+        follow_redirects=False,
+    )
     assert _overview(client, "?study=vsr")["workers_blocked"] == 1  # only-zh is not a member
     assert _overview(client, "?study=vsr-zh")["workers_blocked"] == 2
 
@@ -201,8 +230,9 @@ def test_jobs_and_revalidation_stay_in_the_chosen_study(
     zipped.parent.mkdir(parents=True, exist_ok=True)
     zipped.write_bytes(b"PK\x05\x06" + b"\x00" * 18)
     with Session(engine) as s:
-        built = Job(study_id=zh_id, kind="build", status="succeeded",
-                    params={"seed": 0, "zip": str(zipped)})
+        built = Job(
+            study_id=zh_id, kind="build", status="succeeded", params={"seed": 0, "zip": str(zipped)}
+        )
         queued = Job(study_id=zh_id, kind="match", status="queued", params={})
         s.add(built)
         s.add(queued)
@@ -213,8 +243,9 @@ def test_jobs_and_revalidation_stay_in_the_chosen_study(
     for path in (f"/admin/api/jobs/{built_id}", f"/admin/jobs/{built_id}/download"):
         r = client.get(path)
         assert r.status_code == 404 and "belongs to the study vsr-zh" in r.text, path
-    r = client.post(f"/admin/jobs/{queued_id}/cancel", data={"csrf_token": token},
-                    follow_redirects=False)
+    r = client.post(
+        f"/admin/jobs/{queued_id}/cancel", data={"csrf_token": token}, follow_redirects=False
+    )
     assert r.status_code == 404 and "belongs to the study vsr-zh" in r.text
     with Session(engine) as s:
         job = s.get(Job, queued_id)

@@ -37,8 +37,7 @@ def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
         archive_study(s, CLOSED)
         s.commit()
     engine.dispose()
-    env = {"SECRET_KEY": "browser-archived-" + "k" * 32,
-           "IMAGE_CACHE_DIR": str(tmp_path / "cache")}
+    env = {"SECRET_KEY": "browser-archived-" + "k" * 32, "IMAGE_CACHE_DIR": str(tmp_path / "cache")}
     with running_site(sqlite_url, coco_dir / "images", tmp_path, env) as base:
         yield base
 
@@ -53,11 +52,12 @@ def test_an_archived_study_says_it_is_closed(server: str, tmp_path: Path, size: 
         page = browser.new_context(viewport={"width": width, "height": height}).new_page()
         errors = console_errors(page)
         # Refused at the link, before any consent or instructions to read for nothing.
-        answer = page.goto(f"{server}/s/{CLOSED}/start/generate?PROLIFIC_PID=5f1e2d3c4b5a"
-                           "&STUDY_ID=st1&SESSION_ID=s1")
+        answer = page.goto(
+            f"{server}/s/{CLOSED}/start/generate?PROLIFIC_PID=5f1e2d3c4b5a"
+            "&STUDY_ID=st1&SESSION_ID=s1"
+        )
         assert answer is not None and answer.status == 403
-        message = page.get_by_text("This study is closed: it takes no new participants or "
-                                   "batches.")
+        message = page.get_by_text("This study is closed: it takes no new participants or batches.")
         expect(message).to_be_visible()
         page.wait_for_load_state("load")
         assert_fits(page, "closed-study page")

@@ -46,8 +46,13 @@ BIN = Path(sys.executable).parent  # this checkout's console scripts
 
 def cli(*args: str) -> str:
     """A console script as a user runs it; fails the test with its stderr."""
-    proc = subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -69,9 +74,18 @@ def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
         assert zh_id is not None
         assert len(s.exec(select(ImagePair).where(ImagePair.study_id == zh_id)).all()) == 5
         # One vote decides an Example here, so a single validator's work is enough to match.
-        save_study_config(s, {"gold_rate": 0.0, "generate_batch_size": 5,
-                              "validate_batch_size": 20, "votes_per_example": 1,
-                              "max_votes_per_example": 1, "completion_code": "ZH-OK"}, zh_id)
+        save_study_config(
+            s,
+            {
+                "gold_rate": 0.0,
+                "generate_batch_size": 5,
+                "validate_batch_size": 20,
+                "votes_per_example": 1,
+                "max_votes_per_example": 1,
+                "completion_code": "ZH-OK",
+            },
+            zh_id,
+        )
         save_study_config(s, {"gold_rate": 0.0, "generate_batch_size": 1}, 1)
         create_admin(s, "admin", ADMIN_PASSWORD)
     engine.dispose()
@@ -97,7 +111,8 @@ def validate_by_label(page: Any, sqlite_url: str) -> int:
             coco_id = int(page.locator("figcaption").inner_text().split()[1])
             with Session(engine) as s:
                 (label,) = s.exec(
-                    select(Example.label).join(Image, col(Image.id) == Example.image_id)
+                    select(Example.label)
+                    .join(Image, col(Image.id) == Example.image_id)
                     .where(Example.caption == caption, Image.coco_id == coco_id)
                 ).all()
             with page.expect_navigation():
@@ -108,8 +123,14 @@ def validate_by_label(page: Any, sqlite_url: str) -> int:
     return answered
 
 
-def validator(browser: Any, link: str, server: str, errors: list[str], sqlite_url: str,
-              shot: Path | None = None) -> int:
+def validator(
+    browser: Any,
+    link: str,
+    server: str,
+    errors: list[str],
+    sqlite_url: str,
+    shot: Path | None = None,
+) -> int:
     """A new person takes a Chinese validation batch and answers it by the labels."""
     from playwright.sync_api import expect
 
@@ -236,16 +257,28 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
         copied = re.compile("^(已复制。|请选中完成码并复制（Ctrl\\+C）。)$")
         expect(page.locator("#copy-status")).to_have_text(copied)
         page.screenshot(path=str(out / "zh_validate_done.png"))
-        assert validator(browser, f"{ZH}/start/validate?PROLIFIC_PID=zh1a2b3c4d&STUDY_ID=st1"
-                                  "&SESSION_ID=s3", server, errors, sqlite_url) == 5
+        assert (
+            validator(
+                browser,
+                f"{ZH}/start/validate?PROLIFIC_PID=zh1a2b3c4d&STUDY_ID=st1&SESSION_ID=s3",
+                server,
+                errors,
+                sqlite_url,
+            )
+            == 5
+        )
 
         # Matching writes Chinese distractors and sends them to validators as negatives.
         db = ("--database-url", sqlite_url)
         report = cli("vsr", "match", "--study", "vsr-zh", "--k", "1", *db)
         assert "kept True Examples" in report, report
         negatives = validator(
-            browser, f"{ZH}/start/validate?PROLIFIC_PID=zh7e8f9a0b&STUDY_ID=st1&SESSION_ID=s4",
-            server, errors, sqlite_url, out / "zh_validate_negative.png",
+            browser,
+            f"{ZH}/start/validate?PROLIFIC_PID=zh7e8f9a0b&STUDY_ID=st1&SESSION_ID=s4",
+            server,
+            errors,
+            sqlite_url,
+            out / "zh_validate_negative.png",
         )
         assert negatives >= 1
 
@@ -261,7 +294,8 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
         rows = page.locator("table.workers tr[data-worker]")
         expect(rows).to_have_count(4)
         assert sorted(rows.locator("td:nth-child(2) a").all_inner_texts()) == sorted(
-            ["zh5f1e2d3c", "zh6a7b8c9d", "zh1a2b3c4d", "zh7e8f9a0b"])
+            ["zh5f1e2d3c", "zh6a7b8c9d", "zh1a2b3c4d", "zh7e8f9a0b"]
+        )
         page.screenshot(path=str(out / "admin_workers_zh.png"), full_page=True)
         page.goto(server + "/admin/workers?study=vsr")
         expect(rows).to_have_count(1)
@@ -275,7 +309,8 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
         zh_id = s.exec(select(Study.id).where(Study.slug == "vsr-zh")).one()
         anns = s.exec(select(Annotation).order_by(col(Annotation.id))).all()
         assert sorted(a.relation or "" for a in anns) == sorted(
-            ["on top of", "on top of", *(r for _, r in MORE)])  # one English, five Chinese
+            ["on top of", "on top of", *(r for _, r in MORE)]
+        )  # one English, five Chinese
         human = s.exec(select(Example).where(Example.origin == "human")).all()
         zh_human = [e for e in human if e.study_id == zh_id]
         assert {e.caption for e in zh_human} == set(captions) and len(zh_human) == 10
@@ -297,8 +332,11 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
     raw = [json.loads(x) for x in (zh_out / "all_raw.jsonl").read_text().splitlines()]
     assert {r["caption"] for r in raw if r.get("origin", "human") == "human"} >= set(captions)
     assert {(r["study"], r["language"]) for r in raw} == {("vsr-zh", "zh-Hans")}
-    mc = [json.loads(x) for f in sorted((zh_out / "mc").glob("*.jsonl"))
-          for x in f.read_text().splitlines()]
+    mc = [
+        json.loads(x)
+        for f in sorted((zh_out / "mc").glob("*.jsonl"))
+        for x in f.read_text().splitlines()
+    ]
     assert mc, "no validated multiple-choice item in the Chinese export"
     for item in mc:
         for choice, rel in zip(item["choices"], item["relations"], strict=True):

@@ -45,8 +45,9 @@ def console_errors(page: Any) -> list[str]:
     """Every console error (a 404 for /favicon.ico is one) and every script error."""
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda m: errors.append(f"{page.url}: {m.text}")
-            if m.type == "error" else None)
+    page.on(
+        "console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None
+    )
     return errors
 
 

@@ -97,9 +97,16 @@ def test_ids_in_url_are_not_enough_to_act_as_someone_else(site, engine) -> None:
     # no cookie: the task and the API refuse
     assert attacker.get("/generate", follow_redirects=False).status_code == 401
     assert attacker.get("/api/generate/task").status_code == 401
-    r = attacker.post("/api/generate/annotations", json={
-        "assignment_id": fields["assignment_id"], "client_token": "attackertoken1",
-        "relation": "on", "ent1": "a", "true_image": 1})
+    r = attacker.post(
+        "/api/generate/annotations",
+        json={
+            "assignment_id": fields["assignment_id"],
+            "client_token": "attackertoken1",
+            "relation": "on",
+            "ent1": "a",
+            "true_image": 1,
+        },
+    )
     assert r.status_code == 401
     # knowing the PID but not the Prolific session id of the open batch is refused
     r = attacker.get("/start/generate?PROLIFIC_PID=victim&STUDY_ID=study1&SESSION_ID=guess")

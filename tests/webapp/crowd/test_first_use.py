@@ -50,8 +50,11 @@ def start_validate(client: Any, pid: str) -> str:
 def vote(client: Any, value: str = "true") -> Any:
     page = client.get("/validate", follow_redirects=False)
     assert page.status_code == 200, page.headers.get("location")
-    data = {"csrf": form_field(page.text, "csrf"), "answer": value,
-            "assignment_id": form_field(page.text, "assignment_id")}
+    data = {
+        "csrf": form_field(page.text, "csrf"),
+        "answer": value,
+        "assignment_id": form_field(page.text, "assignment_id"),
+    }
     return client.post("/validate", data=data, follow_redirects=False)
 
 
@@ -89,7 +92,9 @@ def test_finish_now_with_work_done_gives_the_code(site: Any, engine: Engine) -> 
     with Session(engine) as s:
         (batch,) = s.exec(select(Batch)).all()
         assert (batch.status, batch.completion_code, batch.done_count) == (
-            "completed", "FIRST-USE", 1
+            "completed",
+            "FIRST-USE",
+            1,
         )
         assert batch.entry["finished_early"] is True and batch.entry["source"] == "prolific"
         worker_id = batch.worker_id
@@ -200,8 +205,9 @@ def test_worked_examples_never_show_a_photo_of_the_work(site: Any, engine: Engin
 
     with Session(engine) as s:
         for coco_id, name in ((119828, "000000119828.jpg"), (174231, "000000174231.jpg")):
-            s.add(Image(coco_id=coco_id, file_name=name, coco_split="val2017", width=500,
-                        height=375))
+            s.add(
+                Image(coco_id=coco_id, file_name=name, coco_split="val2017", width=500, height=375)
+            )
         s.commit()
     client = client_for(site)
     enter(client, "PROLIFIC_PID=pool1&STUDY_ID=st&SESSION_ID=se", kind="validate")
@@ -218,16 +224,24 @@ def test_consent_text_is_the_studys_own_and_safe(site: Any, engine: Engine) -> N
     client.get("/start/validate?PROLIFIC_PID=cons1&STUDY_ID=st&SESSION_ID=se")
     page = client.get("/consent/validate").text
     # The default names what a real study must fill in, with the batch's real time.
-    for placeholder in ("Ethics approval", "Questions or concerns", "Pay:",
-                        "[researcher name, email address]", "at most 90 minutes"):
+    for placeholder in (
+        "Ethics approval",
+        "Questions or concerns",
+        "Pay:",
+        "[researcher name, email address]",
+        "at most 90 minutes",
+    ):
         assert placeholder in page
     admin = TestClient(site)
     token = login(admin)
     assert "Questions or concerns" in admin.get("/admin/settings").text  # in a textarea
-    text = ("Run by **Dr Example**, [contact](mailto:a@b.org). Approval ABC-1.\r\n\r\n"
-            "<script>alert(1)</script> [x](javascript:alert(1)) {minutes} min")
-    r = admin.post("/admin/settings", data={"csrf_token": token, "consent_text": text},
-                   follow_redirects=False)
+    text = (
+        "Run by **Dr Example**, [contact](mailto:a@b.org). Approval ABC-1.\r\n\r\n"
+        "<script>alert(1)</script> [x](javascript:alert(1)) {minutes} min"
+    )
+    r = admin.post(
+        "/admin/settings", data={"csrf_token": token, "consent_text": text}, follow_redirects=False
+    )
     assert r.status_code == 303
     with Session(engine) as s:
         assert load_study_config(s).consent_text == text.replace("\r\n", "\n")

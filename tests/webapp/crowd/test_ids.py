@@ -25,8 +25,14 @@ TOKEN = "invite-abc-123"
 
 # Each hostile variant of a good value: whitespace around it and look-alike characters in it.
 HOSTILE: list[Callable[[str], str]] = [
-    lambda v: v + "\n", lambda v: v + "\r\n", lambda v: v + "\r", lambda v: "\t" + v,
-    lambda v: v + " ", lambda v: v + "\u00a0", lambda v: "\u200b" + v, lambda v: v + "\ufeff",
+    lambda v: v + "\n",
+    lambda v: v + "\r\n",
+    lambda v: v + "\r",
+    lambda v: "\t" + v,
+    lambda v: v + " ",
+    lambda v: v + "\u00a0",
+    lambda v: "\u200b" + v,
+    lambda v: v + "\ufeff",
     lambda v: v[:-1] + "\u200d" + v[-1],
     lambda v: v.translate(str.maketrans("0123456789", "０１２３４５６７８９")),  # full-width
     lambda v: v.replace("a", "\u0430").replace("A", "\u0410"),  # Cyrillic a / A
@@ -86,8 +92,12 @@ def test_trailing_newline_is_not_a_second_identity_in_safe_mode(
     """The reported attack: ``PROLIFIC_PID=selfA%0A`` was a second worker (``re.match`` with
     ``$``). Also with the lenient development format."""
     app = make_app(db_url, tmp_path, platform_id_formats="safe")
-    assert client_for(app).get("/start/generate?PROLIFIC_PID=selfA",
-                               follow_redirects=False).status_code == 303
+    assert (
+        client_for(app)
+        .get("/start/generate?PROLIFIC_PID=selfA", follow_redirects=False)
+        .status_code
+        == 303
+    )
     for bad in ("selfA%0A", "selfA%0D%0A", "selfA%09", "selfA%C2%A0", "self%EF%BC%A1"):
         r = client_for(app).get(f"/start/generate?PROLIFIC_PID={bad}", follow_redirects=False)
         assert r.status_code == 400, bad

@@ -104,16 +104,18 @@ def check_chinese(html: str) -> None:
 
 def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -> None:
     client = client_for(site)
-    r = client.get(f"{ZH}/start/generate?PROLIFIC_PID=zh0001&STUDY_ID=s1&SESSION_ID=e1",
-                   follow_redirects=False)
+    r = client.get(
+        f"{ZH}/start/generate?PROLIFIC_PID=zh0001&STUDY_ID=s1&SESSION_ID=e1", follow_redirects=False
+    )
     assert r.headers["location"] == f"{ZH}/consent/generate"
     page = client.get(f"{ZH}/consent/generate")
     check_chinese(page.text)
     assert "这是一项研究人们如何描述照片中物体位置的研究" in page.text  # the file's consent
     assert "<strong>你要做的：</strong>" in page.text  # through the Markdown renderer
     csrf = form_field(page.text, "csrf")
-    r = client.post(f"{ZH}/consent/generate", data={"decision": "agree", "csrf": csrf},
-                    follow_redirects=False)
+    r = client.post(
+        f"{ZH}/consent/generate", data={"decision": "agree", "csrf": csrf}, follow_redirects=False
+    )
     page = client.get(r.headers["location"])
     check_chinese(page.text)
     assert "撰写空间描述：说明" in page.text and "笔记本电脑在猫顶上。" in page.text
@@ -125,8 +127,9 @@ def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -
     html = page.text
     # The vocabulary of the Chinese study: its names, its categories, its switched-off
     # relations ("deep down" = 在…深处) left out.
-    chips = dict(re.findall(
-        r'name="relation" value="([^"]+)" required ><span>([^<]+)</span>', html))
+    chips = dict(
+        re.findall(r'name="relation" value="([^"]+)" required ><span>([^<]+)</span>', html)
+    )
     assert chips["on top of"] == "在…顶上" and chips["facing away from"] == "背对"
     assert "deep down" not in chips and "在…深处" not in html
     assert '<span class="group-name">邻接</span>' in html
@@ -140,9 +143,11 @@ def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -
     found = re.search(r'id="captions-data">(.*?)</script>', html, re.S)
     assert found
     captions = json.loads(found.group(1))
-    r = client.post(f"{ZH}/generate", data=dict(fields, action="submit", relation="on top of",
-                                                ent1="b", true_image="2"),
-                    follow_redirects=False)
+    r = client.post(
+        f"{ZH}/generate",
+        data=dict(fields, action="submit", relation="on top of", ent1="b", true_image="2"),
+        follow_redirects=False,
+    )
     assert r.status_code == 303, r.text
     with Session(engine) as s:
         (ann,) = s.exec(select(Annotation)).all()
@@ -153,14 +158,21 @@ def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -
     assert caption.endswith("。") and "在" in caption and "顶上" in caption
     assert captions["on top of"]["b"] == caption  # the page showed what is stored
     assert (ann.relation, ann.subj, ann.obj) == (
-        "on top of", lease_pair.concept_b, lease_pair.concept_a)
+        "on top of",
+        lease_pair.concept_b,
+        lease_pair.concept_a,
+    )
     assert sorted((e.caption, e.relation, e.label) for e in examples) == [
-        (caption, "on top of", False), (caption, "on top of", True)]
+        (caption, "on top of", False),
+        (caption, "on top of", True),
+    ]
     # An English relation name is not a Chinese study's relation (a 4xx page, in Chinese).
     page = client.get(f"{ZH}/generate")
     fields = {k: form_field(page.text, k) for k in ("assignment_id", "client_token", "csrf")}
-    r = client.post(f"{ZH}/generate", data=dict(fields, action="submit", relation="deep down",
-                                                ent1="a", true_image="1"))
+    r = client.post(
+        f"{ZH}/generate",
+        data=dict(fields, action="submit", relation="deep down", ent1="a", true_image="1"),
+    )
     assert r.status_code == 422
     check_chinese(r.text)
     assert "有些回答缺失或无效" in r.text
@@ -168,8 +180,9 @@ def test_chinese_study_pages_caption_and_validation(site: Any, engine: Engine) -
 
     # A validator of the Chinese study sees the Chinese caption, in a Chinese page.
     validator = client_for(site)
-    r = validator.get(f"{ZH}/start/validate?PROLIFIC_PID=zh0002&STUDY_ID=s1&SESSION_ID=e2",
-                      follow_redirects=False)
+    r = validator.get(
+        f"{ZH}/start/validate?PROLIFIC_PID=zh0002&STUDY_ID=s1&SESSION_ID=e2", follow_redirects=False
+    )
     page = validator.get(f"{ZH}/consent/validate")
     check_chinese(page.text)
     csrf = form_field(page.text, "csrf")
@@ -209,15 +222,21 @@ def test_relations_enabled_still_applies_in_chinese(site: Any, engine: Engine) -
     client.post(f"{ZH}/consent/generate", data={"decision": "agree", "csrf": csrf})
     client.post(f"{ZH}/begin/generate", data={"csrf": csrf})
     page = client.get(f"{ZH}/generate")
-    chips = dict(re.findall(r'name="relation" value="([^"]+)" required ><span>([^<]+)</span>',
-                            page.text))
+    chips = dict(
+        re.findall(r'name="relation" value="([^"]+)" required ><span>([^<]+)</span>', page.text)
+    )
     assert chips == {"left of": "在…左边", "right of": "在…右边", "up": "沿…向上"}
     fields = {k: form_field(page.text, k) for k in ("assignment_id", "client_token", "csrf")}
-    r = client.post(f"{ZH}/generate", data=dict(fields, action="submit", relation="on top of",
-                                                ent1="a", true_image="1"))
+    r = client.post(
+        f"{ZH}/generate",
+        data=dict(fields, action="submit", relation="on top of", ent1="a", true_image="1"),
+    )
     assert r.status_code == 422
-    r = client.post(f"{ZH}/generate", data=dict(fields, action="submit", relation="up",
-                                                ent1="a", true_image="1"), follow_redirects=False)
+    r = client.post(
+        f"{ZH}/generate",
+        data=dict(fields, action="submit", relation="up", ent1="a", true_image="1"),
+        follow_redirects=False,
+    )
     assert r.status_code == 303
     with Session(engine) as s:
         (example, _) = s.exec(select(Example)).all()

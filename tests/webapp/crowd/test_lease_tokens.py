@@ -39,9 +39,17 @@ def test_tokens_are_exact_and_bound_to_worker_and_lease() -> None:
     assert lease_from_token(SECRET, 7, token) == 42
     lease, signature = token.split(".")
     assert lease == "42" and len(signature) == 22
-    for bad in ("42", "43." + signature, token + "\n", " " + token, "042." + signature,
-                "\u0664\u0662." + signature, token[:-1], token + "A",
-                "99999999999." + signature):
+    for bad in (
+        "42",
+        "43." + signature,
+        token + "\n",
+        " " + token,
+        "042." + signature,
+        "\u0664\u0662." + signature,
+        token[:-1],
+        token + "A",
+        "99999999999." + signature,
+    ):
         assert lease_from_token(SECRET, 7, bad) is None, bad
     assert lease_from_token(SECRET, 8, token) is None  # another worker
     assert lease_from_token("t" * 40, 7, token) is None  # another site's key
@@ -66,8 +74,11 @@ def test_a_bare_or_borrowed_lease_id_casts_no_vote(validation_site: Any, engine:
         assert r.status_code in (404, 422), r.text
     r = client.post("/api/validate/votes", json={"assignment_id": bare, "value": True})
     assert r.status_code == 404 and "not one of yours" in r.json()["detail"]
-    form = client.post("/validate", data={"csrf": csrf, "assignment_id": bare, "answer": "true"},
-                       follow_redirects=False)
+    form = client.post(
+        "/validate",
+        data={"csrf": csrf, "assignment_id": bare, "answer": "true"},
+        follow_redirects=False,
+    )
     assert form.status_code == 404 and "not one of yours" in form.text
     assert client.get(f"/images/validate/{bare}.jpg").status_code == 404
     assert client.get(f"/images/validate/{token}.jpg").status_code == 200
@@ -84,8 +95,12 @@ def test_a_bare_or_borrowed_lease_id_casts_no_vote(validation_site: Any, engine:
     # The HTML page carries the same kind of token.
     page = client.get("/validate")
     secret = validation_site.state.settings.secret_key
-    assert lease_from_token(secret, _worker_id(engine, "tokens"),
-                            form_field(page.text, "assignment_id")) is not None
+    assert (
+        lease_from_token(
+            secret, _worker_id(engine, "tokens"), form_field(page.text, "assignment_id")
+        )
+        is not None
+    )
     assert _count(engine, Vote) == 1
 
 
@@ -107,13 +122,17 @@ def test_a_bare_lease_id_stores_no_caption(
     start_prolific(client, "captoken")
     fields = task(client)
     bare = str(lease_id_of(fields["assignment_id"]))
-    r = client.post("/generate", data=answer(fields, assignment_id=bare),
-                    follow_redirects=False)
+    r = client.post("/generate", data=answer(fields, assignment_id=bare), follow_redirects=False)
     assert r.status_code == 403 and "not assigned to you" in r.text
     api = client.get("/api/generate/task").json()
     assert api["assignment_id"] == fields["assignment_id"]
-    body = {"assignment_id": bare, "client_token": "guess-token-1", "relation": "near",
-            "ent1": "a", "true_image": 1}
+    body = {
+        "assignment_id": bare,
+        "client_token": "guess-token-1",
+        "relation": "near",
+        "ent1": "a",
+        "true_image": 1,
+    }
     assert client.post("/api/generate/annotations", json=body).status_code == 403
     assert _count(engine, Annotation) == 0
     body["assignment_id"] = fields["assignment_id"]

@@ -104,7 +104,9 @@ def test_annotator_completes_two_tasks_in_chromium(
         examples = s.exec(select(Example).order_by(col(Example.id))).all()
         # The two Examples are written in a random order (the queue must not reveal labels).
         assert sorted((e.caption, e.label) for e in examples[:2]) == [
-            (caption, False), (caption, True)]
+            (caption, False),
+            (caption, True),
+        ]
         assert len(examples) == 4
         assert all(a.duration_ms and a.duration_ms > 0 for a in anns)
     engine.dispose()

@@ -54,10 +54,12 @@ def test_submit_stores_one_annotation_and_two_examples(site, engine) -> None:  #
     assert (ann.relation, ann.subj, ann.obj) == ("on top of", pair.concept_b, pair.concept_a)
     assert ann.true_image_id == pair.image2_id and ann.duration_ms == 4200
     caption = f"The {pair.concept_b} is on top of the {pair.concept_a}."
-    assert sorted((e.image_id, e.label, e.caption) for e in examples) == sorted([
-        (pair.image2_id, True, caption),
-        (pair.image1_id, False, caption),
-    ])
+    assert sorted((e.image_id, e.label, e.caption) for e in examples) == sorted(
+        [
+            (pair.image2_id, True, caption),
+            (pair.image1_id, False, caption),
+        ]
+    )
     assert all(e.annotation_id == ann.id and e.origin == "human" for e in examples)
     assert all(e.author_id == ann.worker_id for e in examples)
     with Session(engine) as s:
@@ -92,8 +94,15 @@ def test_page_previews_exactly_the_stored_captions(site, engine) -> None:  # typ
     _, examples = _rows(engine)
     assert examples[0].caption == table["has as a part"]["b"]
     # all 7 categories are shown
-    for cat in ("Adjacency", "Directional", "Orientation", "Projective", "Proximity",
-                "Topological", "Unallocated"):
+    for cat in (
+        "Adjacency",
+        "Directional",
+        "Orientation",
+        "Projective",
+        "Proximity",
+        "Topological",
+        "Unallocated",
+    ):
         assert f'data-category="{cat}"' in page
     assert page.count('value="among"') == 1  # offered once, though in two categories
 
@@ -126,9 +135,16 @@ def test_double_submit_and_retries_never_duplicate(site, engine) -> None:  # typ
     again = dict(data, client_token="another-token-1", relation="under")
     assert client.post("/generate", data=again, follow_redirects=False).status_code == 303
     # the JSON API gives back the first answer with 200
-    r = client.post("/api/generate/annotations", json={
-        "assignment_id": fields["assignment_id"], "client_token": fields["client_token"],
-        "relation": "near", "ent1": "b", "true_image": 2})
+    r = client.post(
+        "/api/generate/annotations",
+        json={
+            "assignment_id": fields["assignment_id"],
+            "client_token": fields["client_token"],
+            "relation": "near",
+            "ent1": "b",
+            "true_image": 2,
+        },
+    )
     assert r.status_code == 200 and r.json()["created"] is False
     assert r.json()["relation"] == "on top of"
     anns, examples = _rows(engine)
@@ -202,9 +218,16 @@ def test_expired_lease_returns_the_pair_to_the_pool(site, engine) -> None:  # ty
     r = slow.post("/generate", data=answer(fields), follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == "/generate?notice=expired"
     assert "ran out" in slow.get("/generate?notice=expired").text
-    r = slow.post("/api/generate/annotations", json={
-        "assignment_id": fields["assignment_id"], "client_token": "late-token-1",
-        "relation": "on", "ent1": "a", "true_image": 1})
+    r = slow.post(
+        "/api/generate/annotations",
+        json={
+            "assignment_id": fields["assignment_id"],
+            "client_token": "late-token-1",
+            "relation": "on",
+            "ent1": "a",
+            "true_image": 1,
+        },
+    )
     assert r.status_code == 409
     assert _rows(engine) == ([], [])
 
@@ -232,9 +255,16 @@ def test_json_task_api(site, engine) -> None:  # type: ignore[no-untyped-def]
         free = len(s.exec(select(ImagePair)).all())
     assert t["batch_size"] == free < 200 and t["done"] == 0 and len(t["images"]) == 2
     assert "left of" in t["relations"] and "up" not in t["relations"]
-    r = client.post("/api/generate/annotations", json={
-        "assignment_id": t["assignment_id"], "client_token": "json-token-1",
-        "relation": "left of", "ent1": "a", "true_image": 1})
+    r = client.post(
+        "/api/generate/annotations",
+        json={
+            "assignment_id": t["assignment_id"],
+            "client_token": "json-token-1",
+            "relation": "left of",
+            "ent1": "a",
+            "true_image": 1,
+        },
+    )
     assert r.status_code == 201
     body = r.json()
     caption = f"The {t['concept_a']} is left of the {t['concept_b']}."
@@ -253,8 +283,11 @@ def test_id_order_of_the_two_examples_does_not_follow_the_label(  # type: ignore
     client = client_for(site)
     start_prolific(client, f"gen-order-{coin}")
     fields = task(client)
-    r = client.post("/generate", data=answer(fields, relation="on top of", true_image="1"),
-                    follow_redirects=False)
+    r = client.post(
+        "/generate",
+        data=answer(fields, relation="on top of", true_image="1"),
+        follow_redirects=False,
+    )
     assert r.status_code == 303
     _, examples = _rows(engine)
     assert [e.label for e in examples] == ([True, False] if coin == 0 else [False, True])

@@ -20,8 +20,9 @@ def site(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> Any:
     with Session(engine) as s:
         seed_examples(s, coco_dir)
     set_study(db_url, gold_rate=0.0)
-    return make_app(db_url, tmp_path, image_root=coco_dir / "images",
-                    base_url="https://vsr.example.org")
+    return make_app(
+        db_url, tmp_path, image_root=coco_dir / "images", base_url="https://vsr.example.org"
+    )
 
 
 def _votes(engine: Engine) -> int:
@@ -39,21 +40,37 @@ def test_cross_site_vote_is_refused(site: Any, engine: Engine) -> None:
     body = f'{{"assignment_id":"{lease}","value":false}}'
     # What a page on another site can send with the worker's cookie: no custom header.
     del client.headers["X-CSRF-Token"]
-    plain = client.post("/api/validate/votes", content=body,
-                        headers={"Content-Type": "text/plain", "Origin": "https://evil.example"})
+    plain = client.post(
+        "/api/validate/votes",
+        content=body,
+        headers={"Content-Type": "text/plain", "Origin": "https://evil.example"},
+    )
     assert plain.status_code == 415, plain.text
-    form = client.post("/api/validate/votes", content=body,
-                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+    form = client.post(
+        "/api/validate/votes",
+        content=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert form.status_code == 415
-    no_token = client.post("/api/validate/votes", content=body,
-                           headers={"Content-Type": "application/json"})
+    no_token = client.post(
+        "/api/validate/votes", content=body, headers={"Content-Type": "application/json"}
+    )
     assert no_token.status_code == 403 and "X-CSRF-Token" in no_token.json()["detail"]
-    wrong = client.post("/api/validate/votes", content=body,
-                        headers={"Content-Type": "application/json", "X-CSRF-Token": "guess"})
+    wrong = client.post(
+        "/api/validate/votes",
+        content=body,
+        headers={"Content-Type": "application/json", "X-CSRF-Token": "guess"},
+    )
     assert wrong.status_code == 403
-    evil = client.post("/api/validate/votes", content=body, headers={
-        "Content-Type": "application/json", "X-CSRF-Token": csrf,
-        "Origin": "https://evil.example"})
+    evil = client.post(
+        "/api/validate/votes",
+        content=body,
+        headers={
+            "Content-Type": "application/json",
+            "X-CSRF-Token": csrf,
+            "Origin": "https://evil.example",
+        },
+    )
     assert evil.status_code == 403 and "did not come from this site" in evil.json()["detail"]
     assert _votes(engine) == 0
     # The site's own call: JSON, the token, its own Origin (BASE_URL or its own host).
@@ -92,8 +109,11 @@ def test_pair_images_need_the_signature_a_page_gave(
     for src in srcs:
         r = client_for(app).get(src)  # the address itself is the permission (like a cache)
         assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
-    other_slot = srcs[0].replace("/1.jpg?", "/2.jpg?") if "/1.jpg?" in srcs[0] else (
-        srcs[0].replace("/2.jpg?", "/1.jpg?"))
+    other_slot = (
+        srcs[0].replace("/1.jpg?", "/2.jpg?")
+        if "/1.jpg?" in srcs[0]
+        else (srcs[0].replace("/2.jpg?", "/1.jpg?"))
+    )
     assert client_for(app).get(other_slot).status_code == 404  # one signature, one image
 
 
@@ -111,12 +131,23 @@ def test_cross_site_caption_is_refused(
     csrf = start_prolific(client, "writer")
     task = client.get("/api/generate/task")
     assert task.headers["X-CSRF-Token"] == csrf
-    body = {"assignment_id": task.json()["assignment_id"], "client_token": "cross-site-1",
-            "relation": "on top of", "ent1": "a", "true_image": 1}
+    body = {
+        "assignment_id": task.json()["assignment_id"],
+        "client_token": "cross-site-1",
+        "relation": "on top of",
+        "ent1": "a",
+        "true_image": 1,
+    }
     del client.headers["X-CSRF-Token"]
     assert client.post("/api/generate/annotations", json=body).status_code == 403
-    assert client.post("/api/generate/annotations", json=body, headers={
-        "X-CSRF-Token": csrf, "Origin": "https://evil.example"}).status_code == 403
+    assert (
+        client.post(
+            "/api/generate/annotations",
+            json=body,
+            headers={"X-CSRF-Token": csrf, "Origin": "https://evil.example"},
+        ).status_code
+        == 403
+    )
     with Session(engine) as s:
         assert s.exec(select(Annotation)).all() == []
     ok = client.post("/api/generate/annotations", json=body, headers={"X-CSRF-Token": csrf})

@@ -68,8 +68,9 @@ def _rows(pg_url: str) -> tuple[list[tuple[int, bool]], int]:
     engine = make_engine(pg_url)
     with Session(engine) as s:
         votes = [(v.assignment_id, v.value) for v in s.exec(select(Vote).order_by(col(Vote.id)))]
-        active = len(s.exec(select(Assignment).where(
-            Assignment.status == LeaseStatus.active)).all())
+        active = len(
+            s.exec(select(Assignment).where(Assignment.status == LeaseStatus.active)).all()
+        )
     engine.dispose()
     return votes, active  # type: ignore[return-value]
 
@@ -97,8 +98,11 @@ def test_vote_form_survives_a_terminated_backend(dropping_site: Any, kill_on: st
     csrf = start(client, "dropvote")
     lease = form_field(client.get("/validate").text, "assignment_id")
     terminator.arm(kill_on)
-    r = client.post("/validate", data={"csrf": csrf, "assignment_id": lease,
-                                       "answer": "true"}, follow_redirects=False)
+    r = client.post(
+        "/validate",
+        data={"csrf": csrf, "assignment_id": lease, "answer": "true"},
+        follow_redirects=False,
+    )
     assert terminator.fired == 1
     assert (r.status_code, r.headers.get("location")) == (303, "/validate"), r.text
     votes, _ = _rows(pg_url)
@@ -129,8 +133,9 @@ def server_without_database(tmp_path: Path) -> Any:
 
     url = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/vsr_down"
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(make_app(url, tmp_path), host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(make_app(url, tmp_path), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -151,12 +156,12 @@ def test_a_database_that_is_down_gets_503_with_retry_after_on_a_kept_connection(
 
     conn = http.client.HTTPConnection("127.0.0.1", server_without_database, timeout=20)
     sockets = []
-    for path, accept in (("/healthz", "application/json"),
-                         ("/start/validate?PROLIFIC_PID=down1&STUDY_ID=s&SESSION_ID=s",
-                          "text/html"),
-                         ("/s/default/start/validate?PROLIFIC_PID=down1&STUDY_ID=s&SESSION_ID=s",
-                          "text/html"),
-                         ("/healthz", "application/json")):
+    for path, accept in (
+        ("/healthz", "application/json"),
+        ("/start/validate?PROLIFIC_PID=down1&STUDY_ID=s&SESSION_ID=s", "text/html"),
+        ("/s/default/start/validate?PROLIFIC_PID=down1&STUDY_ID=s&SESSION_ID=s", "text/html"),
+        ("/healthz", "application/json"),
+    ):
         conn.request("GET", path, headers={"Accept": accept})
         r = conn.getresponse()
         body = r.read().decode()

@@ -77,8 +77,12 @@ def test_schemathesis_finds_no_server_errors(worker_site, engine) -> None:  # ty
     operations = [r.ok() for r in schema.get_all_operations()]  # type: ignore[union-attr]
     mine = [op for op in operations if set(op.tags or []) & MY_TAGS]
     assert {f"{op.method.upper()} {op.path}" for op in mine} >= {
-        "GET /start/{kind}", "POST /consent/{kind}", "POST /begin/{kind}", "POST /generate",
-        "GET /api/generate/task", "POST /api/generate/annotations",
+        "GET /start/{kind}",
+        "POST /consent/{kind}",
+        "POST /begin/{kind}",
+        "POST /generate",
+        "GET /api/generate/task",
+        "POST /api/generate/annotations",
         "GET /images/pair/{pair_id}/{slot}.jpg",
     }
     failures: list[str] = []
@@ -191,8 +195,12 @@ def test_hostile_ids_in_links_and_api(  # type: ignore[no-untyped-def]
     from urllib.parse import quote
 
     client = client_for(make_app(db_url, tmp_path))
-    for query in (f"PROLIFIC_PID={quote(value)}", f"workerId={quote(value)}&assignmentId=A",
-                  f"token={quote(value)}", f"PROLIFIC_PID=ok&SESSION_ID={quote(value)}"):
+    for query in (
+        f"PROLIFIC_PID={quote(value)}",
+        f"workerId={quote(value)}&assignmentId=A",
+        f"token={quote(value)}",
+        f"PROLIFIC_PID=ok&SESSION_ID={quote(value)}",
+    ):
         r = client.get(f"/start/generate?{query}", follow_redirects=False)
         assert r.status_code in (400, 403), (query, r.status_code)
         assert not _unescaped(r.text)

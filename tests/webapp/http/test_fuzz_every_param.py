@@ -52,11 +52,25 @@ SKIP_BODY = {("POST", "/admin/jobs/{kind}")}
 SKIP = {("POST", "/admin/logout")}
 # Routes that read their body themselves: the fields they take.
 MANUAL_BODY: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
-    ("POST", "/api/validate/votes"): ("json", {"assignment_id": "1." + "A" * 22, "value": True,
-                                              "reference_frame": "both", "duration_ms": 5}),
-    ("POST", "/admin/settings"): ("form", {"votes_per_example": "3", "gold_rate": "0.1",
-                                           "keep_threshold": "2/3", "batch_size": "10",
-                                           "relations_enabled": "left of"}),
+    ("POST", "/api/validate/votes"): (
+        "json",
+        {
+            "assignment_id": "1." + "A" * 22,
+            "value": True,
+            "reference_frame": "both",
+            "duration_ms": 5,
+        },
+    ),
+    ("POST", "/admin/settings"): (
+        "form",
+        {
+            "votes_per_example": "3",
+            "gold_rate": "0.1",
+            "keep_threshold": "2/3",
+            "batch_size": "10",
+            "relations_enabled": "left of",
+        },
+    ),
 }
 PATH_DEFAULTS = {"kind": "validate", "slot": "1", "name": "votes"}
 PASSWORD = "correct horse battery"
@@ -89,8 +103,10 @@ def fuzz_site(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> An
     with Session(engine) as s:
         create_admin(s, "alice", PASSWORD)
     settings = Settings(
-        database_url=db_url, secret_key="fuzz-secret-" + "x" * 32,
-        image_root=coco_dir / "images", image_cache_dir=tmp_path / "cache",
+        database_url=db_url,
+        secret_key="fuzz-secret-" + "x" * 32,
+        image_root=coco_dir / "images",
+        image_cache_dir=tmp_path / "cache",
     )
     return create_app(settings, engine)
 
@@ -100,16 +116,24 @@ def _sessions(app: Any) -> tuple[str, dict[str, str]]:
     CSRF values each form needs."""
     client = TestClient(app)
     csrf = enter(client, "PROLIFIC_PID=fuzzall&STUDY_ID=st&SESSION_ID=se", kind="validate")
-    assert client.post("/begin/validate", data={"csrf": csrf}, follow_redirects=False)\
-        .status_code == 303
+    assert (
+        client.post("/begin/validate", data={"csrf": csrf}, follow_redirects=False).status_code
+        == 303
+    )
     # The same worker in the second study, so its prefixed routes find a batch there too.
-    assert enter_study(client, STUDY_PREFIX, "PROLIFIC_PID=fuzzall&STUDY_ID=st2&SESSION_ID=se2",
-                       "validate") == csrf
+    assert (
+        enter_study(
+            client, STUDY_PREFIX, "PROLIFIC_PID=fuzzall&STUDY_ID=st2&SESSION_ID=se2", "validate"
+        )
+        == csrf
+    )
     page = client.get("/admin/login")
     token = form_field(page.text, "csrf_token")
-    r = client.post("/admin/login", data={"username": "alice", "password": PASSWORD,
-                                          "csrf_token": token, "next": "/admin"},
-                    follow_redirects=False)
+    r = client.post(
+        "/admin/login",
+        data={"username": "alice", "password": PASSWORD, "csrf_token": token, "next": "/admin"},
+        follow_redirects=False,
+    )
     assert r.status_code == 303, r.text
     m = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/admin").text)
     assert m
@@ -134,9 +158,9 @@ def _fields(route: APIRoute) -> tuple[str, dict[str, Any]] | None:
     for param in params:
         annotation = param.field_info.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            fields.update({
-                name: _valid(info.annotation) for name, info in annotation.model_fields.items()
-            })
+            fields.update(
+                {name: _valid(info.annotation) for name, info in annotation.model_fields.items()}
+            )
         else:
             fields[param.alias] = _valid(annotation)
     kind = "form" if any(type(p.field_info).__name__ == "Form" for p in params) else "json"
@@ -150,13 +174,13 @@ def _routes(routes: list[Any], prefix: str = "") -> Iterator[tuple[str, APIRoute
         if isinstance(route, APIRoute):
             yield prefix + route.path, route
         elif hasattr(route, "original_router"):
-            yield from _routes(
-                route.original_router.routes, prefix + route.include_context.prefix
-            )
+            yield from _routes(route.original_router.routes, prefix + route.include_context.prefix)
 
 
 def _url(
-    template: str, path_names: list[str], query_names: list[str],
+    template: str,
+    path_names: list[str],
+    query_names: list[str],
     hostile: tuple[tuple[str, str], str] | None = None,
 ) -> str:
     """The URL with valid path values (``page=1``), one of them or a query field hostile."""
@@ -210,9 +234,15 @@ def _bare(path: str) -> str:
     return path.removeprefix(STUDY_PREFIX)
 
 
-def _request(conn: http.client.HTTPConnection, method: str, url: str, kind: str,
-             body: dict[str, Any] | None, cookie: str, csrf: dict[str, str]
-             ) -> tuple[Any, bytes]:
+def _request(
+    conn: http.client.HTTPConnection,
+    method: str,
+    url: str,
+    kind: str,
+    body: dict[str, Any] | None,
+    cookie: str,
+    csrf: dict[str, str],
+) -> tuple[Any, bytes]:
     # The crowd's JSON API checks the worker session's token, the admin's fetch() calls the
     # admin session's (webapp.http.api_guard, webapp.admin.csrf).
     token = csrf["csrf"] if _bare(url).startswith("/api/") else csrf["csrf_token"]
@@ -233,11 +263,18 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
     cookie, csrf = _sessions(fuzz_site)
     cases = list(_cases(fuzz_site, csrf))
     covered = {(m, p) for m, p, *_ in cases}
-    expected = {("GET", "/admin/examples/{example_id}"), ("GET", "/admin/data"),
-                ("GET", "/admin/workers/{worker_id}"), ("GET", "/admin/jobs/{job_id}/download"),
-                ("POST", "/validate"), ("POST", "/generate"), ("POST", "/api/validate/votes"),
-                ("POST", "/api/generate/annotations"), ("GET", "/images/pair/{pair_id}/{slot}.jpg"),
-                ("GET", "/images/validate/{assignment_id}.jpg")}
+    expected = {
+        ("GET", "/admin/examples/{example_id}"),
+        ("GET", "/admin/data"),
+        ("GET", "/admin/workers/{worker_id}"),
+        ("GET", "/admin/jobs/{job_id}/download"),
+        ("POST", "/validate"),
+        ("POST", "/generate"),
+        ("POST", "/api/validate/votes"),
+        ("POST", "/api/generate/annotations"),
+        ("GET", "/images/pair/{pair_id}/{slot}.jpg"),
+        ("GET", "/images/validate/{assignment_id}.jpg"),
+    }
     assert expected <= covered
     assert {(m, STUDY_PREFIX + p) for m, p in expected} <= covered  # every route, prefixed too
     failures: list[str] = []

@@ -33,9 +33,16 @@ def test_nul_in_skip_comment_is_refused_by_form_and_api(site: Any, engine: Engin
     form = dict(fields, action="skip", skip_reason="unidentifiable", skip_comment="too\x00dark")
     r = client.post("/generate", data=form, follow_redirects=False)
     assert r.status_code == 400 and "skip_comment" in r.text and "NUL" in r.text
-    r = client.post("/api/generate/annotations", json={
-        "assignment_id": fields["assignment_id"], "client_token": fields["client_token"],
-        "action": "skip", "skip_reason": "unidentifiable", "skip_comment": "too\x00dark"})
+    r = client.post(
+        "/api/generate/annotations",
+        json={
+            "assignment_id": fields["assignment_id"],
+            "client_token": fields["client_token"],
+            "action": "skip",
+            "skip_reason": "unidentifiable",
+            "skip_comment": "too\x00dark",
+        },
+    )
     assert r.status_code == 400, r.text
     assert "skip_comment" in r.json()["detail"]
     assert _count(engine, Annotation) == 0
@@ -54,14 +61,18 @@ def test_unicode_digits_in_duration_are_no_duration(
     csrf = start(client, "digits")
     page = client.get("/validate")
     lease = form_field(page.text, "assignment_id")
-    r = client.post("/validate", data={"csrf": csrf, "assignment_id": lease, "answer": "true",
-                                       "duration_ms": "\u00b2"}, follow_redirects=False)
+    r = client.post(
+        "/validate",
+        data={"csrf": csrf, "assignment_id": lease, "answer": "true", "duration_ms": "\u00b2"},
+        follow_redirects=False,
+    )
     assert r.status_code == 303 and r.headers["location"] == "/validate", r.text
     with Session(engine) as s:
         vote = s.exec(select(Vote)).one()
         assert vote.duration_ms is None
-    bad_next = client.post("/api/validate/votes?next=\u00b2",
-                           json={"assignment_id": lease, "value": True})
+    bad_next = client.post(
+        "/api/validate/votes?next=\u00b2", json={"assignment_id": lease, "value": True}
+    )
     assert bad_next.status_code == 422 and "next" in bad_next.json()["detail"]
 
 
@@ -82,11 +93,17 @@ def test_nul_in_admin_search_is_a_400_naming_the_field(admin_app: Any, query: st
     assert f"The query field {query.split('=')[0]!r} contains a NUL" in text
 
 
-@pytest.mark.parametrize("url", [
-    "/admin/examples/99999999999999999999", "/admin/examples/99999999999999999999/image",
-    "/admin/workers/99999999999999999999", "/admin/jobs/99999999999999999999/download",
-    "/admin/api/jobs/-99999999999999999999", "/admin/workers/2147483648",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/examples/99999999999999999999",
+        "/admin/examples/99999999999999999999/image",
+        "/admin/workers/99999999999999999999",
+        "/admin/jobs/99999999999999999999/download",
+        "/admin/api/jobs/-99999999999999999999",
+        "/admin/workers/2147483648",
+    ],
+)
 def test_huge_ids_are_a_422_naming_the_id(admin_app: Any, url: str) -> None:
     client = client_for(admin_app)
     login(client)

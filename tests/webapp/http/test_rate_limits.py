@@ -18,8 +18,7 @@ from vsr_core.models import Assignment, ImagePair, LeaseStatus, PairStatus, Work
 from webapp.admin.auth import create_admin
 
 ATTACKER = "198.51.100.7"
-LIMITS = {"new_workers_per_address": 5, "new_workers_per_study": 0,
-          "new_batches_per_address": 0}
+LIMITS = {"new_workers_per_address": 5, "new_workers_per_study": 0, "new_batches_per_address": 0}
 
 
 def _client(app: Any, address: str) -> TestClient:
@@ -29,8 +28,9 @@ def _client(app: Any, address: str) -> TestClient:
 def _invent(app: Any, k: int) -> int:
     """One invented Prolific id from the attacker's address: enter, consent, begin, lease."""
     client = _client(app, ATTACKER)
-    first = client.get(f"/start/generate?PROLIFIC_PID=fake{k:04d}&STUDY_ID=s&SESSION_ID=s",
-                       follow_redirects=False)
+    first = client.get(
+        f"/start/generate?PROLIFIC_PID=fake{k:04d}&STUDY_ID=s&SESSION_ID=s", follow_redirects=False
+    )
     if first.status_code != 303:
         assert first.status_code == 429 and "Too many new participants" in first.text
         return 429
@@ -61,7 +61,8 @@ def test_invented_pids_cannot_drain_the_pool(
         assert len(s.exec(select(Worker)).all()) == 5
     # A returning invented worker is not a new identity: it is let back in.
     again = _client(app, ATTACKER).get(
-        "/start/generate?PROLIFIC_PID=fake0000&STUDY_ID=s&SESSION_ID=s", follow_redirects=False)
+        "/start/generate?PROLIFIC_PID=fake0000&STUDY_ID=s&SESSION_ID=s", follow_redirects=False
+    )
     assert again.status_code == 303
     # A real worker elsewhere still gets work.
     real = _client(app, "203.0.113.20")
@@ -79,8 +80,11 @@ def test_invented_pids_cannot_drain_the_pool(
     assert "203.0.113.20" not in page.text  # one identity is not a burst
     token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
     assert token
-    cut = admin.post("/admin/bursts/cut", data={"csrf_token": token.group(1),
-                                                 "address": ATTACKER}, follow_redirects=False)
+    cut = admin.post(
+        "/admin/bursts/cut",
+        data={"csrf_token": token.group(1), "address": ATTACKER},
+        follow_redirects=False,
+    )
     assert cut.status_code == 303
     assert "5 worker(s) first seen from" in admin.get(cut.headers["location"]).text
     with Session(engine) as s:
@@ -99,18 +103,33 @@ def test_site_wide_limit_and_new_batches_per_address(
 ) -> None:
     with Session(engine) as s:
         make_pairs(s, coco_dir, 6)
-    app = make_app(db_url, tmp_path, image_root=coco_dir / "images", new_workers_per_address=0,
-                   new_workers_per_study=3, new_batches_per_address=2)
+    app = make_app(
+        db_url,
+        tmp_path,
+        image_root=coco_dir / "images",
+        new_workers_per_address=0,
+        new_workers_per_study=3,
+        new_batches_per_address=2,
+    )
     codes = [
-        _client(app, f"192.0.2.{k}").get(
+        _client(app, f"192.0.2.{k}")
+        .get(
             f"/start/generate?PROLIFIC_PID=spread{k}&STUDY_ID=s&SESSION_ID=s",
-            follow_redirects=False).status_code
+            follow_redirects=False,
+        )
+        .status_code
         for k in range(5)
     ]
     assert codes == [303, 303, 303, 429, 429]  # addresses spread out: the study-wide cap
     # Batches: two from one address, the third waits (existing identities, new batches).
-    app2 = make_app(db_url, tmp_path, image_root=coco_dir / "images", new_workers_per_address=0,
-                    new_workers_per_study=0, new_batches_per_address=2)
+    app2 = make_app(
+        db_url,
+        tmp_path,
+        image_root=coco_dir / "images",
+        new_workers_per_address=0,
+        new_workers_per_study=0,
+        new_batches_per_address=2,
+    )
     outcomes = []
     for k in range(3):
         client = _client(app2, "192.0.2.99")

@@ -26,8 +26,12 @@ from webapp.admin.auth import create_admin
 
 ADDRESS = "198.51.100.7"  # every burst comes from here (a trusted proxy forwards it)
 BURST = 40
-LIMITS = {"NEW_WORKERS_PER_ADDRESS": "10", "NEW_WORKERS_PER_STUDY": "0",
-          "NEW_BATCHES_PER_ADDRESS": "30", "TRUSTED_PROXIES": "127.0.0.1"}
+LIMITS = {
+    "NEW_WORKERS_PER_ADDRESS": "10",
+    "NEW_WORKERS_PER_STUDY": "0",
+    "NEW_BATCHES_PER_ADDRESS": "30",
+    "TRUSTED_PROXIES": "127.0.0.1",
+}
 
 
 @pytest.fixture
@@ -45,8 +49,9 @@ def server(pg_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
         _stop(proc)
 
 
-def _burst(n: int, prepare: Callable[[int], httpx.Client], fire: Callable[[int, httpx.Client], int]
-           ) -> Counter[int]:
+def _burst(
+    n: int, prepare: Callable[[int], httpx.Client], fire: Callable[[int, httpx.Client], int]
+) -> Counter[int]:
     """``n`` threads each prepare a client, then all fire at the same instant."""
     clients = [prepare(k) for k in range(n)]
     gate = threading.Barrier(n)
@@ -80,8 +85,10 @@ def test_failed_logins_get_at_most_the_limit_of_password_checks(server: str) -> 
         form = c.get("/admin/login")
         token = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
         assert token
-        return c.post("/admin/login", data={"username": "alice", "password": "wrong-password",
-                                            "csrf_token": token.group(1)}).status_code
+        return c.post(
+            "/admin/login",
+            data={"username": "alice", "password": "wrong-password", "csrf_token": token.group(1)},
+        ).status_code
 
     codes = _burst(BURST, prepare, fire)
     assert codes == Counter({401: 5, 429: BURST - 5}), codes  # 401: a password was checked
@@ -91,8 +98,9 @@ def test_new_identities_and_batches_per_address_stop_exactly_at_the_limit(
     server: str, pg_url: str
 ) -> None:
     def fire_start(k: int, c: httpx.Client) -> int:
-        return c.get(f"/start/generate?PROLIFIC_PID=burst{k:03d}&STUDY_ID=s&SESSION_ID=s"
-                     ).status_code
+        return c.get(
+            f"/start/generate?PROLIFIC_PID=burst{k:03d}&STUDY_ID=s&SESSION_ID=s"
+        ).status_code
 
     codes = _burst(BURST, lambda _k: _client(server), fire_start)
     assert codes == Counter({303: 10, 429: BURST - 10}), codes

@@ -65,8 +65,9 @@ def enter(client: Any, prefix: str, query: str, kind: str) -> str:
     assert page.status_code == 200, page.text
     assert f'action="{prefix}/consent/{kind}"' in page.text
     csrf = form_field(page.text, "csrf")
-    r = client.post(f"{prefix}/consent/{kind}", data={"decision": "agree", "csrf": csrf},
-                    follow_redirects=False)
+    r = client.post(
+        f"{prefix}/consent/{kind}", data={"decision": "agree", "csrf": csrf}, follow_redirects=False
+    )
     assert r.headers["location"] == f"{prefix}/instructions/{kind}"
     page = client.get(r.headers["location"])
     assert f'action="{prefix}/begin/{kind}"' in page.text
@@ -86,8 +87,9 @@ def validate_all(client: Any, prefix: str) -> int:
         assert page.status_code == 200, page.text
         assert f'action="{prefix}/validate"' in page.text
         fields = {k: form_field(page.text, k) for k in ("csrf", "assignment_id")}
-        r = client.post(f"{prefix}/validate", data=fields | {"answer": "true"},
-                        follow_redirects=False)
+        r = client.post(
+            f"{prefix}/validate", data=fields | {"answer": "true"}, follow_redirects=False
+        )
         assert r.status_code == 303 and r.headers["location"].startswith(f"{prefix}/validate")
         served += 1
         assert served <= 20
@@ -124,7 +126,8 @@ def test_a_validator_in_one_study_never_gets_the_others_items(
     with Session(engine) as s:
         batches = list(s.exec(select(Batch).order_by(col(Batch.id))))
         assert [(b.study_id, b.worker_id) for b in batches] == [
-            (zh_id, batches[0].worker_id), (1, batches[0].worker_id)  # one worker, two studies
+            (zh_id, batches[0].worker_id),
+            (1, batches[0].worker_id),  # one worker, two studies
         ]
 
 
@@ -145,17 +148,33 @@ def test_an_annotator_gets_the_studys_pairs_and_its_examples_stay_there(
         assert page.status_code == 200, page.text
         assert 'action="/s/vsr-zh/generate"' in page.text
         fields = {k: form_field(page.text, k) for k in ("assignment_id", "client_token", "csrf")}
-        r = client.post("/s/vsr-zh/generate", data=fields | {
-            "action": "submit", "relation": "near", "ent1": "a", "true_image": "1",
-        }, follow_redirects=False)
+        r = client.post(
+            "/s/vsr-zh/generate",
+            data=fields
+            | {
+                "action": "submit",
+                "relation": "near",
+                "ent1": "a",
+                "true_image": "1",
+            },
+            follow_redirects=False,
+        )
         assert r.status_code == 303, r.text
     with Session(engine) as s:
         leased = set(s.exec(select(Assignment.pair_id).where(col(Assignment.pair_id).is_not(None))))
         assert leased and leased <= zh_pairs
-        new = list(s.exec(select(Example).where(Example.origin == "human",
-                                                col(Example.author_id).is_not(None),
-                                                col(Example.created_at).is_not(None))
-                           .order_by(col(Example.id).desc()).limit(4)))
+        new = list(
+            s.exec(
+                select(Example)
+                .where(
+                    Example.origin == "human",
+                    col(Example.author_id).is_not(None),
+                    col(Example.created_at).is_not(None),
+                )
+                .order_by(col(Example.id).desc())
+                .limit(4)
+            )
+        )
         assert {e.study_id for e in new} == {zh_id}
 
 
@@ -208,8 +227,11 @@ def _counts(engine: Engine) -> tuple[int, int, int]:
     from vsr_core.models import Vote
 
     with Session(engine) as s:
-        return (len(s.exec(select(Annotation)).all()), len(s.exec(select(Example)).all()),
-                len(s.exec(select(Vote)).all()))
+        return (
+            len(s.exec(select(Annotation)).all()),
+            len(s.exec(select(Example)).all()),
+            len(s.exec(select(Vote)).all()),
+        )
 
 
 def test_a_caption_is_never_stored_through_another_studys_address(
@@ -231,8 +253,14 @@ def test_a_caption_is_never_stored_through_another_studys_address(
     lease = task.json()["assignment_id"]
     before = _counts(engine)
     for relation in ("near", "around"):  # "around" is switched off in vsr-zh
-        body = {"assignment_id": lease, "client_token": f"cross-{relation[:4]}-0001",
-                "action": "submit", "relation": relation, "ent1": "a", "true_image": 1}
+        body = {
+            "assignment_id": lease,
+            "client_token": f"cross-{relation[:4]}-0001",
+            "action": "submit",
+            "relation": relation,
+            "ent1": "a",
+            "true_image": 1,
+        }
         r = client.post("/api/generate/annotations", json=body)
         assert r.status_code == 403, r.text
         assert "belongs to another study" in r.json()["detail"]
@@ -241,16 +269,28 @@ def test_a_caption_is_never_stored_through_another_studys_address(
         assert form.status_code == 403 and "belongs to another study" in form.text
     assert _counts(engine) == before
     # The study switched "around" off: refused at its own address too.
-    off = {"assignment_id": lease, "client_token": "cross-off-0001", "action": "submit",
-           "relation": "around", "ent1": "a", "true_image": 1}
+    off = {
+        "assignment_id": lease,
+        "client_token": "cross-off-0001",
+        "action": "submit",
+        "relation": "around",
+        "ent1": "a",
+        "true_image": 1,
+    }
     assert client.post("/s/vsr-zh/api/generate/annotations", json=off).status_code == 422
     # The pair's images answer at the study's address only.
     for image in task.json()["images"]:
         assert image["src"].startswith("/s/vsr-zh/images/pair/"), image["src"]
         assert client.get(image["src"]).status_code == 200
         assert client.get(image["src"].removeprefix("/s/vsr-zh")).status_code == 404
-    ok = {"assignment_id": lease, "client_token": "cross-ok-00001", "action": "submit",
-          "relation": "near", "ent1": "a", "true_image": 1}
+    ok = {
+        "assignment_id": lease,
+        "client_token": "cross-ok-00001",
+        "action": "submit",
+        "relation": "near",
+        "ent1": "a",
+        "true_image": 1,
+    }
     r = client.post("/s/vsr-zh/api/generate/annotations", json=ok)
     assert r.status_code == 201, r.text
     with Session(engine) as s:

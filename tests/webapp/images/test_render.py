@@ -20,8 +20,13 @@ from webapp.images.signed_urls import pair_image_url
 
 def _instance(ann: dict) -> Instance:  # type: ignore[type-arg]
     return Instance(
-        coco_ann_id=ann["id"], image_id=1, category_id=ann["category_id"], category="x",
-        bbox=ann["bbox"], area=ann["area"], iscrowd=bool(ann["iscrowd"]),
+        coco_ann_id=ann["id"],
+        image_id=1,
+        category_id=ann["category_id"],
+        category="x",
+        bbox=ann["bbox"],
+        area=ann["area"],
+        iscrowd=bool(ann["iscrowd"]),
         segmentation=ann["segmentation"],
     )
 
@@ -112,8 +117,12 @@ def test_flat_image_root_and_missing_files(
     assert r.content[:2] == b"\xff\xd8"
     r = client.get(pair_image_url(secret, pair_id, 2))  # not copied: a clear 404, no crash
     assert r.status_code == 404 and "missing" in r.text
-    for bad in (f"/images/pair/{pair_id}/3.jpg", "/images/pair/999999/1.jpg",
-                "/images/pair/-1/1.jpg", "/images/pair/99999999999999999999/1.jpg"):
+    for bad in (
+        f"/images/pair/{pair_id}/3.jpg",
+        "/images/pair/999999/1.jpg",
+        "/images/pair/-1/1.jpg",
+        "/images/pair/99999999999999999999/1.jpg",
+    ):
         assert client.get(bad).status_code in (404, 422)
 
 
@@ -148,9 +157,16 @@ def test_an_instance_filling_the_photo_is_outlined_inside_it(
     image = session.get(Image, pair.image1_id)
     b = session.get(Instance, pair.image1_b_id)
     assert image is not None and image.id is not None and b is not None
-    whole = Instance(coco_ann_id=-1, image_id=image.id, category_id=1, category="x",
-                     bbox=[0, 0, image.width, image.height], area=image.width * image.height,
-                     iscrowd=False, segmentation=[])
+    whole = Instance(
+        coco_ann_id=-1,
+        image_id=image.id,
+        category_id=1,
+        category="x",
+        bbox=[0, 0, image.width, image.height],
+        area=image.width * image.height,
+        iscrowd=False,
+        segmentation=[],
+    )
     out = images.render_marked(coco_dir / "images", tmp_path / "cache", image, whole, b)
     assert out is not None
     with PILImage.open(out) as marked:

@@ -23,8 +23,13 @@ def fake() -> Iterator[tuple[str, State]]:
 def stubbed() -> Iterator[tuple[MTurkPlatform, Stubber]]:
     """A real boto3 MTurk client under botocore's Stubber (requests checked against the
     service model); every queued answer must be used."""
-    client = boto3.client("mturk", region_name="us-east-1", endpoint_url=SANDBOX,
-                          aws_access_key_id="x", aws_secret_access_key="y")
+    client = boto3.client(
+        "mturk",
+        region_name="us-east-1",
+        endpoint_url=SANDBOX,
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+    )
     with Stubber(client) as stub:
         yield MTurkPlatform(client=client), stub
         stub.assert_no_pending_responses()

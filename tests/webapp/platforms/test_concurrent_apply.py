@@ -29,9 +29,16 @@ N = 20  # participants: even ones wrote a caption (approve + bonus), odd ones no
 
 def _planned_study(engine: Engine, url: str, state: State, n: int = N) -> int:
     p = ProlificPlatform(base_url=url, token=TOKEN)
-    ext = p.create_draft({"name": "s", "external_study_url": "https://x/start",
-                          "total_available_places": n, "reward": 100,
-                          "estimated_completion_time": 5}, "m")
+    ext = p.create_draft(
+        {
+            "name": "s",
+            "external_study_url": "https://x/start",
+            "total_available_places": n,
+            "reward": 100,
+            "estimated_completion_time": 5,
+        },
+        "m",
+    )
     with Session(engine) as session:
         scene = work.scene(session)
         for i in range(n):
@@ -58,8 +65,9 @@ def _forget_plan(engine: Engine) -> None:
             session.commit()
 
 
-def _at_once(k: int, job: Callable[[Session, PlatformStudy], Any], engine: Engine,
-             study_id: int) -> list[Any]:
+def _at_once(
+    k: int, job: Callable[[Session, PlatformStudy], Any], engine: Engine, study_id: int
+) -> list[Any]:
     """Run ``job`` in ``k`` threads released together; their results (errors raised)."""
     start = threading.Barrier(k)
     results: list[Any] = []
@@ -87,9 +95,7 @@ def _at_once(k: int, job: Callable[[Session, PlatformStudy], Any], engine: Engin
     return results
 
 
-def test_eight_applies_at_once_pay_each_payment_once(
-    pg_url: str, fake: tuple[str, State]
-) -> None:
+def test_eight_applies_at_once_pay_each_payment_once(pg_url: str, fake: tuple[str, State]) -> None:
     """Eight plans, then eight applies of the same platform study at once on PostgreSQL:
     every decision and every bonus reaches Prolific once, and the ledger holds each unit
     once."""
@@ -100,12 +106,19 @@ def test_eight_applies_at_once_pay_each_payment_once(
     rules = Rules(min_items=1, bonus_cents_per_kept=25)
     added = _at_once(8, lambda s, st: len(plan(s, st, rules)), engine, study_id)
     assert sum(added) == N + N // 2
-    results = _at_once(8, lambda s, st: apply(s, ProlificPlatform(base_url=url, token=TOKEN),
-                                              st), engine, study_id)
+    results = _at_once(
+        8, lambda s, st: apply(s, ProlificPlatform(base_url=url, token=TOKEN), st), engine, study_id
+    )
     assert sum(r["done"] for r in results) == N + N // 2
     sent = Counter(path for method, path in state.received if method == "POST")
-    assert sorted(n for p, n in sent.items() if p.endswith("/transition/")
-                  and p.startswith("/api/v1/submissions/")) == [1] * N
+    assert (
+        sorted(
+            n
+            for p, n in sent.items()
+            if p.endswith("/transition/") and p.startswith("/api/v1/submissions/")
+        )
+        == [1] * N
+    )
     assert sent["/api/v1/submissions/bonus-payments/"] == N // 2
     assert sum(n for p, n in sent.items() if p.endswith("/pay/")) == N // 2
     assert sorted(state.paid) == sorted((f"p{i}", 0.25) for i in range(0, N, 2))
@@ -115,23 +128,24 @@ def test_eight_applies_at_once_pay_each_payment_once(
     engine.dispose()
 
 
-def test_two_applies_at_once_send_each_action_once(
-    engine: Engine, fake: tuple[str, State]
-) -> None:
+def test_two_applies_at_once_send_each_action_once(engine: Engine, fake: tuple[str, State]) -> None:
     url, state = fake
     study_id = _planned_study(engine, url, state)
-    results = _at_once(2, lambda s, st: apply(s, ProlificPlatform(base_url=url, token=TOKEN),
-                                              st), engine, study_id)
+    results = _at_once(
+        2, lambda s, st: apply(s, ProlificPlatform(base_url=url, token=TOKEN), st), engine, study_id
+    )
     assert sum(r["done"] for r in results) == N + N // 2
     assert sum(r["failed"] for r in results) == 0
     sent = Counter(path for method, path in state.received if method == "POST")
-    transitions = {p: n for p, n in sent.items() if p.endswith("/transition/")
-                   and p.startswith("/api/v1/submissions/")}
+    transitions = {
+        p: n
+        for p, n in sent.items()
+        if p.endswith("/transition/") and p.startswith("/api/v1/submissions/")
+    }
     assert len(transitions) == N and set(transitions.values()) == {1}
     assert sent["/api/v1/submissions/bonus-payments/"] == N // 2
     assert sorted(state.paid) == sorted((f"p{i}", 0.25) for i in range(0, N, 2))
-    assert Counter(s for _, s in state.transitions) == {"APPROVED": N // 2,
-                                                       "REJECTED": N // 2}
+    assert Counter(s for _, s in state.transitions) == {"APPROVED": N // 2, "REJECTED": N // 2}
     with Session(engine) as session:
         assert {a.state for a in session.exec(select(PlatformAction))} == {"done"}
 
@@ -146,10 +160,21 @@ def test_the_cli_beside_another_apply_sends_each_action_once(
     state.slow = 0.05
     vsr = str(Path(sys.executable).parent / "vsr")
     cli = subprocess.Popen(
-        [vsr, "platform", "apply", "--platform", "prolific", "--platform-study", str(study_id),
-         "--database-url", db_url],
+        [
+            vsr,
+            "platform",
+            "apply",
+            "--platform",
+            "prolific",
+            "--platform-study",
+            str(study_id),
+            "--database-url",
+            db_url,
+        ],
         env={**os.environ, "PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     with Session(engine) as session:
         study = session.get(PlatformStudy, study_id)
@@ -161,15 +186,19 @@ def test_the_cli_beside_another_apply_sends_each_action_once(
     assert there, out + err
     assert here["failed"] == 0 and here["done"] + int(there.group(1)) == N + N // 2
     sent = Counter(path for method, path in state.received if method == "POST")
-    assert sorted(n for p, n in sent.items() if p.endswith("/transition/")
-                  and p.startswith("/api/v1/submissions/")) == [1] * N
+    assert (
+        sorted(
+            n
+            for p, n in sent.items()
+            if p.endswith("/transition/") and p.startswith("/api/v1/submissions/")
+        )
+        == [1] * N
+    )
     assert sent["/api/v1/submissions/bonus-payments/"] == N // 2
     assert len(state.paid) == N // 2
 
 
-def test_two_plans_at_once_plan_each_action_once(
-    engine: Engine, fake: tuple[str, State]
-) -> None:
+def test_two_plans_at_once_plan_each_action_once(engine: Engine, fake: tuple[str, State]) -> None:
     url, state = fake
     study_id = _planned_study(engine, url, state)
     _forget_plan(engine)  # two pages plan it again at once

@@ -30,9 +30,16 @@ SITE = "https://vsr.example.org"
 SERIAL = count(1)
 
 
-def _batches(session: Session, study_id: int, seconds_per_item: list[float], source: str,
-             size: int, done: int | None = None, kind: str = "generate",
-             flagged: bool = False) -> None:
+def _batches(
+    session: Session,
+    study_id: int,
+    seconds_per_item: list[float],
+    source: str,
+    size: int,
+    done: int | None = None,
+    kind: str = "generate",
+    flagged: bool = False,
+) -> None:
     """One completed batch per new worker, ``done`` of ``size`` items (all by default) at
     these seconds per item."""
     for s in seconds_per_item:
@@ -41,10 +48,19 @@ def _batches(session: Session, study_id: int, seconds_per_item: list[float], sou
         session.commit()
         n = size if done is None else done
         start = utcnow() - timedelta(hours=3)
-        session.add(Batch(study_id=study_id, worker_id=w.id or 0, kind=kind,
-                          status=BatchStatus.completed, size=size, done_count=n,
-                          created_at=start, deadline=start + timedelta(hours=2),
-                          finished_at=start + timedelta(seconds=s * n)))
+        session.add(
+            Batch(
+                study_id=study_id,
+                worker_id=w.id or 0,
+                kind=kind,
+                status=BatchStatus.completed,
+                size=size,
+                done_count=n,
+                created_at=start,
+                deadline=start + timedelta(hours=2),
+                finished_at=start + timedelta(seconds=s * n),
+            )
+        )
     session.commit()
 
 
@@ -53,11 +69,14 @@ def test_entry_urls() -> None:
         slug, is_default = "vsr-zh", False
 
     url = drafts.entry_url(SITE + "/", S(), "generate", "prolific")  # type: ignore[arg-type]
-    assert url == (f"{SITE}/s/vsr-zh/start/generate?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
-                   "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}")
+    assert url == (
+        f"{SITE}/s/vsr-zh/start/generate?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
+        "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}"
+    )
     S.is_default = True
     assert drafts.entry_url(SITE, S(), "validate", "mturk") == (  # type: ignore[arg-type]
-        f"{SITE}/start/validate")
+        f"{SITE}/start/validate"
+    )
 
 
 def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State]) -> None:
@@ -71,8 +90,9 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
     _batches(session, study.id or 0, [0.1], "prolific", 12, flagged=True)
     _batches(session, study.id or 0, [0.1, 0.1], "prolific", 12, done=1)
     p = ProlificPlatform(base_url=url, token=TOKEN)
-    settings = drafts.new_settings(session, study, "prolific", "generate", reward_cents=15,
-                                   places=20, base_url=SITE)
+    settings = drafts.new_settings(
+        session, study, "prolific", "generate", reward_cents=15, places=20, base_url=SITE
+    )
     row = drafts.create(session, p, study, settings)
     sent = state.studies[row.external_id]
     assert sent["external_study_url"].startswith(f"{SITE}/s/vsr-zh/start/generate?")
@@ -85,15 +105,19 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
 
     pay = drafts.effective_pay(session, row)
     assert pay.unknown and pay.measured.n == 3
-    with pytest.raises(PlatformError, match=r"^refused: effective pay unknown .*3 of the 5 "
-                                            r"workers needed measured.*state the expected"):
+    with pytest.raises(
+        PlatformError,
+        match=r"^refused: effective pay unknown .*3 of the 5 "
+        r"workers needed measured.*state the expected",
+    ):
         drafts.publish(session, p, row)
     _batches(session, study.id or 0, [12, 14], "prolific", 12)  # five workers now
     pay = drafts.effective_pay(session, row)
     assert (pay.per_hour_cents, pay.measured.n, pay.minimum_cents) == (450, 5, 600)
     assert pay.line() == (
         "effective pay £4.50/h (£0.15 for 2.0 min; 10.0 s per item x 12 items, median of 5 "
-        "workers on full-size batches, middle half 8.0-12.0 s); platform minimum £6.00/h")
+        "workers on full-size batches, middle half 8.0-12.0 s); platform minimum £6.00/h"
+    )
     with pytest.raises(PlatformError, match=r"^refused: effective pay £4.50/h"):
         drafts.publish(session, p, row)
     assert sent["status"] == "UNPUBLISHED" and row.state == "draft"
@@ -117,9 +141,7 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
         p.publish(row.external_id)
 
 
-def test_the_2516_pounds_an_hour_case_is_refused(
-    session: Session, fake: tuple[str, State]
-) -> None:
+def test_the_2516_pounds_an_hour_case_is_refused(session: Session, fake: tuple[str, State]) -> None:
     """£1.50 for a 500-item, 90-minute validation batch: 12 batches ended after one item in
     2.15 s each made the old median-of-batches guard show £2516.97/h and publish. Without
     full-size measurements the pay is unknown; with them, £1.00/h; both refused."""
@@ -130,8 +152,9 @@ def test_the_2516_pounds_an_hour_case_is_refused(
     old_guard = round(150 * 60 / (2.14544 / 60))  # the reward over the median batch time
     assert old_guard == 251697
     p = ProlificPlatform(base_url=url, token=TOKEN)
-    settings = drafts.new_settings(session, study, "prolific", "validate", reward_cents=150,
-                                   places=5, base_url=SITE)
+    settings = drafts.new_settings(
+        session, study, "prolific", "validate", reward_cents=150, places=5, base_url=SITE
+    )
     row = drafts.create(session, p, study, settings)
     assert drafts.effective_pay(session, row).unknown
     with pytest.raises(PlatformError, match="effective pay unknown"):
@@ -143,8 +166,11 @@ def test_the_2516_pounds_an_hour_case_is_refused(
         drafts.publish(session, p, row)
     # The researcher's stated duration is used as stated (and shown as such).
     row.settings = {**row.settings, "stated_minutes": 10}
-    assert drafts.effective_pay(session, row).line().startswith(
-        "effective pay £9.00/h (£1.50 for 10.0 min; stated duration; 6 of the 5")
+    assert (
+        drafts.effective_pay(session, row)
+        .line()
+        .startswith("effective pay £9.00/h (£1.50 for 10.0 min; stated duration; 6 of the 5")
+    )
     assert state.studies[row.external_id]["status"] == "UNPUBLISHED"
 
 
@@ -154,16 +180,27 @@ def test_each_platform_study_has_its_own_random_codes(
     url, state = fake
     study = default_study(session)
     p = ProlificPlatform(base_url=url, token=TOKEN)
-    rows = [drafts.create(session, p, study, drafts.new_settings(
-        session, study, "prolific", "generate", reward_cents=100, places=1, base_url=SITE))
-        for _ in range(3)]
+    rows = [
+        drafts.create(
+            session,
+            p,
+            study,
+            drafts.new_settings(
+                session, study, "prolific", "generate", reward_cents=100, places=1, base_url=SITE
+            ),
+        )
+        for _ in range(3)
+    ]
     codes = [r.settings["completion_code"] for r in rows]
     assert len(set(codes)) == 3 and "VSRDONE" not in codes
     assert all(re.fullmatch(r"[A-Z0-9]{12}", c) for c in codes)
     for r in rows:  # set on the platform as the study's COMPLETED code
         sent = state.studies[r.external_id]["completion_codes"]
-        assert sent[0] == {"code": r.settings["completion_code"], "code_type": "COMPLETED",
-                           "actions": [{"action": "MANUALLY_REVIEW"}]}
+        assert sent[0] == {
+            "code": r.settings["completion_code"],
+            "code_type": "COMPLETED",
+            "actions": [{"action": "MANUALLY_REVIEW"}],
+        }
 
 
 def test_a_slow_create_leaves_one_draft_on_record(
@@ -174,8 +211,9 @@ def test_a_slow_create_leaves_one_draft_on_record(
     url, state = fake
     study = default_study(session)
     p = ProlificPlatform(base_url=url, token=TOKEN, timeout=0.3, sleep=lambda s: None)
-    settings = drafts.new_settings(session, study, "prolific", "generate", reward_cents=100,
-                                   places=1, base_url=SITE)
+    settings = drafts.new_settings(
+        session, study, "prolific", "generate", reward_cents=100, places=1, base_url=SITE
+    )
     state.slow, state.slow_methods = 0.6, ("POST",)
     row = drafts.create(session, p, study, settings)
     assert state.count("POST", "/studies/") == 1 and len(state.studies) == 1
@@ -187,8 +225,9 @@ def test_a_refused_create_leaves_no_row(session: Session, fake: tuple[str, State
     url, state = fake
     study = default_study(session)
     p = ProlificPlatform(base_url="http://127.0.0.1:9/api/v1", token=TOKEN)  # nothing there
-    settings = drafts.new_settings(session, study, "prolific", "generate", reward_cents=100,
-                                   places=1, base_url=SITE)
+    settings = drafts.new_settings(
+        session, study, "prolific", "generate", reward_cents=100, places=1, base_url=SITE
+    )
     log = CallLog("prolific")
     p.log = log
     with pytest.raises(PlatformError, match="could not connect"):
@@ -199,21 +238,50 @@ def test_a_refused_create_leaves_no_row(session: Session, fake: tuple[str, State
 
 
 def test_mturk_hit_from_settings(session: Session) -> None:
-    client = boto3.client("mturk", region_name="us-east-1", endpoint_url=SANDBOX,
-                          aws_access_key_id="x", aws_secret_access_key="y")
+    client = boto3.client(
+        "mturk",
+        region_name="us-east-1",
+        endpoint_url=SANDBOX,
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+    )
     study = default_study(session)
-    quals = [{"QualificationTypeId": "000000000000000000L0",
-              "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [95]}]
-    settings = drafts.new_settings(session, study, "mturk", "validate", reward_cents=200,
-                                   places=9, base_url=SITE, qualifications=quals)
+    quals = [
+        {
+            "QualificationTypeId": "000000000000000000L0",
+            "Comparator": "GreaterThanOrEqualTo",
+            "IntegerValues": [95],
+        }
+    ]
+    settings = drafts.new_settings(
+        session,
+        study,
+        "mturk",
+        "validate",
+        reward_cents=200,
+        places=9,
+        base_url=SITE,
+        qualifications=quals,
+    )
     with Stubber(client) as stub:
-        stub.add_response("create_hit", {"HIT": {"HITId": "H9"}}, {
-            "Title": ANY, "Description": ANY, "Keywords": ANY, "Reward": "2.00",
-            "MaxAssignments": 9, "LifetimeInSeconds": ANY,
-            "AssignmentDurationInSeconds": 90 * 60, "AutoApprovalDelayInSeconds": ANY,
-            "Question": external_question(f"{SITE}/start/validate"),
-            "QualificationRequirements": quals, "UniqueRequestToken": ANY,
-            "RequesterAnnotation": ANY})
+        stub.add_response(
+            "create_hit",
+            {"HIT": {"HITId": "H9"}},
+            {
+                "Title": ANY,
+                "Description": ANY,
+                "Keywords": ANY,
+                "Reward": "2.00",
+                "MaxAssignments": 9,
+                "LifetimeInSeconds": ANY,
+                "AssignmentDurationInSeconds": 90 * 60,
+                "AutoApprovalDelayInSeconds": ANY,
+                "Question": external_question(f"{SITE}/start/validate"),
+                "QualificationRequirements": quals,
+                "UniqueRequestToken": ANY,
+                "RequesterAnnotation": ANY,
+            },
+        )
         row = drafts.create(session, MTurkPlatform(client=client), study, settings)
         stub.assert_no_pending_responses()
     assert (row.external_id, row.state, row.study_id) == ("H9", "published", study.id)
@@ -225,5 +293,6 @@ def test_mturk_hit_from_settings(session: Session) -> None:
 def test_bad_settings_are_refused(session: Session) -> None:
     study = default_study(session)
     with pytest.raises(PlatformError, match="kind must be one of generate, validate"):
-        drafts.new_settings(session, study, "prolific", "nope", reward_cents=1, places=1,
-                            base_url=SITE)
+        drafts.new_settings(
+            session, study, "prolific", "nope", reward_cents=1, places=1, base_url=SITE
+        )

@@ -36,14 +36,27 @@ def client(url: str, **kw: float) -> ProlificPlatform:
     return ProlificPlatform(base_url=url, token=TOKEN, sleep=lambda s: None, **kw)  # type: ignore[arg-type]
 
 
-def platform_study(session: Session, p: ProlificPlatform, kind: str = "generate",
-                   study_id: int = 1) -> PlatformStudy:
-    ext = p.create_draft({"name": kind, "external_study_url": "https://x/start",
-                          "total_available_places": 3, "reward": 100,
-                          "estimated_completion_time": 5}, f"m-{kind}")
+def platform_study(
+    session: Session, p: ProlificPlatform, kind: str = "generate", study_id: int = 1
+) -> PlatformStudy:
+    ext = p.create_draft(
+        {
+            "name": kind,
+            "external_study_url": "https://x/start",
+            "total_available_places": 3,
+            "reward": 100,
+            "estimated_completion_time": 5,
+        },
+        f"m-{kind}",
+    )
     p.publish(ext)
-    row = PlatformStudy(study_id=study_id, platform="prolific", external_id=ext,
-                        state="published", settings={"kind": kind, "reward_cents": 100})
+    row = PlatformStudy(
+        study_id=study_id,
+        platform="prolific",
+        external_id=ext,
+        state="published",
+        settings={"kind": kind, "reward_cents": 100},
+    )
     session.add(row)
     session.commit()
     return row
@@ -74,7 +87,10 @@ def test_plan_is_deterministic_and_apply_sends_once(
     study = _seed(session, url, state)
     first = plan(session, study, RULES)
     assert sorted((a.kind, a.target, a.amount_cents) for a in first) == [
-        ("approve", "s1", None), ("bonus", "s1", 40), ("reject", "s2", None)]
+        ("approve", "s1", None),
+        ("bonus", "s1", 40),
+        ("reject", "s2", None),
+    ]
     assert plan(session, study, RULES) == []  # planning again adds nothing
     p = client(url)
     assert apply(session, p, study)["done"] == 3
@@ -91,9 +107,7 @@ def test_plan_is_deterministic_and_apply_sends_once(
     assert sum(r.cents for r in ledger) == 40 and sum(r.kept for r in ledger) == 2
 
 
-def test_three_platform_studies_pay_one_bonus(
-    session: Session, fake: tuple[str, State]
-) -> None:
+def test_three_platform_studies_pay_one_bonus(session: Session, fake: tuple[str, State]) -> None:
     """A worker wrote 4 captions (8 kept Examples) in one Prolific study, then submitted the
     completion code of two more (one a validation study) in which they did nothing: one
     approval, one bonus of £4.00; the other two are rejected."""
@@ -102,8 +116,9 @@ def test_three_platform_studies_pay_one_bonus(
     a, b, c = (platform_study(session, p, k) for k in ("generate", "generate", "validate"))
     who = work.worker(session, "P")
     s = work.scene(session)
-    work.captions(session, work.batch(session, who, work.prolific_entry(a.external_id, "sA")),
-                  s, kept=8)
+    work.captions(
+        session, work.batch(session, who, work.prolific_entry(a.external_id, "sA")), s, kept=8
+    )
     # Their session in C opened a validation batch and did nothing in it.
     work.batch(session, who, work.prolific_entry(c.external_id, "sC"), kind="validate")
     for row, sub in ((a, "sA"), (b, "sB"), (c, "sC")):
@@ -114,10 +129,10 @@ def test_three_platform_studies_pay_one_bonus(
         plan(session, row, rules)
         apply(session, p, row)
     assert state.paid == [("P", 4.0)]
-    assert sorted(state.transitions) == [("sA", "APPROVED"), ("sB", "REJECTED"),
-                                         ("sC", "REJECTED")]
-    sub_a = session.exec(select(PlatformSubmission).where(
-        PlatformSubmission.external_id == "sA")).one()
+    assert sorted(state.transitions) == [("sA", "APPROVED"), ("sB", "REJECTED"), ("sC", "REJECTED")]
+    sub_a = session.exec(
+        select(PlatformSubmission).where(PlatformSubmission.external_id == "sA")
+    ).one()
     ledger = session.exec(select(PlatformLedger)).all()
     assert len(ledger) == 8 and {r.submission_id for r in ledger} == {sub_a.id}
 
@@ -133,23 +148,28 @@ def test_validation_only_study_approves_no_caption_work(
     s = work.scene(session)
     writer, voter = work.worker(session, "Q"), work.worker(session, "V")
     for w, sub in ((writer, "gQ"), (voter, "gV")):
-        work.captions(session, work.batch(session, w, work.prolific_entry(gen.external_id, sub)),
-                      s, kept=4)
-    work.votes(session, work.batch(session, voter, work.prolific_entry(val.external_id, "vV"),
-                                   kind="validate"), s, 3)
+        work.captions(
+            session, work.batch(session, w, work.prolific_entry(gen.external_id, sub)), s, kept=4
+        )
+    work.votes(
+        session,
+        work.batch(session, voter, work.prolific_entry(val.external_id, "vV"), kind="validate"),
+        s,
+        3,
+    )
     state.add_submission(val.external_id, "vQ", "Q", "AWAITING REVIEW")
     state.add_submission(val.external_id, "vV", "V", "AWAITING REVIEW")
     sync(session, p, val, {})
     added = plan(session, val, Rules(min_items=1, bonus_cents_per_kept=50))
     assert sorted((x.kind, x.target, x.amount_cents) for x in added) == [
-        ("approve", "vV", None), ("reject", "vQ", None)]
+        ("approve", "vV", None),
+        ("reject", "vQ", None),
+    ]
     q = {x.target: x.reason for x in added}
     assert "0 items done in this study's batches" in q["vQ"]
 
 
-def test_votes_in_another_study_approve_nobody(
-    session: Session, fake: tuple[str, State]
-) -> None:
+def test_votes_in_another_study_approve_nobody(session: Session, fake: tuple[str, State]) -> None:
     """200 workers whose only vote was in another study (even from a batch whose entry
     carries the same session id): none approved."""
     url, state = fake
@@ -159,8 +179,18 @@ def test_votes_in_another_study_approve_nobody(
     s = work.scene(session, other.id or 1)
     for i in range(200):
         w = work.worker(session, f"w{i}")
-        work.votes(session, work.batch(session, w, work.prolific_entry(row.external_id, f"s{i}"),
-                                       kind="validate", study_id=other.id or 1), s, 1)
+        work.votes(
+            session,
+            work.batch(
+                session,
+                w,
+                work.prolific_entry(row.external_id, f"s{i}"),
+                kind="validate",
+                study_id=other.id or 1,
+            ),
+            s,
+            1,
+        )
         state.add_submission(row.external_id, f"s{i}", f"w{i}", "AWAITING REVIEW")
     sync(session, p, row, {})
     added = plan(session, row, Rules(min_items=1))
@@ -168,9 +198,7 @@ def test_votes_in_another_study_approve_nobody(
     assert session.exec(select(PlatformLedger)).all() == []
 
 
-def test_the_ledger_refuses_a_unit_twice(
-    session: Session, fake: tuple[str, State]
-) -> None:
+def test_the_ledger_refuses_a_unit_twice(session: Session, fake: tuple[str, State]) -> None:
     """A unit the ledger credits to one submission is never paid to another: plan leaves it
     out, and the database refuses a second row for it whatever the code does."""
     url, state = fake
@@ -178,11 +206,19 @@ def test_the_ledger_refuses_a_unit_twice(
     plan(session, study, RULES)
     row = session.exec(select(PlatformLedger)).first()
     assert row is not None
-    sub2 = session.exec(select(PlatformSubmission).where(
-        PlatformSubmission.external_id == "s2")).one()
-    session.add(PlatformLedger(unit_kind=row.unit_kind, unit_id=row.unit_id,
-                               platform_study_id=study.id or 0, submission_id=sub2.id or 0,
-                               batch_id=row.batch_id, cents=20))
+    sub2 = session.exec(
+        select(PlatformSubmission).where(PlatformSubmission.external_id == "s2")
+    ).one()
+    session.add(
+        PlatformLedger(
+            unit_kind=row.unit_kind,
+            unit_id=row.unit_id,
+            platform_study_id=study.id or 0,
+            submission_id=sub2.id or 0,
+            batch_id=row.batch_id,
+            cents=20,
+        )
+    )
     with pytest.raises(IntegrityError):
         session.commit()
     session.rollback()
@@ -200,7 +236,11 @@ def test_killed_mid_apply_never_sends_twice(
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     child = subprocess.run(
         [sys.executable, "tests/support/platform_apply.py", db_url, url, str(study_id), point],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert child.returncode == 9, child.stderr[-2000:]
     with Session(engine) as session:
@@ -217,10 +257,14 @@ def test_killed_mid_apply_never_sends_twice(
         assert {a.state for a in session.exec(select(PlatformAction))} == {"done"}
     assert sorted(state.transitions) == [("s1", "APPROVED"), ("s2", "REJECTED")]
     # Each decision reached Prolific once (before_call: never sent before the crash).
-    assert [path for m, path in state.received if m == "POST" and path.startswith(
-        "/api/v1/submissions/") and path.endswith("/transition/")] in (
-        [f"/api/v1/submissions/{s}/transition/" for s in order] for order in
-        (("s1", "s2"), ("s2", "s1")))
+    assert [
+        path
+        for m, path in state.received
+        if m == "POST" and path.startswith("/api/v1/submissions/") and path.endswith("/transition/")
+    ] in (
+        [f"/api/v1/submissions/{s}/transition/" for s in order]
+        for order in (("s1", "s2"), ("s2", "s1"))
+    )
 
 
 def test_slow_pay_is_sent_once_and_left_for_a_person(

@@ -20,28 +20,63 @@ def test_default_endpoint_is_the_sandbox() -> None:
 def test_create_hit_with_external_question(stubbed: tuple[MTurkPlatform, Stubber]) -> None:
     p, stub = stubbed
     url = "https://vsr.example/start/generate?a=1&b=2"
-    stub.add_response("create_hit", {"HIT": {"HITId": "H1"}}, {
-        "Title": "Captions", "Description": "Captions", "Keywords": ANY, "Reward": "1.50",
-        "MaxAssignments": 3, "LifetimeInSeconds": ANY, "AssignmentDurationInSeconds": ANY,
-        "AutoApprovalDelayInSeconds": ANY, "Question": external_question(url),
-        "QualificationRequirements": [{"QualificationTypeId": "000000000000000000L0",
-                                       "Comparator": "GreaterThanOrEqualTo",
-                                       "IntegerValues": [95]}],
-        # MTurk creates at most one HIT per token; the annotation finds it after a lost answer.
-        "UniqueRequestToken": "vsr-marker", "RequesterAnnotation": "vsr-marker",
-    })
-    hit = p.create_draft({"title": "Captions", "reward_cents": 150, "assignments": 3,
-                          "url": url, "qualifications": [{
-                              "QualificationTypeId": "000000000000000000L0",
-                              "Comparator": "GreaterThanOrEqualTo", "IntegerValues": [95]}]},
-                         "vsr-marker")
+    stub.add_response(
+        "create_hit",
+        {"HIT": {"HITId": "H1"}},
+        {
+            "Title": "Captions",
+            "Description": "Captions",
+            "Keywords": ANY,
+            "Reward": "1.50",
+            "MaxAssignments": 3,
+            "LifetimeInSeconds": ANY,
+            "AssignmentDurationInSeconds": ANY,
+            "AutoApprovalDelayInSeconds": ANY,
+            "Question": external_question(url),
+            "QualificationRequirements": [
+                {
+                    "QualificationTypeId": "000000000000000000L0",
+                    "Comparator": "GreaterThanOrEqualTo",
+                    "IntegerValues": [95],
+                }
+            ],
+            # MTurk creates at most one HIT per token; the annotation finds it after a lost answer.
+            "UniqueRequestToken": "vsr-marker",
+            "RequesterAnnotation": "vsr-marker",
+        },
+    )
+    hit = p.create_draft(
+        {
+            "title": "Captions",
+            "reward_cents": 150,
+            "assignments": 3,
+            "url": url,
+            "qualifications": [
+                {
+                    "QualificationTypeId": "000000000000000000L0",
+                    "Comparator": "GreaterThanOrEqualTo",
+                    "IntegerValues": [95],
+                }
+            ],
+        },
+        "vsr-marker",
+    )
     assert hit == "H1"
     assert "&amp;b=2" in external_question(url)
-    stub.add_response("list_hits", {"NextToken": "t", "NumResults": 1, "HITs": [
-        {"HITId": "H0", "RequesterAnnotation": "other"}]}, {"MaxResults": 100})
-    stub.add_response("list_hits", {"NumResults": 1, "HITs": [
-        {"HITId": "H1", "RequesterAnnotation": "vsr-marker"}]},
-        {"MaxResults": 100, "NextToken": "t"})
+    stub.add_response(
+        "list_hits",
+        {
+            "NextToken": "t",
+            "NumResults": 1,
+            "HITs": [{"HITId": "H0", "RequesterAnnotation": "other"}],
+        },
+        {"MaxResults": 100},
+    )
+    stub.add_response(
+        "list_hits",
+        {"NumResults": 1, "HITs": [{"HITId": "H1", "RequesterAnnotation": "vsr-marker"}]},
+        {"MaxResults": 100, "NextToken": "t"},
+    )
     assert p.find_draft("vsr-marker") == "H1"
 
 
@@ -64,18 +99,40 @@ def test_pause_expires_and_resume_extends_the_hit(stubbed: tuple[MTurkPlatform, 
 
 def test_sync_pages_approve_reject_bonus(stubbed: tuple[MTurkPlatform, Stubber]) -> None:
     p, stub = stubbed
-    stub.add_response("list_assignments_for_hit", {"NextToken": "t", "Assignments": [
-        {"AssignmentId": "A1", "WorkerId": "W1", "AssignmentStatus": "Submitted"}]},
-        {"HITId": "H1", "MaxResults": 100})
-    stub.add_response("list_assignments_for_hit", {"Assignments": [
-        {"AssignmentId": "A2", "WorkerId": "W2", "AssignmentStatus": "Submitted"}]},
-        {"HITId": "H1", "MaxResults": 100, "NextToken": "t"})
+    stub.add_response(
+        "list_assignments_for_hit",
+        {
+            "NextToken": "t",
+            "Assignments": [
+                {"AssignmentId": "A1", "WorkerId": "W1", "AssignmentStatus": "Submitted"}
+            ],
+        },
+        {"HITId": "H1", "MaxResults": 100},
+    )
+    stub.add_response(
+        "list_assignments_for_hit",
+        {
+            "Assignments": [
+                {"AssignmentId": "A2", "WorkerId": "W2", "AssignmentStatus": "Submitted"}
+            ]
+        },
+        {"HITId": "H1", "MaxResults": 100, "NextToken": "t"},
+    )
     stub.add_response("approve_assignment", {}, {"AssignmentId": "A1"})
-    stub.add_response("reject_assignment", {},
-                      {"AssignmentId": "A2", "RequesterFeedback": "failed gold"})
-    stub.add_response("send_bonus", {}, {"WorkerId": "W1", "BonusAmount": "0.40",
-                                         "AssignmentId": "A1", "Reason": "kept captions",
-                                         "UniqueRequestToken": "bonus-1-A1"})
+    stub.add_response(
+        "reject_assignment", {}, {"AssignmentId": "A2", "RequesterFeedback": "failed gold"}
+    )
+    stub.add_response(
+        "send_bonus",
+        {},
+        {
+            "WorkerId": "W1",
+            "BonusAmount": "0.40",
+            "AssignmentId": "A1",
+            "Reason": "kept captions",
+            "UniqueRequestToken": "bonus-1-A1",
+        },
+    )
     assert [s.external_id for s in p.sync_submissions("H1")] == ["A1", "A2"]
     p.approve("A1", "k")
     p.reject("A2", "failed gold", "k")
@@ -92,8 +149,12 @@ def test_a_5xx_may_have_been_processed(stubbed: tuple[MTurkPlatform, Stubber]) -
 
 def test_errors_are_one_line(stubbed: tuple[MTurkPlatform, Stubber]) -> None:
     p, stub = stubbed
-    stub.add_client_error("send_bonus", "RequestError",
-                          "This request has already been\nprocessed", http_status_code=400)
+    stub.add_client_error(
+        "send_bonus",
+        "RequestError",
+        "This request has already been\nprocessed",
+        http_status_code=400,
+    )
     with pytest.raises(PlatformError) as err:
         p.bonus("H1", "A1", "W1", 40, "kept", "bonus-1-A1")
     assert not err.value.maybe_sent

@@ -16,11 +16,23 @@ from vsr_core.types import utcnow
 from webapp.platforms.engine import apply
 from webapp.platforms.mturk import MTurkPlatform
 
-SEND = {"WorkerId": "W1", "BonusAmount": "0.40", "AssignmentId": "A1",
-        "Reason": "2 kept captions", "UniqueRequestToken": "mturk-1-bonus-A1"}
+SEND = {
+    "WorkerId": "W1",
+    "BonusAmount": "0.40",
+    "AssignmentId": "A1",
+    "Reason": "2 kept captions",
+    "UniqueRequestToken": "mturk-1-bonus-A1",
+}
 LIST = {"AssignmentId": "A1", "MaxResults": 100}
-PAID = [{"WorkerId": "W1", "BonusAmount": "0.40", "AssignmentId": "A1",
-         "Reason": "2 kept captions", "GrantTime": datetime(2026, 1, 1, tzinfo=UTC)}]
+PAID = [
+    {
+        "WorkerId": "W1",
+        "BonusAmount": "0.40",
+        "AssignmentId": "A1",
+        "Reason": "2 kept captions",
+        "GrantTime": datetime(2026, 1, 1, tzinfo=UTC),
+    }
+]
 
 
 def _bonus(session: Session, state: str) -> PlatformStudy:
@@ -28,27 +40,45 @@ def _bonus(session: Session, state: str) -> PlatformStudy:
     study = PlatformStudy(platform="mturk", external_id="H1")
     session.add(study)
     session.commit()
-    session.add(PlatformSubmission(platform_study_id=study.id or 0, platform="mturk",
-                                   external_id="A1", worker_external_id="W1",
-                                   status="Approved"))
-    session.add(PlatformAction(platform_study_id=study.id or 0, platform="mturk", kind="bonus",
-                               target="A1", amount_cents=40, reason="2 kept captions",
-                               idempotency_key=f"mturk-{study.id}-bonus-A1", state=state,
-                               sent_at=utcnow() - timedelta(hours=1)))
+    session.add(
+        PlatformSubmission(
+            platform_study_id=study.id or 0,
+            platform="mturk",
+            external_id="A1",
+            worker_external_id="W1",
+            status="Approved",
+        )
+    )
+    session.add(
+        PlatformAction(
+            platform_study_id=study.id or 0,
+            platform="mturk",
+            kind="bonus",
+            target="A1",
+            amount_cents=40,
+            reason="2 kept captions",
+            idempotency_key=f"mturk-{study.id}-bonus-A1",
+            state=state,
+            sent_at=utcnow() - timedelta(hours=1),
+        )
+    )
     session.commit()
     SEND["UniqueRequestToken"] = f"mturk-{study.id}-bonus-A1"
     return study
 
 
 def _listed(stub: Stubber, paid: list[dict[str, object]]) -> None:
-    stub.add_response("list_bonus_payments", {"NumResults": len(paid), "BonusPayments": paid},
-                      LIST)
+    stub.add_response("list_bonus_payments", {"NumResults": len(paid), "BonusPayments": paid}, LIST)
 
 
 def _refused(stub: Stubber, paid: list[dict[str, object]]) -> None:
-    stub.add_client_error("send_bonus", "RequestError",
-                          "The UniqueRequestToken has already been used (request id 12ab)",
-                          http_status_code=400, expected_params=SEND)
+    stub.add_client_error(
+        "send_bonus",
+        "RequestError",
+        "The UniqueRequestToken has already been used (request id 12ab)",
+        http_status_code=400,
+        expected_params=SEND,
+    )
     _listed(stub, paid)
 
 
@@ -105,8 +135,9 @@ def test_a_5xx_bonus_waits_for_the_platform(
     it stays 'sending' (a later apply reads the list again before any new send)."""
     p, stub = stubbed
     study = _bonus(session, "planned")
-    stub.add_client_error("send_bonus", "ServiceFault", "try later", http_status_code=503,
-                          expected_params=SEND)
+    stub.add_client_error(
+        "send_bonus", "ServiceFault", "try later", http_status_code=503, expected_params=SEND
+    )
     _listed(stub, [])
     assert apply(session, p, study)["sending"] == 1
     assert _state(session) == "sending"
@@ -119,12 +150,25 @@ def test_an_approved_assignment_shows_approved_before_a_sync(
     study = PlatformStudy(platform="mturk", external_id="H1")
     session.add(study)
     session.commit()
-    session.add(PlatformSubmission(platform_study_id=study.id or 0, platform="mturk",
-                                   external_id="A1", worker_external_id="W1",
-                                   status="Submitted"))
-    session.add(PlatformAction(platform_study_id=study.id or 0, platform="mturk",
-                               kind="approve", target="A1", reason="",
-                               idempotency_key=f"mturk-{study.id}-approve-A1"))
+    session.add(
+        PlatformSubmission(
+            platform_study_id=study.id or 0,
+            platform="mturk",
+            external_id="A1",
+            worker_external_id="W1",
+            status="Submitted",
+        )
+    )
+    session.add(
+        PlatformAction(
+            platform_study_id=study.id or 0,
+            platform="mturk",
+            kind="approve",
+            target="A1",
+            reason="",
+            idempotency_key=f"mturk-{study.id}-approve-A1",
+        )
+    )
     session.commit()
     stub.add_response("approve_assignment", {}, {"AssignmentId": "A1"})
     assert apply(session, p, study)["done"] == 1

@@ -13,9 +13,11 @@ from webapp.platforms.base import PlatformError
 from webapp.platforms.prolific import ProlificPlatform, rejection_category, rejection_message
 
 SETTINGS = {
-    "name": "Spatial captions", "external_study_url":
-    "https://vsr.example/start/generate?PROLIFIC_PID={{%PROLIFIC_PID%}}",
-    "total_available_places": 5, "reward": 150, "estimated_completion_time": 10,
+    "name": "Spatial captions",
+    "external_study_url": "https://vsr.example/start/generate?PROLIFIC_PID={{%PROLIFIC_PID%}}",
+    "total_available_places": 5,
+    "reward": 150,
+    "estimated_completion_time": 10,
     "completion_codes": [{"code": "C0DE", "code_type": "COMPLETED", "actions": []}],
 }
 
@@ -40,7 +42,10 @@ def test_draft_publish_pause_sync_approve_reject_bonus(fake: tuple[str, State]) 
     state.add_submission(sid, "s3", "p3", "RETURNED")
     subs = p.sync_submissions(sid)
     assert {(s.external_id, s.status) for s in subs} == {
-        ("s1", "AWAITING REVIEW"), ("s2", "AWAITING REVIEW"), ("s3", "RETURNED")}
+        ("s1", "AWAITING REVIEW"),
+        ("s2", "AWAITING REVIEW"),
+        ("s3", "RETURNED"),
+    }
     p.approve("s1", "k1")
     p.reject("s2", "failed gold items", "k2")
     assert p.submission_status("s1") == "APPROVED"
@@ -86,23 +91,24 @@ def test_pay_twice_pays_twice(fake: tuple[str, State]) -> None:
     p = client(url)
     sid = p.create_draft(SETTINGS, "m")
     state.add_submission(sid, "s1", "p1", "APPROVED")
-    setup = p._call("POST", "/submissions/bonus-payments/",
-                    {"study_id": sid, "csv_bonuses": "s1,4.00"})
+    setup = p._call(
+        "POST", "/submissions/bonus-payments/", {"study_id": sid, "csv_bonuses": "s1,4.00"}
+    )
     assert setup["amount"] == 400 and state.paid == []  # a set-up pays nothing
     p._call("POST", f"/bulk-bonus-payments/{setup['id']}/pay/")
     p._call("POST", f"/bulk-bonus-payments/{setup['id']}/pay/")
     assert state.paid == [("p1", 4.0), ("p1", 4.0)]
     with pytest.raises(PlatformError, match="HTTP 400"):  # not in the study
-        p._call("POST", "/submissions/bonus-payments/",
-                {"study_id": sid, "csv_bonuses": "nobody,1.00"})
+        p._call(
+            "POST", "/submissions/bonus-payments/", {"study_id": sid, "csv_bonuses": "nobody,1.00"}
+        )
 
 
 def test_a_post_whose_answer_is_lost_is_never_re_sent(fake: tuple[str, State]) -> None:
     """Slow (carried out, answered after the client gave up) and 5xx after the write: one
     request each, reported as maybe sent; a GET is retried."""
     url, state = fake
-    p = ProlificPlatform(base_url=url, token=TOKEN, timeout=0.2, retries=3,
-                         sleep=lambda s: None)
+    p = ProlificPlatform(base_url=url, token=TOKEN, timeout=0.2, retries=3, sleep=lambda s: None)
     state.slow = 0.6
     with pytest.raises(PlatformError, match="outcome unknown") as err:
         p.create_draft(SETTINGS, "vsr-slow")
@@ -141,8 +147,11 @@ def test_rejection_has_a_category_and_100_characters(fake: tuple[str, State]) ->
         state.add_submission(sid, sub, f"p{sub}", "AWAITING REVIEW")
     # What Prolific refuses (the fake follows its documented rules): a short message.
     with pytest.raises(PlatformError, match="HTTP 400"):
-        p._call("POST", "/submissions/s1/transition/",
-                {"action": "REJECT", "message": "low effort", "rejection_category": "OTHER"})
+        p._call(
+            "POST",
+            "/submissions/s1/transition/",
+            {"action": "REJECT", "message": "low effort", "rejection_category": "OTHER"},
+        )
     p.reject("s1", "answers flagged as too fast", "k1")
     p.reject("s2", "gold accuracy 40% below 70%", "k2")
     p.reject("s3", "0 items done, fewer than the 1 required", "k3")

@@ -51,8 +51,12 @@ def test_sync_releases_the_leases_of_gone_participants(
         study = PlatformStudy(platform="prolific", external_id="st1")
         session.add(study)
         session.commit()
-        released = sync(session, ProlificPlatform(base_url=url, token=TOKEN), study,
-                        {"generate": PairStrategy(), "validate": ExampleStrategy()})
+        released = sync(
+            session,
+            ProlificPlatform(base_url=url, token=TOKEN),
+            study,
+            {"generate": PairStrategy(), "validate": ExampleStrategy()},
+        )
     assert released == 1
     with Session(engine) as s:
         lease = s.get(Assignment, left.id)

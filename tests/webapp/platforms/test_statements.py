@@ -36,9 +36,11 @@ def counted(engine: Engine) -> Iterator[list[str]]:
 
 
 def _study(session: Session, n: int, ext: str) -> PlatformStudy:
-    row = PlatformStudy(platform="prolific", external_id=ext,
-                        settings={"kind": "generate", "reward_cents": 100,
-                                  "rules": {"bonus_cents_per_kept": 10}})
+    row = PlatformStudy(
+        platform="prolific",
+        external_id=ext,
+        settings={"kind": "generate", "reward_cents": 100, "rules": {"bonus_cents_per_kept": 10}},
+    )
     session.add(row)
     session.commit()
     work.crowd(session, row, n, start=1000 * len(ext))

@@ -24,16 +24,44 @@ def _more(session: Session, first: Example) -> list[int]:
     insts = session.exec(select(Instance).where(Instance.image_id == first.image_id)).all()
     categories = sorted({i.category for i in insts})
     made = [
-        Example(image_id=first.image_id, caption="child", relation=first.relation,
-                subj=first.obj, obj=first.subj, label=not first.label, origin="adversarial",
-                parent_example_id=first.id),
-        Example(image_id=first.image_id, caption="imported", relation="near",
-                subj=first.subj, obj=first.obj, label=True, origin="imported"),
-        Example(image_id=first.image_id, caption="no such", relation="near",
-                subj="unicorn", obj=first.obj, label=True, origin="imported"),
-        Example(image_id=first.image_id, caption="settled", relation="near",
-                subj=categories[0], obj=categories[-1], label=True, origin="human",
-                queue_open=False),
+        Example(
+            image_id=first.image_id,
+            caption="child",
+            relation=first.relation,
+            subj=first.obj,
+            obj=first.subj,
+            label=not first.label,
+            origin="adversarial",
+            parent_example_id=first.id,
+        ),
+        Example(
+            image_id=first.image_id,
+            caption="imported",
+            relation="near",
+            subj=first.subj,
+            obj=first.obj,
+            label=True,
+            origin="imported",
+        ),
+        Example(
+            image_id=first.image_id,
+            caption="no such",
+            relation="near",
+            subj="unicorn",
+            obj=first.obj,
+            label=True,
+            origin="imported",
+        ),
+        Example(
+            image_id=first.image_id,
+            caption="settled",
+            relation="near",
+            subj=categories[0],
+            obj=categories[-1],
+            label=True,
+            origin="human",
+            queue_open=False,
+        ),
     ]
     for ex in made:
         session.add(ex)

@@ -52,9 +52,14 @@ def voted(pg_url: str) -> Iterator[tuple[Engine, dict[str, int]]]:
         assert second.example_id is not None
         batch = s.get(Assignment, second.lease_id)
         assert batch is not None and batch.batch_id is not None
-        ids = {"worker": worker.id, "voted_lease": first.lease_id,
-               "open_lease": second.lease_id, "example": second.example_id,
-               "batch": batch.batch_id, "study": 1}
+        ids = {
+            "worker": worker.id,
+            "voted_lease": first.lease_id,
+            "open_lease": second.lease_id,
+            "example": second.example_id,
+            "batch": batch.batch_id,
+            "study": 1,
+        }
     lean = make_lean_engine(engine, 2)
     yield lean, ids
     lean.dispose()
@@ -66,8 +71,16 @@ def _reads(ids: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
         ("lock_lease", {"q_lease": ids["voted_lease"]}),
         ("lock_lease", {"q_lease": ids["open_lease"]}),
         ("batch_state", {"q_worker": ids["worker"], "q_study": ids["study"]}),
-        ("regular", {"q_worker": ids["worker"], "q_limit": 5, "q_floor": 0,
-                     "q_study": ids["study"], **room_params(CONFIG)}),
+        (
+            "regular",
+            {
+                "q_worker": ids["worker"],
+                "q_limit": 5,
+                "q_floor": 0,
+                "q_study": ids["study"],
+                **room_params(CONFIG),
+            },
+        ),
         ("gold", {"q_worker": ids["worker"], "q_limit": 5, "q_study": ids["study"]}),
         ("open_floor", {"q_study": ids["study"]}),
         ("late_ok", {"q_id": ids["example"], **room_params(CONFIG)}),
@@ -79,8 +92,10 @@ def _both(engine: Engine, name: str, params: dict[str, Any]) -> tuple[list[Any],
     transaction that is rolled back (some of them lock or write)."""
     stmt = getattr(statements_for("postgresql"), name)
     out = []
-    for run in (lambda c: c.execute(stmt, params).all(),
-                lambda c: list(driver.execute(c, stmt, params).all())):
+    for run in (
+        lambda c: c.execute(stmt, params).all(),
+        lambda c: list(driver.execute(c, stmt, params).all()),
+    ):
         with engine.connect() as conn:
             rows = run(conn)
             out.append([(tuple(r._fields), tuple(r)) for r in rows])
@@ -88,15 +103,17 @@ def _both(engine: Engine, name: str, params: dict[str, Any]) -> tuple[list[Any],
     return out[0], out[1]
 
 
-def test_every_read_statement_gives_the_same_rows(
-    voted: tuple[Engine, dict[str, int]]
-) -> None:
+def test_every_read_statement_gives_the_same_rows(voted: tuple[Engine, dict[str, int]]) -> None:
     engine, ids = voted
     for name, params in _reads(ids):
         through_sqlalchemy, straight = _both(engine, name, params)
         assert straight == through_sqlalchemy, name
-        assert driver.plan_for(getattr(statements_for("postgresql"), name),
-                               engine.dialect, frozenset(params)) is not None, name
+        assert (
+            driver.plan_for(
+                getattr(statements_for("postgresql"), name), engine.dialect, frozenset(params)
+            )
+            is not None
+        ), name
     # The replayed lease reads its stored vote (a real row, not an empty join).
     _, straight = _both(engine, "lock_lease", {"q_lease": ids["voted_lease"]})
     row = dict(zip(*straight[0], strict=True))
@@ -106,12 +123,22 @@ def test_every_read_statement_gives_the_same_rows(
 def test_writing_statements_give_the_same_rows(voted: tuple[Engine, dict[str, int]]) -> None:
     engine, ids = voted
     now = utcnow()
-    count = {"q_id": ids["example"], "q_value": False, "q_release": 1,
-             **decision_states(StudyConfig())}
+    count = {
+        "q_id": ids["example"],
+        "q_value": False,
+        "q_release": 1,
+        **decision_states(StudyConfig()),
+    }
     lease = {"q_lease": ids["open_lease"], "q_now": now, "q_batch": ids["batch"]}
-    values = {"v_example_id": ids["example"], "v_worker_id": ids["worker"], "v_value": False,
-              "v_reference_frame": None, "v_duration_ms": 900,
-              "v_assignment_id": ids["open_lease"], "v_created_at": now}
+    values = {
+        "v_example_id": ids["example"],
+        "v_worker_id": ids["worker"],
+        "v_value": False,
+        "v_reference_frame": None,
+        "v_duration_ms": 900,
+        "v_assignment_id": ids["open_lease"],
+        "v_created_at": now,
+    }
     through_sqlalchemy, straight = _both(engine, "write_vote", {**count, **values, **lease})
     assert len(straight) == len(through_sqlalchemy) == 1
     # The vote id is the sequence's next value (a rolled-back insert still takes one).
@@ -122,7 +149,7 @@ def test_writing_statements_give_the_same_rows(voted: tuple[Engine, dict[str, in
 
 
 def test_datetimes_come_back_in_utc_whatever_the_session_time_zone(
-    voted: tuple[Engine, dict[str, int]]
+    voted: tuple[Engine, dict[str, int]],
 ) -> None:
     engine, ids = voted
     stmt = statements_for("postgresql").lock_lease
@@ -142,17 +169,24 @@ def test_the_result_api_the_hot_path_uses(voted: tuple[Engine, dict[str, int]]) 
         assert driver.execute(conn, stmt, {"q_lease": 10**9}).scalar() is None
         with pytest.raises(NoResultFound):
             driver.execute(conn, stmt, {"q_lease": 10**9}).one()
-        assert driver.execute(conn, stmt, {"q_lease": ids["open_lease"]}).scalar_one() == \
-            ids["worker"]
+        assert (
+            driver.execute(conn, stmt, {"q_lease": ids["open_lease"]}).scalar_one() == ids["worker"]
+        )
         conn.rollback()
 
 
 def test_errors_are_sqlalchemys(voted: tuple[Engine, dict[str, int]]) -> None:
     engine, ids = voted
     stmt = statements_for("postgresql").insert_vote
-    values = {"example_id": 10**9, "worker_id": ids["worker"], "value": True,
-              "reference_frame": None, "duration_ms": None,
-              "assignment_id": ids["open_lease"], "created_at": utcnow()}
+    values = {
+        "example_id": 10**9,
+        "worker_id": ids["worker"],
+        "value": True,
+        "reference_frame": None,
+        "duration_ms": None,
+        "assignment_id": ids["open_lease"],
+        "created_at": utcnow(),
+    }
     with Session(engine) as s, pytest.raises(IntegrityError) as caught:
         run_prebuilt(s, stmt, values)
     assert isinstance(caught.value.orig, psycopg.errors.ForeignKeyViolation)
@@ -174,12 +208,13 @@ def test_a_dropped_connection_is_invalidated_and_the_next_one_works(
             run_prebuilt(s, stmt, {"q_lease": ids["open_lease"]})
     assert is_dropped_connection(caught.value)
     with Session(engine) as s:  # a fresh connection from the pool
-        assert run_prebuilt(s, stmt, {"q_lease": ids["open_lease"]}).one().worker_id == \
-            ids["worker"]
+        assert (
+            run_prebuilt(s, stmt, {"q_lease": ids["open_lease"]}).one().worker_id == ids["worker"]
+        )
 
 
 def test_statements_it_cannot_run_go_through_sqlalchemy(
-    voted: tuple[Engine, dict[str, int]]
+    voted: tuple[Engine, dict[str, int]],
 ) -> None:
     engine, ids = voted
     expanding = select(col(Example.id)).where(col(Example.id).in_(bindparam("ids", expanding=True)))

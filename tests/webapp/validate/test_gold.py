@@ -99,8 +99,9 @@ def test_block_on_failure_releases_open_leases(session: Session) -> None:
     make_example(session, img, is_gold=True, gold_label=True)
     regular = make_example(session, img)
     w = make_worker(session, "bad")
-    s = strat(gold_rate=1.0, gold_min_answers=2, gold_accuracy_threshold=0.5,
-              block_on_gold_failure=True)
+    s = strat(
+        gold_rate=1.0, gold_min_answers=2, gold_accuracy_threshold=0.5, block_on_gold_failure=True
+    )
     answer(session, w, s, False)  # first gold: wrong
     late = take(session, w, s)  # second gold, left open (say, in another tab) until it expires
     assert late is not None and late.id is not None

@@ -32,9 +32,11 @@ def real_caption_pairs(vsr_dir: Path, n: int) -> list[tuple[dict[str, Any], dict
     ]
     out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for a, b in zip(rows, rows[1:], strict=False):
-        if (a["caption"], a["annotator_id"]) == (b["caption"], b["annotator_id"]) and {
-            a["label"], b["label"]
-        } == {0, 1} and (not out or a is not out[-1][1]):
+        if (
+            (a["caption"], a["annotator_id"]) == (b["caption"], b["annotator_id"])
+            and {a["label"], b["label"]} == {0, 1}
+            and (not out or a is not out[-1][1])
+        ):
             out.append((a, b))
             if len(out) == n:
                 break
@@ -51,17 +53,28 @@ def seed_queue(session: Session, vsr_dir: Path, coco_dir: Path, n: int) -> dict[
     sibling_of: dict[int, int] = {}
     for first, second in real_caption_pairs(vsr_dir, n):
         parsed = parse_caption(first["caption"], first["relation"])
-        ann = Annotation(pair_id=pair_id, worker_id=author.id, relation=parsed.relation,
-                         subj=parsed.subj, obj=parsed.obj)
+        ann = Annotation(
+            pair_id=pair_id,
+            worker_id=author.id,
+            relation=parsed.relation,
+            subj=parsed.subj,
+            obj=parsed.obj,
+        )
         session.add(ann)
         session.flush()
         for row in (first, second):
             if row["image"] not in images:
                 images[row["image"]] = make_image(session, file_name=row["image"]).id  # type: ignore[assignment]
             ex = Example(
-                image_id=images[row["image"]], caption=row["caption"], relation=parsed.relation,
-                subj=parsed.subj, obj=parsed.obj, label=bool(row["label"]), origin="human",
-                author_id=author.id, annotation_id=ann.id,
+                image_id=images[row["image"]],
+                caption=row["caption"],
+                relation=parsed.relation,
+                subj=parsed.subj,
+                obj=parsed.obj,
+                label=bool(row["label"]),
+                origin="human",
+                author_id=author.id,
+                annotation_id=ann.id,
             )
             session.add(ex)
             session.flush()
@@ -139,8 +152,10 @@ def test_every_caption_in_two_batches_whose_size_is_reached(
         assert [len(b) for b in batches] == [7, 7], batches
         assert sorted(e for b in batches for e in b) == sorted(sibling_of)
         sizes = session.exec(
-            select(Batch.size).join(Worker, col(Worker.id) == Batch.worker_id)
-            .where(Worker.external_id == name).order_by(col(Batch.id))
+            select(Batch.size)
+            .join(Worker, col(Worker.id) == Batch.worker_id)
+            .where(Worker.external_id == name)
+            .order_by(col(Batch.id))
         ).all()
         # The third batch finds nothing and keeps the study's size (it ends at once).
         assert list(sizes[:2]) == [7, 7], sizes

@@ -29,25 +29,52 @@ OPEN = 2_000
 def _fill(engine: Engine) -> tuple[int, int]:
     now = utcnow()
     with engine.begin() as conn:
-        worker = conn.execute(insert(WORKER).returning(WORKER.c.id), {
-            "source": "prolific", "external_id": "W-plan", "roles": ["validate"],
-            "blocked": False, "flagged": False, "created_at": now,
-        }).scalar_one()
-        conn.execute(insert(IMAGE), [
-            {"coco_id": i + 1, "file_name": f"{i + 1:012d}.jpg", "coco_split": "train2017",
-             "width": 640, "height": 480} for i in range(1000)
-        ])
+        worker = conn.execute(
+            insert(WORKER).returning(WORKER.c.id),
+            {
+                "source": "prolific",
+                "external_id": "W-plan",
+                "roles": ["validate"],
+                "blocked": False,
+                "flagged": False,
+                "created_at": now,
+            },
+        ).scalar_one()
+        conn.execute(
+            insert(IMAGE),
+            [
+                {
+                    "coco_id": i + 1,
+                    "file_name": f"{i + 1:012d}.jpg",
+                    "coco_split": "train2017",
+                    "width": 640,
+                    "height": 480,
+                }
+                for i in range(1000)
+            ],
+        )
         image = conn.exec_driver_sql("SELECT min(id) FROM image").scalar_one()
 
         def rows(n: int, origin: str, open_: bool) -> list[dict[str, object]]:
-            return [{
-                "image_id": image + i % 1000, "caption": "The cat is on the bed.",
-                "relation": "on", "subj": "cat", "obj": "bed", "label": i % 2 == 0,
-                "origin": origin, "is_gold": False, "created_at": now,
-                "queue_open": open_, "queue_settled": not open_,
-                "queue_votes": 0 if open_ else 3, "queue_agree": 0 if open_ else 3,
-                "queue_leases": 0,
-            } for i in range(n)]
+            return [
+                {
+                    "image_id": image + i % 1000,
+                    "caption": "The cat is on the bed.",
+                    "relation": "on",
+                    "subj": "cat",
+                    "obj": "bed",
+                    "label": i % 2 == 0,
+                    "origin": origin,
+                    "is_gold": False,
+                    "created_at": now,
+                    "queue_open": open_,
+                    "queue_settled": not open_,
+                    "queue_votes": 0 if open_ else 3,
+                    "queue_agree": 0 if open_ else 3,
+                    "queue_leases": 0,
+                }
+                for i in range(n)
+            ]
 
         conn.execute(insert(EXAMPLE), rows(SETTLED, "imported", False))
         conn.execute(insert(EXAMPLE), rows(OPEN, "human", True))
@@ -63,15 +90,22 @@ def test_candidates_walk_the_open_index_in_order_at_10x(backend: str, engine: En
     if backend != "postgresql":
         pytest.skip("a PostgreSQL planner question")
     worker, floor = _fill(engine)
-    params = {"q_worker": worker, "q_limit": 1, "q_floor": floor, "q_study": 1,
-              **room_params(StudyConfig())}
+    params = {
+        "q_worker": worker,
+        "q_limit": 1,
+        "q_floor": floor,
+        "q_study": 1,
+        **room_params(StudyConfig()),
+    }
     stmt = statements_for("postgresql").regular
     state = stmt.compile(dialect=engine.dialect).construct_expanded_state(params)
     with engine.connect() as conn:
-        plan = "\n".join(conn.exec_driver_sql(
-            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + state.statement,
-            dict(state.parameters),
-        ).scalars())
+        plan = "\n".join(
+            conn.exec_driver_sql(
+                "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) " + state.statement,
+                dict(state.parameters),
+            ).scalars()
+        )
         conn.rollback()
     main = plan.split("SubPlan", 1)[0]  # the Example scan, not its subqueries
     assert "Index Scan using ix_example_open on example" in main, plan
@@ -103,8 +137,10 @@ def _generic_plan(engine: Engine, stmt: Any, params: dict[str, Any]) -> tuple[st
             for _ in range(6):
                 cur.execute(psql.SQL("EXPLAIN (COSTS OFF) EXECUTE lease({})").format(args))
                 plan = "\n".join(row[0] for row in cur.fetchall())
-            cur.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                        "WHERE name = 'lease'")
+            cur.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE name = 'lease'"
+            )
             generic, custom = cur.fetchone()  # type: ignore[misc]
             conn.rollback()
     finally:
@@ -122,8 +158,15 @@ def test_the_lease_statement_keeps_one_generic_plan_that_walks_in_order(
         pytest.skip("a PostgreSQL planner question")
     worker, floor = _fill(engine)
     now = utcnow()
-    params = {"q_worker": worker, "q_floor": floor, "q_study": 1, "q_batch": 1,
-              "q_now": now, "q_expires": now, **room_params(StudyConfig())}
+    params = {
+        "q_worker": worker,
+        "q_floor": floor,
+        "q_study": 1,
+        "q_batch": 1,
+        "q_now": now,
+        "q_expires": now,
+        **room_params(StudyConfig()),
+    }
     plan, generic, custom = _generic_plan(
         engine, statements_for("postgresql").lease_regular, params
     )

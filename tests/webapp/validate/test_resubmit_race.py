@@ -82,9 +82,7 @@ def test_api_resubmits_at_once_are_one_vote_and_the_same_answer(
     assert _vote_count(pg_url) == (ROUNDS, ROUNDS)
 
 
-def test_form_resubmits_at_once_all_move_on(
-    pg_url: str, coco_dir: Path, tmp_path: Path
-) -> None:
+def test_form_resubmits_at_once_all_move_on(pg_url: str, coco_dir: Path, tmp_path: Path) -> None:
     app = _site(pg_url, coco_dir, tmp_path)
     with TestClient(app, raise_server_exceptions=False) as client:
         csrf = start(client, "vform")
@@ -120,16 +118,21 @@ def test_caption_resubmits_at_once_are_one_annotation(
         start_prolific(client, "craces")
         for _ in range(3):
             fields = task(client)
-            body = {"assignment_id": fields["assignment_id"],
-                    "client_token": fields["client_token"], "relation": "near", "ent1": "a",
-                    "true_image": 1}
+            body = {
+                "assignment_id": fields["assignment_id"],
+                "client_token": fields["client_token"],
+                "relation": "near",
+                "ent1": "a",
+                "true_image": 1,
+            }
 
             def post(body: dict[str, Any] = body) -> Any:
                 return client.post("/api/generate/annotations", json=body)
 
             answers = _at_once([post] * COPIES)
             assert sorted(r.status_code for r in answers) == [200] * (COPIES - 1) + [201], [
-                r.text for r in answers]
+                r.text for r in answers
+            ]
             ids = {r.json()["annotation_id"] for r in answers}
             assert len(ids) == 1
     with Session(engine) as s:

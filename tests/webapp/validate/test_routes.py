@@ -36,16 +36,26 @@ def seed_examples(session: Session, coco_dir: Path, n_pairs: int = 4) -> list[in
         session.flush()
         rel = RELATIONS[k % len(RELATIONS)]
         ann = Annotation(
-            pair_id=pair_id, worker_id=author.id, relation=rel, subj=pair.concept_a,  # type: ignore[arg-type]
-            obj=pair.concept_b, true_image_id=pair.image1_id,
+            pair_id=pair_id,
+            worker_id=author.id,  # type: ignore[arg-type]
+            relation=rel,
+            subj=pair.concept_a,
+            obj=pair.concept_b,
+            true_image_id=pair.image1_id,
         )
         session.add(ann)
         session.flush()
         for image_id, label in ((pair.image1_id, True), (pair.image2_id, False)):
             ex = Example(
-                image_id=image_id, caption=render_caption(pair.concept_a, rel, pair.concept_b),
-                relation=rel, subj=pair.concept_a, obj=pair.concept_b, label=label,
-                origin="human", annotation_id=ann.id, author_id=author.id,
+                image_id=image_id,
+                caption=render_caption(pair.concept_a, rel, pair.concept_b),
+                relation=rel,
+                subj=pair.concept_a,
+                obj=pair.concept_b,
+                label=label,
+                origin="human",
+                annotation_id=ann.id,
+                author_id=author.id,
             )
             session.add(ex)
             session.flush()
@@ -119,8 +129,9 @@ def test_html_vote_records_frame_and_moves_on(site: Any, engine: Engine) -> None
     page = client.get("/validate")
     fields = {k: form_field(page.text, k) for k in ("csrf", "assignment_id")}
     r = client.post(
-        "/validate", data=fields | {"answer": "true", "reference_frame": "intrinsic",
-                                    "duration_ms": "1234"}, follow_redirects=False,
+        "/validate",
+        data=fields | {"answer": "true", "reference_frame": "intrinsic", "duration_ms": "1234"},
+        follow_redirects=False,
     )
     assert r.status_code == 303 and r.headers["location"] == "/validate"
     # The same form again (double click, back button): nothing new is stored.
@@ -145,7 +156,13 @@ def test_json_api_round_trip_idempotent_and_owned(site: Any, engine: Engine) -> 
     assert item["batch_size"] == 4 and item["done"] == 0 and not item["finished"]
     public = item["item"]
     assert set(public) == {
-        "assignment_id", "caption", "subj", "obj", "relation", "frame_question", "image"
+        "assignment_id",
+        "caption",
+        "subj",
+        "obj",
+        "relation",
+        "frame_question",
+        "image",
     }
     assert public["image"]["marked"] is True and public["image"]["src"].endswith(".jpg")
     img = a.get(public["image"]["src"])
@@ -157,8 +174,10 @@ def test_json_api_round_trip_idempotent_and_owned(site: Any, engine: Engine) -> 
     first = a.post("/api/validate/votes?next=1", json=body)
     assert first.status_code == 201, first.text
     out = first.json()
-    assert out["created"] and out["done"] == 1 and out["next"]["item"]["assignment_id"] != (
-        public["assignment_id"]
+    assert (
+        out["created"]
+        and out["done"] == 1
+        and out["next"]["item"]["assignment_id"] != (public["assignment_id"])
     )
     again = a.post("/api/validate/votes", json=body | {"value": True})
     assert again.status_code == 200 and again.json()["vote_id"] == out["vote_id"]
@@ -219,8 +238,9 @@ def test_gold_items_look_like_any_other(site: Any, engine: Engine, db_url: str) 
     start(client, "vg")
     gold_item = client.get("/api/validate/item").json()["item"]
     assert gold_item["caption"] == gold_caption
-    client.post("/api/validate/votes", json={"assignment_id": gold_item["assignment_id"],
-                                              "value": True})
+    client.post(
+        "/api/validate/votes", json={"assignment_id": gold_item["assignment_id"], "value": True}
+    )
     plain_item = client.get("/api/validate/item").json()["item"]
     assert set(gold_item) == set(plain_item)
     assert set(gold_item["image"]) == set(plain_item["image"])
@@ -264,17 +284,20 @@ def test_api_recovers_from_dropped_database_connections(
 
     def drop_every_other_connection() -> int:
         with engine.connect() as c:
-            killed = c.execute(text(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )).scalar_one()
+            killed = c.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
         engine.dispose()
         return int(killed)
 
     item = client.get("/api/validate/item").json()["item"]
     assert drop_every_other_connection() >= 1  # the API pool's idle connection among them
-    r = client.post("/api/validate/votes?next=1",
-                    json={"assignment_id": item["assignment_id"], "value": True})
+    r = client.post(
+        "/api/validate/votes?next=1", json={"assignment_id": item["assignment_id"], "value": True}
+    )
     assert r.status_code == 201, r.text
     assert r.json()["created"] and r.json()["next"]["item"] is not None
     drop_every_other_connection()
@@ -284,7 +307,8 @@ def test_api_recovers_from_dropped_database_connections(
     with Session(engine) as s:
         votes = s.exec(select(Vote)).all()
         assert [(v.assignment_id, v.value) for v in votes] == [
-            (lease_id_of(item["assignment_id"]), True)]
+            (lease_id_of(item["assignment_id"]), True)
+        ]
     engine.dispose()
 
 
@@ -294,8 +318,10 @@ def test_pages_carry_security_headers_and_a_nonced_script(site: Any) -> None:
     page = client.get("/validate")
     assert page.status_code == 200
     policy = page.headers["content-security-policy"]
-    assert "script-src 'self' 'nonce-" in policy and "'unsafe-inline'" not in policy.split(
-        "script-src")[1].split(";")[0]
+    assert (
+        "script-src 'self' 'nonce-" in policy
+        and "'unsafe-inline'" not in policy.split("script-src")[1].split(";")[0]
+    )
     assert "frame-ancestors 'self' https://www.mturk.com" in policy  # MTurk frames HITs
     nonce = policy.split("'nonce-")[1].split("'")[0]
     assert f'<script nonce="{nonce}">' in page.text

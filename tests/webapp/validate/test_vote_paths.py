@@ -36,8 +36,10 @@ def backend() -> str:
 def ran(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """The queue's prebuilt statements by name, as they run (on PostgreSQL every one goes
     through driver.execute)."""
-    names = {id(getattr(statements.statements_for("postgresql"), f)): f
-             for f in statements.Statements.__dataclass_fields__}
+    names = {
+        id(getattr(statements.statements_for("postgresql"), f)): f
+        for f in statements.Statements.__dataclass_fields__
+    }
     seen: Counter[str] = Counter()
     plain = driver.execute
 
@@ -53,9 +55,13 @@ def _setup(s: Session, n: int = 4, target: int | None = None) -> tuple[Worker, E
     image = make_image(s)
     author = make_worker(s, "author", ["generate"])
     for k in range(n):
-        make_example(s, image, author=author, relation=("left of", "right of", "above",
-                                                        "below")[k % 4],
-                     target_votes=target)
+        make_example(
+            s,
+            image,
+            author=author,
+            relation=("left of", "right of", "above", "below")[k % 4],
+            target_votes=target,
+        )
     worker = make_worker(s, "validator", ["validate"])
     strat = ExampleStrategy(config=CONFIG, rng=random.Random(0))
     vq.begin_batch(s, worker, strat)

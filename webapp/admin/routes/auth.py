@@ -39,8 +39,13 @@ def _login_page(
         status_code=status,
     )
     response.set_cookie(
-        csrf.PRELOGIN_COOKIE, nonce, max_age=3600, httponly=True, samesite="strict",
-        path="/admin", secure=request.app.state.settings.base_url.startswith("https://"),
+        csrf.PRELOGIN_COOKIE,
+        nonce,
+        max_age=3600,
+        httponly=True,
+        samesite="strict",
+        path="/admin",
+        secure=request.app.state.settings.base_url.startswith("https://"),
     )
     return response
 
@@ -69,8 +74,12 @@ def login(
     wait = throttle.attempt(session, key)  # counted as failed until the password is right
     if wait:
         response = _login_page(
-            request, templates, settings.secret_key, safe_next(next),
-            f"Too many failed logins. Please try again in {wait // 60 + 1} minutes.", 429,
+            request,
+            templates,
+            settings.secret_key,
+            safe_next(next),
+            f"Too many failed logins. Please try again in {wait // 60 + 1} minutes.",
+            429,
         )
         response.headers["Retry-After"] = str(wait)
         return response

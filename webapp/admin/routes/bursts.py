@@ -21,7 +21,11 @@ log = logging.getLogger(__name__)
 def bursts_page(request: Request, admin: AdminDep, session: SessionDep) -> Response:
     settings = request.app.state.settings
     return render(
-        request, admin, "bursts.html", "bursts", bursts=recent_bursts(session),
+        request,
+        admin,
+        "bursts.html",
+        "bursts",
+        bursts=recent_bursts(session),
         per_address=settings.new_workers_per_address,
         per_study=settings.new_workers_per_study,
         window_minutes=settings.rate_window_seconds // 60,
@@ -36,8 +40,13 @@ def cut(
     address: Annotated[str, Form(min_length=1, max_length=200)],
 ) -> Response:
     blocked, released = cut_burst(session, address, getattr(request.app.state, "strategies", {}))
-    log.info("admin %s cut the burst from %r: %s workers blocked, %s leases returned",
-             admin.user_id, address, blocked, released)
+    log.info(
+        "admin %s cut the burst from %r: %s workers blocked, %s leases returned",
+        admin.user_id,
+        address,
+        blocked,
+        released,
+    )
     figure_cache(request).clear()
     return back(
         "/admin/bursts",

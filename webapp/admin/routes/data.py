@@ -79,9 +79,7 @@ def data_page(
     rows, total = stats.browse_examples(
         session, cfg, offset=(page - 1) * PAGE, limit=PAGE, study_id=study_id, **filters
     )
-    choices = cached(
-        request, session, "choices", lambda s: stats.distinct_values(s, study_id)
-    )
+    choices = cached(request, session, "choices", lambda s: stats.distinct_values(s, study_id))
     params = {
         "relation": relation,
         "concept": concept,
@@ -144,10 +142,13 @@ def example_page(
     cfg = study_config(session, admin_study(request).id)
     assert example.id is not None
     target = example.target_votes or cfg.votes_per_example
-    wanted = _votes_wanted(bool(example.queue_open), n, target,
-                           max(target, cfg.max_votes_per_example))
-    stuck = bool(example.queue_open and not example.is_gold) and stats.validators_left(
-        session, example.id, example.author_id, example.study_id) == 0
+    wanted = _votes_wanted(
+        bool(example.queue_open), n, target, max(target, cfg.max_votes_per_example)
+    )
+    stuck = (
+        bool(example.queue_open and not example.is_gold)
+        and stats.validators_left(session, example.id, example.author_id, example.study_id) == 0
+    )
     return render(
         request,
         admin,

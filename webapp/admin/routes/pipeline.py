@@ -41,7 +41,10 @@ DEMO_COCO = DEMO_DATA_DIR / "annotations" / "instances_demo.json"
 
 @router.get("/pipeline", include_in_schema=False)
 def pipeline_page(
-    request: Request, admin: AdminDep, session: SessionDep, settings: SettingsDep,
+    request: Request,
+    admin: AdminDep,
+    session: SessionDep,
+    settings: SettingsDep,
     msg: str | None = None,
 ) -> Response:
     return _pipeline(request, admin, session, settings, msg=msg)
@@ -67,8 +70,10 @@ def _pipeline(
         select(Job).where(Job.study_id == study_id).order_by(col(Job.id).desc()).limit(20)
     ).all()
     runs = session.exec(
-        select(MatchRun).where(MatchRun.study_id == study_id)
-        .order_by(col(MatchRun.id).desc()).limit(5)
+        select(MatchRun)
+        .where(MatchRun.study_id == study_id)
+        .order_by(col(MatchRun.id).desc())
+        .limit(5)
     ).all()
     forms = {k: model.model_json_schema() for k, model in jobs.JOB_KINDS.items()}
     values: dict[str, dict[str, Any]] = {k: {} for k in jobs.JOB_KINDS}
@@ -110,8 +115,14 @@ async def start_job(
         params = model.model_validate(raw, context={"data_roots": settings.data_root_paths()})
     except ValidationError as exc:
         return _pipeline(
-            request, admin, session, settings, kind=kind, errors=field_errors(exc),
-            typed=typed, status=422,
+            request,
+            admin,
+            session,
+            settings,
+            kind=kind,
+            errors=field_errors(exc),
+            typed=typed,
+            status=422,
         )
     jobs.mark_orphans(session)
     try:
@@ -142,8 +153,10 @@ def job_list(request: Request, session: SessionDep) -> list[dict[str, Any]]:
     """The dashboard's study's recent jobs (the pipeline page polls this)."""
     jobs.mark_orphans(session)
     recent = session.exec(
-        select(Job).where(Job.study_id == admin_study(request).id)
-        .order_by(col(Job.id).desc()).limit(20)
+        select(Job)
+        .where(Job.study_id == admin_study(request).id)
+        .order_by(col(Job.id).desc())
+        .limit(20)
     ).all()
     return [jobs.public(j) for j in recent]
 

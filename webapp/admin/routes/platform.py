@@ -42,9 +42,13 @@ SUBMISSIONS_SHOWN = 500
 
 
 def _studies(request: Request, session: Session) -> list[PlatformStudy]:
-    return list(session.exec(select(PlatformStudy).where(
-        PlatformStudy.study_id == admin_study(request).id
-    ).order_by(col(PlatformStudy.id).desc())))
+    return list(
+        session.exec(
+            select(PlatformStudy)
+            .where(PlatformStudy.study_id == admin_study(request).id)
+            .order_by(col(PlatformStudy.id).desc())
+        )
+    )
 
 
 def _own(request: Request, session: Session, ps: int) -> PlatformStudy:
@@ -60,10 +64,16 @@ def _url(ps: int | None) -> str:
 
 
 def _planned(session: Session, row: PlatformStudy) -> list[PlatformAction]:
-    return list(session.exec(select(PlatformAction).where(
-        PlatformAction.platform_study_id == row.id,
-        PlatformAction.state == PlatformActionState.planned,
-    ).order_by(col(PlatformAction.id))))
+    return list(
+        session.exec(
+            select(PlatformAction)
+            .where(
+                PlatformAction.platform_study_id == row.id,
+                PlatformAction.state == PlatformActionState.planned,
+            )
+            .order_by(col(PlatformAction.id))
+        )
+    )
 
 
 def fingerprint(actions: list[PlatformAction]) -> str:
@@ -76,12 +86,18 @@ def _preview(row: PlatformStudy, actions: list[PlatformAction]) -> dict[str, Any
     counts = Counter(a.kind for a in actions)
     bonus = sum(a.amount_cents or 0 for a in actions if a.kind == PlatformActionKind.bonus)
     reward = int(row.settings.get("reward_cents", 0)) * counts[PlatformActionKind.approve]
-    return {"counts": dict(counts), "bonus_cents": bonus, "reward_cents": reward,
-            "total_cents": bonus + reward, "fingerprint": fingerprint(actions)}
+    return {
+        "counts": dict(counts),
+        "bonus_cents": bonus,
+        "reward_cents": reward,
+        "total_cents": bonus + reward,
+        "fingerprint": fingerprint(actions),
+    }
 
 
-def _submissions(session: Session, row: PlatformStudy, rules: eng.Rules,
-                 actions: list[PlatformAction]) -> list[dict[str, Any]]:
+def _submissions(
+    session: Session, row: PlatformStudy, rules: eng.Rules, actions: list[PlatformAction]
+) -> list[dict[str, Any]]:
     """Each submission with the work in its own batches (``q``) and what the ledger credits
     it with (``paid``: the work it is paid for). A fixed number of statements, whatever
     the number of submissions (grouped queries, webapp.platforms.settlement)."""
@@ -90,37 +106,64 @@ def _submissions(session: Session, row: PlatformStudy, rules: eng.Rules,
     by_target: dict[str, list[PlatformAction]] = {}
     for a in actions:
         by_target.setdefault(a.target, []).append(a)
-    return [{"sub": s, "q": work[s.id or 0].quality(), "paid": paid.get(s.id or 0),
-             "actions": by_target.get(s.external_id, [])}
-            for s in subs[:SUBMISSIONS_SHOWN]]
+    return [
+        {
+            "sub": s,
+            "q": work[s.id or 0].quality(),
+            "paid": paid.get(s.id or 0),
+            "actions": by_target.get(s.external_id, []),
+        }
+        for s in subs[:SUBMISSIONS_SHOWN]
+    ]
 
 
 @router.get("/platform", include_in_schema=False)
 def platform_page(
-    request: Request, admin: AdminDep, session: SessionDep,
+    request: Request,
+    admin: AdminDep,
+    session: SessionDep,
     ps: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
 ) -> Response:
     rows = _studies(request, session)
     row = _own(request, session, ps) if ps else (rows[0] if rows else None)
-    ctx: dict[str, Any] = {"rows": rows, "row": row, "names": NAMES, "page": page, "pages": 1,
-                           "pays": {r.id: drafts.effective_pay(session, r) for r in rows}}
+    ctx: dict[str, Any] = {
+        "rows": rows,
+        "row": row,
+        "names": NAMES,
+        "page": page,
+        "pages": 1,
+        "pays": {r.id: drafts.effective_pay(session, r) for r in rows},
+    }
     if row is not None:
         rules = eng.rules_for(session, row)
-        actions = list(session.exec(select(PlatformAction).where(
-            PlatformAction.platform_study_id == row.id).order_by(col(PlatformAction.id))))
+        actions = list(
+            session.exec(
+                select(PlatformAction)
+                .where(PlatformAction.platform_study_id == row.id)
+                .order_by(col(PlatformAction.id))
+            )
+        )
         planned = [a for a in actions if a.state == PlatformActionState.planned]
-        total = session.exec(select(func.count()).select_from(PlatformCall).where(
-            PlatformCall.platform_study_id == row.id)).one()
+        total = session.exec(
+            select(func.count())
+            .select_from(PlatformCall)
+            .where(PlatformCall.platform_study_id == row.id)
+        ).one()
         ctx |= {
-            "subs": _submissions(session, row, rules, actions), "planned": planned,
+            "subs": _submissions(session, row, rules, actions),
+            "planned": planned,
             "steps": drafts.steps_from(row.state),
-            "preview": _preview(row, planned), "rules": rules,
+            "preview": _preview(row, planned),
+            "rules": rules,
             "states": dict(Counter(a.state for a in actions)),
-            "calls": session.exec(select(PlatformCall).where(
-                PlatformCall.platform_study_id == row.id
-            ).order_by(col(PlatformCall.id).desc()).offset((page - 1) * CALLS_PER_PAGE)
-                .limit(CALLS_PER_PAGE)).all(),
+            "calls": session.exec(
+                select(PlatformCall)
+                .where(PlatformCall.platform_study_id == row.id)
+                .order_by(col(PlatformCall.id).desc())
+                .offset((page - 1) * CALLS_PER_PAGE)
+                .limit(CALLS_PER_PAGE)
+            ).all(),
             "pages": max(1, -(-int(total) // CALLS_PER_PAGE)),
         }
     return render(request, admin, "platform.html", "platform", **ctx)
@@ -134,8 +177,9 @@ def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> s
         if what == "sync":
             if not drafts.confirm_create(session, client, row):
                 return "Not synced: the study's create is not confirmed on the platform yet."
-            released = eng.sync(session, client, row, getattr(request.app.state, "strategies",
-                                                                {}), calls)
+            released = eng.sync(
+                session, client, row, getattr(request.app.state, "strategies", {}), calls
+            )
             figure_cache(request).clear()
             return f"Synced; {released} leased item(s) of gone participants released."
         if what == "publish":
@@ -157,7 +201,9 @@ def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> s
 
 @router.post("/platform/create", include_in_schema=False)
 def create(
-    request: Request, admin: AdminPostDep, session: SessionDep,
+    request: Request,
+    admin: AdminPostDep,
+    session: SessionDep,
     platform: Annotated[str, Form(pattern="^(prolific|mturk)$")],
     kind: Annotated[str, Form(pattern="^(generate|validate)$")],
     reward_cents: Annotated[int, Form(ge=1, le=100_000)],
@@ -168,16 +214,24 @@ def create(
     study = session.get(Study, admin_study(request).id)
     assert study is not None
     calls = eng.CallLog(platform)
-    log.info("admin %s creates a %s %s study for study %s", admin.user_id, platform, kind,
-             study.id)
+    log.info("admin %s creates a %s %s study for study %s", admin.user_id, platform, kind, study.id)
     try:
         settings = drafts.new_settings(
-            session, study, platform, kind, reward_cents=reward_cents, places=places,
-            base_url=request.app.state.settings.base_url, title=title.strip(),
+            session,
+            study,
+            platform,
+            kind,
+            reward_cents=reward_cents,
+            places=places,
+            base_url=request.app.state.settings.base_url,
+            title=title.strip(),
             estimated_minutes=min(int(expected_minutes), 24 * 60) or None
-            if expected_minutes else None)
-        row = drafts.create(session, client_for(platform, calls), study, settings,
-                            on_row=calls.name_study)
+            if expected_minutes
+            else None,
+        )
+        row = drafts.create(
+            session, client_for(platform, calls), study, settings, on_row=calls.name_study
+        )
         msg, ps = f"Created {platform} study {row.external_id} ({row.state}).", row.id
     except PlatformError as exc:
         msg, ps = f"Not created: {exc}", None
@@ -189,7 +243,10 @@ def create(
 
 @router.post("/platform/{ps}/{what}", include_in_schema=False)
 def act(
-    request: Request, admin: AdminPostDep, session: SessionDep, ps: DbId,
+    request: Request,
+    admin: AdminPostDep,
+    session: SessionDep,
+    ps: DbId,
     what: Annotated[str, Path(max_length=16)],
     confirm: Annotated[str, Form(max_length=8)] = "",
     seen: Annotated[str, Form(max_length=64)] = "",
@@ -206,18 +263,23 @@ def act(
         row.settings = {**row.settings, "rules": rules}
         session.add(row)
         added = eng.plan(session, row, eng.rules_for(session, row))
-        log.info("admin %s planned %s new actions for platform study %s (study %s)",
-                 admin.user_id, len(added), row.id, row.study_id)
+        log.info(
+            "admin %s planned %s new actions for platform study %s (study %s)",
+            admin.user_id,
+            len(added),
+            row.id,
+            row.study_id,
+        )
         return back(_url(ps), f"Planned {len(added)} new action(s); nothing sent yet.")
     if what == "apply":
         planned = _planned(session, row)
         if confirm != "yes":
             return back(_url(ps), "Not applied: tick the confirmation first.")
         if seen != fingerprint(planned):
-            return back(_url(ps), "Not applied: the plan changed since you looked at it; "
-                                  "check it again.")
+            return back(
+                _url(ps), "Not applied: the plan changed since you looked at it; check it again."
+            )
     elif what not in ("sync", *drafts.STEPS):
         raise HTTPException(404, "No such platform action.")
-    log.info("admin %s: %s platform study %s (study %s)", admin.user_id, what, row.id,
-             row.study_id)
+    log.info("admin %s: %s platform study %s (study %s)", admin.user_id, what, row.id, row.study_id)
     return back(_url(ps), _run(request, session, row, what))

@@ -64,8 +64,10 @@ def _default_only(request: Request) -> str | None:
     study = admin_study(request)
     if study.is_default:
         return None
-    return (f"Re-validation works on the default study's imported data, not {study.slug}: "
-            "choose the default study in the switcher.")
+    return (
+        f"Re-validation works on the default study's imported data, not {study.slug}: "
+        "choose the default study in the switcher."
+    )
 
 
 def _page(
@@ -92,8 +94,9 @@ def _page(
         rounds=r["rounds"],  # the report has read them already (a scan of the Examples)
         # The data browser's cached choices of the chosen study: four DISTINCT scans of the
         # Example table took ~200 ms at 10x on every view of this page.
-        relations=cached(request, session, "choices",
-                         lambda s: distinct_values(s, study_id))["relations"],
+        relations=cached(request, session, "choices", lambda s: distinct_values(s, study_id))[
+            "relations"
+        ],
         values={"votes": cfg.votes_per_example, **(typed or {})},
         errors=errors or {},
         msg=msg,

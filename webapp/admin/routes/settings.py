@@ -116,13 +116,25 @@ async def save_settings(request: Request, admin: AdminPostDep, session: SessionD
             errors = validation_errors(exc)
     if errors:
         # Nothing was saved: the form again with everything the admin typed, errors by field.
-        return _page(request, admin, session, current | typed, errors, None, status=422,
-                     shown=json.dumps(shown))
+        return _page(
+            request,
+            admin,
+            session,
+            current | typed,
+            errors,
+            None,
+            status=422,
+            shown=json.dumps(shown),
+        )
     if not changes:
         return back("/admin/settings", "Nothing changed.")
     # The names of the changed settings only: their values may be long texts (consent).
-    log.info("admin %s changed settings %s of study %s", admin.user_id,
-             ", ".join(sorted(changes)), study_id)
+    log.info(
+        "admin %s changed settings %s of study %s",
+        admin.user_id,
+        ", ".join(sorted(changes)),
+        study_id,
+    )
     _after_settings_change(session, study_id)
     figure_cache(request).clear()
     return back("/admin/settings", "Settings saved.")
@@ -131,6 +143,7 @@ async def save_settings(request: Request, admin: AdminPostDep, session: SessionD
 def _after_settings_change(session: Session, study_id: int) -> None:
     """The validation queue re-derives which Examples still need votes."""
     from webapp.validate.audit import refresh_queue
+
     refresh_queue(session, study_config(session, study_id), study_id)
 
 
@@ -143,10 +156,19 @@ def create_invite(
     roles: Annotated[list[str] | None, Form()] = None,
 ) -> Response:
     chosen = [r for r in (roles or []) if r in KINDS] or list(KINDS)
-    token = InviteToken(token=secrets.token_urlsafe(18), label=label.strip(), roles=chosen,
-                        study_id=admin_study(request).id)
+    token = InviteToken(
+        token=secrets.token_urlsafe(18),
+        label=label.strip(),
+        roles=chosen,
+        study_id=admin_study(request).id,
+    )
     session.add(token)
     session.commit()
-    log.info("admin %s created invite %s (roles %s) for study %s", admin.user_id, token.id,
-             ", ".join(chosen), token.study_id)
+    log.info(
+        "admin %s created invite %s (roles %s) for study %s",
+        admin.user_id,
+        token.id,
+        ", ".join(chosen),
+        token.study_id,
+    )
     return back("/admin/settings", f"Invite link created for {label.strip() or 'an annotator'}.")

@@ -148,8 +148,7 @@ def block(
     released = workers.block_worker(
         session, worker, getattr(request.app.state, "strategies", {}), reason or None
     )
-    log.info("admin %s blocked worker %s; %s leases returned", admin.user_id, worker_id,
-             released)
+    log.info("admin %s blocked worker %s; %s leases returned", admin.user_id, worker_id, released)
     figure_cache(request).clear()
     return back(
         _next(next, worker_id),
@@ -180,8 +179,7 @@ def flag(
     reason: Annotated[str, Form(max_length=500)] = "",
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
-    actions.set_flag(session, _worker(session, worker_id), flagged, reason,
-                     admin_id=admin.user_id)
+    actions.set_flag(session, _worker(session, worker_id), flagged, reason, admin_id=admin.user_id)
     state = "flagged" if flagged else "unflagged"
     return back(_next(next, worker_id), f"Worker #{worker_id} {state}.")
 

@@ -87,19 +87,23 @@ def distinct_values(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[
         return [v for (v,) in conn.execute(select(column).where(mine).distinct().order_by(column))]
 
     concepts = set(values(EXAMPLE.c.subj)) | set(values(EXAMPLE.c.obj))
-    return {"relations": values(EXAMPLE.c.relation), "concepts": sorted(concepts),
-            "origins": values(EXAMPLE.c.origin)}
+    return {
+        "relations": values(EXAMPLE.c.relation),
+        "concepts": sorted(concepts),
+        "origins": values(EXAMPLE.c.origin),
+    }
 
 
-def validators_left(session: Session, example_id: int, author_id: int | None,
-                    study_id: int) -> int:
+def validators_left(session: Session, example_id: int, author_id: int | None, study_id: int) -> int:
     """How many of the study's workers could still vote on this Example: members whose
     roles allow validation, not blocked, not its author, who have not voted on it. 0 means
     an Example the queue still wants votes for waits for someone new to join."""
     voted = select(VOTE.c.worker_id).where(VOTE.c.example_id == example_id)
     rows = session.connection().execute(
         select(WORKER.c.id, WORKER.c.roles).where(
-            study_members(study_id), WORKER.c.blocked.is_(False), WORKER.c.id.not_in(voted),
+            study_members(study_id),
+            WORKER.c.blocked.is_(False),
+            WORKER.c.id.not_in(voted),
         )
     )
     return sum(1 for r in rows if r.id != author_id and (not r.roles or "validate" in r.roles))

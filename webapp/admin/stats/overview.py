@@ -70,8 +70,11 @@ def overview(
     active_leases = conn.execute(
         select(func.count())
         .select_from(ASSIGNMENT.join(BATCH, BATCH.c.id == ASSIGNMENT.c.batch_id))
-        .where(ASSIGNMENT.c.status == LeaseStatus.active, ASSIGNMENT.c.lease_expires_at > now,
-               BATCH.c.study_id == study_id)
+        .where(
+            ASSIGNMENT.c.status == LeaseStatus.active,
+            ASSIGNMENT.c.lease_expires_at > now,
+            BATCH.c.study_id == study_id,
+        )
     ).scalar_one()
     workers = conn.execute(
         select(
@@ -86,9 +89,9 @@ def overview(
         .where(ANNOTATION.c.skip_reason.is_not(None), IMAGE_PAIR.c.study_id == study_id)
     ).scalar_one()
     jobs_running = conn.execute(
-        select(func.count()).select_from(JOB).where(
-            JOB.c.status.in_(ACTIVE_JOB_STATUSES), JOB.c.study_id == study_id
-        )
+        select(func.count())
+        .select_from(JOB)
+        .where(JOB.c.status.in_(ACTIVE_JOB_STATUSES), JOB.c.study_id == study_id)
     ).scalar_one()
     return {
         "pairs": pairs,
@@ -134,7 +137,9 @@ def throughput(
     conn = session.connection()
     in_study = {
         "votes": VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(EXAMPLE.c.study_id == study_id)),
-        "captions": ANNOTATION.c.pair_id.in_(select(IMAGE_PAIR.c.id).where(IMAGE_PAIR.c.study_id == study_id)),
+        "captions": ANNOTATION.c.pair_id.in_(
+            select(IMAGE_PAIR.c.id).where(IMAGE_PAIR.c.study_id == study_id)
+        ),
     }
     for name, model in (("votes", VOTE), ("captions", ANNOTATION)):
         bucket = _hour_bucket(session, model.c.created_at)

@@ -20,8 +20,10 @@ def mc_summary(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, 
     run = MATCH_RUN
     conn = session.connection()
     latest = conn.execute(
-        select(run.c.id, run.c.params).where(run.c.study_id == study_id)
-        .order_by(run.c.id.desc()).limit(1)
+        select(run.c.id, run.c.params)
+        .where(run.c.study_id == study_id)
+        .order_by(run.c.id.desc())
+        .limit(1)
     ).first()
     if latest is None:
         return {"mc_items": 0, "mc_run_items": 0}

@@ -61,7 +61,9 @@ def agreement_coefficients(
 
 
 def quality(
-    session: Session, cfg: StudyConfig, relations: list[dict[str, Any]] | None = None,
+    session: Session,
+    cfg: StudyConfig,
+    relations: list[dict[str, Any]] | None = None,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> dict[str, Any]:
     """Dataset-level agreement figures. The counts are sums over the per-relation table
@@ -164,7 +166,9 @@ def concept_counts(
     conn = session.connection()
     data = and_(EXAMPLE.c.origin != REVALIDATION, EXAMPLE.c.study_id == study_id)
     subj: dict[str, int] = dict(
-        conn.execute(select(EXAMPLE.c.subj, func.count()).where(data).group_by(EXAMPLE.c.subj)).all()
+        conn.execute(
+            select(EXAMPLE.c.subj, func.count()).where(data).group_by(EXAMPLE.c.subj)
+        ).all()
     )
     obj: dict[str, int] = dict(
         conn.execute(select(EXAMPLE.c.obj, func.count()).where(data).group_by(EXAMPLE.c.obj)).all()
@@ -186,8 +190,11 @@ def frame_answers(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[di
     rows = conn.execute(
         select(EXAMPLE.c.relation, VOTE.c.reference_frame, func.count())
         .select_from(VOTE.join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id))
-        .where(EXAMPLE.c.study_id == study_id, EXAMPLE.c.origin != REVALIDATION,
-               VOTE.c.reference_frame.in_(FRAMES))
+        .where(
+            EXAMPLE.c.study_id == study_id,
+            EXAMPLE.c.origin != REVALIDATION,
+            VOTE.c.reference_frame.in_(FRAMES),
+        )
         .group_by(EXAMPLE.c.relation, VOTE.c.reference_frame)
     ).all()
     by_rel: dict[str, dict[str, int]] = {}
@@ -196,6 +203,12 @@ def frame_answers(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[di
     out = []
     for relation, counts in by_rel.items():
         total = sum(counts.values())
-        out.append({"relation": relation, "answers": total, **counts,
-                    **{f"{f}_share": counts[f] / total for f in FRAMES}})
+        out.append(
+            {
+                "relation": relation,
+                "answers": total,
+                **counts,
+                **{f"{f}_share": counts[f] / total for f in FRAMES},
+            }
+        )
     return sorted(out, key=lambda r: (-r["answers"], r["relation"]))

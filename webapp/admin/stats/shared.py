@@ -40,11 +40,15 @@ def study_members(study_id: int) -> Any:
     # 32; PostgreSQL 18 ms instead of 45, a UNION of ids 38).
     return or_(
         exists().where(BATCH.c.worker_id == w, BATCH.c.study_id + 0 == study_id),
-        exists().where(VOTE.c.worker_id == w, EXAMPLE.c.id == VOTE.c.example_id,
-                       EXAMPLE.c.study_id == study_id),
+        exists().where(
+            VOTE.c.worker_id == w, EXAMPLE.c.id == VOTE.c.example_id, EXAMPLE.c.study_id == study_id
+        ),
         exists().where(EXAMPLE.c.author_id == w, EXAMPLE.c.study_id + 0 == study_id),
-        exists().where(ANNOTATION.c.worker_id == w, IMAGE_PAIR.c.id == ANNOTATION.c.pair_id,
-                       IMAGE_PAIR.c.study_id == study_id),
+        exists().where(
+            ANNOTATION.c.worker_id == w,
+            IMAGE_PAIR.c.id == ANNOTATION.c.pair_id,
+            IMAGE_PAIR.c.study_id == study_id,
+        ),
         exists().where(INVITE_TOKEN.c.worker_id == w, INVITE_TOKEN.c.study_id == study_id),
     )
 
@@ -63,7 +67,10 @@ def vote_counts(example_ids: Any = None) -> Subquery:
 
 
 def example_agreement(
-    cfg: StudyConfig, *, with_revalidation: bool = False, where: list[Any] | None = None,
+    cfg: StudyConfig,
+    *,
+    with_revalidation: bool = False,
+    where: list[Any] | None = None,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> Subquery:
     """Per Example: votes, votes agreeing with its label, and decided / kept / unanimous flags.
@@ -126,7 +133,10 @@ def data_version(session: Session) -> tuple[Any, ...]:
             select(func.max(EXAMPLE.c.id)).scalar_subquery(),
             select(func.count()).select_from(ANNOTATION).scalar_subquery(),
             select(func.count()).select_from(IMAGE_PAIR).scalar_subquery(),
-            select(func.count()).select_from(EXAMPLE).where(EXAMPLE.c.is_gold.is_(True)).scalar_subquery(),
+            select(func.count())
+            .select_from(EXAMPLE)
+            .where(EXAMPLE.c.is_gold.is_(True))
+            .scalar_subquery(),
         )
     ).one()
     return tuple(row)
@@ -135,7 +145,10 @@ def data_version(session: Session) -> tuple[Any, ...]:
 def invite_labels() -> Any:
     """(worker_id, label): the label of a worker's invite, the name the dashboard shows."""
     return (
-        select(INVITE_TOKEN.c.worker_id.label("worker_id"), func.max(INVITE_TOKEN.c.label).label("label"))
+        select(
+            INVITE_TOKEN.c.worker_id.label("worker_id"),
+            func.max(INVITE_TOKEN.c.label).label("label"),
+        )
         .where(INVITE_TOKEN.c.worker_id.is_not(None), INVITE_TOKEN.c.label != "")
         .group_by(INVITE_TOKEN.c.worker_id)
     )

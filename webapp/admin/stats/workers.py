@@ -57,8 +57,9 @@ def worker_table(
         .select_from(VOTE)
         .join(vc, vc.c.example_id == VOTE.c.example_id)
         .join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id)
-        .where(VOTE.c.worker_id == only if only is not None else true(),
-               EXAMPLE.c.study_id == study_id)
+        .where(
+            VOTE.c.worker_id == only if only is not None else true(), EXAMPLE.c.study_id == study_id
+        )
         .group_by(VOTE.c.worker_id)
         .subquery("wv")
     )
@@ -186,7 +187,9 @@ def median_seconds(
     per: dict[str, dict[int, list[int]]] = {"v": {}, "a": {}}
     in_study = {  # the study's votes and captions only
         "v": VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(EXAMPLE.c.study_id == study_id)),
-        "a": ANNOTATION.c.pair_id.in_(select(IMAGE_PAIR.c.id).where(IMAGE_PAIR.c.study_id == study_id)),
+        "a": ANNOTATION.c.pair_id.in_(
+            select(IMAGE_PAIR.c.id).where(IMAGE_PAIR.c.study_id == study_id)
+        ),
     }
     for key, model in (("v", VOTE), ("a", ANNOTATION)):
         rows = conn.execute(
