@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install everything and run the checks (ruff check and format, mypy --strict, the import contracts) and the whole test
-# suite, on SQLite and PostgreSQL.
+# Install everything and run the checks (ruff check and format, mypy --strict, the import
+# contracts) and the whole test suite, on SQLite and PostgreSQL.
 #   PostgreSQL: VSR_TEST_PG_ADMIN_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test);
 #   each run creates and drops its own database there.
 set -euo pipefail
