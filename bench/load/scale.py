@@ -91,7 +91,9 @@ def main() -> int:
         help="history sizes in run order; the first is the baseline",
     )
     ap.add_argument("--repeat", type=int, default=1, help="run the factors this many times")
-    ap.add_argument("--p99-goal", type=float, default=150.0, help="ms (issue 17: 150)")
+    ap.add_argument(
+        "--p99-goal", type=float, default=150.0, help="ms (the goal of docs/scaling.md: 150)"
+    )
     args = ap.parse_args(argv)
     runs = [(f, one(f, extra)) for _ in range(args.repeat) for f in args.factors]
     base_factor, base = runs[0]

@@ -1,4 +1,4 @@
-"""`vsr sample` with hostile COCO records (issue 11 items 7 and 8): each is refused with one
+"""`vsr sample` with hostile COCO records (docs/sampling.md): each is refused with one
 line naming the record, exit 1, nothing stored, on SQLite and PostgreSQL; and the site never
 opens a file outside the image root, nor answers 500, for rows stored before these checks."""
 

@@ -88,9 +88,10 @@ def test_default_matching_defeats_most_of_what_vcr_weights_leave(
 def test_default_matching_leaves_every_adversary_near_chance(
     suites: dict[str, dict[str, Any]],
 ) -> None:
-    """Issue 12's target: the strongest answer-only adversary (listwise ones included) at
-    most 0.30 at k = 3 on every split seed, most queries kept. Seeds 2 and 3 were not used
-    to choose MatchParams.aim or the raking parameters: they keep the figure honest."""
+    """The target of docs/matching.md: the strongest answer-only adversary (listwise ones
+    included) at most 0.30 at k = 3 on every split seed, most queries kept. Seeds 2 and 3
+    were not used to choose MatchParams.aim or the raking parameters: they keep the figure
+    honest."""
     for key in ("soft0", "soft1", "soft2", "soft3"):
         soft = suites[key]
         assert soft["strongest"]["accuracy"] <= soft["chance"] + FEW_POINTS, soft

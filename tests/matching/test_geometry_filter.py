@@ -1,5 +1,5 @@
-"""The geometry filter of matching (issue 12) on real COCO masks, cases checked by eye on the
-photos in ../shared/coco (000000022192: a dog sitting on a bed, a red handbag to its right;
+"""The geometry filter of matching (docs/matching.md) on real COCO masks, cases checked by eye
+on the photos in ../shared/coco (000000022192: a dog sitting on a bed, a red handbag to its right;
 000000025603: a pizza at the lower left, a book at the lower right)."""
 
 from __future__ import annotations

@@ -229,7 +229,7 @@ def test_match_command_end_to_end(
     assert res.exit_code == 0, res.output
     with Session(engine) as s:
         run3 = s.exec(select(func.max(MatchRun.id))).scalar_one()  # type: ignore[call-overload]
-        # Sending the negatives to validators is the default (issue 12).
+        # Sending the negatives to validators is the default (docs/matching.md).
         assert s.get(MatchRun, run3).params["negatives_sent"]  # type: ignore[union-attr]
         redo = s.exec(select(McItem).where(McItem.run_id == run3)).scalars().all()  # type: ignore[call-overload]
         assert second.query_example_id in {it.query_example_id for it in redo}

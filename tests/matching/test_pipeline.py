@@ -450,7 +450,7 @@ def test_unknown_relations_are_a_clear_error(fresh: RelevanceModel) -> None:
 
 
 def test_captions_voted_true_are_known_true_whatever_their_label(fresh: RelevanceModel) -> None:
-    # Issue 12: image 000000371890 of the raw release. "The bicycle is close to / over the
+    # docs/matching.md: image 000000371890 of the raw release. "The bicycle is close to / over the
     # cat." were labelled False by their writers but 3 of 3 validators voted True: both are
     # true for the image and must never be distractors for "The bicycle is behind the cat."
     from matching.pipeline import known_true_by_image

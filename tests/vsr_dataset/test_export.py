@@ -350,7 +350,7 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
     session.close()
     out = tmp_path / "out"
     build_dataset(engine, out, BuildOptions(label_model="dawid-skene", unvalidated_mc=True))
-    # These runs never sent their distractors to validators: nothing reaches mc/ (issue 12);
+    # These runs never sent their distractors to validators: nothing reaches mc/ (docs/matching.md);
     # asked for, the items are written apart in mc_unvalidated/ and marked.
     assert not list((out / "mc").glob("*.jsonl"))
     mc = {p.stem: read_jsonl(p) for p in (out / "mc_unvalidated").glob("*.jsonl")}
