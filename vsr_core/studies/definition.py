@@ -349,4 +349,4 @@ def load_study(path: Path | str) -> StudyDefinition:
 
 
 def default_study_path() -> Path:
-    return Path(__file__).resolve().parent.parent / "studies" / "vsr.toml"
+    return Path(__file__).resolve().parents[2] / "studies" / "vsr.toml"
