@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RELEASE = ROOT.parent.parent / "shared/vsr/data/data_files"
+RELEASE = ROOT.parent / "shared/vsr/data/data_files"  # ../shared beside the checkout
 TARGET = 0.30
 
 
