@@ -101,15 +101,36 @@ def _migrated_url(backend: str, urls: dict[str, str], tmp: pytest.TempPathFactor
     return urls[backend]
 
 
+def _audit_migration() -> Any:
+    """Migration 0017's module (its file name starts with a digit: loaded by path)."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "migrations/versions/0017_roles_and_audit.py"
+    spec = importlib.util.spec_from_file_location("migration_0017", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _truncate_all(engine: Engine) -> None:
     tables = [t.name for t in SQLModel.metadata.sorted_tables]
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
+            # The audit trail refuses TRUNCATE by trigger; replica mode (superuser only) is
+            # PostgreSQL's own switch for not firing triggers, here only between tests.
+            conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
             conn.execute(text("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " CASCADE"))
         else:
             conn.exec_driver_sql("PRAGMA defer_foreign_keys=ON")
+            # SQLite has no switch for triggers: the audit trail's are dropped for the
+            # DELETE and made again from the migration's own statements.
+            conn.exec_driver_sql("DROP TRIGGER IF EXISTS auditevent_no_update")
+            conn.exec_driver_sql("DROP TRIGGER IF EXISTS auditevent_no_delete")
             for t in reversed(tables):
                 conn.execute(text(f'DELETE FROM "{t}"'))
+            for statement in _audit_migration()._SQLITE_TRIGGERS:
+                conn.exec_driver_sql(statement)
     # Every database has its default study (migration 0007); rows made without a study
     # belong to it.
     from vsr_core.studies.store import ensure_default_study

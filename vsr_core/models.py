@@ -165,6 +165,57 @@ class LedgerUnitKind(StrEnum):
     example = "example"
 
 
+class AdminRole(StrEnum):
+    """What an admin may do in one study (docs/dashboard.md, "Roles")."""
+
+    owner = "owner"  # everything, platform money and the study's admins included
+    researcher = "researcher"  # settings, jobs, data, workers; no payments, no admins
+    viewer = "viewer"  # read-only
+
+    @property
+    def rank(self) -> int:
+        return _ROLE_RANK[self]
+
+    def allows(self, needed: AdminRole) -> bool:
+        """Whether this role may do what ``needed`` may (roles are ordered)."""
+        return self.rank >= needed.rank
+
+
+_ROLE_RANK = {AdminRole.viewer: 0, AdminRole.researcher: 1, AdminRole.owner: 2}
+
+
+class AuditKind(StrEnum):
+    """One kind of admin action in the audit trail (vsr_core.audit)."""
+
+    login = "login"
+    login_failed = "login_failed"
+    logout = "logout"
+    admin_create = "admin_create"
+    password_change = "password_change"
+    role_grant = "role_grant"
+    role_revoke = "role_revoke"
+    study_create = "study_create"
+    study_update = "study_update"
+    study_archive = "study_archive"
+    settings_change = "settings_change"
+    invite_create = "invite_create"
+    worker_block = "worker_block"
+    worker_unblock = "worker_unblock"
+    worker_flag = "worker_flag"
+    gold_mark = "gold_mark"
+    requeue = "requeue"
+    revalidation_round = "revalidation_round"
+    burst_cut = "burst_cut"
+    job_start = "job_start"
+    job_cancel = "job_cancel"
+    platform_create = "platform_create"
+    platform_plan = "platform_plan"
+    platform_apply = "platform_apply"
+    platform_action = "platform_action"
+    adjudicate = "adjudicate"
+    audit_export = "audit_export"
+
+
 # --- studies ----------------------------------------------------------------------------
 
 
@@ -243,6 +294,35 @@ class AdminUser(SQLModel, table=True):
     session_version: int = Field(
         default=0, sa_column=Column(Integer, nullable=False, server_default="0")
     )
+
+
+class StudyRoleGrant(SQLModel, table=True):
+    """An admin's role in one study; an admin with no grant for a study cannot see it."""
+
+    admin_id: int = Field(foreign_key="adminuser.id", primary_key=True)
+    study_id: int = Field(foreign_key="study.id", primary_key=True, index=True)
+    role: str = Field(max_length=16)  # AdminRole
+    granted_at: datetime = _ts()
+
+
+class AuditEvent(SQLModel, table=True):
+    """One admin action, append-only: no route or command updates or deletes a row, and the
+    database refuses both (triggers of migration 0017; docs/dashboard.md, "Audit trail")."""
+
+    __table_args__ = (Index("ix_auditevent_study_at", "study_id", "at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = _ts(index=True)
+    # The acting admin: their id when there is one (a failed login has none) and the name
+    # as it was, so the row still reads right after the account is gone.
+    actor_id: int | None = Field(default=None, index=True)
+    actor: str = Field(max_length=128)
+    study_id: int | None = Field(default=None, index=True)
+    kind: str = Field(max_length=32, index=True)  # AuditKind
+    target: str = Field(default="", max_length=200)
+    # What changed: {"before": ..., "after": ...} for settings, the reason of an
+    # adjudication, the job's parameters, ...
+    change: dict[str, Any] = _json(default=dict, nullable=False)
+    via: str = Field(default="dashboard", max_length=16)  # dashboard | cli
 
 
 # --- COCO -------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from vsr_core.models import (
     AdminUser,
     Annotation,
     Assignment,
+    AuditEvent,
     Batch,
     Example,
     Image,
@@ -35,6 +36,7 @@ from vsr_core.models import (
     PlatformSubmission,
     RateEvent,
     Study,
+    StudyRoleGrant,
     StudySetting,
     StudyVersion,
     Vote,
@@ -55,6 +57,7 @@ def table_of(model: type[SQLModel]) -> Table:
 ADMIN_USER = table_of(AdminUser)
 ANNOTATION = table_of(Annotation)
 ASSIGNMENT = table_of(Assignment)
+AUDIT_EVENT = table_of(AuditEvent)
 BATCH = table_of(Batch)
 EXAMPLE = table_of(Example)
 IMAGE = table_of(Image)
@@ -71,6 +74,7 @@ PLATFORM_STUDY = table_of(PlatformStudy)
 PLATFORM_SUBMISSION = table_of(PlatformSubmission)
 RATE_EVENT = table_of(RateEvent)
 STUDY = table_of(Study)
+STUDY_ROLE_GRANT = table_of(StudyRoleGrant)
 STUDY_SETTING = table_of(StudySetting)
 STUDY_VERSION = table_of(StudyVersion)
 VOTE = table_of(Vote)
