@@ -18,6 +18,7 @@ from fastapi import Depends, HTTPException, Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
+from vsr_core.audit import Actor
 from vsr_core.models import AdminUser
 from vsr_core.types import utcnow
 from webapp.http.deps import SessionDep
@@ -136,6 +137,11 @@ class AdminSession:
     username: str
     nonce: str  # per-login random value; the CSRF token is derived from it
     version: int = 0  # the account's session_version when the cookie was made
+
+
+def actor_of(admin: AdminSession) -> Actor:
+    """The admin as the audit trail names them."""
+    return Actor(admin.username, admin.user_id, via="dashboard")
 
 
 def make_session_cookie(secret_key: str, user: AdminUser) -> str:
