@@ -14,7 +14,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ import httpx
 from sqlmodel import Session, col, select
 
 from tests.support.fake_prolific import TOKEN, running
+from tests.support.serving import wait_healthy
 from tests.support.webapp_coco import answer, enter, form_field, task
 from vsr_core.db import make_engine
 from vsr_core.models import Assignment, Example, InviteToken, LeaseStatus, McItem, Vote
@@ -84,17 +84,7 @@ def _site(env: dict[str, str], cwd: Path, site: str) -> Iterator[None]:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{site}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, (
-                cwd / "serve.log"
-            ).read_text()
-            time.sleep(0.2)
+        wait_healthy(proc, site, why_not=lambda: (cwd / "serve.log").read_text())
         yield
     finally:
         proc.terminate()

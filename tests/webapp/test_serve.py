@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.serving import wait_healthy
+
 
 def _exe() -> str:
     # This interpreter's own console script: the first `vsr` on PATH may belong to another
@@ -23,19 +25,7 @@ def _vsr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def _wait_healthy(proc: subprocess.Popen[str], port: int) -> None:
-    import time
-
-    import httpx
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "vsr serve did not start"
-        time.sleep(0.2)
+    wait_healthy(proc, f"http://127.0.0.1:{port}", why_not=lambda: "vsr serve did not start")
 
 
 def test_serve_needs_a_migrated_database(tmp_path: Path) -> None:
