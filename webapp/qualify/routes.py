@@ -48,11 +48,18 @@ from webapp.crowd.identity import (
 from webapp.crowd.tasks import page, redirect, strategy_for
 from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.http.errors import PageError
+from webapp.http.i18n import N_
 from webapp.images import render as images
 from webapp.validate.view import display_one, example_instances
 
 router = APIRouter(tags=["qualification"])
 
+# The refusals of vsr_core.qualification, marked here for the worker pages' catalogs.
+REFUSALS = (
+    N_("An answer names an item that is not in this check."),
+    N_("Each answer must be True or False."),
+    N_("Please answer every item of the check."),
+)
 ATTEMPT = re.compile(r"[1-9][0-9]?")
 MAX_FIELD_BYTES = 128
 
