@@ -222,19 +222,88 @@ def _stored(
     ).first()
 
 
-def passed_workers(session: Session, study_id: int) -> dict[int, dict[str, bool]]:
-    """worker id -> {kind: passed} for every worker who tried a check of the study (an
-    outcome is final once passed, or once every try failed; a worker with tries left is
-    reported as not passed yet)."""
-    out: dict[int, dict[str, bool]] = {}
-    for worker_id, kind, passed in session.exec(
+def outcomes(
+    session: Session,
+    study_id: int,
+    definition: StudyDefinition,
+    worker_ids: list[int] | None = None,
+) -> dict[int, dict[str, QualState]]:
+    """worker id -> {kind: passed | failed | pending} for every worker who tried a check of
+    the study (only ``worker_ids`` when given): passed once any try passed, failed once the
+    study's number of tries is used (as the current definition says), pending before."""
+    stmt = (
         select(
             QualificationAttempt.worker_id,
             QualificationAttempt.kind,
+            func.count(),
             func.max(func.cast(col(QualificationAttempt.passed), Integer)),
         )
         .where(QualificationAttempt.study_id == study_id)
         .group_by(col(QualificationAttempt.worker_id), col(QualificationAttempt.kind))
-    ).all():
-        out.setdefault(int(worker_id), {})[str(kind)] = bool(passed)
+    )
+    if worker_ids is not None:
+        stmt = stmt.where(col(QualificationAttempt.worker_id).in_(worker_ids))
+    out: dict[int, dict[str, QualState]] = {}
+    for worker_id, kind, tries, passed in session.exec(stmt).all():
+        task = requirement(definition, str(kind))
+        allowed = task.attempts if task is not None else int(tries)
+        state = (
+            QualState.passed
+            if passed
+            else QualState.failed
+            if int(tries) >= allowed
+            else QualState.pending
+        )
+        out.setdefault(int(worker_id), {})[str(kind)] = state
     return out
+
+
+def pass_rates(
+    session: Session, study_id: int, definition: StudyDefinition
+) -> list[dict[str, object]]:
+    """Per task with a check (or with tries stored): tries, workers who passed, failed or
+    still have tries left, the pass rate over decided workers, and passes at the first try."""
+    first = dict(
+        session.exec(
+            select(QualificationAttempt.kind, func.count())
+            .where(
+                QualificationAttempt.study_id == study_id,
+                QualificationAttempt.attempt == 1,
+                col(QualificationAttempt.passed) == true(),
+            )
+            .group_by(col(QualificationAttempt.kind))
+        ).all()
+    )
+    tries = dict(
+        session.exec(
+            select(QualificationAttempt.kind, func.count())
+            .where(QualificationAttempt.study_id == study_id)
+            .group_by(col(QualificationAttempt.kind))
+        ).all()
+    )
+    counts: dict[str, dict[QualState, int]] = {}
+    for per_kind in outcomes(session, study_id, definition).values():
+        for kind, state in per_kind.items():
+            counts.setdefault(kind, {}).setdefault(state, 0)
+            counts[kind][state] += 1
+    rows: list[dict[str, object]] = []
+    for kind in ("generate", "validate"):
+        task = requirement(definition, kind)
+        if task is None and kind not in tries:
+            continue
+        c = counts.get(kind, {})
+        passed, failed = c.get(QualState.passed, 0), c.get(QualState.failed, 0)
+        rows.append(
+            {
+                "kind": kind,
+                "required": task is not None,
+                "attempts": int(tries.get(kind, 0)),
+                "workers": sum(c.values()),
+                "passed": passed,
+                "failed": failed,
+                "pending": c.get(QualState.pending, 0),
+                "pass_rate": passed / (passed + failed) if passed + failed else None,
+                "first_try": int(first.get(kind, 0)),
+            }
+        )
+    return rows
