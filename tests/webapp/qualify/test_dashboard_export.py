@@ -107,7 +107,7 @@ def test_export_records_who_passed(
     with (out / "qualification.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     with Session(engine) as s:
-        ids = {w.external_id: w.id for w in s.exec(select(Worker))}
+        ids = {w.external_id: w.id or 0 for w in s.exec(select(Worker))}
         export_id = worker_export_ids(s.connection())
     got = {r["worker_id"]: (r["task"], r["tries"], r["passed"], r["outcome"]) for r in rows}
     assert got == {
