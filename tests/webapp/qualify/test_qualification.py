@@ -388,3 +388,50 @@ def test_a_worker_from_before_the_check_is_not_asked(site: Any, engine: Engine, 
     assert client.get(f"{PREFIX}/qualify/generate", follow_redirects=False).headers["location"] == (
         f"{PREFIX}/instructions/generate"
     )
+
+
+def test_two_tabs_sending_the_last_try_at_once_make_one_try(
+    site: Any, engine: Engine, known: dict[str, bool]
+) -> None:
+    """Two tabs of one worker send the second (last) try at the same moment: one try is
+    stored, the other tab sees that outcome, and no third try exists."""
+    import threading
+
+    first = client_for(site)
+    csrf = enter(first, prolific("p7"))
+    try_check(first, "generate", known, right=False)
+    second = client_for(site)
+    second.cookies.update(first.cookies)
+    pages = [c.get(f"{PREFIX}/qualify/generate").text for c in (first, second)]
+    assert all('name="attempt" value="2"' in p for p in pages)
+    barrier = threading.Barrier(2)
+    answers: list[int] = []
+
+    def send(client: Any, page: str, right: bool) -> None:
+        data = answers_form(page, known, right)
+        barrier.wait()
+        r = client.post(f"{PREFIX}/qualify/generate", data=data, follow_redirects=False)
+        answers.append(r.status_code)
+
+    tabs = [
+        threading.Thread(target=send, args=(first, pages[0], False)),
+        threading.Thread(target=send, args=(second, pages[1], True)),
+    ]
+    for t in tabs:
+        t.start()
+    for t in tabs:
+        t.join()
+    assert answers == [303, 303]
+    tries = _tries(engine)
+    assert [t.attempt for t in tries] == [1, 2]
+    outcome = tries[1].passed
+    for client in (first, second):
+        page = client.get(f"{PREFIX}/qualify/generate").text
+        assert ("You passed the check" in page) == outcome
+        assert ("Thank you for your interest" in page) == (not outcome)
+    r = first.post(
+        f"{PREFIX}/qualify/generate",
+        data={"csrf": csrf, "attempt": "3", "a_e0": "true", "a_e1": "false", "a_e2": "true"},
+        follow_redirects=False,
+    )
+    assert r.status_code in (303, 409) and len(_tries(engine)) == 2
