@@ -247,6 +247,13 @@ def create(
     qualifications: Annotated[
         str, typer.Option(help="MTurk QualificationRequirements as a JSON list")
     ] = "[]",
+    screenout_qualification: Annotated[
+        str | None,
+        typer.Option(
+            help="MTurk: a qualification type id the HIT requires not to exist; a worker who "
+            "fails the study's qualification check is given it"
+        ),
+    ] = None,
     site_url: Annotated[
         str | None, typer.Option(help="Public site URL (default: BASE_URL)")
     ] = None,
@@ -286,6 +293,7 @@ def create(
                 title=title,
                 estimated_minutes=expected_minutes,
                 qualifications=quals,
+                screenout_qualification=screenout_qualification,
             )
             client = _client(platform, base_url, production, log)
             row = drafts.create(session, client, site_study, settings, on_row=log.name_study)

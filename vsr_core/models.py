@@ -704,3 +704,28 @@ class PlatformCall(SQLModel, table=True):
     response: dict[str, Any] | None = _json()
     error: str = Field(default="", max_length=500)
     at: datetime = _ts(index=True)
+
+
+# --- qualification ----------------------------------------------------------------------
+
+
+class QualificationAttempt(SQLModel, table=True):
+    """One try of a study's qualification check for one task (docs/studies.md). The unique
+    key on (study, worker, kind, attempt) is what counts attempts: two tabs submitting the
+    same try at once make one row, and no try past the study's number is ever stored."""
+
+    __table_args__ = (
+        UniqueConstraint("study_id", "worker_id", "kind", "attempt", name="uq_qualification_try"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = _study()
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    kind: str = Field(max_length=16)  # BatchKind
+    attempt: int  # 1, 2, ...
+    score: int  # right answers
+    shown: int  # items drawn
+    passed: bool
+    # item id ("e2": the first language's third worked example; "g41": gold Example 41) ->
+    # the worker's answer, as submitted.
+    answers: dict[str, Any] = _json(default=dict, nullable=False)
+    at: datetime = _ts()

@@ -34,6 +34,7 @@ from vsr_core.models import (
     PlatformLedger,
     PlatformStudy,
     PlatformSubmission,
+    QualificationAttempt,
     RateEvent,
     Study,
     StudyRoleGrant,
@@ -72,6 +73,7 @@ PLATFORM_CALL = table_of(PlatformCall)
 PLATFORM_LEDGER = table_of(PlatformLedger)
 PLATFORM_STUDY = table_of(PlatformStudy)
 PLATFORM_SUBMISSION = table_of(PlatformSubmission)
+QUALIFICATION_ATTEMPT = table_of(QualificationAttempt)
 RATE_EVENT = table_of(RateEvent)
 STUDY = table_of(Study)
 STUDY_ROLE_GRANT = table_of(StudyRoleGrant)

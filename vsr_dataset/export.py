@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection, Engine
 
 from vsr_core.agreement import DEFAULT_THRESHOLD, LabelModel, aggregate_labels
@@ -147,6 +147,7 @@ class _Snapshot:
     mc_rejected: int = 0  # items a distractor of which validators judged true
     collection: dict[str, Any] = field(default_factory=dict)  # vsr_dataset.datasheet
     instances: list[dict[str, Any]] = field(default_factory=list)  # --polygons
+    qualification_csv: str | None = None  # who passed the study's qualification check
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -237,6 +238,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         _mc_parts(conn, options, threshold, study.id) if options.wants("mc") else ({}, {}, 0)
     )
     meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
+    qualification = _qualification_csv(conn, study) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
     mc_info = (
@@ -269,6 +271,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         mc_rejected,
         collection,
         instances,
+        qualification,
     )
 
 
@@ -502,6 +505,8 @@ def _write_parts(
             stage.write(rel, jsonl(recs))
     if options.wants("meta") and snap.meta_csv is not None:
         stage.write("meta_data.csv", snap.meta_csv.encode())
+    if options.wants("meta") and snap.qualification_csv is not None:
+        stage.write(QUALIFICATION_FILE, snap.qualification_csv.encode())
     if options.polygons and options.wants("raw"):
         stage.write(INSTANCES_FILE, jsonl(snap.instances))
     return records
@@ -728,6 +733,38 @@ def _meta_csv(conn: Connection, study_id: int, wanted: set[int]) -> str | None:
     writer.writerow(["id", *columns])
     for pid in sorted(people):
         writer.writerow([pid, *(_cell(people[pid].get(c)) for c in columns)])
+    return buf.getvalue()
+
+
+QUALIFICATION_FILE = "qualification.csv"
+
+
+def _qualification_csv(conn: Connection, study: StudyContext) -> str | None:
+    """Who took the study's qualification check and how it ended, per worker (by export id,
+    as in the records' annotator and validator ids) and task; None when nobody took it."""
+    from sqlmodel import Session
+
+    from vsr_core.qualification import outcomes
+    from vsr_core.tables import QUALIFICATION_ATTEMPT
+
+    tries: dict[tuple[int, str], int] = {}
+    for wid, kind, n in conn.execute(
+        select(QUALIFICATION_ATTEMPT.c.worker_id, QUALIFICATION_ATTEMPT.c.kind, func.count())
+        .where(QUALIFICATION_ATTEMPT.c.study_id == study.id)
+        .group_by(QUALIFICATION_ATTEMPT.c.worker_id, QUALIFICATION_ATTEMPT.c.kind)
+    ):
+        tries[(int(wid), str(kind))] = int(n)
+    if not tries:
+        return None
+    with Session(bind=conn) as session:
+        found = outcomes(session, study.id, study.definition)
+    ids = worker_export_ids(conn)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["worker_id", "task", "tries", "passed", "outcome"])
+    rows = sorted((ids[wid], kind, n, str(found[wid][kind])) for (wid, kind), n in tries.items())
+    for export_id, kind, n, outcome in rows:
+        writer.writerow([export_id, kind, n, int(outcome == "passed"), outcome])
     return buf.getvalue()
 
 

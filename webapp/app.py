@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import gc
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 from starlette.middleware.sessions import SessionMiddleware
 
 from vsr_core.db import make_engine
+from vsr_core.models import Worker
 from vsr_core.settings import Settings, get_settings, secret_key_problem
 from webapp.crowd.leases import LeaseStrategy, PairStrategy
 from webapp.http.body_limit import BodySizeLimit
@@ -23,9 +26,10 @@ from webapp.http.i18n import install as install_i18n
 from webapp.http.inputs import InputGuard
 from webapp.http.security import SecurityHeaders
 from webapp.http.study import StudyScope, study_prefix
+from webapp.qualify.routes import ScreenOut
 
 WEBAPP_DIR = Path(__file__).resolve().parent
-TEMPLATE_ROOMS = (".", "crowd", "generate", "validate", "admin")
+TEMPLATE_ROOMS = (".", "crowd", "generate", "validate", "qualify", "admin")
 SESSION_COOKIE = "vsr_session"
 SESSION_MAX_AGE = 14 * 24 * 3600
 
@@ -69,6 +73,17 @@ def create_server_app() -> FastAPI:
     return app
 
 
+def _screenout(app: FastAPI) -> ScreenOut:
+    from webapp.platforms import screenout
+
+    def failed(session: Session, study_id: int, worker: Worker, entry: dict[str, Any]) -> bool:
+        client = app.state.mturk_client
+        factory = (lambda: client) if client is not None else None
+        return screenout.qualification_failed(session, study_id, worker, entry, factory)
+
+    return ScreenOut(prolific_code=screenout.prolific_code, failed=failed)
+
+
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
     settings = settings or get_settings()
     problem = secret_key_problem(settings.secret_key)
@@ -100,6 +115,10 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     from webapp.generate.view import task_context as generate_preview
 
     app.state.task_previews = {"generate": generate_preview}
+    # A failed qualification check's platform part (Prolific's code, MTurk's qualification):
+    # the platforms room stands above the check's room, so the factory hands it over.
+    app.state.mturk_client = None  # None: boto3's client from the environment
+    app.state.screenout = _screenout(app)
     # MTurk shows the site in an iframe on mturk.com: a cross-site cookie needs
     # SameSite=None, which browsers accept only with Secure (so only behind https).
     https = settings.base_url.startswith("https://")
@@ -133,6 +152,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     from webapp.crowd import routes as crowd_routes
     from webapp.generate import routes as generate_routes
     from webapp.http import health
+    from webapp.qualify import routes as qualify_routes
     from webapp.validate import routes as validate_routes
 
     # First: routes are matched in order, one by one (FastAPI compares every route before the
@@ -144,5 +164,6 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.include_router(examples.router)
     app.include_router(crowd_routes.router)
     app.include_router(generate_routes.router)
+    app.include_router(qualify_routes.router)
     app.include_router(admin_routes.router)
     return app

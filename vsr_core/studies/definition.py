@@ -147,6 +147,44 @@ class Card(_Strict):
     citation: str | None = Field(None, max_length=5_000)
 
 
+QUALIFICATION_ITEMS = ("examples", "gold")
+MAX_QUALIFICATION_ITEMS = 50  # a short check before paid work, not a batch of its own
+MAX_QUALIFICATION_ATTEMPTS = 5
+
+
+class TaskQualification(_Strict):
+    """A check a new worker passes before their first batch of one task (docs/studies.md):
+    ``count`` items drawn from the worked examples and/or the study's gold Examples, passed
+    with ``pass_fraction`` or ``pass_count`` right answers, in at most ``attempts`` tries."""
+
+    items: list[Literal["examples", "gold"]] = Field(min_length=1, max_length=2)
+    count: int = Field(ge=1, le=MAX_QUALIFICATION_ITEMS)
+    pass_fraction: float | None = Field(None, gt=0.0, le=1.0)
+    pass_count: int | None = Field(None, ge=1, le=MAX_QUALIFICATION_ITEMS)
+    # Prolific lets a participant try a comprehension check twice before a screen-out.
+    attempts: int = Field(2, ge=1, le=MAX_QUALIFICATION_ATTEMPTS)
+
+    def needed(self, shown: int) -> int:
+        """Right answers needed to pass when ``shown`` items were drawn."""
+        if self.pass_count is not None:
+            return min(self.pass_count, shown)
+        fraction = self.pass_fraction if self.pass_fraction is not None else 1.0
+        # The smallest whole number of right answers that reaches the fraction.
+        return max(1, -(-round(fraction * shown * 1_000_000) // 1_000_000))
+
+
+class Qualification(_Strict):
+    """Per task: ``[qualification.generate]`` (caption writing), ``[qualification.validate]``."""
+
+    generate: TaskQualification | None = None
+    validate_: TaskQualification | None = Field(None, alias="validate")
+
+    def for_kind(self, kind: str) -> TaskQualification | None:
+        return (
+            self.generate if kind == "generate" else self.validate_ if kind == "validate" else None
+        )
+
+
 class StudyDefinition(_Strict):
     name: str = Field(min_length=1, max_length=200)
     slug: str
@@ -157,6 +195,7 @@ class StudyDefinition(_Strict):
     semantics: Semantics = Semantics()
     collection: Collection = Collection()
     card: Card = Card()
+    qualification: Qualification = Qualification()
 
     @field_validator("slug")
     @classmethod
@@ -293,9 +332,35 @@ def _cross_check(study: StudyDefinition) -> list[tuple[Loc, str]]:
     for name in sem.symmetric:
         if name not in known:
             problems.append((("semantics", "symmetric"), f"{name!r} is not in the vocabulary"))
+    for kind in ("generate", "validate"):
+        task = study.qualification.for_kind(kind)
+        if task is not None:
+            problems += _qualification_problems(study, kind, task)
     if study.collection.max_votes_per_example < study.collection.votes_per_example:
         problems.append(
             (("collection", "max_votes_per_example"), "must be at least votes_per_example")
+        )
+    return problems
+
+
+def _qualification_problems(
+    study: StudyDefinition, kind: str, task: TaskQualification
+) -> list[tuple[Loc, str]]:
+    loc: Loc = ("qualification", kind)
+    problems: list[tuple[Loc, str]] = []
+    if (task.pass_fraction is None) == (task.pass_count is None):
+        problems.append((loc, "give one of pass_fraction or pass_count"))
+    if task.pass_count is not None and task.pass_count > task.count:
+        problems.append(((*loc, "pass_count"), f"is more than count ({task.count})"))
+    if len(set(task.items)) != len(task.items):
+        problems.append(((*loc, "items"), "names an item source twice"))
+    examples = len(study.default_language.texts.examples)
+    if task.items == ["examples"] and task.count > examples:
+        problems.append(
+            (
+                (*loc, "count"),
+                f"is more than the {examples} worked examples of the first language",
+            )
         )
     return problems
 

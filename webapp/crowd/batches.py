@@ -20,8 +20,11 @@ from vsr_core.models import (
     BatchKind,
     BatchStatus,
     PlatformStudy,
+    Study,
     Worker,
 )
+from vsr_core.qualification import may_work
+from vsr_core.studies.context import parsed_definition
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.crowd.leases import LeaseStrategy, count_done, lock_row_wait, lock_rows, release_batch
@@ -111,8 +114,10 @@ def open_or_resume(
     """Return the worker's open batch of this kind in this study, or open a new one (the
     per-day limit counts the study's batches: a worker may take part in several).
 
-    Raises BatchError("daily_limit") when the per-day limit is used up. The worker row is
-    locked first so two tabs opening at once cannot both create a batch.
+    Raises BatchError("daily_limit") when the per-day limit is used up, and
+    BatchError("qualification") for a worker the study's check has not admitted to this
+    task (docs/studies.md): whatever page or API asks, no batch opens for them. The worker
+    row is locked first so two tabs opening at once cannot both create a batch.
     """
     now = now or utcnow()
     assert worker.id is not None
@@ -123,6 +128,10 @@ def open_or_resume(
             session.flush()
         else:
             return batch
+    if not _qualified(session, study_id, worker.id, kind):
+        raise BatchError(
+            "qualification", "Please pass the short check of this task before a batch."
+        )
     size, minutes, per_day = limits(config, kind)
     if per_day:
         since = now - DAY
@@ -158,6 +167,14 @@ def open_or_resume(
     session.add(batch)
     session.flush()
     return batch
+
+
+def _qualified(session: Session, study_id: int, worker_id: int, kind: str) -> bool:
+    study = session.get(Study, study_id)
+    if study is None:
+        return True
+    definition = parsed_definition(study.definition_hash, study.definition, study.slug)
+    return may_work(session, study_id, definition, worker_id, kind)
 
 
 def _sized_to_pool(

@@ -13,6 +13,8 @@ from fastapi.responses import Response
 from sqlmodel import Session
 
 from vsr_core.models import Batch, BatchStatus, ImagePair, PairStatus, Worker
+from vsr_core.qualification import QualState
+from vsr_core.qualification import status as qualification_status
 from vsr_core.studies.context import StudyContext
 from vsr_core.studies.settings import DEFAULT_CONSENT, load_study_config
 from webapp.crowd import batches
@@ -147,6 +149,11 @@ def study_texts(study: StudyContext) -> dict[str, Any]:
     return {"instructions": render_text(texts.instructions), "examples": texts.examples}
 
 
+def _qualification(session: Session, study: StudyContext, worker: Worker, kind: str) -> QualState:
+    assert worker.id is not None
+    return qualification_status(session, study.id, study.definition, worker.id, kind).state
+
+
 @router.get("/consent/{kind}", summary="Consent form")
 def consent_form(
     kind: str,
@@ -205,6 +212,8 @@ def instructions(
     size, minutes, per_day = batches.limits(config, kind)
     assert worker.id is not None
     open_batch = batches.current_batch(session, worker.id, kind, study.id)
+    if open_batch is None and _qualification(session, study, worker, kind) == QualState.failed:
+        return redirect(f"/qualify/{kind}")
     return page(
         templates,
         request,
@@ -239,6 +248,11 @@ def begin(
     new_batch = batches.current_batch(session, worker.id, kind, study.id) is None
     if new_batch and study.archived:  # an open batch may still be finished
         raise PageError(403, CLOSED)
+    if new_batch and _qualification(session, study, worker, kind) in (
+        QualState.pending,
+        QualState.failed,
+    ):
+        return redirect(f"/qualify/{kind}")  # the check first (batches.open_or_resume insists)
     if new_batch:
         rate_limits.check_new_batch(session, request.app.state.settings, address)
     try:

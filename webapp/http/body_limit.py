@@ -23,6 +23,8 @@ from webapp.http.study import PREFIX as STUDY_PREFIX
 LIMITS: tuple[tuple[str, int], ...] = (
     ("/api/", 8 * 1024),
     ("/admin/", 256 * 1024),
+    # A qualification try: at most 50 answers of ~20 bytes each.
+    ("/qualify/", 8 * 1024),
 )
 DEFAULT_LIMIT = 64 * 1024
 # Over the cap but up to this size, the rest of the body is read and discarded so that the

@@ -11,6 +11,7 @@ unknown and publishing is refused unless the researcher states the expected dura
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import statistics
 import string
@@ -50,6 +51,7 @@ REAL_SOURCES = (WorkerSource.prolific, WorkerSource.mturk, WorkerSource.invite)
 # Distinct workers measured before their time per item is trusted for the pay check.
 MIN_MEASUREMENTS = 5
 CODE_ALPHABET = string.ascii_uppercase + string.digits
+MTURK_QUALIFICATION_ID = re.compile(r"[A-Z0-9]{20,40}")  # e.g. 3XQ8Z6F9... (MTurk's ids)
 CODE_LENGTH = 12  # 62 bits from `secrets`: not guessable, not shared between studies
 log = logging.getLogger(__name__)
 
@@ -212,11 +214,14 @@ def new_settings(
     title: str = "",
     estimated_minutes: int | None = None,
     qualifications: list[dict[str, Any]] | None = None,
+    screenout_qualification: str | None = None,
 ) -> dict[str, Any]:
     """The platform study's settings from our study's: its entry URL, its own random
     completion and screen-out codes, the estimated time (the researcher's stated duration,
     else the measured time per item x the batch size, else the batch time limit; only the
-    first two let it be published)."""
+    first two let it be published). ``screenout_qualification`` (MTurk): the id of a
+    qualification type the HIT requires not to exist; a worker who fails the study's check
+    is given it (webapp.platforms.screenout), so MTurk stops offering them the HIT."""
     if kind not in KINDS:
         raise PlatformError(f"kind must be one of {', '.join(KINDS)}")
     if reward_cents < 1 or places < 1:
@@ -244,8 +249,28 @@ def new_settings(
         # Each platform study its own codes: knowing one study's code opens no other.
         "completion_code": new_code(),
         "screenout_code": new_code(),
-        "qualifications": qualifications or [],
+        # Prolific's no-pay return for a worker who failed the study's qualification check.
+        "qualification_code": new_code(),
+        "qualification_type_id": screenout_qualification,
+        "qualifications": _with_screenout(qualifications or [], screenout_qualification),
     }
+
+
+def _with_screenout(
+    requirements: list[dict[str, Any]], qualification_type_id: str | None
+) -> list[dict[str, Any]]:
+    if not qualification_type_id:
+        return requirements
+    if not MTURK_QUALIFICATION_ID.fullmatch(qualification_type_id):
+        raise PlatformError("the screen-out qualification must be an MTurk qualification type id")
+    return [
+        *requirements,
+        {
+            "QualificationTypeId": qualification_type_id,
+            "Comparator": "DoesNotExist",
+            "ActionsGuarded": "DiscoverPreviewAndAccept",
+        },
+    ]
 
 
 def platform_body(platform: str, s: dict[str, Any]) -> dict[str, Any]:
@@ -270,6 +295,7 @@ def platform_body(platform: str, s: dict[str, Any]) -> dict[str, Any]:
         "completion_codes": [
             {"code": s["completion_code"], "code_type": "COMPLETED", "actions": review},
             {"code": s["screenout_code"], "code_type": "NO_CONSENT", "actions": review},
+            *_qualification_code(s),
         ],
         "total_available_places": s["places"],
         "reward": s["reward_cents"],
@@ -277,6 +303,15 @@ def platform_body(platform: str, s: dict[str, Any]) -> dict[str, Any]:
         "maximum_allowed_time": s["max_minutes"],
         "device_compatibility": ["desktop"],
     }
+
+
+def _qualification_code(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """A no-pay return: the participant is asked to return the submission (drafts made
+    before this code existed have none and use the screen-out code)."""
+    code = s.get("qualification_code")
+    if not code:
+        return []
+    return [{"code": code, "code_type": "OTHER", "actions": [{"action": "REQUEST_RETURN"}]}]
 
 
 def create(

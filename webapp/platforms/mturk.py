@@ -20,6 +20,7 @@ from webapp.platforms.base import PlatformError, Record, RemoteSubmission
 
 SANDBOX = "https://mturk-requester-sandbox.us-east-1.amazonaws.com"
 DEFAULT_LIFETIME_SECONDS = 3 * 86400
+FAILED_SCORE = 0  # the value of the "failed the qualification check" qualification
 PRODUCTION = "https://mturk-requester.us-east-1.amazonaws.com"
 _XMLNS = (
     "http://mechanicalturk.amazonaws.com/AWSMechanicalTurkDataSchemas/"
@@ -179,6 +180,17 @@ class MTurkPlatform:
             AssignmentId=submission_id,
             Reason=reason[:1024],
             UniqueRequestToken=key[:64],
+        )
+
+    def mark_failed(self, qualification_type_id: str, worker_external_id: str) -> None:
+        """Give the worker the study's "failed the check" qualification (value 0): the HIT
+        requires that it does not exist, so MTurk no longer offers them the HIT."""
+        self._call(
+            "associate_qualification_with_worker",
+            QualificationTypeId=qualification_type_id,
+            WorkerId=worker_external_id,
+            IntegerValue=FAILED_SCORE,
+            SendNotification=False,
         )
 
     def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:

@@ -99,7 +99,17 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
     assert "PROLIFIC_PID={{%PROLIFIC_PID%}}" in sent["external_study_url"]
     assert sent["total_available_places"] == 20 and sent["reward"] == 15
     assert sent["prolific_id_option"] == "url_parameters"
-    assert [c["code_type"] for c in sent["completion_codes"]] == ["COMPLETED", "NO_CONSENT"]
+    assert [c["code_type"] for c in sent["completion_codes"]] == [
+        "COMPLETED",
+        "NO_CONSENT",
+        "OTHER",
+    ]
+    # The third: a failed qualification check, a no-pay return (docs/platforms.md).
+    assert sent["completion_codes"][2] == {
+        "code": row.settings["qualification_code"],
+        "code_type": "OTHER",
+        "actions": [{"action": "REQUEST_RETURN"}],
+    }
     assert row.settings["marker"] in sent["internal_name"]
     assert row.state == "draft" and sent["status"] == "UNPUBLISHED"
 

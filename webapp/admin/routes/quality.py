@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
 from sqlmodel import Session
 
+from vsr_core.qualification import pass_rates
 from webapp.admin import charts, stats
 from webapp.admin.auth import AdminDep, current_admin_session
 from webapp.admin.pages import admin_study, cached, render, study_config
@@ -35,6 +36,7 @@ def quality_data(request: Request, session: Session) -> dict[str, Any]:
         q["relations"] = relations
         q["concepts"] = stats.concept_counts(s, study_id=study_id)
         q["frames"] = stats.frame_answers(s, study_id)
+        q["qualification"] = pass_rates(s, study_id, admin_study(request).definition)
         q["min_examples"] = _min_examples(q["examples"])
         q["keep_threshold"] = cfg.keep_threshold
         q["stamp"] = time.monotonic_ns()  # identifies this computation for the charts

@@ -10,6 +10,8 @@ from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
 from vsr_core.models import Annotation, Example, ImagePair, Vote, Worker
+from vsr_core.qualification import outcomes
+from vsr_core.studies.context import StudyContext
 from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
@@ -74,7 +76,8 @@ def _table(
     request: Request, session: Session, cfg: Any, page: int, order: str
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of the chosen study's worker table; cached briefly (it aggregates every vote)."""
-    study_id = admin_study(request).id
+    study = admin_study(request)
+    study_id = study.id
     return cached(
         request,
         session,
@@ -86,10 +89,25 @@ def _table(
             cfg.fast_vote_seconds,
             cfg.fast_caption_seconds,
         ),
-        lambda s: stats.worker_table(
-            s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order, study_id=study_id
+        lambda s: _with_checks(
+            s,
+            study,
+            stats.worker_table(
+                s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order, study_id=study_id
+            ),
         ),
     )
+
+
+def _with_checks(
+    session: Session, study: StudyContext, table: tuple[list[dict[str, Any]], int]
+) -> tuple[list[dict[str, Any]], int]:
+    """Each row with its qualification outcome per task ({"generate": "passed", ...})."""
+    rows, total = table
+    found = outcomes(session, study.id, study.definition, [int(r["id"]) for r in rows])
+    for r in rows:
+        r["qualification"] = {k: str(v) for k, v in sorted(found.get(int(r["id"]), {}).items())}
+    return rows, total
 
 
 @router.get("/workers/{worker_id}", include_in_schema=False)

@@ -1,0 +1,437 @@
+"""The qualification check over HTTP on SQLite and PostgreSQL (docs/studies.md,
+"Qualification"; docs/platforms.md, "Screen-out after a failed check"): pass -> the first
+batch; fail once then pass; fail every try -> the clear page and the platform's screen-out
+(Prolific's no-pay code, MTurk's qualification through botocore's Stubber); a failed worker
+never gets a batch, whichever route asks; hostile tries are refused in plain words."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from tests.support.qualification import (
+    PREFIX,
+    answers_form,
+    item_ids,
+    known_answers,
+    make_study,
+    try_check,
+)
+from tests.support.webapp_coco import client_for, form_field, make_app
+from vsr_core.models import (
+    Batch,
+    PlatformCall,
+    PlatformStudy,
+    QualificationAttempt,
+    Study,
+    Worker,
+)
+from vsr_core.studies.settings import StudyConfig
+from webapp.crowd import batches
+from webapp.crowd.leases import PairStrategy
+from webapp.platforms.mturk import SANDBOX
+
+PROLIFIC_STUDY = "plst1"
+HIT = "HITQUAL1"
+QUAL_TYPE = "3QUALFAILED0000000000000000000"
+
+
+@pytest.fixture
+def lab(engine: Engine, coco_dir: Path) -> Study:
+    with Session(engine) as s:
+        study = make_study(s, coco_dir)
+        s.add(
+            PlatformStudy(
+                study_id=study.id or 0,
+                platform="prolific",
+                external_id=PROLIFIC_STUDY,
+                settings={"completion_code": "DONE12345678", "qualification_code": "QFAIL1234567"},
+            )
+        )
+        s.add(
+            PlatformStudy(
+                study_id=study.id or 0,
+                platform="mturk",
+                external_id=HIT,
+                settings={"qualification_type_id": QUAL_TYPE},
+            )
+        )
+        s.commit()
+        s.refresh(study)
+        s.expunge(study)
+        return study
+
+
+@pytest.fixture
+def site(db_url: str, lab: Study, coco_dir: Path, tmp_path: Path) -> Any:
+    return make_app(db_url, tmp_path, image_root=coco_dir / "images")
+
+
+@pytest.fixture
+def known(engine: Engine, lab: Study) -> dict[str, bool]:
+    with Session(engine) as s:
+        return known_answers(s, lab)
+
+
+def enter(client: Any, query: str, kind: str = "generate") -> str:
+    """Through the study link and the consent; the instructions' button asks for a batch
+    and is sent to the check. Returns the CSRF token."""
+    r = client.get(f"{PREFIX}/start/{kind}?{query}", follow_redirects=False)
+    assert r.status_code == 303, r.text
+    csrf = form_field(client.get(f"{PREFIX}/consent/{kind}").text, "csrf")
+    client.post(f"{PREFIX}/consent/{kind}", data={"decision": "agree", "csrf": csrf})
+    r = client.post(f"{PREFIX}/begin/{kind}", data={"csrf": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == f"{PREFIX}/qualify/{kind}", r.text
+    return csrf
+
+
+def prolific(pid: str) -> str:
+    return f"PROLIFIC_PID={pid}&STUDY_ID={PROLIFIC_STUDY}&SESSION_ID=se{pid}"
+
+
+def _tries(engine: Engine, kind: str = "generate") -> list[QualificationAttempt]:
+    with Session(engine) as s:
+        rows = s.exec(
+            select(QualificationAttempt)
+            .where(QualificationAttempt.kind == kind)
+            .order_by(QualificationAttempt.attempt)  # type: ignore[arg-type]
+        ).all()
+        for row in rows:
+            s.expunge(row)
+        return list(rows)
+
+
+def _batches(engine: Engine) -> list[Batch]:
+    with Session(engine) as s:
+        return list(s.exec(select(Batch)).all())
+
+
+def test_a_pass_leads_to_the_first_batch(site: Any, engine: Engine, known: dict[str, bool]) -> None:
+    client = client_for(site)
+    csrf = enter(client, prolific("p1"))
+    page = client.get(f"{PREFIX}/qualify/generate")
+    # Three worked examples, drawn in some order; nothing on the page gives the answer away.
+    assert sorted(item_ids(page.text)) == ["e0", "e1", "e2"]
+    assert "Try 1 of 2." in page.text and "You need 3 right" in page.text
+    for phrase in ("Photo: a cat lying under", "Not useful: true for both"):  # the "why"s
+        assert phrase not in page.text
+    after = try_check(client, "generate", known, right=True)
+    assert "You passed the check" in after.text and "You had 3 of 3 right." in after.text
+    (row,) = _tries(engine)
+    assert (row.attempt, row.score, row.shown, row.passed) == (1, 3, 3, True)
+    assert row.answers == {k: known[k] for k in ("e0", "e1", "e2")}
+    r = client.post(f"{PREFIX}/begin/generate", data={"csrf": csrf}, follow_redirects=False)
+    assert r.headers["location"] == f"{PREFIX}/generate"
+    (batch,) = _batches(engine)
+    assert batch.kind == "generate" and batch.status == "open"
+    assert client.get(f"{PREFIX}/generate").status_code == 200
+    # Passed is passed: the check is not shown again, the instructions lead to the batch.
+    r = client.get(f"{PREFIX}/qualify/generate")
+    assert "You passed the check" in r.text
+
+
+def test_fail_once_then_pass(site: Any, engine: Engine, known: dict[str, bool]) -> None:
+    client = client_for(site)
+    csrf = enter(client, prolific("p2"))
+    after = try_check(client, "generate", known, right=False)
+    assert after.status_code == 200
+    assert "Your last try had 0 of 3 right" in after.text and "Try 2 of 2." in after.text
+    # Still no batch: the button goes back to the check.
+    r = client.post(f"{PREFIX}/begin/generate", data={"csrf": csrf}, follow_redirects=False)
+    assert r.headers["location"] == f"{PREFIX}/qualify/generate" and _batches(engine) == []
+    after = try_check(client, "generate", known, right=True)
+    assert "You passed the check" in after.text
+    assert [(t.attempt, t.passed) for t in _tries(engine)] == [(1, False), (2, True)]
+    r = client.post(f"{PREFIX}/begin/generate", data={"csrf": csrf}, follow_redirects=False)
+    assert r.headers["location"] == f"{PREFIX}/generate" and len(_batches(engine)) == 1
+
+
+def _refused_everywhere(client: Any, engine: Engine, csrf: str, kind: str = "generate") -> None:
+    """A failed worker asks for a batch every way there is, and gets none."""
+    r = client.post(f"{PREFIX}/begin/{kind}", data={"csrf": csrf}, follow_redirects=False)
+    assert r.headers["location"] == f"{PREFIX}/qualify/{kind}"
+    r = client.get(f"{PREFIX}/instructions/{kind}", follow_redirects=False)
+    assert r.headers["location"] == f"{PREFIX}/qualify/{kind}"
+    assert client.get(f"{PREFIX}/{kind}", follow_redirects=False).status_code in (303, 409)
+    # The batch code itself refuses, whatever route or script calls it.
+    with Session(engine) as s:
+        worker = s.exec(select(Worker)).one()
+        study = s.exec(select(Study).where(Study.slug == "lab")).one()
+        with pytest.raises(batches.BatchError) as refused:
+            batches.open_or_resume(
+                s, worker, kind, StudyConfig(), PairStrategy(), study_id=study.id or 0
+            )
+        assert refused.value.reason == "qualification"
+    assert _batches(engine) == []
+
+
+def test_two_failed_tries_screen_out_on_prolific(
+    site: Any, engine: Engine, known: dict[str, bool]
+) -> None:
+    client = client_for(site)
+    csrf = enter(client, prolific("p3"))
+    try_check(client, "generate", known, right=False)
+    page = try_check(client, "generate", known, right=False)
+    assert "Thank you for your interest" in page.text and "0 of 3 right" in page.text
+    # The Prolific study's own no-pay return code, and the link that hands it to Prolific.
+    assert form_code(page.text) == "QFAIL1234567"
+    assert 'href="https://app.prolific.com/submissions/complete?cc=QFAIL1234567"' in page.text
+    assert [(t.attempt, t.passed) for t in _tries(engine)] == [(1, False), (2, False)]
+    _refused_everywhere(client, engine, csrf)
+    # No third try: the page, a post of try 3 and a replay of try 2 change nothing.
+    r = client.post(
+        f"{PREFIX}/qualify/generate",
+        data={"csrf": csrf, "attempt": "3", "a_e0": "true", "a_e1": "false", "a_e2": "true"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 409
+    assert len(_tries(engine)) == 2
+    # The same person entering again from the study link lands on the same page.
+    client.get(f"{PREFIX}/start/generate?{prolific('p3')}")
+    r = client.get(f"{PREFIX}/instructions/generate")
+    assert "Thank you for your interest" in r.text
+
+
+def form_code(html: str) -> str:
+    import re
+
+    m = re.search(r'id="screenout-code">([^<]+)<', html)
+    assert m, "no screen-out code on the page"
+    return m.group(1)
+
+
+@pytest.fixture
+def mturk_stub(site: Any) -> Iterator[Stubber]:
+    client = boto3.client(
+        "mturk",
+        region_name="us-east-1",
+        endpoint_url=SANDBOX,
+        aws_access_key_id="x",
+        aws_secret_access_key="y",
+    )
+    with Stubber(client) as stub:
+        site.state.mturk_client = client
+        yield stub
+        stub.assert_no_pending_responses()
+
+
+def test_two_failed_tries_give_the_mturk_failed_qualification(
+    site: Any, engine: Engine, known: dict[str, bool], mturk_stub: Stubber
+) -> None:
+    client = client_for(site)
+    mturk_stub.add_response(
+        "associate_qualification_with_worker",
+        {},
+        {
+            "QualificationTypeId": QUAL_TYPE,
+            "WorkerId": "WQUAL1",
+            "IntegerValue": 0,
+            "SendNotification": False,
+        },
+    )
+    csrf = enter(
+        client,
+        f"workerId=WQUAL1&assignmentId=AQUAL1&hitId={HIT}"
+        "&turkSubmitTo=https%3A%2F%2Fworkersandbox.mturk.com",
+    )
+    try_check(client, "generate", known, right=False)
+    page_before = client.get(f"{PREFIX}/qualify/generate").text
+    page = try_check(client, "generate", known, right=False)
+    assert "Please return the HIT on MTurk" in page.text and "screenout-code" not in page.text
+    # The last try sent again (a reload): scored once, MTurk called once (the Stubber has
+    # no second answer queued; the call log would show a refused one).
+    r = client.post(
+        f"{PREFIX}/qualify/generate",
+        data=answers_form(page_before, known, right=True),
+        follow_redirects=False,
+    )
+    assert r.status_code == 303
+    assert [t.passed for t in _tries(engine)] == [False, False]
+    with Session(engine) as s:
+        (call,) = s.exec(select(PlatformCall)).all()
+        assert call.method == "associate_qualification_with_worker" and call.status == 200
+    _refused_everywhere(client, engine, csrf)
+
+
+def test_invite_worker_gets_the_clear_page_only(
+    site: Any, engine: Engine, known: dict[str, bool]
+) -> None:
+    from vsr_core.models import InviteToken
+
+    with Session(engine) as s:
+        study = s.exec(select(Study).where(Study.slug == "lab")).one()
+        s.add(InviteToken(token="inv-qual-1", study_id=study.id or 0))
+        s.commit()
+    client = client_for(site)
+    enter(client, "token=inv-qual-1")
+    try_check(client, "generate", known, right=False)
+    page = try_check(client, "generate", known, right=False)
+    assert "You can close this page" in page.text
+    assert "screenout-code" not in page.text and "Prolific" not in page.text
+    with Session(engine) as s:
+        assert s.exec(select(PlatformCall)).all() == []
+
+
+def test_gold_items_for_validation(site: Any, engine: Engine, known: dict[str, bool]) -> None:
+    """The validation check draws the study's gold Examples: each shown with its photo
+    (addressed by its place in the try), never with its gold answer."""
+    client = client_for(site)
+    csrf = enter(client, prolific("p5"), kind="validate")
+    page = client.get(f"{PREFIX}/qualify/validate")
+    ids = item_ids(page.text)
+    assert len(ids) == 2 and all(i.startswith("g") for i in ids)
+    assert "/images/qualify/validate/0.jpg" in page.text
+    img = client.get(f"{PREFIX}/images/qualify/validate/0.jpg")
+    assert img.status_code == 200 and img.headers["content-type"] == "image/jpeg"
+    for bad in ("2", "49", "-1", "x"):
+        assert client.get(f"{PREFIX}/images/qualify/validate/{bad}.jpg").status_code in (404, 422)
+    after = try_check(client, "validate", known, right=True)
+    assert "You passed the check" in after.text
+    # Once passed, the try's photos are gone with it.
+    assert client.get(f"{PREFIX}/images/qualify/validate/0.jpg").status_code == 404
+    r = client.post(f"{PREFIX}/begin/validate", data={"csrf": csrf}, follow_redirects=False)
+    assert r.headers["location"] == f"{PREFIX}/validate"
+    # A check of one task says nothing about the other: caption writing still asks for its own.
+    r = client.post(f"{PREFIX}/begin/generate", data={"csrf": csrf}, follow_redirects=False)
+    assert r.status_code == 303
+
+
+def test_hostile_tries_are_refused_in_plain_words(
+    site: Any, engine: Engine, known: dict[str, bool]
+) -> None:
+    client = client_for(site)
+    csrf = enter(client, prolific("p6"))
+    page = client.get(f"{PREFIX}/qualify/generate").text
+    good = answers_form(page, known, right=True)
+    url = f"{PREFIX}/qualify/generate"
+
+    def post(data: Any, **kw: Any) -> Any:
+        return client.post(url, data=data, follow_redirects=False, **kw)
+
+    cases: list[tuple[dict[str, str], int, str]] = [
+        (good | {"a_e99": "true"}, 422, "not in this check"),  # an item never drawn
+        (good | {"a_g1": "true"}, 422, "not in this check"),
+        (good | {"a_e0x": "true"}, 422, "not in this check"),  # not an item id at all
+        (good | {"a_e0": "maybe"}, 422, "True or False"),
+        ({k: v for k, v in good.items() if k != "a_e1"}, 422, "answer every item"),
+        (good | {"attempt": "0"}, 400, "check your answer"),
+        (good | {"attempt": "1 "}, 400, "check your answer"),
+        (good | {"attempt": "2"}, 409, "not open"),  # a try that is not the next one
+        (good | {"csrf": "forged"}, 403, "did not come from this site"),
+        (good | {"a_e2": "t" * 200}, 400, "check your answer"),
+    ]
+    for data, status, words in cases:
+        r = post(data)
+        assert r.status_code == status, (data, r.status_code, r.text[:300])
+        assert words in r.text, (data, r.text[:300])
+        assert "Traceback" not in r.text
+    # A field sent twice is one answer too many.
+    r = client.post(
+        url,
+        content="&".join(f"{k}={v}" for k, v in good.items()) + "&a_e0=false",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 400 and "one answer" in r.text
+    # An oversized body is refused before it is read.
+    r = post(good | {"padding": "x" * 20_000})
+    assert r.status_code == 413
+    assert _tries(engine) == []  # none of that was a try
+    # The real try, then its replay with other answers: scored once, as first sent.
+    assert post(good).status_code == 303
+    wrong = answers_form(page, known, right=False)
+    assert post(wrong).status_code == 303
+    (row,) = _tries(engine)
+    assert row.passed and row.score == 3
+    r = client.post(f"{PREFIX}/begin/generate", data={"csrf": csrf}, follow_redirects=False)
+    assert r.headers["location"] == f"{PREFIX}/generate"
+
+
+def test_a_worker_from_before_the_check_is_not_asked(site: Any, engine: Engine, lab: Study) -> None:
+    """The check is for new workers: one who had a batch of the task in the study before it
+    asked for a check goes on working."""
+    with Session(engine) as s:
+        worker = Worker(source="prolific", external_id="old1")
+        s.add(worker)
+        s.commit()
+        from datetime import timedelta
+
+        from vsr_core.types import utcnow
+
+        earlier = utcnow() - timedelta(days=3)  # outside the one-batch-a-day limit
+        s.add(
+            Batch(
+                study_id=lab.id or 0,
+                worker_id=worker.id or 0,
+                kind="generate",
+                status="completed",
+                size=1,
+                created_at=earlier,
+                deadline=earlier,
+                completion_code="X",
+            )
+        )
+        s.commit()
+    client = client_for(site)
+    r = client.get(f"{PREFIX}/start/generate?{prolific('old1')}", follow_redirects=False)
+    csrf = form_field(client.get(f"{PREFIX}/consent/generate").text, "csrf")
+    client.post(f"{PREFIX}/consent/generate", data={"decision": "agree", "csrf": csrf})
+    r = client.post(f"{PREFIX}/begin/generate", data={"csrf": csrf}, follow_redirects=False)
+    assert r.headers["location"] == f"{PREFIX}/generate"
+    assert client.get(f"{PREFIX}/qualify/generate", follow_redirects=False).headers["location"] == (
+        f"{PREFIX}/instructions/generate"
+    )
+
+
+def test_two_tabs_sending_the_last_try_at_once_make_one_try(
+    site: Any, engine: Engine, known: dict[str, bool]
+) -> None:
+    """Two tabs of one worker send the second (last) try at the same moment: one try is
+    stored, the other tab sees that outcome, and no third try exists."""
+    import threading
+
+    first = client_for(site)
+    csrf = enter(first, prolific("p7"))
+    try_check(first, "generate", known, right=False)
+    second = client_for(site)
+    second.cookies.update(first.cookies)
+    pages = [c.get(f"{PREFIX}/qualify/generate").text for c in (first, second)]
+    assert all('name="attempt" value="2"' in p for p in pages)
+    barrier = threading.Barrier(2)
+    answers: list[int] = []
+
+    def send(client: Any, page: str, right: bool) -> None:
+        data = answers_form(page, known, right)
+        barrier.wait()
+        r = client.post(f"{PREFIX}/qualify/generate", data=data, follow_redirects=False)
+        answers.append(r.status_code)
+
+    tabs = [
+        threading.Thread(target=send, args=(first, pages[0], False)),
+        threading.Thread(target=send, args=(second, pages[1], True)),
+    ]
+    for t in tabs:
+        t.start()
+    for t in tabs:
+        t.join()
+    assert answers == [303, 303]
+    tries = _tries(engine)
+    assert [t.attempt for t in tries] == [1, 2]
+    outcome = tries[1].passed
+    for client in (first, second):
+        page = client.get(f"{PREFIX}/qualify/generate").text
+        assert ("You passed the check" in page) == outcome
+        assert ("Thank you for your interest" in page) == (not outcome)
+    r = first.post(
+        f"{PREFIX}/qualify/generate",
+        data={"csrf": csrf, "attempt": "3", "a_e0": "true", "a_e1": "false", "a_e2": "true"},
+        follow_redirects=False,
+    )
+    assert r.status_code in (303, 409) and len(_tries(engine)) == 2
