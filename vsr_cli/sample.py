@@ -183,7 +183,7 @@ def _study_of_file(engine: Engine, path: Path) -> StudyContext:
     else made from the file (said in a line); another definition under its slug is refused."""
     from sqlmodel import Session
 
-    from vsr_cli.study import fail_on_missing_sources, load_or_fail
+    from vsr_cli.study import fail_on_missing_sources, load_or_fail, record_create
     from vsr_core.studies.context import StudyContext
     from vsr_core.studies.store import StudyError, study_of_file
 
@@ -193,6 +193,8 @@ def _study_of_file(engine: Engine, path: Path) -> StudyContext:
             row, created = study_of_file(session, path.read_text(encoding="utf-8"), str(path))
         except StudyError as exc:
             raise CliError(str(exc)) from None
+        if created:
+            record_create(session, row)
         session.commit()
         context = StudyContext.of(row)
     if created:

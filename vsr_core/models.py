@@ -211,7 +211,8 @@ class AuditKind(StrEnum):
     platform_create = "platform_create"
     platform_plan = "platform_plan"
     platform_apply = "platform_apply"
-    platform_action = "platform_action"
+    platform_action = "platform_action"  # one approve/reject/bonus sent by an apply
+    platform_step = "platform_step"  # publish, pause, resume, sync of a platform study
     adjudicate = "adjudicate"
     audit_export = "audit_export"
 
