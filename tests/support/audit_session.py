@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ZH_FILE = ROOT / "studies" / "vsr-zh.toml"
 VSR_BIN = Path(sys.executable).parent / "vsr"
 BURST_ADDRESS = "198.51.100.7"
+BURST_PID = "5f1e2d3c4b5a69788796"  # + 4 hex digits
 ADMIN = "alice"
 CLI_ACTOR = f"cli:{getpass.getuser()}"
 
@@ -260,12 +261,14 @@ def _workers(ctx: Context, client: TestClient, token: str, app: Any) -> None:
     crowd = TestClient(app, client=(BURST_ADDRESS, 40000))
     for k in range(3):
         crowd.cookies.clear()
-        enter(crowd, f"PROLIFIC_PID=burst{k}&STUDY_ID=s&SESSION_ID=s")
+        # Prolific's own id format (24 hex digits), as a served site demands.
+        pid = f"{BURST_PID}{k:04x}"
+        enter(crowd, f"PROLIFIC_PID={pid}&STUDY_ID={pid}&SESSION_ID={pid}")
     assert f'data-address="{BURST_ADDRESS}"' in client.get("/admin/bursts").text
     with Session(ctx.engine) as s:
         ids = sorted(
             w.id or 0
-            for w in s.exec(select(Worker).where(Worker.external_id.startswith("burst")))  # type: ignore[attr-defined]
+            for w in s.exec(select(Worker).where(Worker.external_id.startswith(BURST_PID)))  # type: ignore[attr-defined]
         )
     _post(client, "/admin/bursts/cut", csrf_token=token, address=BURST_ADDRESS)
     ctx.expect(
