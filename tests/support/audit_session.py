@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from tests.support import platform_work as work
 from tests.support.admin_seed import read_raw, seed
@@ -229,7 +229,9 @@ def _settings_and_invite(ctx: Context, client: TestClient, token: str) -> None:
 
 def _workers(ctx: Context, client: TestClient, token: str, app: Any) -> None:
     with Session(ctx.engine) as s:
-        w = s.exec(select(Worker).where(Worker.blocked == False).order_by(Worker.id)).first()  # noqa: E712
+        w = s.exec(
+            select(Worker).where(col(Worker.blocked).is_(False)).order_by(col(Worker.id))
+        ).first()
         assert w is not None and w.id is not None
         wid = w.id
     base = f"/admin/workers/{wid}"
@@ -268,7 +270,7 @@ def _workers(ctx: Context, client: TestClient, token: str, app: Any) -> None:
     with Session(ctx.engine) as s:
         ids = sorted(
             w.id or 0
-            for w in s.exec(select(Worker).where(Worker.external_id.startswith(BURST_PID)))  # type: ignore[attr-defined]
+            for w in s.exec(select(Worker).where(col(Worker.external_id).startswith(BURST_PID)))
         )
     _post(client, "/admin/bursts/cut", csrf_token=token, address=BURST_ADDRESS)
     ctx.expect(
@@ -278,7 +280,7 @@ def _workers(ctx: Context, client: TestClient, token: str, app: Any) -> None:
 
 def _examples(ctx: Context, client: TestClient, token: str) -> None:
     with Session(ctx.engine) as s:
-        first, second = s.exec(select(Example).order_by(Example.id).limit(2)).all()
+        first, second = s.exec(select(Example).order_by(col(Example.id)).limit(2)).all()
         # As if written in this study: imported Examples are not served, so not re-queued.
         second.origin = "human"
         s.add(second)
@@ -319,7 +321,7 @@ def _jobs(ctx: Context, client: TestClient, token: str) -> None:
     # Many pairs: the job is still running when it is cancelled.
     _post(client, "/admin/jobs/sample", csrf_token=token, n_pairs="100000", coco_files=files)
     with Session(ctx.engine) as s:
-        job = s.exec(select(Job).order_by(Job.id.desc())).first()  # type: ignore[attr-defined]
+        job = s.exec(select(Job).order_by(col(Job.id).desc())).first()
         assert job is not None
         job_id = job.id
     ctx.expect(
