@@ -32,6 +32,7 @@ from vsr_core.models import (
     AdminUser,
     AuditKind,
     Example,
+    ImagePair,
     InviteToken,
     Job,
     PlatformStudy,
@@ -437,6 +438,22 @@ def _platform(ctx: Context, client: TestClient, token: str) -> int:
 
 
 def _studies_by_cli(ctx: Context, ps: int) -> None:
+    coco = ctx.coco_dir / "annotations" / "instances_val2017_subset.json"
+    with Session(ctx.engine) as s:
+        before = {p.id for p in s.exec(select(ImagePair))}
+    ctx.cli("sample", "--coco", str(coco), "--pairs", "3", "--seed", "2", admin=ADMIN)
+    with Session(ctx.engine) as s:
+        new = [p for p in s.exec(select(ImagePair)) if p.id not in before]
+    (run_id,) = {p.sample_run for p in new}
+    pairs = len(new)
+    ctx.expect(
+        AuditKind.sample_run,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        f"sample run {run_id}",
+        {"params": {"n_pairs": 3, "seed": 2, "coco_files": [str(coco)]}, "stored": pairs},
+        "cli",
+    )
     ctx.cli("study", "create", "--file", str(ZH_FILE))
     with Session(ctx.engine) as s:
         zh = s.exec(select(Study).where(Study.slug == "vsr-zh")).one()
