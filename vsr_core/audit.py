@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Engine, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, or_, select
 from sqlmodel import Session
 
 from vsr_core.models import AuditEvent, AuditKind
@@ -55,6 +55,31 @@ def record(
     )
     session.add(event)
     return event
+
+
+def record_in(
+    conn: Connection,
+    actor: Actor,
+    kind: AuditKind,
+    *,
+    study_id: int | None,
+    target: str = "",
+    change: Mapping[str, Any] | None = None,
+) -> None:
+    """``record`` for work done on a Core connection: the row is inserted in ``conn``'s own
+    transaction (it commits or rolls back with the work)."""
+    conn.execute(
+        AUDIT_EVENT.insert().values(
+            at=utcnow(),
+            actor_id=actor.admin_id,
+            actor=actor.name[:128],
+            study_id=study_id,
+            kind=kind.value,
+            target=str(target)[:MAX_TARGET],
+            change=dict(change or {}),
+            via=actor.via,
+        )
+    )
 
 
 def record_now(

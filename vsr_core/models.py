@@ -215,6 +215,7 @@ class AuditKind(StrEnum):
     platform_step = "platform_step"  # publish, pause, resume, sync of a platform study
     sample_run = "sample_run"  # `vsr sample` stored pairs (a dashboard job is job_start)
     match_run = "match_run"  # `vsr match` wrote a run (a dashboard job is job_start)
+    release_import = "release_import"  # `vsr import-vsr` imported a release file
     adjudicate = "adjudicate"
     audit_export = "audit_export"
 

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from tests.support import platform_work as work
-from tests.support.admin_seed import read_raw, seed
+from tests.support.admin_seed import RAW, read_raw, seed
 from tests.support.webapp_coco import enter
 from vsr_core.models import (
     DEFAULT_STUDY_ID,
@@ -438,6 +438,19 @@ def _platform(ctx: Context, client: TestClient, token: str) -> int:
 
 
 def _studies_by_cli(ctx: Context, ps: int) -> None:
+    # Five records of the real release (not among those seeded: every 400th) imported.
+    raw = (ctx.vsr_dir / RAW).read_text(encoding="utf-8").splitlines()[1:6]
+    release = ctx.tmp / "five_records.jsonl"
+    release.write_text("\n".join(raw) + "\n", encoding="utf-8")
+    ctx.cli("import-vsr", str(release), "-q", admin=ADMIN)
+    ctx.expect(
+        AuditKind.release_import,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        release.name,
+        {"records": 5},
+        "cli",
+    )
     coco = ctx.coco_dir / "annotations" / "instances_val2017_subset.json"
     with Session(ctx.engine) as s:
         before = {p.id for p in s.exec(select(ImagePair))}
