@@ -143,6 +143,24 @@ def test_no_route_changes_a_record(db_url: str, engine: Engine, tmp_path: Path) 
     assert list(audit.stream(engine)) == [login_row]
 
 
+def test_no_code_updates_or_deletes_a_record() -> None:
+    """No module of the app or the CLI writes an UPDATE or DELETE of the trail (the database
+    refuses them anyway; this names the code that would try)."""
+    root = Path(__file__).resolve().parents[3]
+    pattern = re.compile(
+        r"(AUDIT_EVENT\.(update|delete)\b|(update|delete)\(\s*(AUDIT_EVENT|AuditEvent)\b"
+        r"|(UPDATE|DELETE\s+FROM|TRUNCATE)\s+\"?auditevent)",
+        re.IGNORECASE,
+    )
+    offenders = [
+        f"{path.relative_to(root)}: {m[0]}"
+        for package in ("vsr_core", "webapp", "vsr_cli", "collection", "vsr_dataset", "matching")
+        for path in sorted((root / package).rglob("*.py"))
+        for m in pattern.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+
+
 def test_the_orm_cannot_change_or_remove_a_record(engine: Engine) -> None:
     with Session(engine) as s:
         event = audit.record(
