@@ -18,6 +18,7 @@ from collection.coco import CocoIndex, ProgressFn, load_coco
 from collection.errors import UnknownCategoryError
 from collection.pairs import sample_pairs
 from collection.store import existing_pair_keys, store_pairs
+from vsr_core.audit import Actor
 from vsr_core.defaults import MIN_AREA_PX
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.types import utcnow
@@ -112,12 +113,15 @@ def sample_into_db(
     supercategories: Collection[str] = (),
     min_area_share: float = 0.0,
     study_id: int = DEFAULT_STUDY_ID,
+    actor: Actor | None = None,
 ) -> SampleSummary:
     """Load the COCO files, draw up to ``n_pairs`` new pairs and store them in the study
     (pairs the study has already are not drawn again; other studies' do not count).
 
     Raises ``collection.errors.SamplerError`` subclasses (one-line messages) for missing or
-    malformed files and unknown category names, ``ValueError`` for bad numbers.
+    malformed files and unknown category names, ``ValueError`` for bad numbers. With
+    ``actor`` (a run at the CLI; a dashboard job is recorded when it starts), the audit
+    record of the run commits with its pairs.
     """
     if n_pairs < 1:
         raise ValueError("the number of pairs must be at least 1")
@@ -142,7 +146,25 @@ def sample_into_db(
         progress=progress,
     )
     run_id = f"{utcnow():%Y%m%dT%H%M%SZ}-s{seed}-{secrets.token_hex(3)}"
-    stored = store_pairs(engine, index, result.pairs, run_id, progress=progress, study_id=study_id)
+    params = {
+        "coco_files": [str(f) for f in coco_files],
+        "n_pairs": n_pairs,
+        "seed": seed,
+        "min_area": min_area,
+        "prefer_contrast": prefer_contrast,
+        "max_per_concept_pair": max_per_concept_pair,
+        "concepts": sorted(concepts) if concepts is not None else None,
+    }
+    stored = store_pairs(
+        engine,
+        index,
+        result.pairs,
+        run_id,
+        progress=progress,
+        study_id=study_id,
+        actor=actor,
+        params=params,
+    )
     kept = result.pairs
     already = sum(1 for (a, b, i1, i2) in existing if i1 in index.eligible and i2 in index.eligible)
     return SampleSummary(

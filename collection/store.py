@@ -7,7 +7,7 @@ or two samplers at once, never duplicates an image, an instance or a pair (``uq_
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +19,18 @@ from sqlmodel import Session
 from collection.coco import CocoIndex, ProgressFn
 from collection.errors import SamplerError
 from collection.pairs import PairKey, SampledPair
+from vsr_core import audit
+from vsr_core.audit import Actor
 from vsr_core.db import is_postgres, session_scope
 from vsr_core.limits import LimitError, check_row
-from vsr_core.models import DEFAULT_STUDY_ID, Image, ImagePair, Instance, PairStatus
+from vsr_core.models import (
+    DEFAULT_STUDY_ID,
+    AuditKind,
+    Image,
+    ImagePair,
+    Instance,
+    PairStatus,
+)
 from vsr_core.tables import IMAGE, IMAGE_PAIR, INSTANCE
 from vsr_core.types import utcnow
 
@@ -93,9 +102,13 @@ def store_pairs(
     run_id: str,
     progress: ProgressFn | None = None,
     study_id: int = DEFAULT_STUDY_ID,
+    *,
+    actor: Actor | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> StoreResult:
     """Store the pairs in the study, with their images and instances; returns what was
-    actually added."""
+    actually added. With ``actor`` (a run at the CLI), the audit record of the run and its
+    ``params`` commits with the pairs."""
     image_ids = sorted({p.image1 for p in pairs} | {p.image2 for p in pairs})
     inst = {}
     for p in pairs:
@@ -189,6 +202,15 @@ def store_pairs(
                 ImagePair.study_id == study_id,  # type: ignore[arg-type]
             )
         ).scalar_one()
+        if actor is not None:
+            audit.record(
+                session,
+                actor,
+                AuditKind.sample_run,
+                study_id=study_id,
+                target=f"sample run {run_id}",
+                change={"params": dict(params or {}), "stored": int(stored)},
+            )
     return StoreResult(
         stored=int(stored),
         skipped=len(pairs) - int(stored),

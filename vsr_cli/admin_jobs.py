@@ -135,7 +135,9 @@ def run_match(
     request = MatchRequest(params=MatchParams(h=h, k=k, seed=seed), study_id=study_id)
     outcome = run_matching_over(engine, request, report=report)
     report(0.95, "saving the run")
-    run_id = save_match_run(engine, outcome, request, send_negatives=True, **{"from": "dashboard"})
+    run_id = save_match_run(
+        engine, outcome, request, send_negatives=True, extra={"from": "dashboard"}
+    )
     return {
         "match_run": run_id,
         "items": len(outcome.result.items),

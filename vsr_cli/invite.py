@@ -35,8 +35,10 @@ def invite_create(
     """Create an invite link for one study and print the URLs of its tasks."""
     from sqlmodel import Session, select
 
+    from vsr_cli.actor import cli_actor
+    from vsr_core import audit
     from vsr_core.limits import LimitError, check_row
-    from vsr_core.models import BatchKind, InviteToken
+    from vsr_core.models import AdminRole, AuditKind, BatchKind, InviteToken
     from vsr_core.tables import INVITE_TOKEN
 
     kinds = [r.strip() for r in roles.split(",") if r.strip()]
@@ -79,6 +81,16 @@ def invite_create(
                 study_id=study.id,
             )
             session.add(invite)
+            session.flush()
+            # The token is a credential: the record names the invite by id and label.
+            audit.record(
+                session,
+                cli_actor(session, study.id, AdminRole.researcher),
+                AuditKind.invite_create,
+                study_id=study.id,
+                target=f"invite {invite.id}",
+                change={"label": label, "roles": kinds},
+            )
             session.commit()
             session.refresh(invite)
     engine.dispose()

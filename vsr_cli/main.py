@@ -17,6 +17,7 @@ from typing import NoReturn
 
 import typer
 
+from vsr_cli import audit_export as cli_audit
 from vsr_cli import build as cli_build
 from vsr_cli import db as cli_db
 from vsr_cli import import_release as cli_import
@@ -41,6 +42,7 @@ app = typer.Typer(
 )
 app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_serve.admin_app, name="admin")
+cli_serve.admin_app.command("audit-export")(cli_audit.audit_export)
 app.add_typer(cli_invite.invite_app, name="invite")
 app.add_typer(cli_study.study_app, name="study")
 app.add_typer(cli_platform.platform_app, name="platform")

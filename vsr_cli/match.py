@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -25,6 +25,7 @@ from vsr_dataset.match_run import MatchRequest, SplitSource
 
 if TYPE_CHECKING:
     from matching.pipeline import MatchResult
+    from vsr_core.audit import Actor
 
 # Every option's default is the library's: matching.params and vsr_dataset.match_run.
 PARAMS = MatchParams()
@@ -221,6 +222,7 @@ def match(
     engine = engine_for(database_url)
     try:
         study = study_for(engine, study_slug)
+        actor = _actor(engine, study.id)  # checked before the long run, used after it
     except CliError:
         engine.dispose()
         raise
@@ -262,7 +264,7 @@ def match(
     if dry_run:
         typer.echo(f"dry run: {items} items not written (study {study.slug})")
         return
-    run_id = save_match_run(engine, outcome, request, send_negatives)
+    run_id = save_match_run(engine, outcome, request, send_negatives, actor=actor)
     sent = " and sent their distractors to validation" if send_negatives else ""
     typer.echo(
         f"match run {run_id}: {items} multiple-choice items written{sent} (study {study.slug})"
@@ -271,6 +273,17 @@ def match(
         from matching.store import format_cost
 
         typer.echo(format_cost(outcome.diagnostics["validation_cost"]))
+
+
+def _actor(engine: Any, study_id: int) -> Actor:
+    """Who writes the run: a researcher's action (VSR_ADMIN; vsr_cli.actor)."""
+    from sqlmodel import Session
+
+    from vsr_cli.actor import cli_actor
+    from vsr_core.models import AdminRole
+
+    with Session(engine) as session:
+        return cli_actor(session, study_id, AdminRole.researcher)
 
 
 def why_no_items(result: MatchResult) -> str:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vsr_cli.common import DB_HELP, STUDY_HELP, engine_for
 from vsr_cli.failure import CliError
+
+if TYPE_CHECKING:
+    from vsr_core.audit import Actor
 
 platform_app = typer.Typer(
     help="Crowd platforms: create, publish, pause, resume, sync, plan, apply.", no_args_is_help=True
@@ -45,6 +48,14 @@ StaleOpt = Annotated[
 ]
 
 
+def _owner(session: Any, study_id: int) -> Actor:
+    """Who acts; platform money and its plan are the study owner's (docs/dashboard.md)."""
+    from vsr_cli.actor import cli_actor
+    from vsr_core.models import AdminRole
+
+    return cli_actor(session, study_id, AdminRole.owner)
+
+
 def _client(name: PlatformName, base_url: str | None, production: bool, log: Any) -> Any:
     from webapp.platforms.base import PlatformError
     from webapp.platforms.clients import client_for
@@ -73,14 +84,15 @@ def _run(
     engine = engine_for(database_url)
     with Session(engine) as session:
         study = _platform_study(session, platform, study_id, slug)
+        actor = _owner(session, study.study_id)
         try:
             if action == "plan":
-                _plan(session, study)
+                _plan(session, study, actor)
                 return
             log = eng.CallLog(platform.value, study.id)
             client = _client(platform, base_url, production, log)
             try:
-                _send(action, session, client, study, log, stale_minutes)
+                _send(action, session, client, study, log, stale_minutes, actor)
             finally:
                 session.rollback()
                 log.save(session)
@@ -88,14 +100,14 @@ def _run(
             raise CliError(str(exc)) from None
 
 
-def _plan(session: Any, study: Any) -> None:
+def _plan(session: Any, study: Any, actor: Actor) -> None:
     """Plan, then print per submission the work in its own batches and what the ledger
     credits it with (the work it is paid for), and the new actions."""
     from webapp.platforms import engine as eng
     from webapp.platforms import settlement
 
     rules = eng.rules_for(session, study)
-    added = eng.plan(session, study, rules)
+    added = eng.plan(session, study, rules, actor=actor)
     subs, work = settlement.work_by_submission(session, study, None, rules.keep_threshold)
     paid = settlement.paid_for(session, study)
     for sub in subs:
@@ -124,7 +136,13 @@ def _plan(session: Any, study: Any) -> None:
 
 
 def _send(
-    action: str, session: Any, client: Any, study: Any, log: Any, stale_minutes: float
+    action: str,
+    session: Any,
+    client: Any,
+    study: Any,
+    log: Any,
+    stale_minutes: float,
+    actor: Actor,
 ) -> None:
     from datetime import timedelta
 
@@ -134,7 +152,7 @@ def _send(
         from webapp.crowd.leases import PairStrategy
         from webapp.platforms.drafts import confirm_create
 
-        if not confirm_create(session, client, study):
+        if not confirm_create(session, client, study, actor=actor):
             raise CliError("the study's create is not confirmed on the platform yet")
         from vsr_core.models import BatchKind
         from webapp.validate.strategy import ExampleStrategy
@@ -145,10 +163,13 @@ def _send(
             study,
             {BatchKind.generate: PairStrategy(), BatchKind.validate: ExampleStrategy()},
             log,
+            actor=actor,
         )
         typer.echo(f"synced; {released} leases released")
     else:
-        counts = eng.apply(session, client, study, timedelta(minutes=stale_minutes), log)
+        counts = eng.apply(
+            session, client, study, timedelta(minutes=stale_minutes), log, actor=actor
+        )
         extra = (
             f", {counts['unknown']} unknown (check on the platform)" if counts["unknown"] else ""
         )
@@ -280,6 +301,7 @@ def create(
         raise CliError("--qualifications must be a JSON list") from None
     with Session(engine_for(database_url)) as session:
         site_study = _site_study(session, study)
+        actor = _owner(session, site_study.id)
         log = CallLog(platform.value)
         try:
             settings = drafts.new_settings(
@@ -296,7 +318,9 @@ def create(
                 screenout_qualification=screenout_qualification,
             )
             client = _client(platform, base_url, production, log)
-            row = drafts.create(session, client, site_study, settings, on_row=log.name_study)
+            row = drafts.create(
+                session, client, site_study, settings, on_row=log.name_study, actor=actor
+            )
         except PlatformError as exc:
             raise CliError(str(exc)) from None
         finally:
@@ -324,6 +348,7 @@ def _transition(
 
     with Session(engine_for(database_url)) as session:
         row = _platform_study(session, platform, study_id, slug)
+        actor = _owner(session, row.study_id)
         log = CallLog(platform.value, row.id)
         try:
             drafts.check_step(row, action)
@@ -331,10 +356,10 @@ def _transition(
                 # Refused before any client (or token) is needed.
                 drafts.check_pay(drafts.effective_pay(session, row))
                 client = _client(platform, base_url, production, log)
-                typer.echo(drafts.publish(session, client, row).line())
+                typer.echo(drafts.publish(session, client, row, actor=actor).line())
             else:
                 step = drafts.pause if action == "pause" else drafts.resume
-                step(session, _client(platform, base_url, production, log), row)
+                step(session, _client(platform, base_url, production, log), row, actor=actor)
             typer.echo(f"{platform.value} study {study_id}: {row.state}")
         except PlatformError as exc:
             raise CliError(str(exc)) from None

@@ -39,6 +39,8 @@ def revalidate(
     imported votes stay apart) for fresh votes; --report compares fresh and original votes."""
     from sqlmodel import Session
 
+    from vsr_cli.actor import cli_actor
+    from vsr_core.models import AdminRole
     from vsr_core.revalidation import (
         RevalidationError,
         open_round,
@@ -69,6 +71,7 @@ def revalidate(
                     relations=relation,
                     votes=votes,
                     round_name=round_name or "r1",
+                    actor=cli_actor(session, study.id, AdminRole.researcher),
                 )
                 typer.echo(f"{opened.line()} (study {study.slug})")
             if show_report:

@@ -14,6 +14,7 @@ from vsr_core.defaults import MIN_AREA_PX
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from vsr_core.audit import Actor
     from vsr_core.studies.context import StudyContext
 
 _STAGES = {"load": "loading COCO", "sample": "sampling pairs", "store": "storing"}
@@ -149,6 +150,11 @@ def sample(
         min_area = study.sampling.min_area_px
         share = study.sampling.min_area_share
         prefer_contrast = study.sampling.prefer_contrast
+    try:
+        actor = _actor(engine, target.id)
+    except CliError:
+        engine.dispose()
+        raise
     bars = _Bars()
     try:
         summary = sample_into_db(
@@ -165,6 +171,7 @@ def sample(
             supercategories=supers,
             min_area_share=share,
             study_id=target.id,
+            actor=actor,
         )
     except (SamplerError, ValueError) as exc:
         raise CliError(str(exc)) from None
@@ -178,12 +185,23 @@ def sample(
     typer.echo(f"{summary.line()} (study {target.slug})")
 
 
+def _actor(engine: Engine, study_id: int) -> Actor:
+    """Who samples: adding pairs to a study is a researcher's (VSR_ADMIN; vsr_cli.actor)."""
+    from sqlmodel import Session
+
+    from vsr_cli.actor import cli_actor
+    from vsr_core.models import AdminRole
+
+    with Session(engine) as session:
+        return cli_actor(session, study_id, AdminRole.researcher)
+
+
 def _study_of_file(engine: Engine, path: Path) -> StudyContext:
     """The study a file defines: the stored one of its slug when the definition is the same,
     else made from the file (said in a line); another definition under its slug is refused."""
     from sqlmodel import Session
 
-    from vsr_cli.study import fail_on_missing_sources, load_or_fail
+    from vsr_cli.study import fail_on_missing_sources, load_or_fail, record_create
     from vsr_core.studies.context import StudyContext
     from vsr_core.studies.store import StudyError, study_of_file
 
@@ -193,6 +211,8 @@ def _study_of_file(engine: Engine, path: Path) -> StudyContext:
             row, created = study_of_file(session, path.read_text(encoding="utf-8"), str(path))
         except StudyError as exc:
             raise CliError(str(exc)) from None
+        if created:
+            record_create(session, row)
         session.commit()
         context = StudyContext.of(row)
     if created:

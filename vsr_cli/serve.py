@@ -154,6 +154,7 @@ def admin_create(
     from sqlalchemy.exc import OperationalError, ProgrammingError
     from sqlmodel import Session
 
+    from vsr_cli.actor import cli_actor
     from vsr_cli.common import engine_for
     from webapp.admin.auth import AdminAccountError, create_admin
 
@@ -162,7 +163,9 @@ def admin_create(
     engine = engine_for(database_url)
     try:
         with Session(engine) as session:
-            user = create_admin(session, username, password, update=update)
+            user = create_admin(
+                session, username, password, update=update, actor=cli_actor(session, None, None)
+            )
     except AdminAccountError as exc:
         raise CliError(str(exc)) from None
     except (OperationalError, ProgrammingError) as exc:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -169,10 +169,12 @@ def _store_file(
     database_url: str | None,
     store: Callable[[Session, str, str], _T],
     study_of: Callable[[_T], Study],
+    record: Callable[[Session, _T], None],
 ) -> tuple[_T, str, str]:
     """Validate a study file (every problem one line), then ``store(session, text, name)``
-    in one transaction; a StudyError is one line ending "nothing was stored". Returns what
-    ``store`` returned and the stored study's slug and hash."""
+    and ``record`` it in the audit trail, in one transaction; a StudyError is one line ending
+    "nothing was stored". Returns what ``store`` returned and the stored study's slug and
+    hash."""
     load_or_fail(file)  # every problem of the file, one line each
     text = file.read_text(encoding="utf-8")
     from sqlmodel import Session
@@ -186,6 +188,7 @@ def _store_file(
                 done = store(session, text, str(file))
             except StudyError as exc:
                 raise CliError(f"{exc}; nothing was stored") from None
+            record(session, done)
             session.commit()
             study = study_of(done)
             return done, study.slug, study.definition_hash
@@ -201,10 +204,51 @@ def create(
     """Validate a study file and store it as a new study (its slug must be new)."""
     from vsr_core.studies.store import create_study
 
-    _, slug, digest = _store_file(file, database_url, create_study, lambda study: study)
+    _, slug, digest = _store_file(
+        file, database_url, create_study, lambda study: study, record_create
+    )
     typer.echo(
         f"created study {slug} (sha256 {digest[:12]}): entry links /s/{slug}/start/generate "
         f"and /s/{slug}/start/validate; next: vsr sample --study {slug}"
+    )
+
+
+def record_create(session: Session, study: Study) -> None:
+    """The audit record of a study made from a file (``vsr study create``, ``vsr sample
+    --study-file``); no role is needed: the study is new."""
+    from vsr_cli.actor import cli_actor
+    from vsr_core import audit
+    from vsr_core.models import AuditKind
+
+    audit.record(
+        session,
+        cli_actor(session, None, None),
+        AuditKind.study_create,
+        study_id=study.id,
+        target=f"study {study.slug}",
+        change={"name": study.name, "sha256": study.definition_hash},
+    )
+
+
+def _record_update(session: Session, done: Any) -> None:
+    """A new version is recorded (the owner's to make); an unchanged file stores nothing."""
+    if done.version == 0:
+        return
+    from vsr_cli.actor import cli_actor
+    from vsr_core import audit
+    from vsr_core.models import AdminRole, AuditKind
+
+    study = done.study
+    audit.record(
+        session,
+        cli_actor(session, study.id, AdminRole.owner),
+        AuditKind.study_update,
+        study_id=study.id,
+        target=f"study {study.slug}",
+        change={
+            "version": done.version,
+            **audit.changed({"sha256": done.previous_hash}, {"sha256": study.definition_hash}),
+        },
     )
 
 
@@ -218,7 +262,9 @@ def update(
     the first language's code or template, a relation or concept in use removed or renamed."""
     from vsr_core.studies.versions import update_study
 
-    done, slug, digest = _store_file(file, database_url, update_study, lambda u: u.study)
+    done, slug, digest = _store_file(
+        file, database_url, update_study, lambda u: u.study, _record_update
+    )
     if done.version == 0:
         typer.echo(
             f"study {slug} unchanged: {file} is its stored definition (sha256 {digest[:12]})"
@@ -239,16 +285,30 @@ def archive(
     finished), the dashboard marks it archived, and its data stays for export."""
     from sqlmodel import Session
 
-    from vsr_core.studies.store import StudyError
+    from vsr_cli.actor import cli_actor
+    from vsr_core import audit
+    from vsr_core.models import AdminRole, AuditKind
+    from vsr_core.studies.store import StudyError, find_study
     from vsr_core.studies.versions import archive_study
 
     engine = engine_for(database_url)
     try:
         with Session(engine) as session:
             try:
-                archive_study(session, slug)
+                was = find_study(session, slug)
+                already = was is not None and was.archived_at is not None
+                study = archive_study(session, slug)
             except StudyError as exc:
                 raise CliError(str(exc)) from None
+            if not already:
+                audit.record(
+                    session,
+                    cli_actor(session, study.id, AdminRole.owner),
+                    AuditKind.study_archive,
+                    study_id=study.id,
+                    target=f"study {study.slug}",
+                    change=audit.changed({"archived": False}, {"archived": True}),
+                )
             session.commit()
     finally:
         engine.dispose()

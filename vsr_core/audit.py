@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import ColumnElement, Connection, Engine, or_, select
 from sqlmodel import Session
 
 from vsr_core.models import AuditEvent, AuditKind
@@ -55,6 +55,31 @@ def record(
     )
     session.add(event)
     return event
+
+
+def record_in(
+    conn: Connection,
+    actor: Actor,
+    kind: AuditKind,
+    *,
+    study_id: int | None,
+    target: str = "",
+    change: Mapping[str, Any] | None = None,
+) -> None:
+    """``record`` for work done on a Core connection: the row is inserted in ``conn``'s own
+    transaction (it commits or rolls back with the work)."""
+    conn.execute(
+        AUDIT_EVENT.insert().values(
+            at=utcnow(),
+            actor_id=actor.admin_id,
+            actor=actor.name[:128],
+            study_id=study_id,
+            kind=kind.value,
+            target=str(target)[:MAX_TARGET],
+            change=dict(change or {}),
+            via=actor.via,
+        )
+    )
 
 
 def record_now(
@@ -98,13 +123,72 @@ def as_json(event: AuditEvent | Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def stream(engine: Engine, *, chunk: int = 1000, **where: Any) -> Iterator[dict[str, Any]]:
+@dataclass(frozen=True)
+class Filter:
+    """Which records a reader asks for (the page, the JSONL export, the CLI): all the given
+    conditions hold. ``study_ids``: records of these studies (None: any study);
+    ``unscoped``: also those of no study (logins, admin accounts); ``since``/``until``:
+    ``since <= at < until``."""
+
+    actor: str | None = None
+    kind: AuditKind | None = None
+    study_ids: tuple[int, ...] | None = None
+    unscoped: bool = True
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        c = AUDIT_EVENT.c
+        out: list[ColumnElement[bool]] = []
+        if self.actor:
+            out.append(c.actor == self.actor)
+        if self.kind is not None:
+            out.append(c.kind == self.kind.value)
+        if self.study_ids is not None:
+            scoped = c.study_id.in_(self.study_ids)
+            out.append(or_(scoped, c.study_id.is_(None)) if self.unscoped else scoped)
+        elif not self.unscoped:
+            out.append(c.study_id.is_not(None))
+        if self.since is not None:
+            out.append(c.at >= self.since)
+        if self.until is not None:
+            out.append(c.at < self.until)
+        return out
+
+    def described(self) -> dict[str, Any]:
+        """The filter as the record of an export names it."""
+        return {
+            "actor": self.actor,
+            "kind": self.kind.value if self.kind else None,
+            "studies": list(self.study_ids) if self.study_ids is not None else "all",
+            "since": self.since.isoformat() if self.since else None,
+            "until": self.until.isoformat() if self.until else None,
+        }
+
+
+def newest(
+    session: Session, where: Filter, *, before: int | None = None, limit: int = 50
+) -> list[dict[str, Any]]:
+    """One page of records, newest first: those with an id below ``before`` (the last id of
+    the page before; keyset, so a page deep in a long trail costs what the first does)."""
+    query = select(AUDIT_EVENT).where(*where.conditions())
+    if before is not None:
+        query = query.where(AUDIT_EVENT.c.id < before)
+    query = query.order_by(AUDIT_EVENT.c.id.desc()).limit(limit)
+    return [as_json(dict(row)) for row in session.connection().execute(query).mappings()]
+
+
+def stream(
+    engine: Engine, *, chunk: int = 1000, where: Filter | None = None, **equal: Any
+) -> Iterator[dict[str, Any]]:
     """Every record, oldest first, as ``as_json`` dicts, read ``chunk`` rows at a time by id
-    (keyset, so a long trail is never held in memory). ``where``: column == value filters."""
+    (keyset, so a long trail is never held in memory). ``where``: a Filter; ``equal``:
+    column == value filters."""
     last = 0
+    conditions = where.conditions() if where is not None else []
     while True:
-        query = select(AUDIT_EVENT).where(AUDIT_EVENT.c.id > last)
-        for column, value in where.items():
+        query = select(AUDIT_EVENT).where(AUDIT_EVENT.c.id > last, *conditions)
+        for column, value in equal.items():
             if value is not None:
                 query = query.where(AUDIT_EVENT.c[column] == value)
         query = query.order_by(AUDIT_EVENT.c.id).limit(chunk)

@@ -211,7 +211,11 @@ class AuditKind(StrEnum):
     platform_create = "platform_create"
     platform_plan = "platform_plan"
     platform_apply = "platform_apply"
-    platform_action = "platform_action"
+    platform_action = "platform_action"  # one approve/reject/bonus sent by an apply
+    platform_step = "platform_step"  # publish, pause, resume, sync of a platform study
+    sample_run = "sample_run"  # `vsr sample` stored pairs (a dashboard job is job_start)
+    match_run = "match_run"  # `vsr match` wrote a run (a dashboard job is job_start)
+    release_import = "release_import"  # `vsr import-vsr` imported a release file
     adjudicate = "adjudicate"
     audit_export = "audit_export"
 

@@ -25,8 +25,10 @@ from sqlalchemy import case, func, select
 from sqlmodel import Session, col
 from sqlmodel import select as sqlmodel_select
 
+from vsr_core import audit
 from vsr_core.agreement import fleiss_kappa, keep_rule, wilson_interval
-from vsr_core.models import Example, ExampleOrigin
+from vsr_core.audit import Actor
+from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, Example, ExampleOrigin
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import EXAMPLE, VOTE
 
@@ -76,8 +78,10 @@ def open_round(
     relations: Sequence[str] = (),
     votes: int | None = None,
     round_name: str = "r1",
+    actor: Actor | None = None,
 ) -> Opened:
-    """Copy a seeded random sample of imported Examples into fresh, open Examples. Commits.
+    """Copy a seeded random sample of imported Examples into fresh, open Examples. Commits,
+    with the audit trail's record of the round when ``actor`` is given.
 
     The sample is drawn from the imported Examples (optionally of some relations) in id
     order with ``random.Random(seed)``: the same database, seed and size give the same
@@ -129,8 +133,25 @@ def open_round(
                 )
             )
         session.flush()
+    opened = Opened(round_name, len(ids), len(fresh), len(chosen) - len(fresh), votes_each)
+    if actor is not None:
+        audit.record(
+            session,
+            actor,
+            AuditKind.revalidation_round,
+            study_id=DEFAULT_STUDY_ID,  # imported releases live in the default study
+            target=f"round {round_name}",
+            change={
+                "sample": sample,
+                "seed": seed,
+                "relations": list(relations),
+                "votes_each": votes_each,
+                "opened": opened.opened,
+                "already_open": opened.already_open,
+            },
+        )
     session.commit()
-    return Opened(round_name, len(ids), len(fresh), len(chosen) - len(fresh), votes_each)
+    return opened
 
 
 def rounds(session: Session) -> list[str]:

@@ -30,8 +30,10 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
+from vsr_core import audit
+from vsr_core.audit import Actor
 from vsr_core.limits import LimitError, check_row
-from vsr_core.models import ExampleOrigin, WorkerSource
+from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, ExampleOrigin, WorkerSource
 from vsr_core.tables import EXAMPLE, IMAGE, VOTE, WORKER
 from vsr_core.types import utcnow
 from vsr_dataset.vsr_format import VsrFormatError, VsrRecord, read_vsr_file
@@ -80,11 +82,30 @@ class ImportResult:
 # --- JSONL records ----------------------------------------------------------------------
 
 
-def import_vsr_file(engine: Engine, path: Path, progress: Progress | None = None) -> ImportResult:
-    """Parse the whole file first (so a bad line writes nothing), then import it atomically."""
+def import_vsr_file(
+    engine: Engine, path: Path, progress: Progress | None = None, actor: Actor | None = None
+) -> ImportResult:
+    """Parse the whole file first (so a bad line writes nothing), then import it atomically
+    (with ``actor``, and its audit record)."""
     records, summary = read_vsr_file(path, progress)
     with engine.begin() as conn:
         result = import_vsr_records(conn, records, path=str(path))
+        if actor is not None:
+            audit.record_in(
+                conn,
+                actor,
+                AuditKind.release_import,
+                study_id=DEFAULT_STUDY_ID,  # imported releases live in the default study
+                target=path.name,
+                change={
+                    "records": result.records,
+                    "examples_added": result.examples_added,
+                    "examples_updated": result.examples_updated,
+                    "votes_added": result.votes_added,
+                    "workers_added": result.workers_added,
+                    "images_added": result.images_added,
+                },
+            )
     if engine.dialect.name == "postgresql" and (result.examples_added or result.votes_added):
         # A bulk import can grow the tables tenfold before autovacuum's next ANALYZE: until
         # then the planner works from the old row counts (at 10x VSR, nested loops over
@@ -436,8 +457,11 @@ def release_files(path: Path) -> list[Path]:
     return files
 
 
-def import_path(engine: Engine, path: Path, progress: Progress | None = None) -> ImportResult:
-    """Import one JSONL or CSV file."""
+def import_path(
+    engine: Engine, path: Path, progress: Progress | None = None, actor: Actor | None = None
+) -> ImportResult:
+    """Import one JSONL or CSV file (a JSONL file recorded in the audit trail as ``actor``'s;
+    the CSV adds image metadata only)."""
     if path.suffix == ".csv":
         return import_meta_csv(engine, path)
-    return import_vsr_file(engine, path, progress)
+    return import_vsr_file(engine, path, progress, actor)

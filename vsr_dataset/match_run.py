@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # numpy and scipy load only when a run starts
     from sqlalchemy.engine import Engine
 
     from matching.pipeline import MatchResult
+    from vsr_core.audit import Actor
 
 # (fraction done 0..1, what is happening) — a progress bar or a job row.
 Report = Callable[[float, str], None]
@@ -199,10 +200,12 @@ def save_match_run(
     outcome: MatchOutcome,
     request: MatchRequest,
     send_negatives: bool,
-    **extra: Any,
+    actor: Actor | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> int:
     """Write the run and its items (and, with ``send_negatives``, the distractors as False
-    Examples for validation); returns the run's id."""
+    Examples for validation); returns the run's id. With ``actor`` (a run at the CLI; a
+    dashboard job is recorded when it starts), the audit record commits with the run."""
     from matching.store import save_run
     from vsr_core.db import session_scope
 
@@ -212,7 +215,7 @@ def save_match_run(
         "keep_threshold": outcome.threshold,
         "similarity": outcome.diagnostics["similarity"],
         "model": outcome.diagnostics["model"],
-        **extra,
+        **(extra or {}),
     }
     from vsr_core.studies.settings import load_study_config
 
@@ -228,6 +231,24 @@ def save_match_run(
             votes_per_example=votes,
         )
         assert run.id is not None
+        if actor is not None:
+            from dataclasses import asdict
+
+            from vsr_core import audit
+            from vsr_core.models import AuditKind
+
+            audit.record(
+                session,
+                actor,
+                AuditKind.match_run,
+                study_id=request.study_id,
+                target=f"match run {run.id}",
+                change={
+                    "params": {**asdict(request.params), **params},
+                    "items": len(outcome.result.items),
+                    "send_negatives": send_negatives,
+                },
+            )
         if run.diagnostics and "validation_cost" in run.diagnostics:
             outcome.diagnostics["validation_cost"] = run.diagnostics["validation_cost"]
         return run.id

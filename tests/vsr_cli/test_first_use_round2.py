@@ -6,6 +6,7 @@ every command that acts on a study names it. Real console scripts in subprocesse
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from tests.support.kept_captions import write_kept_captions
-from vsr_core.models import MatchRun, McItem
+from vsr_core import audit
+from vsr_core.models import DEFAULT_STUDY_ID, MatchRun, McItem
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +103,14 @@ def test_match_names_the_study_and_writes_no_library_bars(db_url: str, engine: E
     assert r.returncode == 0, r.stderr
     assert r.stderr == "", r.stderr  # no "Loading weights" bar: stderr is not a terminal
     assert r.stdout.rstrip().endswith("multiple-choice items written (study vsr)"), r.stdout
+    # The run is in the audit trail, with its parameters, by the machine's operator.
+    (record,) = [e for e in audit.stream(engine) if e["kind"] == "match_run"]
+    assert record["actor"].startswith("cli:") and record["via"] == "cli"
+    assert record["study_id"] == DEFAULT_STUDY_ID
+    run = re.search(r"match run (\d+):", r.stdout)
+    assert run is not None and record["target"] == f"match run {run[1]}"
+    assert record["change"]["params"]["k"] == 3 and record["change"]["items"] > 0
+    assert record["change"]["send_negatives"] is False
 
 
 def test_revalidate_report_without_a_round_fails_plainly(db_url: str) -> None:

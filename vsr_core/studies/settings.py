@@ -11,7 +11,9 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session, select
 
-from vsr_core.models import DEFAULT_STUDY_ID, Study, StudySetting
+from vsr_core import audit
+from vsr_core.audit import Actor
+from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, Study, StudySetting
 from vsr_core.types import utcnow
 
 # What a participant agrees to. The [bracketed] parts are for the researcher to replace in
@@ -124,11 +126,17 @@ def load_study_config(session: Session, study_id: int = DEFAULT_STUDY_ID) -> Stu
 
 
 def save_study_config(
-    session: Session, changes: dict[str, Any], study_id: int = DEFAULT_STUDY_ID
+    session: Session,
+    changes: dict[str, Any],
+    study_id: int = DEFAULT_STUDY_ID,
+    *,
+    actor: Actor | None = None,
 ) -> StudyConfig:
     """Validate and store one study's changed settings (raises pydantic.ValidationError on
-    bad input)."""
-    merged = load_study_config(session, study_id).model_dump() | changes
+    bad input). With ``actor``, the audit trail's record of the change (the before and
+    after values of the keys whose value changed) commits with it."""
+    current = load_study_config(session, study_id)
+    merged = current.model_dump() | changes
     config = StudyConfig(**merged)  # validates the whole config, including cross-field rules
     if config.max_votes_per_example < config.votes_per_example:
         raise ValueError("max_votes_per_example must be at least votes_per_example")
@@ -143,5 +151,25 @@ def save_study_config(
             row.value = value
             row.updated_at = utcnow()
             session.add(row)
+    if actor is not None:
+        diff = audit.changed(
+            {k: getattr(current, k) for k in changes},
+            {k: getattr(config, k) for k in changes},
+        )
+        audit.record(
+            session,
+            actor,
+            AuditKind.settings_change,
+            study_id=study_id,
+            target="settings",
+            change=json_safe(diff),
+        )
     session.commit()
     return config
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every setting in its JSON form (a stored record is JSON)."""
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(value)

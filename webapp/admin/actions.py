@@ -1,8 +1,9 @@
 """What admins change from the dashboard: block/unblock workers, gold marks, re-queueing.
 
 Each function does its whole change in the caller's transaction and commits once, so a
-failure leaves nothing half-written, and logs what it did with the acting admin's id
-(``admin_id``) when the caller knows it; never a reason typed by the admin.
+failure leaves nothing half-written; the audit trail's record of the change (who, what,
+before and after) is added to the same transaction. The log names the acting admin's id,
+never a reason typed by the admin.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from typing import Any
 from sqlalchemy import func, true
 from sqlmodel import Session, col, select
 
+from vsr_core import audit
+from vsr_core.audit import Actor
 from vsr_core.models import (
     Assignment,
+    AuditKind,
     Batch,
     Example,
     LeaseStatus,
@@ -25,11 +29,20 @@ from vsr_core.models import (
 log = logging.getLogger(__name__)
 
 
-def unblock_worker(session: Session, worker: Worker, *, admin_id: int | None = None) -> None:
+def unblock_worker(session: Session, worker: Worker, *, actor: Actor, study_id: int) -> None:
+    was = worker.blocked
     worker.blocked = False
     session.add(worker)
+    audit.record(
+        session,
+        actor,
+        AuditKind.worker_unblock,
+        study_id=study_id,
+        target=f"worker {worker.id}",
+        change=audit.changed({"blocked": was}, {"blocked": False}),
+    )
     session.commit()
-    log.info("admin %s unblocked worker %s", admin_id, worker.id)
+    log.info("admin %s unblocked worker %s", actor.admin_id, worker.id)
 
 
 def set_flag(
@@ -38,13 +51,25 @@ def set_flag(
     flagged: bool,
     reason: str | None,
     *,
-    admin_id: int | None = None,
+    actor: Actor,
+    study_id: int,
 ) -> None:
+    before = {"flagged": worker.flagged, "reason": worker.flag_reason}
     worker.flagged = flagged
     worker.flag_reason = (reason or "")[:500] or None if flagged else None
     session.add(worker)
+    audit.record(
+        session,
+        actor,
+        AuditKind.worker_flag,
+        study_id=study_id,
+        target=f"worker {worker.id}",
+        change=audit.changed(before, {"flagged": worker.flagged, "reason": worker.flag_reason}),
+    )
     session.commit()
-    log.info("admin %s %s worker %s", admin_id, "flagged" if flagged else "unflagged", worker.id)
+    log.info(
+        "admin %s %s worker %s", actor.admin_id, "flagged" if flagged else "unflagged", worker.id
+    )
 
 
 def set_gold(
@@ -53,7 +78,7 @@ def set_gold(
     gold: bool,
     gold_label: bool | None,
     *,
-    admin_id: int | None = None,
+    actor: Actor,
 ) -> None:
     """Mark or unmark an Example as gold. Commits.
 
@@ -66,6 +91,7 @@ def set_gold(
 
     stmt = select(Example).where(Example.id == example.id).execution_options(populate_existing=True)
     session.exec(lease_mod.lock_row_wait(stmt, session)).one()
+    before = {"gold": example.is_gold, "gold_label": example.gold_label}
     example.is_gold = gold
     example.gold_label = (example.label if gold_label is None else gold_label) if gold else None
     active = session.exec(
@@ -75,10 +101,18 @@ def set_gold(
     ).one()
     example.queue_leases = 0 if gold else int(active)
     session.add(example)
+    audit.record(
+        session,
+        actor,
+        AuditKind.gold_mark,
+        study_id=example.study_id,
+        target=f"example {example.id}",
+        change=audit.changed(before, {"gold": gold, "gold_label": example.gold_label}),
+    )
     session.commit()
     log.info(
         "admin %s set Example %s of study %s gold=%s label=%s",
-        admin_id,
+        actor.admin_id,
         example.id,
         example.study_id,
         gold,
@@ -101,7 +135,7 @@ def requeue(
     extra_votes: int,
     config: Any,
     *,
-    admin_id: int | None = None,
+    actor: Actor,
 ) -> int:
     """Ask for ``extra_votes`` more votes on this Example; returns its new vote target.
 
@@ -117,16 +151,30 @@ def requeue(
         )
     assert example.id is not None
     have = vote_count(session, example.id)
+    was = example.target_votes or config.votes_per_example
     target = max(have, example.target_votes or config.votes_per_example) + extra_votes
     example.target_votes = target
     example.queue_settled, example.queue_open = validation_rules.decision_state(
         example.queue_agree, example.queue_votes, target, config
     )
     session.add(example)
+    audit.record(
+        session,
+        actor,
+        AuditKind.requeue,
+        study_id=example.study_id,
+        target=f"example {example.id}",
+        change={
+            "before": {"target_votes": was},
+            "after": {"target_votes": target},
+            "extra_votes": extra_votes,
+            "votes_so_far": have,
+        },
+    )
     session.commit()
     log.info(
         "admin %s re-queued Example %s of study %s for %s votes",
-        admin_id,
+        actor.admin_id,
         example.id,
         example.study_id,
         target,

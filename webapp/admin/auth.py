@@ -18,8 +18,9 @@ from fastapi import Depends, HTTPException, Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
+from vsr_core import audit
 from vsr_core.audit import Actor
-from vsr_core.models import AdminUser
+from vsr_core.models import AdminUser, AuditKind
 from vsr_core.types import utcnow
 from webapp.http.deps import SessionDep
 
@@ -86,9 +87,15 @@ def validate_credentials(username: str, password: str) -> tuple[str, str]:
 
 
 def create_admin(
-    session: Session, username: str, password: str, *, update: bool = False
+    session: Session,
+    username: str,
+    password: str,
+    *,
+    update: bool = False,
+    actor: Actor | None = None,
 ) -> AdminUser:
-    """Create an admin (or reset the password of an existing one when ``update``)."""
+    """Create an admin (or reset the password of an existing one when ``update``); with
+    ``actor``, recorded in the audit trail in the same transaction."""
     username, password = validate_credentials(username, password)
     existing = session.exec(select(AdminUser).where(AdminUser.username == username)).first()
     if existing is not None and not update:
@@ -100,6 +107,16 @@ def create_admin(
     if existing is not None:
         user.session_version += 1  # a new password ends every session of the old one
     session.add(user)
+    if actor is not None:
+        session.flush()
+        audit.record(
+            session,
+            actor,
+            AuditKind.password_change if existing is not None else AuditKind.admin_create,
+            study_id=None,
+            target=f"admin {username}",
+            change={"admin_id": user.id},
+        )
     session.commit()
     session.refresh(user)
     return user
@@ -117,6 +134,10 @@ def authenticate(session: Session, username: str, password: str) -> AdminUser | 
         user.password_hash = hash_password(password)
     user.last_login_at = utcnow()
     session.add(user)
+    assert user.id is not None
+    audit.record(
+        session, Actor(user.username, user.id), AuditKind.login, study_id=None, target=user.username
+    )
     session.commit()
     session.refresh(user)
     return user
@@ -173,12 +194,15 @@ def read_session_cookie(secret_key: str, value: str | None) -> AdminSession | No
     )
 
 
-def end_sessions(session: Session, user_id: int) -> None:
+def end_sessions(session: Session, admin: AdminSession) -> None:
     """Revoke every session cookie of this admin (logout ends them all, server-side)."""
-    user = session.get(AdminUser, user_id)
+    user = session.get(AdminUser, admin.user_id)
     if user is not None:
         user.session_version += 1
         session.add(user)
+        audit.record(
+            session, actor_of(admin), AuditKind.logout, study_id=None, target=admin.username
+        )
         session.commit()
 
 

@@ -16,7 +16,9 @@ from typing import Any
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Assignment, LeaseStatus, RateEvent, Worker
+from vsr_core import audit
+from vsr_core.audit import Actor
+from vsr_core.models import Assignment, AuditKind, LeaseStatus, RateEvent, Worker
 from vsr_core.types import utcnow
 from webapp.crowd import workers
 from webapp.http.rate_limits import NEW_WORKER, STUDY_KEY
@@ -87,11 +89,33 @@ def _worker_ids(session: Session, address: str, since: datetime) -> list[int]:
 
 
 def cut_burst(
-    session: Session, address: str, strategies: Mapping[str, Any], hours: float = 24.0
+    session: Session,
+    address: str,
+    strategies: Mapping[str, Any],
+    *,
+    actor: Actor,
+    study_id: int,
+    hours: float = 24.0,
 ) -> tuple[int, int]:
     """Block every worker first seen from ``address`` in the last ``hours`` and return
-    their leased items to the pool; returns (workers blocked, leases released)."""
+    their leased items to the pool; returns (workers blocked, leases released).
+
+    The audit record names the workers to block; it commits with the first block (each
+    block is its own transaction), or alone when there was nothing left to block."""
     ids = sorted(set(_worker_ids(session, address, utcnow() - timedelta(hours=hours))))
+    to_block = (
+        [w.id for w in session.exec(select(Worker).where(col(Worker.id).in_(ids))) if not w.blocked]
+        if ids
+        else []
+    )
+    audit.record(
+        session,
+        actor,
+        AuditKind.burst_cut,
+        study_id=study_id,
+        target=address,
+        change={"workers": to_block, "hours": hours},
+    )
     blocked = released = 0
     for worker_id in ids:
         worker = session.get(Worker, worker_id)
@@ -101,4 +125,5 @@ def cut_burst(
             session, worker, strategies, f"burst of new identities from {address}"
         )
         blocked += 1
+    session.commit()
     return blocked, released

@@ -33,12 +33,15 @@ from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from vsr_core import audit
+from vsr_core.audit import Actor
 from vsr_core.defaults import MATCH_H, MATCH_K, MATCH_SEED, MIN_AREA_PX
 from vsr_core.models import (
     ACTIVE_JOB_STATUSES,
     DEFAULT_STUDY_ID,
     JOB_HEARTBEAT_MISSED,
     JOB_HEARTBEAT_SECONDS,
+    AuditKind,
     Job,
     JobKind,
     JobStatus,
@@ -144,9 +147,11 @@ def create_job(
     kind: JobKind,
     params: BaseModel,
     study_id: int = DEFAULT_STUDY_ID,
+    *,
+    actor: Actor,
 ) -> Job:
     """Insert a queued Job of the study (one active job per kind: two builds at once would
-    fight)."""
+    fight), with the audit trail's record of who started it with which parameters."""
     busy = session.exec(
         select(Job).where(Job.kind == kind, col(Job.status).in_(ACTIVE_JOB_STATUSES))
     ).first()
@@ -161,6 +166,15 @@ def create_job(
         message="waiting to start",
     )
     session.add(job)
+    session.flush()
+    audit.record(
+        session,
+        actor,
+        AuditKind.job_start,
+        study_id=study_id,
+        target=f"job {job.id}",
+        change={"kind": str(kind), "params": data},
+    )
     session.commit()
     session.refresh(job)
     log.info("job %s (%s) of study %s queued", job.id, kind, study_id)
@@ -399,7 +413,7 @@ def mark_orphans(session: Session) -> int:
     return n
 
 
-def cancel(session: Session, job: Job) -> None:
+def cancel(session: Session, job: Job, *, actor: Actor) -> None:
     import signal
 
     pid = job.params.get("_pid")
@@ -407,10 +421,22 @@ def cancel(session: Session, job: Job) -> None:
     if isinstance(pid, int) and _same_host(job.params.get("_host")) and _alive(pid):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
+    was = job.status
     job.status = JobStatus.cancelled
     job.finished_at = utcnow()
     job.message = "cancelled by an admin"
     session.add(job)
+    audit.record(
+        session,
+        actor,
+        AuditKind.job_cancel,
+        study_id=job.study_id,
+        target=f"job {job.id}",
+        change={
+            "kind": str(job.kind),
+            **audit.changed({"status": str(was)}, {"status": "cancelled"}),
+        },
+    )
     session.commit()
     log.info("job %s (%s) of study %s cancelled", job.id, job.kind, job.study_id)
 

@@ -33,6 +33,7 @@ NAV = (
     ("pipeline", "/admin/pipeline", "Pipeline"),
     ("revalidation", "/admin/revalidation", "Re-validation"),
     ("platform", "/admin/platform", "Platforms"),
+    ("audit", "/admin/audit", "Audit"),
 )
 CACHE_TTL_SECONDS = 60.0
 

@@ -21,7 +21,10 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from vsr_core import audit
+from vsr_core.audit import Actor
 from vsr_core.models import (
+    AuditKind,
     Batch,
     BatchKind,
     BatchStatus,
@@ -320,12 +323,16 @@ def create(
     study: Study,
     settings: dict[str, Any],
     on_row: Callable[[int | None], None] | None = None,
+    *,
+    actor: Actor | None = None,
 ) -> PlatformStudy:
     """Create the draft on the platform (MTurk: the HIT, live at once), written ahead: the
     row (state 'creating', a random marker) is committed before the call; the marker goes
     with the create, so after a lost answer the platform is read (find_draft) instead of
     creating again. A create the platform refused leaves no row. ``on_row`` hears the row's
-    id once it exists (the call log names it), and None if it is removed again."""
+    id once it exists (the call log names it), and None if it is removed again. With
+    ``actor``, the audit record commits with the row's adoption (the platform's id known);
+    a create whose answer was lost is recorded when a sync finds it."""
     marker = f"vsr-{secrets.token_hex(12)}"
     row = PlatformStudy(
         study_id=study.id or 0,
@@ -355,7 +362,7 @@ def create(
                 f"as 'creating' and looked for again on sync"
             ) from None
     assert external_id is not None
-    _adopt(session, platform, row, external_id)
+    _adopt(session, platform, row, external_id, actor)
     return row
 
 
@@ -366,12 +373,37 @@ def _find(platform: Platform, marker: str) -> str | None:
         return None
 
 
-def _adopt(session: Session, platform: Platform, row: PlatformStudy, external_id: str) -> None:
+def _adopt(
+    session: Session,
+    platform: Platform,
+    row: PlatformStudy,
+    external_id: str,
+    actor: Actor | None = None,
+) -> None:
     row.external_id = external_id
     # MTurk has no drafts: its create made the HIT live.
     live = platform.name == CrowdPlatform.mturk
     row.state = PlatformStudyState.published if live else PlatformStudyState.draft
     session.add(row)
+    if actor is not None:
+        settings = row.settings
+        audit.record(
+            session,
+            actor,
+            AuditKind.platform_create,
+            study_id=row.study_id,
+            target=f"platform study {row.id}",
+            change={
+                "platform": platform.name,
+                "external_id": external_id,
+                "state": str(row.state),
+                **{
+                    k: settings.get(k)
+                    for k in ("kind", "reward_cents", "places", "title")
+                    if k in settings
+                },
+            },
+        )
     session.commit()
     log.info(
         "platform study %s of study %s is %s %s (%s)",
@@ -383,7 +415,9 @@ def _adopt(session: Session, platform: Platform, row: PlatformStudy, external_id
     )
 
 
-def confirm_create(session: Session, platform: Platform, row: PlatformStudy) -> bool:
+def confirm_create(
+    session: Session, platform: Platform, row: PlatformStudy, *, actor: Actor | None = None
+) -> bool:
     """A study whose create answer was lost: look for it by its marker again (sync does);
     True once found."""
     if row.state != PlatformStudyState.creating:
@@ -393,7 +427,7 @@ def confirm_create(session: Session, platform: Platform, row: PlatformStudy) -> 
     found = platform.find_draft(marker) if marker else None
     if found is None:
         return False
-    _adopt(session, platform, row, found)
+    _adopt(session, platform, row, found, actor)
     return True
 
 
@@ -422,21 +456,27 @@ def check_pay(pay: Pay) -> None:
         )
 
 
-def publish(session: Session, platform: Platform, row: PlatformStudy) -> Pay:
+def publish(
+    session: Session, platform: Platform, row: PlatformStudy, *, actor: Actor | None = None
+) -> Pay:
     """Publish unless the effective hourly pay is below the platform's minimum or unknown."""
     check_step(row, "publish")
     pay = effective_pay(session, row)
     check_pay(pay)
-    _transition(session, row, platform.publish, "publish")
+    _transition(session, row, platform.publish, "publish", actor)
     return pay
 
 
-def pause(session: Session, platform: Platform, row: PlatformStudy) -> None:
-    _transition(session, row, platform.pause, "pause")
+def pause(
+    session: Session, platform: Platform, row: PlatformStudy, *, actor: Actor | None = None
+) -> None:
+    _transition(session, row, platform.pause, "pause", actor)
 
 
-def resume(session: Session, platform: Platform, row: PlatformStudy) -> None:
-    _transition(session, row, platform.resume, "resume")
+def resume(
+    session: Session, platform: Platform, row: PlatformStudy, *, actor: Actor | None = None
+) -> None:
+    _transition(session, row, platform.resume, "resume", actor)
 
 
 def check_step(row: PlatformStudy, step: str) -> None:
@@ -449,7 +489,11 @@ def check_step(row: PlatformStudy, step: str) -> None:
 
 
 def _transition(
-    session: Session, row: PlatformStudy, send: Callable[[str], object], step: str
+    session: Session,
+    row: PlatformStudy,
+    send: Callable[[str], object],
+    step: str,
+    actor: Actor | None = None,
 ) -> None:
     """Send one state change to the platform, then record it; the transaction ends before the
     call, so none is held across it."""
@@ -458,7 +502,17 @@ def _transition(
     external_id = row.external_id
     session.commit()
     send(external_id)
+    was = row.state
     row.state = state
     session.add(row)
+    if actor is not None:
+        audit.record(
+            session,
+            actor,
+            AuditKind.platform_step,
+            study_id=row.study_id,
+            target=f"platform study {row.id}",
+            change={"step": step, **audit.changed({"state": str(was)}, {"state": str(state)})},
+        )
     session.commit()
     log.info("platform study %s of study %s: %s, now %s", row.id, row.study_id, step, state)

@@ -25,6 +25,7 @@ other writer, workers' pages included.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,9 +35,12 @@ from sqlalchemy import insert, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from vsr_core import audit
 from vsr_core.agreement import DEFAULT_THRESHOLD
+from vsr_core.audit import Actor
 from vsr_core.models import (
     Assignment,
+    AuditKind,
     CrowdPlatform,
     LeaseStatus,
     LedgerUnitKind,
@@ -146,10 +150,13 @@ def sync(
     study: PlatformStudy,
     strategies: Mapping[str, lease_mod.LeaseStrategy],
     calls: CallLog | None = None,
+    *,
+    actor: Actor | None = None,
 ) -> int:
     """Store the platform's submissions; participants who are gone give their leases back
     at once. Returns how many leases were released. The platform is asked with no
-    transaction open; the answer is written in one transaction."""
+    transaction open; the answer is written in one transaction (with ``actor``'s audit
+    record of the sync)."""
     study_id, external_id = study.id, study.external_id
     session.commit()
     remotes = platform.sync_submissions(external_id)
@@ -179,6 +186,15 @@ def sync(
             released += _release_leases(session, worker, strategies)
     study.synced_at = utcnow()
     session.add(study)
+    if actor is not None:
+        audit.record(
+            session,
+            actor,
+            AuditKind.platform_step,
+            study_id=study.study_id,
+            target=f"platform study {study_id}",
+            change={"step": "sync", "submissions": len(remotes), "leases_released": released},
+        )
     _save_calls(session, calls)
     session.commit()
     log.info(
@@ -244,7 +260,9 @@ def key(study: PlatformStudy, kind: str, submission: str) -> str:
     return f"{study.platform}-{study.id}-{kind}-{submission}"[:128]
 
 
-def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformAction]:
+def plan(
+    session: Session, study: PlatformStudy, rules: Rules, *, actor: Actor | None = None
+) -> list[PlatformAction]:
     """Write the planned actions for reviewable submissions (none twice) and credit the work
     each approved one is paid for in the ledger; returns the new actions.
 
@@ -253,7 +271,7 @@ def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformA
     transaction is rolled back and planned again, finding the winner's rows."""
     for attempt in range(PLAN_ATTEMPTS):
         try:
-            added = _plan_once(session, study, rules)
+            added = _plan_once(session, study, rules, actor)
             log.info("planned %s new actions for platform study %s", len(added), study.id)
             return added
         except IntegrityError:
@@ -263,7 +281,9 @@ def plan(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformA
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[PlatformAction]:
+def _plan_once(
+    session: Session, study: PlatformStudy, rules: Rules, actor: Actor | None
+) -> list[PlatformAction]:
     """One plan in one transaction and a fixed number of statements: the work in four
     grouped reads, the new actions and ledger rows each in one multi-row INSERT."""
     subs, work = settlement.work_by_submission(session, study, REVIEWABLE, rules.keep_threshold)
@@ -354,6 +374,19 @@ def _plan_once(session: Session, study: PlatformStudy, rules: Rules) -> list[Pla
                 ).model_dump(exclude={"id"})
                 for sub_id, u, c, k in credit
             ],
+        )
+    if actor is not None:
+        audit.record(
+            session,
+            actor,
+            AuditKind.platform_plan,
+            study_id=study.study_id,
+            target=f"platform study {study.id}",
+            change={
+                "new_actions": dict(Counter(str(a.kind) for a in added)),
+                "bonus_cents": sum(a.amount_cents or 0 for a in added),
+                "rules": dict(study.settings.get("rules", {})),
+            },
         )
     session.commit()
     return added
@@ -574,6 +607,8 @@ def apply(
     study: PlatformStudy,
     stale_after: timedelta = STALE_AFTER,
     calls: CallLog | None = None,
+    *,
+    actor: Actor | None = None,
 ) -> dict[str, int]:
     """Send every planned action once, even with other applies running at the same time
     (each action is claimed by a conditional update first); returns counts by final state
@@ -581,8 +616,21 @@ def apply(
 
     Ends the caller's transaction first and never holds one across a platform call, so a
     second apply (or a worker's page) is never kept waiting for an HTTP answer.
+
+    With ``actor``, the apply is recorded in the audit trail as it starts, and each action
+    sent with its outcome, in the transaction that stores that outcome.
     """
     study_id, study_ext = study.id, study.external_id
+    site_study_id = study.study_id
+    if actor is not None:
+        audit.record(
+            session,
+            actor,
+            AuditKind.platform_apply,
+            study_id=site_study_id,
+            target=f"platform study {study_id}",
+            change={"platform": platform.name, "external_id": study_ext},
+        )
     session.commit()
     reconcile(session, platform, study, stale_after, calls)
     counts: dict[str, int] = dict.fromkeys(
@@ -623,6 +671,21 @@ def apply(
                 PlatformActionState.sending,
                 state,
                 {**_response_of(session, claimed.id), **response},
+            )
+        if actor is not None:
+            audit.record(
+                session,
+                actor,
+                AuditKind.platform_action,
+                study_id=site_study_id,
+                target=f"{claimed.kind} {claimed.target}",
+                change={
+                    "platform_study": study_id,
+                    "action": str(claimed.kind),
+                    "submission": claimed.target,
+                    "amount_cents": claimed.amount_cents,
+                    "state": str(state),
+                },
             )
         _save_calls(session, calls)
         session.commit()

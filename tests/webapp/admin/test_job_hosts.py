@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from vsr_core.audit import Actor
 from vsr_core.models import Job
 from vsr_core.settings import Settings
 from webapp.admin import jobs
@@ -99,7 +100,7 @@ def test_cancel_from_another_host_signals_nothing_here(
     with Session(engine) as s:
         job = s.get(Job, job_id)
         assert job is not None
-        jobs.cancel(s, job)
+        jobs.cancel(s, job, actor=Actor("alice", None))
     assert _status(engine, job_id) == "cancelled"
     with pytest.raises(subprocess.TimeoutExpired):
         live_process.wait(timeout=0.5)
@@ -112,7 +113,7 @@ def test_cancel_on_the_jobs_host_stops_its_process(
     with Session(engine) as s:
         job = s.get(Job, job_id)
         assert job is not None
-        jobs.cancel(s, job)
+        jobs.cancel(s, job, actor=Actor("alice", None))
     assert live_process.wait(timeout=10) != 0
     assert _status(engine, job_id) == "cancelled"
 

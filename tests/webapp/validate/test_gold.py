@@ -8,6 +8,7 @@ from datetime import timedelta
 from sqlmodel import Session, select
 
 from tests.webapp.validate.support import make_example, make_image, make_worker
+from vsr_core.audit import Actor
 from vsr_core.models import Assignment, Example, Worker
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
@@ -15,6 +16,8 @@ from webapp.admin.actions import set_gold
 from webapp.validate import audit, gold
 from webapp.validate import queue as vq
 from webapp.validate.strategy import ExampleStrategy
+
+ADMIN = Actor("admin", None)
 
 
 def strat(**changes: object) -> ExampleStrategy:
@@ -127,7 +130,9 @@ def test_block_on_failure_releases_open_leases(session: Session) -> None:
 def test_gold_report_worst_first(session: Session) -> None:
     img = make_image(session)
     ex = make_example(session, img)
-    set_gold(session, ex, True, False)  # the dashboard's action: gold, known answer False
+    set_gold(
+        session, ex, True, False, actor=ADMIN
+    )  # the dashboard's action: gold, known answer False
     a, b = make_worker(session, "a"), make_worker(session, "b")
     s = strat(gold_rate=1.0)
     answer(session, a, s, False)
@@ -147,14 +152,14 @@ def test_marking_gold_with_leases_out_keeps_the_queue_counters_exact(session: Se
     s = strat(gold_rate=0.0, votes_per_example=3)
     held = take(session, a, s)
     assert held is not None and held.example_id == ex.id and held.id is not None
-    set_gold(session, ex, True, True)
+    set_gold(session, ex, True, True, actor=ADMIN)
     assert audit.audit_counters(session) == []
     vq.record_vote(session, a, held.id, True, s)  # the held item is answered as gold
     assert audit.audit_counters(session) == []
     second = take(session, b, s)  # gold is not served as a regular item
     assert second is None
     session.refresh(ex)
-    set_gold(session, ex, False, None)
+    set_gold(session, ex, False, None, actor=ADMIN)
     assert audit.audit_counters(session) == []
     for w in (c, d):  # a regular item again: it takes its votes from new validators
         lease = take(session, w, s)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from webapp.admin.routes import (
+    audit,
     auth,
     bursts,
     data,
@@ -30,5 +31,6 @@ for sub in (
     pipeline,
     revalidation,
     platform,
+    audit,
 ):
     router.include_router(sub.router)

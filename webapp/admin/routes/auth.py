@@ -7,7 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
+from sqlmodel import Session
 
+from vsr_core import audit
+from vsr_core.audit import Actor
+from vsr_core.models import AuditKind
 from webapp.admin import csrf
 from webapp.admin.auth import COOKIE_NAME, SESSION_MAX_AGE, AdminPostDep, authenticate, end_sessions
 from webapp.admin.auth import make_session_cookie as make_cookie
@@ -50,6 +54,21 @@ def _login_page(
     return response
 
 
+def _failed(session: Session, username: str, why: str) -> None:
+    """A failed login writes nothing else: its record is committed on its own, naming the
+    username that was tried (there is no account to point to)."""
+    tried = username.strip() or "(empty)"
+    audit.record(
+        session,
+        Actor(tried, None),
+        AuditKind.login_failed,
+        study_id=None,
+        target=tried,
+        change={"reason": why},
+    )
+    session.commit()
+
+
 @router.get("/login", include_in_schema=False)
 def login_form(
     request: Request, templates: TemplatesDep, settings: SettingsDep, next: str = "/admin"
@@ -82,9 +101,11 @@ def login(
             429,
         )
         response.headers["Retry-After"] = str(wait)
+        _failed(session, username, "too many failed logins")
         return response
     user = authenticate(session, username, password) if username and password else None
     if user is None:
+        _failed(session, username, "unknown username or wrong password")
         return _login_page(
             request,
             templates,
@@ -111,7 +132,7 @@ def login(
 
 @router.post("/logout", include_in_schema=False)
 def logout(admin: AdminPostDep, session: SessionDep) -> Response:
-    end_sessions(session, admin.user_id)  # the cookie stops working even if it was copied
+    end_sessions(session, admin)  # the cookie stops working even if it was copied
     log.info("admin %s logged out", admin.user_id)
     response = RedirectResponse("/admin/login", status_code=303)
     response.delete_cookie(COOKIE_NAME, path="/admin")

@@ -8,9 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import Response
 
-from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
 from webapp.admin.bursts import cut_burst, recent_bursts
-from webapp.admin.pages import back, figure_cache, render
+from webapp.admin.pages import admin_study, back, figure_cache, render
 from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
@@ -39,7 +39,13 @@ def cut(
     session: SessionDep,
     address: Annotated[str, Form(min_length=1, max_length=200)],
 ) -> Response:
-    blocked, released = cut_burst(session, address, getattr(request.app.state, "strategies", {}))
+    blocked, released = cut_burst(
+        session,
+        address,
+        getattr(request.app.state, "strategies", {}),
+        actor=actor_of(admin),
+        study_id=admin_study(request).id,
+    )
     log.info(
         "admin %s cut the burst from %r: %s workers blocked, %s leases returned",
         admin.user_id,

@@ -11,7 +11,7 @@ from sqlmodel import Session, col, select
 
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
 from webapp.admin import actions, stats
-from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
 from webapp.admin.pages import (
     admin_study,
     back,
@@ -252,10 +252,10 @@ def mark_gold(
 ) -> Response:
     example = _example(session, example_id, request)
     if gold == "off":
-        actions.set_gold(session, example, False, None, admin_id=admin.user_id)
+        actions.set_gold(session, example, False, None, actor=actor_of(admin))
         message = "No longer gold."
     else:
-        actions.set_gold(session, example, True, gold == "true", admin_id=admin.user_id)
+        actions.set_gold(session, example, True, gold == "true", actor=actor_of(admin))
         message = f"Marked as gold with the answer {gold.capitalize()}."
     figure_cache(request).clear()
     return back(f"/admin/examples/{example_id}", message)
@@ -272,7 +272,7 @@ def requeue(
     example = _example(session, example_id, request)
     try:
         config = study_config(session, example.study_id)
-        target = actions.requeue(session, example, extra_votes, config, admin_id=admin.user_id)
+        target = actions.requeue(session, example, extra_votes, config, actor=actor_of(admin))
     except actions.NotVotableError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
     figure_cache(request).clear()

@@ -15,7 +15,7 @@ from sqlmodel import Session, col, select
 from vsr_core.models import ACTIVE_JOB_STATUSES, Job, JobKind, JobStatus, MatchRun
 from vsr_core.settings import DEMO_DATA_DIR, Settings
 from webapp.admin import export_figure, jobs, stats
-from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import admin_study, back, check_admin_study, render
 from webapp.http.deps import SessionDep, SettingsDep
@@ -126,7 +126,14 @@ async def start_job(
         )
     jobs.mark_orphans(session)
     try:
-        job = jobs.create_job(session, settings, JobKind(kind), params, admin_study(request).id)
+        job = jobs.create_job(
+            session,
+            settings,
+            JobKind(kind),
+            params,
+            admin_study(request).id,
+            actor=actor_of(admin),
+        )
     except jobs.JobBusyError as exc:
         return _pipeline(
             request,
@@ -169,7 +176,7 @@ def cancel_job(
     if job.status not in ACTIVE_JOB_STATUSES:
         raise HTTPException(status_code=409, detail=f"Job #{job_id} is already {job.status}.")
     log.info("admin %s cancels job %s", admin.user_id, job_id)
-    jobs.cancel(session, job)
+    jobs.cancel(session, job, actor=actor_of(admin))
     return back("/admin/pipeline", f"Job #{job_id} cancelled.")
 
 

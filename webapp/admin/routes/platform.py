@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Path, Query, Reques
 from fastapi.responses import Response
 from sqlmodel import Session, col, func, select
 
+from vsr_core.audit import Actor
 from vsr_core.limits import INT32_MAX
 from vsr_core.models import (
     PlatformAction,
@@ -26,7 +27,7 @@ from vsr_core.models import (
     PlatformStudy,
     Study,
 )
-from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
 from webapp.admin.pages import admin_study, back, figure_cache, render
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
@@ -169,28 +170,34 @@ def platform_page(
     return render(request, admin, "platform.html", "platform", **ctx)
 
 
-def _run(request: Request, session: Session, row: PlatformStudy, what: str) -> str:
-    """One platform step with its calls logged; the message for the flash."""
+def _run(request: Request, session: Session, row: PlatformStudy, what: str, actor: Actor) -> str:
+    """One platform step with its calls logged and recorded in the audit trail (each step
+    records itself where it commits); the message for the flash."""
     calls = eng.CallLog(row.platform, row.id)
     try:
         client = client_for(row.platform, calls)
         if what == "sync":
-            if not drafts.confirm_create(session, client, row):
+            if not drafts.confirm_create(session, client, row, actor=actor):
                 return "Not synced: the study's create is not confirmed on the platform yet."
             released = eng.sync(
-                session, client, row, getattr(request.app.state, "strategies", {}), calls
+                session,
+                client,
+                row,
+                getattr(request.app.state, "strategies", {}),
+                calls,
+                actor=actor,
             )
             figure_cache(request).clear()
             return f"Synced; {released} leased item(s) of gone participants released."
         if what == "publish":
-            return f"Published: {drafts.publish(session, client, row).line()}."
+            return f"Published: {drafts.publish(session, client, row, actor=actor).line()}."
         if what == "pause":
-            drafts.pause(session, client, row)
+            drafts.pause(session, client, row, actor=actor)
             return "Paused."
         if what == "resume":
-            drafts.resume(session, client, row)
+            drafts.resume(session, client, row, actor=actor)
             return "Resumed."
-        counts = eng.apply(session, client, row, calls=calls)
+        counts = eng.apply(session, client, row, calls=calls, actor=actor)
         return f"Applied: {counts['done']} done, {counts['failed']} failed."
     except PlatformError as exc:
         return f"Not done: {exc}"
@@ -230,7 +237,12 @@ def create(
             else None,
         )
         row = drafts.create(
-            session, client_for(platform, calls), study, settings, on_row=calls.name_study
+            session,
+            client_for(platform, calls),
+            study,
+            settings,
+            on_row=calls.name_study,
+            actor=actor_of(admin),
         )
         msg, ps = f"Created {platform} study {row.external_id} ({row.state}).", row.id
     except PlatformError as exc:
@@ -262,7 +274,7 @@ def act(
             rules["min_items"] = min_items
         row.settings = {**row.settings, "rules": rules}
         session.add(row)
-        added = eng.plan(session, row, eng.rules_for(session, row))
+        added = eng.plan(session, row, eng.rules_for(session, row), actor=actor_of(admin))
         log.info(
             "admin %s planned %s new actions for platform study %s (study %s)",
             admin.user_id,
@@ -282,4 +294,4 @@ def act(
     elif what not in ("sync", *drafts.STEPS):
         raise HTTPException(404, "No such platform action.")
     log.info("admin %s: %s platform study %s (study %s)", admin.user_id, what, row.id, row.study_id)
-    return back(_url(ps), _run(request, session, row, what))
+    return back(_url(ps), _run(request, session, row, what, actor_of(admin)))

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session
 
 from vsr_core.revalidation import MAX_SAMPLE, RevalidationError, open_round, report
-from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
 from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
 from webapp.admin.stats import distinct_values
@@ -130,6 +130,7 @@ async def open_revalidation(request: Request, admin: AdminPostDep, session: Sess
             relations=params.relations,
             votes=params.votes,
             round_name=params.round_name,
+            actor=actor_of(admin),
         )
     except RevalidationError as exc:
         session.rollback()

@@ -13,9 +13,10 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
-from vsr_core.models import InviteToken
+from vsr_core import audit
+from vsr_core.models import AuditKind, InviteToken
 from vsr_core.studies.settings import save_study_config
-from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
 from webapp.admin.forms import FORM_LEVEL
 from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
 from webapp.admin.settings_form import (
@@ -110,7 +111,7 @@ async def save_settings(request: Request, admin: AdminPostDep, session: SessionD
     changes = touched(changes, typed, shown)
     if not errors and changes:
         try:
-            save_study_config(session, changes, study_id)
+            save_study_config(session, changes, study_id, actor=actor_of(admin))
         except (ValidationError, ValueError) as exc:
             session.rollback()
             errors = validation_errors(exc)
@@ -163,6 +164,16 @@ def create_invite(
         study_id=admin_study(request).id,
     )
     session.add(token)
+    session.flush()
+    # The token itself is a credential: the record names the invite by id and label.
+    audit.record(
+        session,
+        actor_of(admin),
+        AuditKind.invite_create,
+        study_id=token.study_id,
+        target=f"invite {token.id}",
+        change={"label": token.label, "roles": chosen},
+    )
     session.commit()
     log.info(
         "admin %s created invite %s (roles %s) for study %s",

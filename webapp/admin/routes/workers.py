@@ -9,11 +9,12 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
-from vsr_core.models import Annotation, Example, ImagePair, Vote, Worker
+from vsr_core import audit
+from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Vote, Worker
 from vsr_core.qualification import outcomes
 from vsr_core.studies.context import StudyContext
 from webapp.admin import actions, stats
-from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
+from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
 from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
 from webapp.crowd import workers
 from webapp.http.deps import SessionDep
@@ -163,6 +164,18 @@ def block(
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
     worker = _worker(session, worker_id)
+    # Recorded first: block_worker commits it with the block (or a failure rolls both back).
+    audit.record(
+        session,
+        actor_of(admin),
+        AuditKind.worker_block,
+        study_id=admin_study(request).id,
+        target=f"worker {worker_id}",
+        change={
+            **audit.changed({"blocked": worker.blocked}, {"blocked": True}),
+            "reason": reason or None,
+        },
+    )
     released = workers.block_worker(
         session, worker, getattr(request.app.state, "strategies", {}), reason or None
     )
@@ -182,7 +195,12 @@ def unblock(
     session: SessionDep,
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
-    actions.unblock_worker(session, _worker(session, worker_id), admin_id=admin.user_id)
+    actions.unblock_worker(
+        session,
+        _worker(session, worker_id),
+        actor=actor_of(admin),
+        study_id=admin_study(request).id,
+    )
     figure_cache(request).clear()
     return back(_next(next, worker_id), f"Worker #{worker_id} unblocked.")
 
@@ -197,7 +215,14 @@ def flag(
     reason: Annotated[str, Form(max_length=500)] = "",
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
-    actions.set_flag(session, _worker(session, worker_id), flagged, reason, admin_id=admin.user_id)
+    actions.set_flag(
+        session,
+        _worker(session, worker_id),
+        flagged,
+        reason,
+        actor=actor_of(admin),
+        study_id=admin_study(request).id,
+    )
     state = "flagged" if flagged else "unflagged"
     return back(_next(next, worker_id), f"Worker #{worker_id} {state}.")
 
