@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.databases import drop_database, fresh_database  # noqa: E402
 from bench.gen10x import VSR_RAW  # noqa: E402
+from bench.user_cli import CliRun, vsr  # noqa: E402
 
 TABLES = ("worker", "image", "example", "vote")  # in foreign-key order
 
@@ -65,25 +66,8 @@ def data_file(size: int, data_dir: Path) -> Path:
     return path
 
 
-def run_cli(args: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, max RSS (MB) and stdout of one CLI run (its own rusage, from wait4)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(args, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode != 0:
-            sys.exit(f"{' '.join(args)} failed: {err.read().decode().strip()}")
-        return seconds, usage.ru_maxrss / 1024, out.read().decode().strip()
-
-
-def vsr_import(path: Path, url: str) -> tuple[float, float, str]:
-    vsr = shutil.which("vsr") or sys.exit("the vsr command is not on PATH (pip install -e .)")
-    return run_cli([vsr, "import-vsr", str(path), "--database-url", url, "-q"])
+def vsr_import(path: Path, url: str) -> CliRun:
+    return vsr("import-vsr", str(path), "--database-url", url, "-q")
 
 
 def libpq(url: str) -> str:
@@ -146,7 +130,8 @@ def measure(backend: str, size: int, args: argparse.Namespace, tmp: Path) -> Run
     copy_to = fresh_database(base_url, tmp, f"{args.prefix}_baseline_{size}x")
     try:
         load_start = os.getloadavg()
-        seconds, rss, line = vsr_import(path, target)
+        cli = vsr_import(path, target)
+        seconds, rss, line = cli.seconds, cli.rss_mb, cli.stdout
         if backend == "postgresql":
             rows, baseline = pg_baseline(target, copy_to, tmp)
         else:
