@@ -1,26 +1,29 @@
-"""How fast `build-dataset` exports: 200,000 synthetic Examples with 3-5 votes each.
+"""How fast `build-dataset` exports, run as a user runs it (a subprocess of the command).
 
 Fills a fresh database (SQLite file in a temp dir, or --database-url pointing at an empty,
-migrated database) with synthetic Examples and votes, then times, in the same run:
+migrated database) with synthetic Examples and votes (default 200,000, 3-5 votes each), then
+times, in the same run:
 
-- baseline: writing the same records (the dicts of all_raw.jsonl, already in memory) with
-  plain ``json.dumps``, one line each;
-- export: ``build_dataset(..., only=raw)``: read every Example with its votes from the
-  database, build the records, serialise and write all_raw.jsonl;
-- full: the whole ``build_dataset`` (raw, validated, random and zero-shot splits, stats.json,
-  card with three figures), for information.
+- export: ``build-dataset --out DIR --only raw --database-url URL -q`` (wall seconds and the
+  command's max RSS);
+- baseline: writing the same records (read back from that all_raw.jsonl in untimed batches)
+  with plain ``json.dumps``, one line each;
+- full: the whole ``build-dataset`` (raw, validated, random and zero-shot splits, stats.json,
+  card with three figures), with its max RSS;
+- start-up: ``build-dataset --help``.
 
-Prints seconds and the ratio against the baseline. Target: export <= 3x baseline.
+Prints seconds and the ratio against the baseline, and the load average. Target: export
+<= 3x baseline, the full build in bounded memory.
 
-With ``--vsr-factors 1 10`` it exports the real release instead: for each factor a fresh
-database with that many copies of it (bench/gen10x.py: 1x = 12,809 Examples / 39,057 votes,
-10x = 128,090 / 390,570) imported by the project's importer, the same timings, and how each
-grows from the first factor to the others (linear growth = the factor).
+With ``--vsr-factors 1 10 100`` it exports the real release instead: for each factor a
+database with that many copies of it (bench/gen10x.py), imported with ``vsr import-vsr`` or,
+with ``--template 'scale{}x'``, copied from an already imported database; the same timings,
+and how each grows from the first factor to the others (linear growth = the factor).
 
     python bench/export.py                  # 200,000 Examples
     python bench/export.py --examples 20000 --repeat 3
-    python bench/export.py --vsr-factors 1 10
-    python bench/export.py --vsr-factors 1 10 --database-url postgresql+psycopg://postgres@127.0.0.1/bench_export
+    python bench/export.py --vsr-factors 1 10 100 --template 'scale{}x' \
+        --database-url postgresql+psycopg://postgres@127.0.0.1/x --prefix me --repeat 1
 """
 
 from __future__ import annotations
