@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
 IMAGE_STEP = 1_000_000  # above every COCO 2017 id (< 600,000)
 WORKER_STEP = 100_000  # above every VSR worker id
+# Image.coco_id is a 32-bit integer: the last copy's ids (k x IMAGE_STEP + < 600,000) must fit.
+MAX_FACTOR = (2**31 - 1 - 600_000) // IMAGE_STEP + 1
 IMAGE_RE = re.compile(r"(\d{12})\.jpg")
 
 
@@ -53,11 +55,13 @@ def copy_record(rec: dict[str, Any], k: int) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("out", type=Path, help="JSONL file to write")
-    ap.add_argument("--factor", type=int, default=10, help="copies of each real record (1-99)")
+    ap.add_argument(
+        "--factor", type=int, default=10, help=f"copies of each real record (1-{MAX_FACTOR})"
+    )
     ap.add_argument("--source", type=Path, default=VSR_RAW, help="the real raw release file")
     args = ap.parse_args()
-    if not 1 <= args.factor <= 99:
-        sys.exit("--factor must be 1-99")
+    if not 1 <= args.factor <= MAX_FACTOR:
+        sys.exit(f"--factor must be 1-{MAX_FACTOR}")
     if not args.source.is_file():
         sys.exit(f"real VSR raw file not found: {args.source}")
     t0 = time.perf_counter()
@@ -74,7 +78,8 @@ def main() -> int:
                 out.write(json.dumps(copy) + "\n")
     t_gen = time.perf_counter() - t0
     t0 = time.perf_counter()
-    n = sum(1 for line in args.out.read_text().splitlines() if json.loads(line))
+    with args.out.open() as fh:  # line by line: at 100x the file is ~0.7 GB
+        n = sum(1 for line in fh if json.loads(line))
     t_read = time.perf_counter() - t0
     print(
         f"wrote {args.out}: {n} records ({args.factor} x {len(records)}), {n_votes} votes, "

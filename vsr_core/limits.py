@@ -9,6 +9,8 @@ in plain words naming the record and the field.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import BigInteger, Integer, SmallInteger, String, Table
@@ -55,7 +57,38 @@ def check_value(what: str, field: str, value: Any, column_type: Any) -> None:
 def check_row(table: Table, values: dict[str, Any], what: str) -> None:
     """Check each value of a row for ``table`` (a handle of :mod:`vsr_core.tables`);
     ``what`` names the record in the message, e.g. ``"COCO image 139"``."""
+    # A bulk import checks millions of rows: a cheap test per value, and check_value (which
+    # words the message) only for a value that fails it.
+    limits = _column_limits(table)
     for name, value in values.items():
-        column = table.columns.get(name)
-        if column is not None and value is not None:
-            check_value(what, name, value, column.type)
+        limit = limits.get(name)
+        if limit is None or value is None:
+            continue
+        if isinstance(value, str):
+            if "\x00" in value or (limit.length is not None and len(value) > limit.length):
+                check_value(what, name, value, table.columns[name].type)
+        elif (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and limit.bounds is not None
+            and not limit.bounds[0] <= value <= limit.bounds[1]
+        ):
+            check_value(what, name, value, table.columns[name].type)
+
+
+@dataclass(frozen=True)
+class _Limit:
+    length: int | None  # a String column's length
+    bounds: tuple[int, int] | None  # an integer column's range
+
+
+@functools.cache
+def _column_limits(table: Table) -> dict[str, _Limit]:
+    out: dict[str, _Limit] = {}
+    for column in table.columns:
+        column_type = getattr(column.type, "impl_instance", None) or column.type
+        length = getattr(column_type, "length", None)
+        out[column.name] = _Limit(
+            length if isinstance(column_type, String) else None, _int_range(column_type)
+        )
+    return out

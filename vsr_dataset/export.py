@@ -52,6 +52,7 @@ from vsr_dataset.splits import (
 if TYPE_CHECKING:  # the card, figures and Hub modules load only when an export writes them
     from vsr_dataset.card import CardInputs
     from vsr_dataset.hub import Config, Feature
+    from vsr_dataset.layout import Records
 
 INSTANCES_FILE = "instances.jsonl"
 ALL_PARTS = ("raw", "validated", "random", "zeroshot", "stats", "card", "meta", "mc")
@@ -478,16 +479,14 @@ class _Staging:
         self.files.append(rel)
 
 
-def _write_parts(
-    stage: _Staging, snap: _Snapshot, options: BuildOptions
-) -> dict[str, list[dict[str, Any]]]:
+def _write_parts(stage: _Staging, snap: _Snapshot, options: BuildOptions) -> dict[str, Records]:
     """The JSONL parts the options want (and meta_data.csv, instances.jsonl); returns every
     part's records, written or not (the card's features are read from them)."""
-    from vsr_dataset.layout import kind_of, part_records
+    from vsr_dataset.layout import LazyRecords, kind_of, part_records
 
     by_id = {r.id: r.record for r in snap.validated}
     records = part_records(
-        raw=[{**r.record, "votes": r.votes} for r in snap.rows],
+        raw=LazyRecords(snap.rows, ExportRow.raw_record),
         validated=[r.record for r in snap.validated],
         random_parts={p: [by_id[k] for k in keys] for p, keys in snap.random_parts.items()}
         if snap.random_parts is not None
@@ -514,7 +513,7 @@ def _write_parts(
 
 def _write_configs(
     stage: _Staging,
-    records: dict[str, list[dict[str, Any]]],
+    records: dict[str, Records],
     out_dir: Path,
     options: BuildOptions,
 ) -> tuple[list[Config], dict[str, list[Feature]] | None]:
@@ -683,10 +682,12 @@ def stream_part(
     kind, _, p = part.partition("/")
     options = BuildOptions(**{**options.__dict__, "only": frozenset({kind})})
     snap = _read(engine, options, lambda stage, frac: None)
+    from vsr_dataset.layout import LazyRecords
     from vsr_dataset.vsr_compat import compatible
 
+    records: Records
     if kind == "raw":
-        records = [{**r.record, "votes": r.votes} for r in snap.rows]
+        records = LazyRecords(snap.rows, ExportRow.raw_record)  # one full record at a time
     elif kind == "validated":
         records = [r.record for r in snap.validated]
     else:
@@ -694,9 +695,8 @@ def stream_part(
         by_id = {r.id: r.record for r in snap.validated}
         keys = snap.random_parts[p] if kind == "random" else snap.zeroshot.parts[p]
         records = [by_id[k] for k in keys]
-    if options.vsr_compatible:
-        records = list(compatible(records, raw=kind == "raw"))
-    fh.writelines(jsonl(records))
+    lines = compatible(records, raw=kind == "raw") if options.vsr_compatible else records
+    fh.writelines(jsonl(lines))
     fh.flush()
     return len(records)
 

@@ -13,6 +13,7 @@ and no platform id (Prolific PID, MTurk workerId) is published.
 from __future__ import annotations
 
 import gc
+import itertools
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ from vsr_dataset.vsr_format import export_id_of
 COCO_BASE = "http://images.cocodataset.org"
 
 
+VoteDetail = tuple[int, int, str | None, int | None]
+
+
 @dataclass(slots=True)
 class ExportRow:
     """One Example: what splits, stats and figures need, plus its serialised record."""
@@ -53,12 +57,23 @@ class ExportRow:
     n_agree: int
     kept: bool
     record: dict[str, Any]  # the JSONL record; serialised when written (see ``jsonl``)
-    # Each vote as all_raw.jsonl writes it: validator, answer, reference frame, time.
-    votes: list[dict[str, Any]] = field(default_factory=list)
+    # Each vote as all_raw.jsonl writes it: (validator, answer, reference frame, time), a
+    # tuple until written (a dict per vote is ~3x the memory: 3.9 million votes at 100x).
+    votes: list[VoteDetail] = field(default_factory=list)
 
     @property
     def n_votes(self) -> int:
         return len(self.true_ids) + len(self.false_ids)
+
+    def raw_record(self) -> dict[str, Any]:
+        """The record as all_raw.jsonl has it: with every vote in full."""
+        return {
+            **self.record,
+            "votes": [
+                {"validator_id": w, "label": v, "reference_frame": f, "duration_ms": ms}
+                for w, v, f, ms in self.votes
+            ],
+        }
 
     def item_votes(self) -> ItemVotes:
         votes = tuple((w, True) for w in self.true_ids) + tuple((w, False) for w in self.false_ids)
@@ -145,7 +160,7 @@ def _read_rows(
     }
     # Per Example: [True voters], [False voters], [each vote in full], filled in one pass
     # over the sorted votes.
-    votes: dict[int, tuple[list[int], list[int], list[dict[str, Any]]]] = {}
+    votes: dict[int, tuple[list[int], list[int], list[VoteDetail]]] = {}
     vote_stmt = (
         select(
             VOTE.c.example_id,
@@ -160,20 +175,13 @@ def _read_rows(
     current = None
     t: list[int] = []
     f: list[int] = []
-    d: list[dict[str, Any]] = []
+    d: list[VoteDetail] = []
     for eid, wid, value, vframe, ms in _fetch(conn, vote_stmt):
         if eid != current:
             current, t, f, d = eid, [], [], []
             votes[eid] = (t, f, d)
         (t if value else f).append(ids[wid])
-        d.append(
-            {
-                "validator_id": ids[wid],
-                "label": int(bool(value)),
-                "reference_frame": vframe,
-                "duration_ms": ms,
-            }
-        )
+        d.append((ids[wid], int(bool(value)), vframe, ms))
     stmt = (
         select(
             EXAMPLE.c.id,
@@ -195,7 +203,7 @@ def _read_rows(
     wanted = set(origins) if origins else None
     # Re-validation copies (vsr_core.revalidation) are a study of the data, not more data.
     left_out = set() if wanted else {"revalidation"}
-    empty: tuple[list[int], list[int], list[dict[str, Any]]] = ([], [], [])
+    empty: tuple[list[int], list[int], list[VoteDetail]] = ([], [], [])
     kept = keep_rule(threshold)
     marked = _marked_instances(conn, in_study)
     out = [
@@ -280,15 +288,27 @@ def _fetch(conn: Connection, stmt: Any, chunk: int = 50_000) -> Iterator[tuple[A
     """Rows of a parameterless SELECT straight from the DB-API cursor, in the connection's
     current transaction. SQLAlchemy's Row objects cost a few microseconds each, which on
     the ~800,000 votes of a 200,000-Example export was most of the time (bench/export.py).
+
+    On PostgreSQL a server-side cursor: a client-side one holds the whole result in the
+    client (at 100x VSR, 3.9 million votes) before the first row is read.
     """
     sql = str(stmt.compile(dialect=conn.dialect))
-    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    dbapi = conn.connection.driver_connection
+    server_side = conn.dialect.name == "postgresql" and not dbapi.autocommit  # type: ignore[union-attr]
+    if server_side:
+        cur = dbapi.cursor(name=f"export_{next(_CURSOR_IDS)}")  # type: ignore[union-attr]
+        cur.itersize = chunk
+    else:
+        cur = dbapi.cursor()  # type: ignore[union-attr]
     try:
         cur.execute(sql)
         while batch := cur.fetchmany(chunk):
             yield from batch
     finally:
         cur.close()
+
+
+_CURSOR_IDS = itertools.count()
 
 
 _CATEGORY: dict[str, str] = {}
@@ -307,7 +327,7 @@ def _category(relation: str) -> str:
 
 def _row(
     ex: tuple[Any, ...],
-    export_votes: tuple[list[int], list[int], list[dict[str, Any]]],
+    export_votes: tuple[list[int], list[int], list[VoteDetail]],
     ids: dict[int, int],
     images: dict[int, ImageInfo],
     marked: Marked,

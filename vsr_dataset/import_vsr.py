@@ -15,22 +15,24 @@ Decisions (docs/dataset.md):
 - Imported Examples are settled for the validation queue (``queue_open`` false): their
   validation happened in the release.
 
-Core ``insert`` executemany rather than the ORM unit of work, because a 12,809-record file
-with 39,057 votes must import in seconds on both backends.
+New rows go in through each backend's bulk path (vsr_core/bulk.py: COPY on PostgreSQL,
+executemany on SQLite) rather than the ORM unit of work: the real release (12,809 records,
+39,057 votes) imports in seconds, and 100 times it in a time proportional to its size.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import ARRAY, any_, bindparam, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from vsr_core import audit
+from vsr_core import audit, bulk
 from vsr_core.audit import Actor
 from vsr_core.limits import LimitError, check_row
 from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, ExampleOrigin, WorkerSource
@@ -39,7 +41,8 @@ from vsr_core.types import utcnow
 from vsr_dataset.vsr_format import VsrFormatError, VsrRecord, read_vsr_file
 
 SOURCE = WorkerSource.imported.value
-CHUNK = 500  # ids per IN (...) list: far below SQLite's and PostgreSQL's parameter limits
+CHUNK = 500  # ids per IN (...) list on SQLite: far below its parameter limit
+PG_CHUNK = 50_000  # keys per array parameter on PostgreSQL
 
 Progress = Callable[[int], None]
 
@@ -127,8 +130,8 @@ def import_vsr_records(
     result = ImportResult(path, records=len(records))
     worker_ids = _ensure_workers(conn, _roles_needed(records), result)
     image_ids = _ensure_images(conn, records, result)
-    example_ids = _ensure_examples(conn, records, worker_ids, image_ids, result)
-    _ensure_votes(conn, records, worker_ids, example_ids, result)
+    example_ids, old_examples = _ensure_examples(conn, records, worker_ids, image_ids, result)
+    _ensure_votes(conn, records, worker_ids, example_ids, old_examples, result)
     return result
 
 
@@ -219,10 +222,27 @@ def _ensure_images(
     ]
     _check_rows(IMAGE, new, lambda row: f"{result.path}: image {row['coco_id']}")
     if new:
-        conn.execute(insert(IMAGE), new)
+        found.update(_write_new(conn, IMAGE, new, "coco_id"))
         result.images_added = len(new)
-        found.update(_lookup(conn, IMAGE.c.coco_id, IMAGE.c.id, [r["coco_id"] for r in new]))
     return found
+
+
+def _write_new(
+    conn: Connection, table: Any, rows: list[dict[str, Any]], key: str
+) -> dict[Any, int]:
+    """Insert ``rows`` (one shape) and return ``row[key]`` -> new id."""
+    columns = list(rows[0])
+    if bulk.uses_copy(conn):
+        ids = bulk.allocate_ids(conn, table, len(rows))
+        bulk.insert_rows(
+            conn,
+            table,
+            ["id", *columns],
+            ((i, *row.values()) for i, row in zip(ids, rows, strict=True)),
+        )
+        return {row[key]: i for i, row in zip(ids, rows, strict=True)}
+    bulk.insert_rows(conn, table, columns, (tuple(row.values()) for row in rows))
+    return _lookup(conn, table.c[key], table.c.id, [row[key] for row in rows])
 
 
 def _ensure_examples(
@@ -231,20 +251,19 @@ def _ensure_examples(
     worker_ids: dict[str, int],
     image_ids: dict[int, int],
     result: ImportResult,
-) -> dict[str, int]:
+) -> tuple[dict[str, int], set[int]]:
+    """Ids by source key, and the ids of the Examples that existed before this file."""
     first: dict[str, VsrRecord] = {}
     for rec in records:
         first.setdefault(rec.source_key, rec)
     found: dict[str, tuple[int, str | None]] = {}
-    keys = list(first)
-    for i in range(0, len(keys), CHUNK):
-        chunk = keys[i : i + CHUNK]
-        for eid, key, frame in conn.execute(
-            select(EXAMPLE.c.id, EXAMPLE.c.source_key, EXAMPLE.c.reference_frame).where(
-                EXAMPLE.c.source_key.in_(chunk)
-            )
-        ):
-            found[key] = (eid, frame)
+    for eid, key, frame in _select_in(
+        conn,
+        select(EXAMPLE.c.id, EXAMPLE.c.source_key, EXAMPLE.c.reference_frame),
+        EXAMPLE.c.source_key,
+        list(first),
+    ):
+        found[key] = (eid, frame)
     now = utcnow()
     has_queue = "queue_open" in EXAMPLE.c
     new = []
@@ -291,12 +310,11 @@ def _ensure_examples(
         new.append(row)
     lines = {key: rec.line for key, rec in first.items()}
     _check_rows(EXAMPLE, new, lambda row: f"{result.path}:{lines[row['source_key']]}")
-    if new:
-        conn.execute(insert(EXAMPLE), new)  # in file order, so ids follow the file
-        result.examples_added = len(new)
     ids = {key: v[0] for key, v in found.items()}
-    ids.update(_lookup(conn, EXAMPLE.c.source_key, EXAMPLE.c.id, [r["source_key"] for r in new]))
-    return ids
+    if new:
+        ids.update(_write_new(conn, EXAMPLE, new, "source_key"))  # in file order: ids follow it
+        result.examples_added = len(new)
+    return ids, {eid for eid, _ in found.values()}
 
 
 def _ensure_votes(
@@ -304,56 +322,75 @@ def _ensure_votes(
     records: Sequence[VsrRecord],
     worker_ids: dict[str, int],
     example_ids: dict[str, int],
+    old_examples: set[int],
     result: ImportResult,
 ) -> None:
+    # A vote can meet another one on the same (Example, Worker) only on an Example that
+    # existed before or that this file names more than once: only those are remembered.
+    per_key = Counter(rec.source_key for rec in records)
+    watched = old_examples | {example_ids[k] for k, n in per_key.items() if n > 1}
     have: dict[tuple[int, int], bool] = {}
-    eids = sorted(set(example_ids.values()))
-    for i in range(0, len(eids), CHUNK):
-        for eid, wid, value in conn.execute(
-            select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value).where(
-                VOTE.c.example_id.in_(eids[i : i + CHUNK])
-            )
-        ):
-            have[(eid, wid)] = bool(value)
+    for eid, wid, value in _select_in(
+        conn,
+        select(VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value),
+        VOTE.c.example_id,
+        sorted(old_examples),
+    ):
+        have[(eid, wid)] = bool(value)
     now = utcnow()
-    new: list[dict[str, Any]] = []
-    for rec in records:
-        eid = example_ids[rec.source_key]
-        for ext, value in rec.votes():
-            key = (eid, worker_ids[ext])
-            if key in have:
-                if have[key] != value:
-                    raise VsrFormatError(
-                        f"{result.path}:{rec.line}: validator {ext} voted "
-                        f"{'True' if have[key] else 'False'} on this example before, "
-                        f"{'True' if value else 'False'} here"
-                    )
-                continue
-            have[key] = value
-            result.repeated_votes += "#" in ext
-            new.append(
-                {
-                    "example_id": eid,
-                    "worker_id": key[1],
-                    "value": value,
-                    "reference_frame": None,
-                    "duration_ms": None,
-                    "assignment_id": None,
-                    "created_at": now,
-                }
-            )
-    for i in range(0, len(new), 5000):
-        conn.execute(insert(VOTE), new[i : i + 5000])
-    result.votes_added = len(new)
+
+    def new_votes() -> Iterator[tuple[Any, ...]]:
+        for rec in records:
+            eid = example_ids[rec.source_key]
+            for ext, value in rec.votes():
+                wid = worker_ids[ext]
+                if eid in watched:
+                    key = (eid, wid)
+                    if key in have:
+                        if have[key] != value:
+                            raise VsrFormatError(
+                                f"{result.path}:{rec.line}: validator {ext} voted "
+                                f"{'True' if have[key] else 'False'} on this example before, "
+                                f"{'True' if value else 'False'} here"
+                            )
+                        continue
+                    have[key] = value
+                result.repeated_votes += "#" in ext
+                yield (eid, wid, value, None, None, None, now)
+
+    result.votes_added = bulk.insert_rows(
+        conn,
+        VOTE,
+        (
+            "example_id",
+            "worker_id",
+            "value",
+            "reference_frame",
+            "duration_ms",
+            "assignment_id",
+            "created_at",
+        ),
+        new_votes(),
+    )
+
+
+def _select_in(conn: Connection, query: Any, key_col: Any, keys: list[Any]) -> Iterator[Any]:
+    """Rows of ``query`` whose ``key_col`` is one of ``keys``: on PostgreSQL one array
+    parameter per 50,000 keys; on SQLite ``IN`` lists within its parameter limit."""
+    if not keys:
+        return
+    if bulk.uses_copy(conn):
+        array = ARRAY(key_col.type)
+        for i in range(0, len(keys), PG_CHUNK):
+            chunk = bindparam("keys", keys[i : i + PG_CHUNK], type_=array)
+            yield from conn.execute(query.where(key_col == any_(chunk)))
+        return
+    for i in range(0, len(keys), CHUNK):
+        yield from conn.execute(query.where(key_col.in_(keys[i : i + CHUNK])))
 
 
 def _lookup(conn: Connection, key_col: Any, id_col: Any, keys: Iterable[Any]) -> dict[Any, int]:
-    keys = list(keys)
-    out: dict[Any, int] = {}
-    for i in range(0, len(keys), CHUNK):
-        for k, v in conn.execute(select(key_col, id_col).where(key_col.in_(keys[i : i + CHUNK]))):
-            out[k] = v
-    return out
+    return dict(_select_in(conn, select(key_col, id_col), key_col, list(keys)))
 
 
 # --- annotator metadata CSV -------------------------------------------------------------

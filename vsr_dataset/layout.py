@@ -7,14 +7,14 @@ the ``datasets`` config of each group of files; ``front_matter`` is the card's Y
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import orjson
 
 from vsr_dataset.hub import Config, Feature, front_matter_configs, infer_features
 from vsr_dataset.splits import PARTS
-from vsr_dataset.vsr_compat import compatible
+from vsr_dataset.vsr_compat import compatible_record
 
 NEGATIVES_FILE = "machine_negatives.jsonl"
 CONFIG_DESCRIPTIONS = {
@@ -28,25 +28,52 @@ CONFIG_DESCRIPTIONS = {
 }
 
 
+Records = Sequence[dict[str, Any]]
+
+
+class LazyRecords(Sequence[dict[str, Any]]):
+    """``make`` applied to each item of ``items`` when read, never kept: a file's records
+    exist one at a time while it is written (at 100x VSR, 1.3 million records), however
+    often they are read (the JSONL file, the card's features, the Parquet copy)."""
+
+    def __init__(self, items: Sequence[Any], make: Callable[[Any], dict[str, Any]]) -> None:
+        self.items, self.make = items, make
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self.make(x) for x in self.items[i]]
+        return self.make(self.items[i])
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return map(self.make, self.items)
+
+
 def part_records(
     *,
-    raw: Sequence[dict[str, Any]],
-    validated: Sequence[dict[str, Any]],
-    random_parts: Mapping[str, Sequence[dict[str, Any]]] | None,
-    zeroshot_parts: Mapping[str, Sequence[dict[str, Any]]] | None,
-    negatives: Sequence[dict[str, Any]],
+    raw: Records,
+    validated: Records,
+    random_parts: Mapping[str, Records] | None,
+    zeroshot_parts: Mapping[str, Records] | None,
+    negatives: Records,
     mc: Mapping[str, Sequence[bytes]],
     mc_unvalidated: Mapping[str, Sequence[bytes]],
     vsr_compatible: bool,
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, Records]:
     """File (relative path) -> its records, in writing order."""
 
-    def fix(records: Sequence[dict[str, Any]], *, is_raw: bool) -> list[dict[str, Any]]:
+    def fix(records: Records, *, is_raw: bool) -> Records:
         if vsr_compatible:
-            return list(compatible(records, raw=is_raw))
-        return list(records)
+            return LazyRecords(records, lambda rec: compatible_record(rec, raw=is_raw))
+        return records
 
-    out: dict[str, list[dict[str, Any]]] = {
+    out: dict[str, Records] = {
         "all_raw.jsonl": fix(raw, is_raw=True),
         "all_validated.jsonl": fix(validated, is_raw=False),
     }

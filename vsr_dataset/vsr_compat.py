@@ -34,9 +34,13 @@ def frame_number(frame: Any) -> Any:
 def compatible(records: Iterable[dict[str, Any]], *, raw: bool) -> Iterator[dict[str, Any]]:
     """The records with the release's types for a raw file (``raw``) or a split file."""
     for rec in records:
-        out = dict(rec)
-        out["reference_frame"] = frame_number(rec.get("reference_frame"))
-        if not raw:
-            for name in VOTE_FIELDS:
-                out[name] = str(list(rec[name]))
-        yield out
+        yield compatible_record(rec, raw=raw)
+
+
+def compatible_record(rec: dict[str, Any], *, raw: bool) -> dict[str, Any]:
+    out = dict(rec)
+    out["reference_frame"] = frame_number(rec.get("reference_frame"))
+    if not raw:
+        for name in VOTE_FIELDS:
+            out[name] = str(list(rec[name]))
+    return out

@@ -1,0 +1,69 @@
+"""Write many new rows into one table inside the caller's transaction: PostgreSQL's COPY
+(its bulk path: one statement streams every row), SQLite's executemany.
+
+On PostgreSQL the ids come from the table's own sequence before the COPY (``nextval`` once per
+row, so concurrent writers never collide), which tells the caller each new row's id without
+reading the rows back. SQLite has no sequence to draw from; there the caller looks the ids up.
+The rollback of the caller's transaction removes everything, COPY included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from typing import Any
+
+from sqlalchemy import Table, insert, text
+from sqlalchemy.engine import Connection
+
+EXECUTEMANY_BATCH = 5000  # rows per executemany call on SQLite (bounded memory)
+
+
+def uses_copy(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def allocate_ids(conn: Connection, table: Table, n: int) -> list[int]:
+    """``n`` new ids for ``table`` from its serial sequence, in increasing order (PostgreSQL)."""
+    if n == 0:
+        return []
+    seq = conn.execute(
+        text("SELECT pg_get_serial_sequence(:table, 'id')"), {"table": table.name}
+    ).scalar_one()
+    ids = conn.execute(
+        text("SELECT nextval(CAST(:seq AS regclass)) FROM generate_series(1, :n)"),
+        {"seq": seq, "n": n},
+    ).scalars()
+    return sorted(ids)
+
+
+def insert_rows(
+    conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> int:
+    """Insert ``rows`` (tuples in ``columns`` order) and return how many were written."""
+    if uses_copy(conn):
+        return _copy_rows(conn, table, columns, rows)
+    n = 0
+    it: Iterator[Sequence[Any]] = iter(rows)
+    while batch := [dict(zip(columns, row, strict=True)) for row in islice(it, EXECUTEMANY_BATCH)]:
+        conn.execute(insert(table), batch)
+        n += len(batch)
+    return n
+
+
+def _copy_rows(
+    conn: Connection, table: Table, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> int:
+    for name in columns:
+        table.columns[name]  # a KeyError here, not a server error quoting the statement
+    quoted = conn.dialect.identifier_preparer
+    statement = "COPY {} ({}) FROM STDIN".format(
+        quoted.format_table(table), ", ".join(quoted.quote(c) for c in columns)
+    )
+    n = 0
+    # The DB-API connection of this very Connection: the COPY is part of its transaction.
+    with conn.connection.driver_connection.cursor() as cur, cur.copy(statement) as copy:  # type: ignore[union-attr]
+        for row in rows:
+            copy.write_row(row)
+            n += 1
+    return n
