@@ -8,6 +8,7 @@ from webapp.admin.routes import (
     auth,
     bursts,
     data,
+    members,
     overview,
     pipeline,
     platform,
@@ -30,5 +31,6 @@ for sub in (
     pipeline,
     revalidation,
     platform,
+    members,
 ):
     router.include_router(sub.router)
