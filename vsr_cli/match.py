@@ -220,7 +220,9 @@ def match(
         raise CliUsageError(str(exc)) from exc
     engine = engine_for(database_url)
     try:
-        study = study_for(engine, study_slug)
+        from vsr_core.models import AdminRole
+
+        study = study_for(engine, study_slug, AdminRole.researcher)
     except CliError:
         engine.dispose()
         raise

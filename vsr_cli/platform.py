@@ -213,7 +213,16 @@ def _platform_study(session: Any, platform: PlatformName, study_id: int, slug: s
         raise CliError(f"no {platform.value} study with id {study_id}")
     if slug is not None and row.study_id != _site_study(session, slug).id:
         raise CliError(f"{platform.value} study {study_id} does not belong to study {slug!r}")
+    _owner_only(session, row.study_id)
     return row
+
+
+def _owner_only(session: Any, study_id: int) -> None:
+    """Every platform command moves or commits money: a VSR_ADMIN must own the study."""
+    from vsr_cli.actor import cli_actor
+    from vsr_core.models import AdminRole
+
+    cli_actor(session, study_id, AdminRole.owner)
 
 
 def _site_study(session: Any, slug: str | None) -> Any:
@@ -273,6 +282,7 @@ def create(
         raise CliError("--qualifications must be a JSON list") from None
     with Session(engine_for(database_url)) as session:
         site_study = _site_study(session, study)
+        _owner_only(session, site_study.id)
         log = CallLog(platform.value)
         try:
             settings = drafts.new_settings(
