@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.support import platform_work as work
-from tests.support.admins import create_owner
+from tests.support.admins import create_owner, own_every_study
 from tests.support.fake_prolific import TOKEN, State, running
 from tests.webapp.admin.test_admin import PASSWORD, csrf_of, login, make_admin_app
 from vsr_core.models import PlatformCall, PlatformStudy
@@ -168,6 +168,7 @@ def test_scoped_by_the_study_switcher(
         s.add(row)
         s.commit()
         ps = row.id
+        own_every_study(s, "alice")
     with Session(engine) as s:  # the default study's own Prolific study, and a call made
         # for the other study's: the default study's page shows its study, not that call
         s.add(PlatformStudy(platform="prolific", external_id="en1", settings={"url": "x"}))

@@ -112,10 +112,10 @@ def test_a_dashboard_job_runs_in_the_chosen_study(
     from vsr_core.studies.store import create_study
 
     with Session(engine) as s:
-        create_owner(s, "alice", PASSWORD)
         zh = create_study(s, ZH_FILE.read_text(encoding="utf-8"), str(ZH_FILE))
         s.commit()
         zh_id = zh.id
+        create_owner(s, "alice", PASSWORD)
     client = TestClient(make_admin_app(db_url, engine, tmp_path))
     token = login(client)
     client.get("/admin/pipeline?study=vsr-zh")
