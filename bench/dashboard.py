@@ -90,7 +90,7 @@ def main() -> None:
     from sqlmodel import Session, col, select
 
     from vsr_core.db import make_engine
-    from vsr_core.models import Example, Vote
+    from vsr_core.models import DEFAULT_STUDY_ID, AdminRole, Example, Vote
     from vsr_core.settings import Settings
     from webapp.admin.auth import create_admin
     from webapp.app import create_app
@@ -107,7 +107,8 @@ def main() -> None:
             worker = s.exec(
                 select(Vote.worker_id).group_by(col(Vote.worker_id)).order_by(func.count().desc())
             ).first()
-            create_admin(s, "bench", "bench-password")
+            # Owner of the default study, where the release is imported (docs/dashboard.md).
+            create_admin(s, "bench", "bench-password", grants={DEFAULT_STUDY_ID: AdminRole.owner})
         # A re-validation round of 1,000 imported Examples, so its report has work to do.
         from vsr_core.revalidation import open_round
         from vsr_core.studies.settings import StudyConfig

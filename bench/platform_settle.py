@@ -48,7 +48,7 @@ def main() -> None:
     from migrations.runner import upgrade
     from tests.support import platform_work as work
     from vsr_core.db import make_engine
-    from vsr_core.models import PlatformStudy
+    from vsr_core.models import DEFAULT_STUDY_ID, AdminRole, PlatformStudy
     from vsr_core.settings import Settings
     from webapp.admin.auth import create_admin
     from webapp.app import create_app
@@ -65,7 +65,7 @@ def main() -> None:
     engine = make_engine(url)
     ids = {}
     with Session(engine) as s:
-        create_admin(s, "bench", "bench-password-123")
+        create_admin(s, "bench", "bench-password-123", grants={DEFAULT_STUDY_ID: AdminRole.owner})
         for label, n in (("baseline", args.baseline), ("large", args.n)):
             row = PlatformStudy(
                 platform="prolific",

@@ -16,7 +16,7 @@ export BASE_URL="${BASE_URL:-http://127.0.0.1:${PORT:-8000}}"
 SITE="${BASE_URL%/}"
 vsr db upgrade
 vsr sample --coco demo/coco/annotations/instances_demo.json --min-area 10000 --pairs 34 --seed 0
-VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-vsr-demo-admin-2026}" vsr admin create --username admin --update >/dev/null
+VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-vsr-demo-admin-2026}" vsr admin create --username admin --update --study vsr --role owner >/dev/null
 # `vsr invite create` prints each link; the walk-through below prints them once, in order.
 vsr invite create --label "demo annotator" --roles generate --token demo-annotator >/dev/null
 for n in 1 2 3; do

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import os
 
+from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from vsr_cli.failure import CliError
@@ -43,3 +44,9 @@ def cli_actor(session: Session, study_id: int | None, needed: AdminRole | None) 
                 f"admin {name!r} {held} in this study; this command needs {needed.value}"
             )
     return Actor(name, user.id, via="cli")
+
+
+def require_role(engine: Engine, study_id: int, needed: AdminRole) -> Actor:
+    """``cli_actor`` in its own session, for commands that check before they open theirs."""
+    with Session(engine) as session:
+        return cli_actor(session, study_id, needed)

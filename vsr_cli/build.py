@@ -134,7 +134,10 @@ def build(
     )
     engine = engine_for(database_url)
     try:
-        options = replace(options, study=study_for(engine, study_slug))
+        from vsr_core.models import AdminRole
+
+        # Reading the study's data: a VSR_ADMIN needs at least viewer.
+        options = replace(options, study=study_for(engine, study_slug, AdminRole.viewer))
         if out == "-":
             if len(only) > 1:
                 raise CliUsageError("--out - streams one JSONL part: give at most one --only")

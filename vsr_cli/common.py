@@ -15,6 +15,7 @@ from vsr_cli.failure import CliError, CliUsageError
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from vsr_core.models import AdminRole
     from vsr_core.settings import Settings
     from vsr_core.studies.context import StudyContext
 
@@ -185,15 +186,21 @@ DB_HELP = "Database URL (default: $DATABASE_URL, else sqlite:///./vsr.db)"
 STUDY_HELP = "The study's slug (default: the default study; see `vsr study list`)"
 
 
-def study_for(engine: Engine, slug: str | None) -> StudyContext:
+def study_for(engine: Engine, slug: str | None, needed: AdminRole | None = None) -> StudyContext:
     """The study named by ``--study`` (None: the default one); an unknown slug is a one-line
-    error with exit 2."""
+    error with exit 2. With ``needed``, an admin named by ``VSR_ADMIN`` must hold that role
+    in it (vsr_cli.actor; a one-line error otherwise)."""
     from sqlmodel import Session
 
     from vsr_core.studies.store import StudyError, study_context
 
     try:
         with Session(engine) as session:
-            return study_context(session, slug)
+            found = study_context(session, slug)
     except StudyError as exc:
         raise CliUsageError(str(exc)) from None
+    if needed is not None:
+        from vsr_cli.actor import require_role
+
+        require_role(engine, found.id, needed)
+    return found

@@ -55,7 +55,9 @@ def invite_create(
         raise CliUsageError(str(exc)) from None
     engine = engine_for(database_url)
     try:
-        study = study_for(engine, study_slug)
+        from vsr_core.models import AdminRole
+
+        study = study_for(engine, study_slug, AdminRole.researcher)
         if study.archived:
             raise CliError(f"study {study.slug} is archived: it takes no new workers")
     except CliError:

@@ -234,6 +234,7 @@ def _platform_study(session: Any, platform: PlatformName, study_id: int, slug: s
         raise CliError(f"no {platform.value} study with id {study_id}")
     if slug is not None and row.study_id != _site_study(session, slug).id:
         raise CliError(f"{platform.value} study {study_id} does not belong to study {slug!r}")
+    _owner(session, row.study_id)  # every platform command moves or commits money
     return row
 
 

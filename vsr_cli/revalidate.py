@@ -54,7 +54,9 @@ def revalidate(
         raise CliUsageError("give --sample N to open a sample, or --report to see a round's report")
     engine = engine_for(database_url)
     try:
-        study = study_for(engine, study_slug)
+        from vsr_core.models import AdminRole
+
+        study = study_for(engine, study_slug, AdminRole.researcher)
         if not study.is_default:
             # Imported releases and their re-validation rounds live in the default study.
             raise CliError(

@@ -128,6 +128,10 @@ def sample(
             target = study_for(engine, study_slug)
         if target.archived:
             raise CliError(f"study {target.slug} is archived: it takes no new pairs")
+        from vsr_cli.actor import require_role
+        from vsr_core.models import AdminRole
+
+        require_role(engine, target.id, AdminRole.researcher)
     except CliError:
         engine.dispose()
         raise

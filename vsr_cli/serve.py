@@ -5,13 +5,20 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from vsr_cli.common import DB_HELP
 from vsr_cli.failure import CliError, CliUsageError
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from vsr_core.audit import Actor
+    from vsr_core.models import AdminRole, AdminUser
 
 admin_app = typer.Typer(help="Manage admin accounts.", no_args_is_help=True)
 
@@ -133,6 +140,65 @@ def _check_database(database_url: str | None) -> None:
     engine_for(database_url).dispose()
 
 
+StudyOpt = Annotated[
+    list[str] | None,
+    typer.Option("--study", help="A study's slug (see `vsr study list`); repeatable"),
+]
+RoleOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--role",
+        help="owner, researcher or viewer: one for every --study, or one per --study in order",
+    ),
+]
+
+
+def _role(value: str) -> AdminRole:
+    from vsr_core.models import AdminRole
+
+    try:
+        return AdminRole(value.strip())
+    except ValueError:
+        raise CliUsageError(
+            f"--role takes owner, researcher or viewer; got {value[:40]!r}"
+        ) from None
+
+
+def _study_roles(
+    session: Session, studies: list[str], roles_given: list[str]
+) -> dict[int, AdminRole]:
+    """study id -> role from the --study and --role options (one role for all, or pairs)."""
+    from vsr_core.studies.store import StudyError, resolve_study
+
+    if len(roles_given) not in (1, len(studies)) or (roles_given and not studies):
+        raise CliUsageError("give one --role for every --study, or a single --role for all")
+    chosen = [_role(r) for r in roles_given] * (len(studies) if len(roles_given) == 1 else 1)
+    found: dict[int, AdminRole] = {}
+    for slug, role in zip(studies, chosen, strict=True):
+        try:
+            study = resolve_study(session, slug.strip())
+        except StudyError as exc:
+            raise CliUsageError(str(exc)) from None
+        assert study.id is not None
+        found[study.id] = role
+    return found
+
+
+def _owner_of(session: Session, study_ids: Iterable[int]) -> Actor:
+    """Roles are managed by a study's owners: a VSR_ADMIN must own every study named."""
+    from vsr_cli.actor import cli_actor
+    from vsr_core.models import AdminRole
+
+    actor = cli_actor(session, None, None)
+    for study_id in study_ids:
+        actor = cli_actor(session, study_id, AdminRole.owner)
+    return actor
+
+
+def _no_tables(exc: Exception) -> bool:
+    return "no such table" in str(exc) or "does not exist" in str(exc)
+
+
 @admin_app.command("create")
 def admin_create(
     username: Annotated[str, typer.Option(help="Login name (letters, digits, . _ -)")],
@@ -148,33 +214,168 @@ def admin_create(
     update: Annotated[
         bool, typer.Option("--update", help="Reset the password of an existing admin")
     ] = False,
+    study: StudyOpt = None,
+    role: RoleOpt = None,
     database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
 ) -> None:
-    """Create an admin account for the dashboard at /admin (password hashed with argon2)."""
+    """Create an admin account for the dashboard at /admin (password hashed with argon2),
+    with a role in each --study. Without --study the account holds no role: it sees nothing
+    until an owner grants one (`vsr admin grant`, or the dashboard's Members page)."""
     from sqlalchemy.exc import OperationalError, ProgrammingError
     from sqlmodel import Session
 
-    from vsr_cli.actor import cli_actor
     from vsr_cli.common import engine_for
+    from vsr_core.roles import RoleError, studies_of
     from webapp.admin.auth import AdminAccountError, create_admin
 
+    if bool(study) != bool(role):
+        raise CliUsageError("--study and --role go together")
     if password is None:
         password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
     engine = engine_for(database_url)
     try:
         with Session(engine) as session:
+            grants = _study_roles(session, study or [], role or [])
+            actor = _owner_of(session, grants)
             user = create_admin(
-                session, username, password, update=update, actor=cli_actor(session, None, None)
+                session, username, password, update=update, actor=actor, grants=grants
             )
-    except AdminAccountError as exc:
+            held = sorted(studies_of(session, user.id or 0).items())
+            names = _slugs(session, [sid for sid, _ in held])
+    except (AdminAccountError, RoleError) as exc:
         raise CliError(str(exc)) from None
     except (OperationalError, ProgrammingError) as exc:
-        if "no such table" in str(exc) or "does not exist" in str(exc):
+        if _no_tables(exc):
             raise CliError("the database has no tables yet: run `vsr db upgrade` first") from None
         raise
     finally:
         engine.dispose()
     typer.echo(f"admin {user.username!r} {'updated' if update else 'created'} (id {user.id})")
+    if held:
+        typer.echo("roles: " + ", ".join(f"{r.value} of {names[sid]}" for sid, r in held))
+    else:
+        typer.echo(
+            f"{user.username} holds no role in any study yet and sees nothing on the "
+            f"dashboard: `vsr admin grant {user.username} --study SLUG --role ROLE`",
+            err=True,
+        )
+
+
+def _slugs(session: Session, study_ids: list[int]) -> dict[int, str]:
+    from vsr_core.models import Study
+
+    found = {sid: session.get(Study, sid) for sid in study_ids}
+    return {sid: s.slug if s is not None else f"#{sid}" for sid, s in found.items()}
+
+
+def _account(session: Session, username: str) -> AdminUser:
+    from sqlmodel import select
+
+    from vsr_core.models import AdminUser
+
+    user = session.exec(select(AdminUser).where(AdminUser.username == username.strip())).first()
+    if user is None:
+        raise CliError(f"no admin called {username[:64]!r} (see `vsr admin roles`)")
+    return user
+
+
+@admin_app.command("grant")
+def admin_grant(
+    username: Annotated[str, typer.Argument(help="The admin's login name")],
+    study: Annotated[str, typer.Option("--study", help="The study's slug")],
+    role: Annotated[str, typer.Option("--role", help="owner, researcher or viewer")],
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Give an admin a role in a study, or change it (with VSR_ADMIN: an owner of it only)."""
+    from sqlmodel import Session
+
+    from vsr_cli.common import engine_for
+    from vsr_core.roles import RoleError, grant
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            ((study_id, wanted),) = _study_roles(session, [study], [role]).items()
+            actor = _owner_of(session, [study_id])
+            user = _account(session, username)
+            try:
+                before = grant(session, actor, user, study_id, wanted)
+            except RoleError as exc:
+                raise CliError(str(exc)) from None
+            name = user.username
+            session.commit()
+            slug = _slugs(session, [study_id])[study_id]
+    finally:
+        engine.dispose()
+    was = f" (was {before.value})" if before is not None and before != wanted else ""
+    same = " (unchanged)" if before == wanted else ""
+    typer.echo(f"{name} is {wanted.value} of {slug}{was}{same}")
+
+
+@admin_app.command("revoke")
+def admin_revoke(
+    username: Annotated[str, typer.Argument(help="The admin's login name")],
+    study: Annotated[str, typer.Option("--study", help="The study's slug")],
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Take away an admin's role in a study (a study always keeps one owner)."""
+    from sqlmodel import Session
+
+    from vsr_cli.common import engine_for
+    from vsr_core.roles import RoleError, revoke
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            ((study_id, _),) = _study_roles(session, [study], ["viewer"]).items()
+            actor = _owner_of(session, [study_id])
+            user = _account(session, username)
+            try:
+                before = revoke(session, actor, user, study_id)
+            except RoleError as exc:
+                raise CliError(str(exc)) from None
+            name = user.username
+            session.commit()
+            slug = _slugs(session, [study_id])[study_id]
+    finally:
+        engine.dispose()
+    typer.echo(f"{name} is no longer {before.value} of {slug}")
+
+
+@admin_app.command("roles")
+def admin_roles(
+    study: Annotated[
+        str | None, typer.Option("--study", help="Only this study's admins (a slug)")
+    ] = None,
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """List every admin and their role in each study (one line per admin and study; admins
+    without any role are listed with "no role")."""
+    from sqlmodel import Session, col, select
+
+    from vsr_cli.common import engine_for
+    from vsr_core.models import AdminUser, Study, StudyRoleGrant
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            only = None
+            if study is not None:
+                ((only, _),) = _study_roles(session, [study], ["viewer"]).items()
+            slugs = {s.id: s.slug for s in session.exec(select(Study))}
+            admins = session.exec(select(AdminUser).order_by(col(AdminUser.username))).all()
+            grants: dict[int, list[StudyRoleGrant]] = {}
+            for g in session.exec(select(StudyRoleGrant).order_by(col(StudyRoleGrant.study_id))):
+                grants.setdefault(g.admin_id, []).append(g)
+            lines = []
+            for admin in admins:
+                mine = [g for g in grants.get(admin.id or 0, []) if only in (None, g.study_id)]
+                lines += [f"{admin.username}\t{slugs.get(g.study_id)}\t{g.role}" for g in mine]
+                if not mine and only is None:
+                    lines.append(f"{admin.username}\t-\tno role")
+    finally:
+        engine.dispose()
+    typer.echo("\n".join(lines) if lines else "no admins")
 
 
 @admin_app.command("run-job", hidden=True)

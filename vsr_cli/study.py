@@ -201,16 +201,42 @@ def create(
     file: Path = typer.Option(..., "--file", help=FILE_HELP),
     database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
 ) -> None:
-    """Validate a study file and store it as a new study (its slug must be new)."""
+    """Validate a study file and store it as a new study (its slug must be new). With
+    VSR_ADMIN set, that admin becomes the study's owner."""
+    from vsr_cli.actor import ADMIN_ENV
     from vsr_core.studies.store import create_study
 
+    owner: list[str] = []
+
+    def create_owned(session: Session, text: str, source: str) -> Study:
+        from vsr_cli.actor import cli_actor
+        from vsr_core import roles
+        from vsr_core.models import AdminRole, AdminUser
+
+        actor = cli_actor(session, None, None)  # an unknown VSR_ADMIN stores nothing
+        study = create_study(session, text, source)
+        if actor.admin_id is not None:
+            admin = session.get(AdminUser, actor.admin_id)
+            assert admin is not None and study.id is not None
+            roles.grant(session, actor, admin, study.id, AdminRole.owner)
+            owner.append(admin.username)
+        return study
+
     _, slug, digest = _store_file(
-        file, database_url, create_study, lambda study: study, record_create
+        file, database_url, create_owned, lambda study: study, record_create
     )
     typer.echo(
         f"created study {slug} (sha256 {digest[:12]}): entry links /s/{slug}/start/generate "
         f"and /s/{slug}/start/validate; next: vsr sample --study {slug}"
     )
+    if owner:
+        typer.echo(f"owner: {owner[0]}")
+    else:
+        typer.echo(
+            f"no admin holds a role in it yet: `vsr admin grant USER --study {slug} --role "
+            f"owner` (or set {ADMIN_ENV} when creating it)",
+            err=True,
+        )
 
 
 def record_create(session: Session, study: Study) -> None:
@@ -231,7 +257,7 @@ def record_create(session: Session, study: Study) -> None:
 
 
 def _record_update(session: Session, done: Any) -> None:
-    """A new version is recorded (the owner's to make); an unchanged file stores nothing."""
+    """A new version is recorded (a researcher's to make); an unchanged file stores nothing."""
     if done.version == 0:
         return
     from vsr_cli.actor import cli_actor
@@ -241,7 +267,7 @@ def _record_update(session: Session, done: Any) -> None:
     study = done.study
     audit.record(
         session,
-        cli_actor(session, study.id, AdminRole.owner),
+        cli_actor(session, study.id, AdminRole.researcher),
         AuditKind.study_update,
         study_id=study.id,
         target=f"study {study.slug}",
@@ -260,10 +286,20 @@ def update(
     """Store a new version of a stored study's definition (the study of the file's slug);
     its data stays. Refused, with the reason, where a stored caption would no longer read:
     the first language's code or template, a relation or concept in use removed or renamed."""
-    from vsr_core.studies.versions import update_study
+    from vsr_core.studies.versions import Updated, update_study
+
+    def update_checked(session: Session, text: str, source: str) -> Updated:
+        from vsr_cli.actor import cli_actor
+        from vsr_core.models import AdminRole
+
+        done = update_study(session, text, source)
+        assert done.study.id is not None
+        # Checked before the commit: refused, the new version is rolled back.
+        cli_actor(session, done.study.id, AdminRole.researcher)
+        return done
 
     done, slug, digest = _store_file(
-        file, database_url, update_study, lambda u: u.study, _record_update
+        file, database_url, update_checked, lambda u: u.study, _record_update
     )
     if done.version == 0:
         typer.echo(
@@ -294,6 +330,13 @@ def archive(
     engine = engine_for(database_url)
     try:
         with Session(engine) as session:
+            from vsr_cli.actor import cli_actor
+            from vsr_core.models import AdminRole
+            from vsr_core.studies.store import find_study
+
+            found = find_study(session, slug)
+            if found is not None and found.id is not None:
+                cli_actor(session, found.id, AdminRole.owner)  # it ends the recruitment
             try:
                 was = find_study(session, slug)
                 already = was is not None and was.archived_at is not None

@@ -31,12 +31,12 @@ from bench.load.nginx import Proxy, nginx_binary
 from bench.load.private_pg import PrivatePostgres
 from bench.load.validators import Stats
 from migrations.runner import upgrade
+from tests.support.admins import create_owner
 from tests.support.browser import free_port, launch_chromium, require_chromium
 from tests.support.webapp_coco import set_study
 from tests.webapp.validate.test_routes import seed_examples
 from vsr_core.db import make_engine
 from vsr_core.models import ImagePair
-from webapp.admin.auth import create_admin
 from webapp.images.signed_urls import pair_image_url
 
 PASSWORD = "correct horse battery"
@@ -115,7 +115,7 @@ def _seed_site(db_url: str, coco_dir: Path) -> int:
         seed_examples(s, coco_dir, 3)
         pair_id = s.exec(select(ImagePair.id)).first()
         assert pair_id is not None
-        create_admin(s, "admin", PASSWORD)
+        create_owner(s, "admin", PASSWORD)
     engine.dispose()
     return pair_id
 

@@ -12,12 +12,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from tests.support.admins import create_owner
 from tests.support.webapp_coco import client_for, make_app
 from tests.vsr_cli.test_study import ROOT, vsr
 from tests.webapp.admin.test_admin import PASSWORD, login
 from vsr_core.caption_language import render_concepts
 from vsr_core.models import Annotation, Example, ImagePair, Study, StudyVersion, Worker
-from webapp.admin.auth import create_admin
 
 ZH = ROOT / "studies" / "vsr-zh.toml"
 
@@ -161,7 +161,7 @@ def test_an_archived_study_takes_no_new_work(db_url: str, engine: Engine, tmp_pa
     with Session(engine) as s:  # and no new worker
         assert s.exec(select(Worker).where(Worker.external_id == "p1")).first() is None
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     admin = TestClient(app)
     login(admin)
     page = admin.get("/admin?study=vsr-zh").text

@@ -152,12 +152,13 @@ def test_serve_on_loopback_without_key_refuses_forged_admin_cookies(sqlite_url: 
     import httpx
     from sqlmodel import Session
 
+    from tests.support.admins import create_owner
     from vsr_core.db import make_engine
-    from webapp.admin.auth import COOKIE_NAME, create_admin, make_session_cookie
+    from webapp.admin.auth import COOKIE_NAME, make_session_cookie
 
     engine = make_engine(sqlite_url)
     with Session(engine) as session:
-        admin = create_admin(session, "root", "a long admin password 1")
+        admin = create_owner(session, "root", "a long admin password 1")
     engine.dispose()
     forged = make_session_cookie(OLD_PUBLIC_KEY, admin)
     port = _free_port()

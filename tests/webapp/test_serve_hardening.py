@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from tests.support.admins import create_owner
 from tests.support.browser import free_port
-from webapp.admin.auth import create_admin
 
 PASSWORD = "correct horse battery"
 
@@ -94,7 +94,7 @@ def test_login_throttle_holds_across_workers_and_forged_forwarded_for(
     db_url: str, engine: Engine, tmp_path: Path
 ) -> None:
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     port = free_port()
     proc = _serve(db_url, port, tmp_path / "server.log")
     base = f"http://127.0.0.1:{port}"

@@ -8,6 +8,7 @@ same SECRET_KEY) can never pass as an admin session.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ from sqlmodel import Session, select
 
 from vsr_core import audit
 from vsr_core.audit import Actor
-from vsr_core.models import AdminUser, AuditKind
+from vsr_core.models import AdminRole, AdminUser, AuditKind
 from vsr_core.types import utcnow
 from webapp.http.deps import SessionDep
 
@@ -93,30 +94,37 @@ def create_admin(
     *,
     update: bool = False,
     actor: Actor | None = None,
+    grants: Mapping[int, AdminRole] | None = None,
 ) -> AdminUser:
-    """Create an admin (or reset the password of an existing one when ``update``); with
-    ``actor``, recorded in the audit trail in the same transaction."""
+    """Create an admin (or reset the password of an existing one when ``update``), with a
+    role in each study of ``grants``. With an ``actor`` the creation and every role given
+    are in the audit trail, committed with the account."""
+    from vsr_core import roles
+
     username, password = validate_credentials(username, password)
     existing = session.exec(select(AdminUser).where(AdminUser.username == username)).first()
     if existing is not None and not update:
         raise AdminAccountError(f"admin {username!r} already exists (use --update to reset it)")
     if existing is not None and verify_password(existing.password_hash, password):
-        return existing  # the same password again (a re-run demo): its sessions stay valid
-    user = existing or AdminUser(username=username, password_hash="")
-    user.password_hash = hash_password(password)
-    if existing is not None:
-        user.session_version += 1  # a new password ends every session of the old one
-    session.add(user)
-    if actor is not None:
+        user = existing  # the same password again (a re-run demo): its sessions stay valid
+    else:
+        user = existing or AdminUser(username=username, password_hash="")
+        user.password_hash = hash_password(password)
+        if existing is not None:
+            user.session_version += 1  # a new password ends every session of the old one
+        session.add(user)
         session.flush()
-        audit.record(
-            session,
-            actor,
-            AuditKind.password_change if existing is not None else AuditKind.admin_create,
-            study_id=None,
-            target=f"admin {username}",
-            change={"admin_id": user.id},
-        )
+        if actor is not None:
+            audit.record(
+                session,
+                actor,
+                AuditKind.password_change if existing is not None else AuditKind.admin_create,
+                study_id=None,
+                target=f"admin {username}",
+                change={"admin_id": user.id},
+            )
+    for study_id, role in (grants or {}).items():
+        roles.grant(session, actor or Actor("system", None, via="cli"), user, study_id, role)
     session.commit()
     session.refresh(user)
     return user

@@ -11,7 +11,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
-from vsr_core.models import DEFAULT_STUDY_ID, Study
+from vsr_core.models import DEFAULT_STUDY_ID, AdminRole, Study
 from vsr_core.studies.context import StudyContext
 from vsr_core.studies.settings import StudyConfig, load_study_config
 from webapp.admin import csrf
@@ -35,6 +35,8 @@ NAV = (
     ("platform", "/admin/platform", "Platforms"),
     ("audit", "/admin/audit", "Audit"),
 )
+# Shown to the study's owners only (webapp.admin.roles sets the role of the request).
+OWNER_NAV = (("members", "/admin/members", "Members"),)
 CACHE_TTL_SECONDS = 60.0
 
 
@@ -77,9 +79,12 @@ def render(
     settings = request.app.state.settings
     templates = request.app.state.templates
     study = admin_study(request)
+    role = getattr(request.state, "admin_role", None)
     ctx = {
         "admin": admin,
-        "nav": NAV,
+        "nav": NAV + OWNER_NAV if role == AdminRole.owner else NAV,
+        # The admin's role in the study (None: none); pages hide what it may not do.
+        "role": role.value if role is not None else None,
         "active": active,
         # The study switcher on every page (webapp.http.study keeps the choice).
         "study": study,
@@ -182,6 +187,10 @@ def safe_next(url: str | None) -> str:
 
 
 def _studies(request: Request) -> list[tuple[str, str]]:
-    """(slug, name) of every study, for the switcher (read by webapp.http.study)."""
+    """(slug, name) of the studies the admin holds a role in (webapp.admin.roles), for the
+    switcher; every study (read by webapp.http.study) where no role was checked."""
+    mine: list[tuple[str, str]] | None = getattr(request.state, "admin_studies", None)
+    if mine is not None:
+        return mine
     found: list[tuple[str, str]] = getattr(request.state, "studies", None) or []
     return found or [(admin_study(request).slug, admin_study(request).name)]

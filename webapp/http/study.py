@@ -209,11 +209,12 @@ def _keep_prefix(send: Send, prefix: str) -> Send:
 
 
 def _remember(send: Send, slug: str) -> Send:
-    """Set the admin's study cookie on this response."""
+    """Set the admin's study cookie on this response (unless it is an error)."""
     cookie = f"{ADMIN_STUDY_COOKIE}={slug}; Path=/admin; SameSite=Lax; HttpOnly"
 
     async def wrapped(message: Message) -> None:
-        if message["type"] == "http.response.start":
+        # A refused choice (a study the admin holds no role in) is not remembered.
+        if message["type"] == "http.response.start" and message["status"] < 400:
             headers = [*message.get("headers", []), (b"set-cookie", cookie.encode("latin-1"))]
             message = dict(message, headers=headers)
         await send(message)

@@ -21,6 +21,7 @@ from sqlmodel import Session, select
 
 from tests.conftest import COCO_DIR
 from tests.support.admin_seed import Seeded, add_vote, read_raw, seed, vote_list
+from tests.support.admins import create_owner
 from vsr_core.agreement import fleiss_kappa, is_kept, is_unanimous
 from vsr_core.db import make_engine
 from vsr_core.models import (
@@ -40,7 +41,7 @@ from vsr_core.models import (
 )
 from vsr_core.settings import DEMO_DATA_DIR, Settings
 from vsr_core.studies.settings import load_study_config
-from webapp.admin.auth import create_admin, verify_password
+from webapp.admin.auth import verify_password
 from webapp.app import create_app
 
 PASSWORD = "correct horse battery"
@@ -63,7 +64,7 @@ def make_admin_app(db_url: str, engine: Engine, tmp_path: Path, **extra: Any) ->
 @pytest.fixture
 def app(db_url: str, engine: Engine, tmp_path: Path) -> Any:
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     return make_admin_app(db_url, engine, tmp_path)
 
 
@@ -958,7 +959,7 @@ def test_match_job_with_chosen_h_and_k_shows_diagnostics(
     engine = make_engine(sqlite_url)
     seed(engine, read_raw(vsr_dir, every=25))
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     app = make_admin_app(sqlite_url, engine, tmp_path)
     client = TestClient(app)
     token = login(client)

@@ -20,7 +20,20 @@ VSR = str(Path(sys.executable).with_name("vsr"))
 def _admin_create(db_url: str, password: str) -> None:
     env = {**os.environ, "VSR_ADMIN_PASSWORD": password}
     r = subprocess.run(
-        [VSR, "admin", "create", "--username", "alice", "--update", "--database-url", db_url],
+        [
+            VSR,
+            "admin",
+            "create",
+            "--username",
+            "alice",
+            "--update",
+            "--study",
+            "vsr",
+            "--role",
+            "owner",
+            "--database-url",
+            db_url,
+        ],
         capture_output=True,
         text=True,
         env=env,

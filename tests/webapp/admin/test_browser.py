@@ -17,12 +17,12 @@ import pytest
 from sqlmodel import Session, select
 
 from tests.support.admin_seed import read_raw, seed
+from tests.support.admins import create_owner
 from tests.support.browser import launch_chromium, require_chromium, running_site, watch_errors
 from vsr_core.captions import render_caption
 from vsr_core.db import make_engine
 from vsr_core.models import Example, ImagePair, Worker
 from vsr_core.studies.settings import load_study_config
-from webapp.admin.auth import create_admin
 
 PASSWORD = "browser-admin-password"
 pytestmark = pytest.mark.browser
@@ -42,7 +42,7 @@ def _prepare(url: str, coco_dir: Path, vsr_dir: Path) -> dict[str, int]:
     ]
     sample_into_db(engine, files, 6, seed=2)
     with Session(engine) as s:
-        create_admin(s, "admin", PASSWORD)
+        create_owner(s, "admin", PASSWORD)
         pair = s.exec(select(ImagePair)).first()
         assert pair is not None
         ex = Example(

@@ -19,10 +19,10 @@ from sqlmodel import Session, select
 
 from tests.support.admin_captions import DEMO_COCO, DEMO_IMAGES, write_captions
 from tests.support.admin_seed import read_raw, seed
+from tests.support.admins import create_owner
 from tests.support.browser import launch_chromium, require_chromium, running_site, watch_errors
 from vsr_core.db import make_engine
 from vsr_core.models import Example, Worker
-from webapp.admin.auth import create_admin
 
 PASSWORD = "browser-admin-password"
 pytestmark = pytest.mark.browser
@@ -45,7 +45,7 @@ def server(sqlite_url: str, vsr_dir: Path, tmp_path: Path) -> Iterator[tuple[str
     seed(engine, read_raw(vsr_dir, every=200))  # imported, settled: something to re-validate
     made = write_captions(engine, 4, vote_ms=0)  # demo captions, a 0-second validator
     with Session(engine) as s:
-        create_admin(s, "admin", PASSWORD)
+        create_owner(s, "admin", PASSWORD)
     engine.dispose()
     ids = {
         "writer": made.writer_id,

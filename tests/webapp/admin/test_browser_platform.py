@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import Session, col, select
 
+from tests.support.admins import create_owner
 from tests.support.browser import (
     free_port,
     launch_chromium,
@@ -29,7 +30,6 @@ from tests.support.webapp_coco import make_pairs
 from tests.webapp.crowd.test_browser_pages import assert_fits
 from vsr_core.db import make_engine
 from vsr_core.models import Assignment, Example, LeaseStatus, PlatformAction, Worker
-from webapp.admin.auth import create_admin
 
 pytestmark = pytest.mark.browser
 PASSWORD = "platform-admin-password"
@@ -46,7 +46,7 @@ def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[tuple[st
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
         make_pairs(s, coco_dir, 4)
-        create_admin(s, "admin", PASSWORD)
+        create_owner(s, "admin", PASSWORD)
     engine.dispose()
     port = free_port()
     with running() as (prolific_url, state):

@@ -15,6 +15,7 @@ import pytest
 from sqlmodel import Session, select
 
 from tests.support.admin_captions import DEMO_IMAGES
+from tests.support.admins import create_owner
 from tests.support.browser import launch_chromium, require_chromium, running_site, watch_errors
 from tests.webapp.admin.test_browser_first_use import PASSWORD, _login
 from tests.webapp.http.test_studies import ZH_FILE
@@ -23,7 +24,6 @@ from vsr_core.models import StudySetting
 from vsr_core.studies.definition import load_study
 from vsr_core.studies.settings import load_study_config
 from vsr_core.studies.store import create_study
-from webapp.admin.auth import create_admin
 
 pytestmark = pytest.mark.browser
 ZH_CONSENT = load_study(ZH_FILE).default_language.texts.consent
@@ -38,7 +38,7 @@ def server(sqlite_url: str, tmp_path: Path) -> Iterator[tuple[str, int]]:
         s.commit()
         assert zh.id is not None
         zh_id = zh.id
-        create_admin(s, "admin", PASSWORD)
+        create_owner(s, "admin", PASSWORD)
     engine.dispose()
     env = {
         "SECRET_KEY": "browser-settings-" + "k" * 32,

@@ -13,14 +13,14 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.support.admin_captions import DEMO_IMAGES, write_captions
+from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from vsr_core.studies.settings import save_study_config
-from webapp.admin.auth import create_admin
 
 
 def _client(db_url: str, engine: Engine, tmp_path: Path) -> TestClient:
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     client = TestClient(make_admin_app(db_url, engine, tmp_path, image_root=DEMO_IMAGES))
     login(client)
     return client

@@ -16,11 +16,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.support import platform_work as work
+from tests.support.admins import create_owner, own_every_study
 from tests.support.fake_prolific import TOKEN, State, running
 from tests.webapp.admin.test_admin import PASSWORD, csrf_of, login, make_admin_app
 from vsr_core.models import PlatformCall, PlatformStudy
 from vsr_core.studies.store import create_study
-from webapp.admin.auth import create_admin
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 
@@ -36,7 +36,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, State]]:
 @pytest.fixture
 def admin(db_url: str, engine: Engine, tmp_path: Path) -> tuple[TestClient, str]:
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     client = TestClient(make_admin_app(db_url, engine, tmp_path, base_url="http://testserver"))
     return client, login(client)
 
@@ -168,6 +168,7 @@ def test_scoped_by_the_study_switcher(
         s.add(row)
         s.commit()
         ps = row.id
+        own_every_study(s, "alice")
     with Session(engine) as s:  # the default study's own Prolific study, and a call made
         # for the other study's: the default study's page shows its study, not that call
         s.add(PlatformStudy(platform="prolific", external_id="en1", settings={"url": "x"}))

@@ -11,13 +11,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import PASSWORD, csrf_of, login, make_admin_app
 from webapp.admin.auth import create_admin
 
 
 def _alice(engine: Engine) -> None:
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
 
 
 def _page(client: TestClient, cookie: str | None = None) -> int:

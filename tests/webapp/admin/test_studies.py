@@ -11,11 +11,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from tests.webapp.http.test_studies import make_two_studies
 from vsr_core.models import Example
 from vsr_core.studies.settings import load_study_config
-from webapp.admin.auth import create_admin
 
 PAGES = (
     "/admin",
@@ -35,7 +35,7 @@ def dashboard(
 ) -> tuple[TestClient, str, int]:
     zh_id = make_two_studies(engine, coco_dir)
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
         # Tell the studies apart by their sizes: one more pair-less Example in the default.
         first = s.exec(select(Example).where(Example.study_id == 1)).first()
         assert first is not None
@@ -112,10 +112,10 @@ def test_a_dashboard_job_runs_in_the_chosen_study(
     from vsr_core.studies.store import create_study
 
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
         zh = create_study(s, ZH_FILE.read_text(encoding="utf-8"), str(ZH_FILE))
         s.commit()
         zh_id = zh.id
+        create_owner(s, "alice", PASSWORD)
     client = TestClient(make_admin_app(db_url, engine, tmp_path))
     token = login(client)
     client.get("/admin/pipeline?study=vsr-zh")

@@ -26,13 +26,13 @@ from typing import Any
 import pytest
 from sqlmodel import Session, col, select
 
+from tests.support.admins import create_owner
 from tests.support.browser import launch_chromium, require_chromium, running_site, watch_errors
 from vsr_core.caption_language import grammar_of, parse, render
 from vsr_core.db import make_engine
 from vsr_core.models import Annotation, Example, Image, ImagePair, McItem, Study, Vote
 from vsr_core.studies.definition import load_study
 from vsr_core.studies.settings import save_study_config
-from webapp.admin.auth import create_admin
 
 pytestmark = pytest.mark.browser
 
@@ -87,7 +87,7 @@ def server(sqlite_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
             zh_id,
         )
         save_study_config(s, {"gold_rate": 0.0, "generate_batch_size": 1}, 1)
-        create_admin(s, "admin", ADMIN_PASSWORD)
+        create_owner(s, "admin", ADMIN_PASSWORD)
     engine.dispose()
     env = {"SECRET_KEY": "browser-test-" + "k" * 32, "IMAGE_CACHE_DIR": str(tmp_path / "cache")}
     with running_site(sqlite_url, coco_dir / "images", tmp_path, env) as base:

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from tests.support.admins import create_owner
 from tests.support.webapp_coco import (
     answer,
     client_for,
@@ -28,14 +29,13 @@ from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from tests.webapp.validate.test_routes import seed_examples
 from vsr_core.models import Batch, Example
 from vsr_core.studies.settings import DEFAULT_CONSENT, load_study_config
-from webapp.admin.auth import create_admin
 
 
 @pytest.fixture
 def site(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> Any:
     with Session(engine) as s:
         seed_examples(s, coco_dir, 2)  # 2 pairs to caption, 4 Examples to judge
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     set_study(db_url, gold_rate=0.0, completion_code="FIRST-USE")
     return make_admin_app(db_url, engine, tmp_path, image_root=coco_dir / "images")
 

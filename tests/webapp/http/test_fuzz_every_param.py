@@ -30,11 +30,11 @@ from pydantic import BaseModel
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from tests.support.admins import create_owner
 from tests.support.webapp_coco import enter, form_field
 from tests.webapp.http.test_studies import enter as enter_study
 from tests.webapp.http.test_studies import make_two_studies
 from vsr_core.settings import Settings
-from webapp.admin.auth import create_admin
 from webapp.app import create_app
 
 HOSTILE = {
@@ -101,7 +101,7 @@ def _server(app: Any) -> Iterator[int]:
 def fuzz_site(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> Any:
     make_two_studies(engine, coco_dir)  # worker #1 is an author, not the fuzzer
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     settings = Settings(
         database_url=db_url,
         secret_key="fuzz-secret-" + "x" * 32,

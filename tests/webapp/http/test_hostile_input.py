@@ -14,11 +14,11 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from tests.support.admins import create_owner
 from tests.support.webapp_coco import client_for, form_field, make_app, start_prolific, task
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from tests.webapp.validate.test_routes import seed_examples, start
 from vsr_core.models import Annotation, Vote
-from webapp.admin.auth import create_admin
 
 
 def _count(engine: Engine, model: Any) -> int:
@@ -79,7 +79,7 @@ def test_unicode_digits_in_duration_are_no_duration(
 @pytest.fixture
 def admin_app(db_url: str, engine: Engine, tmp_path: Path) -> Any:
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     return make_admin_app(db_url, engine, tmp_path)
 
 

@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
+from tests.support.admins import create_owner
 from tests.support.webapp_coco import begin, enter, make_app, make_pairs, task
 from tests.webapp.admin.test_admin import PASSWORD, login
 from vsr_core.models import Assignment, ImagePair, LeaseStatus, PairStatus, Worker
-from webapp.admin.auth import create_admin
 
 ATTACKER = "198.51.100.7"
 LIMITS = {"new_workers_per_address": 5, "new_workers_per_study": 0, "new_batches_per_address": 0}
@@ -50,7 +50,7 @@ def test_invented_pids_cannot_drain_the_pool(
 ) -> None:
     with Session(engine) as s:
         make_pairs(s, coco_dir, 12)
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     app = make_app(db_url, tmp_path, image_root=coco_dir / "images", **LIMITS)
     # A second app on the same database stands for a second server process.
     other = make_app(db_url, tmp_path, image_root=coco_dir / "images", **LIMITS)

@@ -17,12 +17,12 @@ import pytest
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from tests.support.admins import create_owner
 from tests.support.browser import free_port
 from tests.support.webapp_coco import make_pairs
 from tests.webapp.test_serve_hardening import PASSWORD, _serve, _stop
 from vsr_core.db import make_engine
 from vsr_core.models import Batch, Worker
-from webapp.admin.auth import create_admin
 
 ADDRESS = "198.51.100.7"  # every burst comes from here (a trusted proxy forwards it)
 BURST = 40
@@ -38,7 +38,7 @@ LIMITS = {
 def server(pg_url: str, coco_dir: Path, tmp_path: Path) -> Iterator[str]:
     engine = make_engine(pg_url)
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
         make_pairs(s, coco_dir, 3)
     engine.dispose()
     port = free_port()

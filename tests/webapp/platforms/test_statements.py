@@ -15,9 +15,9 @@ from sqlalchemy import Engine, event
 from sqlmodel import Session
 
 from tests.support import platform_work as work
+from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from vsr_core.models import PlatformStudy
-from webapp.admin.auth import create_admin
 from webapp.platforms.engine import Rules, plan
 
 
@@ -57,7 +57,7 @@ def test_plan_and_page_statements_do_not_grow_with_submissions(
     engine: Engine, db_url: str, tmp_path: Path
 ) -> None:
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
         small, large = _study(s, 2, "aa"), _study(s, 200, "bbbb")
         ids = small.id, large.id
     rules = Rules(min_items=1, bonus_cents_per_kept=10)

@@ -9,6 +9,7 @@ from webapp.admin.routes import (
     auth,
     bursts,
     data,
+    members,
     overview,
     pipeline,
     platform,
@@ -32,5 +33,6 @@ for sub in (
     revalidation,
     platform,
     audit,
+    members,
 ):
     router.include_router(sub.router)

@@ -18,11 +18,12 @@ from vsr_core.limits import INT32_MAX
 from vsr_core.models import AdminRole, AuditKind
 from vsr_core.roles import studies_of
 from vsr_core.studies.store import list_studies
-from webapp.admin.auth import AdminDep, AdminSession, actor_of, current_admin_session
+from webapp.admin.auth import AdminSession, actor_of
 from webapp.admin.pages import admin_study, render
+from webapp.admin.roles import ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 PAGE = 50
 SHOWN_CHARS = 160  # a long value (a consent text) is cut on the page; the export has it all
 DATE = r"^(\d{4}-\d{2}-\d{2})?$"
@@ -103,7 +104,7 @@ def change_lines(change: dict[str, Any]) -> list[str]:
 @router.get("/audit", include_in_schema=False)
 def audit_page(
     request: Request,
-    admin: AdminDep,
+    admin: ViewerDep,
     session: SessionDep,
     actor: ActorQ = "",
     kind: KindQ = "",
@@ -138,7 +139,7 @@ def audit_page(
 @router.get("/audit.jsonl", include_in_schema=False)
 def audit_export(
     request: Request,
-    admin: AdminDep,
+    admin: ViewerDep,
     session: SessionDep,
     actor: ActorQ = "",
     kind: KindQ = "",

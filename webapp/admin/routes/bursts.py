@@ -8,17 +8,18 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import Response
 
-from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
+from webapp.admin.auth import actor_of
 from webapp.admin.bursts import cut_burst, recent_bursts
 from webapp.admin.pages import admin_study, back, figure_cache, render
+from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 log = logging.getLogger(__name__)
 
 
 @router.get("/bursts", include_in_schema=False)
-def bursts_page(request: Request, admin: AdminDep, session: SessionDep) -> Response:
+def bursts_page(request: Request, admin: ViewerDep, session: SessionDep) -> Response:
     settings = request.app.state.settings
     return render(
         request,
@@ -35,7 +36,7 @@ def bursts_page(request: Request, admin: AdminDep, session: SessionDep) -> Respo
 @router.post("/bursts/cut", include_in_schema=False)
 def cut(
     request: Request,
-    admin: AdminPostDep,
+    admin: ResearcherPostDep,
     session: SessionDep,
     address: Annotated[str, Form(min_length=1, max_length=200)],
 ) -> Response:

@@ -11,7 +11,7 @@ from sqlmodel import Session, col, select
 
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
 from webapp.admin import actions, stats
-from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
+from webapp.admin.auth import actor_of
 from webapp.admin.pages import (
     admin_study,
     back,
@@ -21,10 +21,11 @@ from webapp.admin.pages import (
     render,
     study_config,
 )
+from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 PAGE = 50
 # The thumbnail of an Example whose photo is neither on this server nor online (an imported
 # release without IMAGE_ROOT): same size as a thumbnail, says why there is no picture.
@@ -63,7 +64,7 @@ def _filters(
 @router.get("/data", include_in_schema=False)
 def data_page(
     request: Request,
-    admin: AdminDep,
+    admin: ViewerDep,
     session: SessionDep,
     relation: Annotated[str, Query(max_length=64)] = "",
     concept: Annotated[str, Query(max_length=64)] = "",
@@ -115,7 +116,11 @@ def _votes_wanted(is_open: bool, votes: int, target: int, maximum: int) -> str:
 
 @router.get("/examples/{example_id}", include_in_schema=False)
 def example_page(
-    example_id: DbId, request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
+    example_id: DbId,
+    request: Request,
+    admin: ViewerDep,
+    session: SessionDep,
+    msg: str | None = None,
 ) -> Response:
     example = _example(session, example_id, request)
     image = session.get(Image, example.image_id)
@@ -246,7 +251,7 @@ def _image(example_id: int, request: Request, session: Session, *, thumb: bool) 
 def mark_gold(
     example_id: DbId,
     request: Request,
-    admin: AdminPostDep,
+    admin: ResearcherPostDep,
     session: SessionDep,
     gold: Annotated[str, Form(pattern="^(true|false|off)$")],
 ) -> Response:
@@ -265,7 +270,7 @@ def mark_gold(
 def requeue(
     example_id: DbId,
     request: Request,
-    admin: AdminPostDep,
+    admin: ResearcherPostDep,
     session: SessionDep,
     extra_votes: Annotated[int, Form(ge=1, le=20)] = 2,
 ) -> Response:

@@ -9,17 +9,17 @@ from fastapi.responses import Response
 from sqlmodel import Session
 
 from webapp.admin import charts, stats
-from webapp.admin.auth import AdminDep, current_admin_session
 from webapp.admin.pages import admin_study, cached, render, study_config
+from webapp.admin.roles import ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 
 SVG = "image/svg+xml"
 
 
 @router.get("", include_in_schema=False)
-def overview_page(request: Request, admin: AdminDep, session: SessionDep) -> Response:
+def overview_page(request: Request, admin: ViewerDep, session: SessionDep) -> Response:
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
     data = stats.overview(session, cfg, study_id)

@@ -15,13 +15,14 @@ from sqlmodel import Session, col, select
 from vsr_core.models import ACTIVE_JOB_STATUSES, Job, JobKind, JobStatus, MatchRun
 from vsr_core.settings import DEMO_DATA_DIR, Settings
 from webapp.admin import export_figure, jobs, stats
-from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
+from webapp.admin.auth import actor_of
 from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import admin_study, back, check_admin_study, render
+from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep, SettingsDep
 from webapp.http.inputs import DbId
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 log = logging.getLogger(__name__)
 
 
@@ -42,7 +43,7 @@ DEMO_COCO = DEMO_DATA_DIR / "annotations" / "instances_demo.json"
 @router.get("/pipeline", include_in_schema=False)
 def pipeline_page(
     request: Request,
-    admin: AdminDep,
+    admin: ViewerDep,
     session: SessionDep,
     settings: SettingsDep,
     msg: str | None = None,
@@ -103,7 +104,11 @@ def _pipeline(
 
 @router.post("/jobs/{kind}", include_in_schema=False)
 async def start_job(
-    kind: str, request: Request, admin: AdminPostDep, session: SessionDep, settings: SettingsDep
+    kind: str,
+    request: Request,
+    admin: ResearcherPostDep,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> Response:
     model = jobs.JOB_KINDS.get(kind)
     if model is None:
@@ -170,7 +175,7 @@ def job_list(request: Request, session: SessionDep) -> list[dict[str, Any]]:
 
 @router.post("/jobs/{job_id}/cancel", include_in_schema=False)
 def cancel_job(
-    job_id: DbId, request: Request, admin: AdminPostDep, session: SessionDep
+    job_id: DbId, request: Request, admin: ResearcherPostDep, session: SessionDep
 ) -> Response:
     job = _job(session, job_id, request)
     if job.status not in ACTIVE_JOB_STATUSES:

@@ -27,8 +27,9 @@ from vsr_core.models import (
     PlatformStudy,
     Study,
 )
-from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
+from webapp.admin.auth import actor_of
 from webapp.admin.pages import admin_study, back, figure_cache, render
+from webapp.admin.roles import OwnerPostDep, ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
 from webapp.platforms import drafts, settlement
@@ -36,7 +37,7 @@ from webapp.platforms import engine as eng
 from webapp.platforms.base import PlatformError
 from webapp.platforms.clients import NAMES, client_for
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 log = logging.getLogger(__name__)
 CALLS_PER_PAGE = 25
 SUBMISSIONS_SHOWN = 500
@@ -121,7 +122,7 @@ def _submissions(
 @router.get("/platform", include_in_schema=False)
 def platform_page(
     request: Request,
-    admin: AdminDep,
+    admin: ViewerDep,
     session: SessionDep,
     ps: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
@@ -209,7 +210,7 @@ def _run(request: Request, session: Session, row: PlatformStudy, what: str, acto
 @router.post("/platform/create", include_in_schema=False)
 def create(
     request: Request,
-    admin: AdminPostDep,
+    admin: OwnerPostDep,
     session: SessionDep,
     platform: Annotated[str, Form(pattern="^(prolific|mturk)$")],
     kind: Annotated[str, Form(pattern="^(generate|validate)$")],
@@ -256,7 +257,7 @@ def create(
 @router.post("/platform/{ps}/{what}", include_in_schema=False)
 def act(
     request: Request,
-    admin: AdminPostDep,
+    admin: OwnerPostDep,
     session: SessionDep,
     ps: DbId,
     what: Annotated[str, Path(max_length=16)],

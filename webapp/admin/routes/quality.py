@@ -11,11 +11,11 @@ from sqlmodel import Session
 
 from vsr_core.qualification import pass_rates
 from webapp.admin import charts, stats
-from webapp.admin.auth import AdminDep, current_admin_session
 from webapp.admin.pages import admin_study, cached, render, study_config
+from webapp.admin.roles import ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 
 SVG = "image/svg+xml"
 CHARTS = ("relations", "concepts", "disagreement", "labels")
@@ -46,7 +46,7 @@ def quality_data(request: Request, session: Session) -> dict[str, Any]:
 
 
 @router.get("/quality", include_in_schema=False)
-def quality_page(request: Request, admin: AdminDep, session: SessionDep) -> Response:
+def quality_page(request: Request, admin: ViewerDep, session: SessionDep) -> Response:
     q = quality_data(request, session)
     by_cat: dict[str, list[dict[str, Any]]] = {}
     for row in q["relations"]:

@@ -12,13 +12,14 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session
 
 from vsr_core.revalidation import MAX_SAMPLE, RevalidationError, open_round, report
-from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
+from webapp.admin.auth import actor_of
 from webapp.admin.forms import FORM_LEVEL, field_errors
 from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
+from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.admin.stats import distinct_values
 from webapp.http.deps import SessionDep
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 log = logging.getLogger(__name__)
 ROUND_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,31}$"
 
@@ -34,7 +35,7 @@ class OpenForm(BaseModel):
 @router.get("/revalidation", include_in_schema=False)
 def revalidation_page(
     request: Request,
-    admin: AdminDep,
+    admin: ViewerDep,
     session: SessionDep,
     round: Annotated[str | None, Query(pattern=ROUND_PATTERN)] = None,  # noqa: A002
     msg: str | None = None,
@@ -104,7 +105,9 @@ def _page(
 
 
 @router.post("/revalidation", include_in_schema=False)
-async def open_revalidation(request: Request, admin: AdminPostDep, session: SessionDep) -> Response:
+async def open_revalidation(
+    request: Request, admin: ResearcherPostDep, session: SessionDep
+) -> Response:
     form = await request.form()
     typed: dict[str, Any] = {
         k: str(form.get(k, "")).strip() for k in ("sample", "seed", "votes", "round_name")

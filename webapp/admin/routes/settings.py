@@ -16,9 +16,10 @@ from sqlmodel import Session, col, select
 from vsr_core import audit
 from vsr_core.models import AuditKind, InviteToken
 from vsr_core.studies.settings import save_study_config
-from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
+from webapp.admin.auth import actor_of
 from webapp.admin.forms import FORM_LEVEL
 from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
+from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.admin.settings_form import (
     SHOWN_FIELD,
     display_values,
@@ -32,7 +33,7 @@ from webapp.admin.settings_form import (
 )
 from webapp.http.deps import SessionDep
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 log = logging.getLogger(__name__)
 KINDS = ("generate", "validate")
 
@@ -91,14 +92,16 @@ def _page(
 
 @router.get("/settings", include_in_schema=False)
 def settings_page(
-    request: Request, admin: AdminDep, session: SessionDep, msg: str | None = None
+    request: Request, admin: ViewerDep, session: SessionDep, msg: str | None = None
 ) -> Response:
     shown = display_values(study_config(session, admin_study(request).id))
     return _page(request, admin, session, shown, {}, msg)
 
 
 @router.post("/settings", include_in_schema=False)
-async def save_settings(request: Request, admin: AdminPostDep, session: SessionDep) -> Response:
+async def save_settings(
+    request: Request, admin: ResearcherPostDep, session: SessionDep
+) -> Response:
     form = await request.form()
     study_id = admin_study(request).id
     changes, typed, errors = parse(form)
@@ -151,7 +154,7 @@ def _after_settings_change(session: Session, study_id: int) -> None:
 @router.post("/settings/invites", include_in_schema=False)
 def create_invite(
     request: Request,
-    admin: AdminPostDep,
+    admin: ResearcherPostDep,
     session: SessionDep,
     label: Annotated[str, Form(max_length=200)] = "",
     roles: Annotated[list[str] | None, Form()] = None,

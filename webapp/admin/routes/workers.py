@@ -14,15 +14,16 @@ from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Vote, Wor
 from vsr_core.qualification import outcomes
 from vsr_core.studies.context import StudyContext
 from webapp.admin import actions, stats
-from webapp.admin.auth import AdminDep, AdminPostDep, actor_of, current_admin_session
+from webapp.admin.auth import actor_of
 from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
+from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.crowd import workers
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(current_admin_session)])
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 PAGE = 50
 ORDERS = ("votes", "captions", "agreement", "gold", "id")
 
@@ -37,7 +38,7 @@ def _worker(session: Session, worker_id: int) -> Worker:
 @router.get("/workers", include_in_schema=False)
 def workers_page(
     request: Request,
-    admin: AdminDep,
+    admin: ViewerDep,
     session: SessionDep,
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
     order: Annotated[str, Query(pattern="^(" + "|".join(ORDERS) + ")$")] = "votes",
@@ -115,7 +116,7 @@ def _with_checks(
 def worker_page(
     worker_id: DbId,
     request: Request,
-    admin: AdminDep,
+    admin: ViewerDep,
     session: SessionDep,
     msg: str | None = None,
 ) -> Response:
@@ -158,7 +159,7 @@ def worker_page(
 def block(
     worker_id: DbId,
     request: Request,
-    admin: AdminPostDep,
+    admin: ResearcherPostDep,
     session: SessionDep,
     reason: Annotated[str, Form(max_length=500)] = "",
     next: Annotated[str, Form(max_length=300)] = "",
@@ -191,7 +192,7 @@ def block(
 def unblock(
     worker_id: DbId,
     request: Request,
-    admin: AdminPostDep,
+    admin: ResearcherPostDep,
     session: SessionDep,
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
@@ -209,7 +210,7 @@ def unblock(
 def flag(
     worker_id: DbId,
     request: Request,
-    admin: AdminPostDep,
+    admin: ResearcherPostDep,
     session: SessionDep,
     flagged: Annotated[bool, Form()] = True,
     reason: Annotated[str, Form(max_length=500)] = "",
