@@ -14,6 +14,7 @@ from sqlalchemy import func, true
 from sqlmodel import Session, col, select
 
 from vsr_core.models import (
+    Adjudication,
     Assignment,
     Batch,
     Example,
@@ -116,6 +117,11 @@ def requeue(
             "so they cannot be re-queued"
         )
     assert example.id is not None
+    if session.get(Adjudication, example.id) is not None:
+        raise NotVotableError(
+            f"Example #{example.id} is adjudicated, so votes no longer decide it: "
+            "withdraw the adjudication first to ask for more votes"
+        )
     have = vote_count(session, example.id)
     target = max(have, example.target_votes or config.votes_per_example) + extra_votes
     example.target_votes = target

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from webapp.admin.routes import (
+    adjudication,
     auth,
     bursts,
     data,
@@ -26,6 +27,7 @@ for sub in (
     workers,
     bursts,
     data,
+    adjudication,
     settings,
     pipeline,
     revalidation,

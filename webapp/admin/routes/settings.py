@@ -13,8 +13,10 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
+from vsr_core import label_fit
 from vsr_core.models import InviteToken
 from vsr_core.studies.settings import save_study_config
+from webapp.admin import stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL
 from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
@@ -85,6 +87,9 @@ def _page(
         links=entry_links(base),
         invites=invites,
         base=base,
+        keep_rule=study_config(session, study.id).keep_rule,
+        preview=stats.flip_preview(session, study_config(session, study.id), study.id),
+        fits=label_fit.fit_states(session, study.id),
     )
 
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
+from vsr_core import label_fit
 from vsr_core.models import Annotation, Example, ImagePair, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
@@ -75,7 +76,7 @@ def _table(
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of the chosen study's worker table; cached briefly (it aggregates every vote)."""
     study_id = admin_study(request).id
-    return cached(
+    rows, total = cached(
         request,
         session,
         (
@@ -90,6 +91,9 @@ def _table(
             s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order, study_id=study_id
         ),
     )
+    # Each label model's estimate of the worker at its last fit (vsr_core.label_fit).
+    skills = label_fit.worker_skills(session, study_id)
+    return [r | {"model_skill": skills.get(int(r["id"]), {})} for r in rows], total
 
 
 @router.get("/workers/{worker_id}", include_in_schema=False)
