@@ -111,17 +111,17 @@ def requeue(
     """
     from webapp.validate import rules as validation_rules
 
+    if session.get(Adjudication, example.id) is not None:
+        raise NotVotableError(
+            f"Example #{example.id} is adjudicated, so votes no longer decide it: "
+            "withdraw the adjudication first to ask for more votes"
+        )
     if example.origin not in validation_rules.VOTABLE_ORIGINS:
         raise NotVotableError(
             f"{example.origin} Examples are not served to validators in this study, "
             "so they cannot be re-queued"
         )
     assert example.id is not None
-    if session.get(Adjudication, example.id) is not None:
-        raise NotVotableError(
-            f"Example #{example.id} is adjudicated, so votes no longer decide it: "
-            "withdraw the adjudication first to ask for more votes"
-        )
     have = vote_count(session, example.id)
     target = max(have, example.target_votes or config.votes_per_example) + extra_votes
     example.target_votes = target
