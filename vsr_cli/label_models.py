@@ -30,13 +30,17 @@ def fit(
     it after votes arrive; the dashboard shows how many votes the last fit has not seen)."""
     from sqlmodel import Session
 
+    from vsr_cli.actor import cli_actor
     from vsr_core.label_fit import MODELS, LabelFitError, fit_study
+    from vsr_core.models import AdminRole
 
     engine = engine_for(database_url)
     study = study_for(engine, study_slug)
     with Session(engine) as session:
+        # Refitting changes the counts under a label-model keep rule: a researcher's act.
+        actor = cli_actor(session, study.id, AdminRole.researcher)
         try:
-            fits = fit_study(session, study.id, model or MODELS, seed)
+            fits = fit_study(session, study.id, model or MODELS, seed, actor=actor)
         except LabelFitError as exc:
             raise CliError(str(exc)) from None
     for f in fits:

@@ -22,9 +22,10 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlmodel import Session
 
+from vsr_core import audit
 from vsr_core.agreement import ItemVotes
 from vsr_core.agreement_db import load_item_votes
-from vsr_core.models import KeepRule, LabelModelFit
+from vsr_core.models import AuditKind, KeepRule, LabelModelFit
 from vsr_core.tables import (
     EXAMPLE,
     LABEL_MODEL_DECISION,
@@ -126,9 +127,15 @@ def _study_votes(session: Session, study_id: int) -> tuple[int, int]:
 
 
 def fit_study(
-    session: Session, study_id: int, models: Iterable[str] = MODELS, seed: int = 0
+    session: Session,
+    study_id: int,
+    models: Iterable[str] = MODELS,
+    seed: int = 0,
+    actor: audit.Actor | None = None,
 ) -> list[FitSummary]:
-    """Fit each model on the study's votes and replace its cached decisions; commits once."""
+    """Fit each model on the study's votes and replace its cached decisions; commits once,
+    with the fit's record in the audit trail when an ``actor`` did it (a fit changes the
+    counts under a label-model keep rule)."""
     wanted = list(dict.fromkeys(models))
     for m in wanted:
         if m not in MODELS:
@@ -171,6 +178,15 @@ def fit_study(
         session.add(fit)
         out.append(
             FitSummary(model, len(decisions), len(skills), votes, time.perf_counter() - started)
+        )
+    if actor is not None:
+        audit.record(
+            session,
+            actor,
+            AuditKind.label_fit,
+            study_id=study_id,
+            target=", ".join(wanted),
+            change={"after": {f.model: {"examples": f.examples, "votes": f.votes} for f in out}},
         )
     session.commit()
     return out

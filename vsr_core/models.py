@@ -213,6 +213,7 @@ class AuditKind(StrEnum):
     platform_apply = "platform_apply"
     platform_action = "platform_action"
     adjudicate = "adjudicate"
+    label_fit = "label_fit"  # label models refitted: their decisions may change the counts
     audit_export = "audit_export"
 
 

@@ -356,6 +356,9 @@ def test_keep_rule_switch_follows_its_preview_everywhere(
     assert "never" in settings.text and "not fitted" in settings.text
     fit = client.post("/admin/label-models/fit", data={"csrf_token": token}, follow_redirects=False)
     assert fit.status_code == 303, fit.text
+    with Session(engine) as s:
+        (fitted,) = s.exec(select(AuditEvent).where(AuditEvent.kind == "label_fit")).all()
+        assert fitted.actor == "alice" and fitted.target == "dawid-skene, mace"
     settings = client.get("/admin/settings")
     preview = _preview(settings.text)
     assert set(preview) == {"dawid-skene", "mace"}
@@ -415,6 +418,9 @@ def test_label_models_cli_fits_and_previews(db_url: str, engine: Engine, seeded:
     )
     assert fit.returncode == 0, fit.stderr
     assert "dawid-skene: labelled" in fit.stdout and "mace: labelled" in fit.stdout
+    with Session(engine) as s:
+        (fitted,) = s.exec(select(AuditEvent).where(AuditEvent.kind == "label_fit")).all()
+        assert fitted.via == "cli" and fitted.actor.startswith("cli:")
     shown = subprocess.run(
         [*VSR, "label-models", "preview", "--json", "--database-url", db_url],
         capture_output=True,

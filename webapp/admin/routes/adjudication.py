@@ -145,7 +145,7 @@ def fit_label_models(request: Request, admin: AdminPostDep, session: SessionDep)
     """Fit Dawid-Skene and MACE on the study's votes now (seconds on the VSR release)."""
     study_id = admin_study(request).id
     try:
-        fits = label_fit.fit_study(session, study_id)
+        fits = label_fit.fit_study(session, study_id, actor=actor_of(admin))
     except label_fit.LabelFitError as exc:
         session.rollback()
         raise HTTPException(status_code=400, detail=str(exc)) from None
