@@ -19,7 +19,7 @@ from vsr_core.studies.settings import save_study_config
 from webapp.admin import stats
 from webapp.admin.auth import AdminDep, AdminPostDep, current_admin_session
 from webapp.admin.forms import FORM_LEVEL
-from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
 from webapp.admin.settings_form import (
     SHOWN_FIELD,
     display_values,
@@ -88,9 +88,17 @@ def _page(
         invites=invites,
         base=base,
         keep_rule=study_config(session, study.id).keep_rule,
-        preview=stats.flip_preview(session, study_config(session, study.id), study.id),
+        preview=_preview(request, session, study.id),
         fits=label_fit.fit_states(session, study.id),
     )
+
+
+def _preview(request: Request, session: Session, study_id: int) -> dict[str, dict[str, int]]:
+    """What each other keep rule would change (two GROUP BYs over the Examples: through the
+    figure cache, whose key changes with votes, adjudications and fits)."""
+    cfg = study_config(session, study_id)
+    key = ("flips", cfg.keep_rule, cfg.keep_threshold)
+    return cached(request, session, key, lambda s: stats.flip_preview(s, cfg, study_id))
 
 
 @router.get("/settings", include_in_schema=False)
