@@ -34,13 +34,19 @@ class Record:
     votes: tuple[bool, ...] = ()
     image_id: int | None = None  # database id of the Image row, when loaded from the DB
     origin: str = "human"  # adversarial negatives are never queries (see kept_true)
+    # Decided apart from its votes (vsr_core.kept): True kept / False not, by an adjudication
+    # or the study's label-model keep rule; None: by the votes and the threshold.
+    settled: bool | None = None
 
     @property
     def triple(self) -> Triple:
         return (self.subj, self.relation, self.obj)
 
     def kept(self, threshold: Threshold = DEFAULT_THRESHOLD) -> bool:
-        """VSR's keep rule (vsr_core.agreement): enough validators agree with the label."""
+        """The study's keep rule (vsr_core.kept): an adjudication or a label model when one
+        decided it, else VSR's: enough validators agree with the label."""
+        if self.settled is not None:
+            return self.settled
         return is_kept(self.label, list(self.votes), threshold)
 
 

@@ -18,9 +18,12 @@ from matching.option_conflicts import meaning_key
 from matching.pipeline import MatchResult
 from matching.records import Record, Triple
 from vsr_core.agreement_db import load_item_votes
+from vsr_core.kept import Verdict
 from vsr_core.mc_items import surviving_items as surviving_items
 from vsr_core.models import DEFAULT_STUDY_ID, Example, ExampleOrigin, MatchRun, McItem
+from vsr_core.studies.settings import load_study_config
 from vsr_core.tables import EXAMPLE, IMAGE
+from vsr_core.verdicts import Verdicts, load_verdicts
 
 
 def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Record]:
@@ -28,6 +31,9 @@ def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Rec
     Adversarial negatives come along only so that those validators judged True count as
     known true."""
     mine = EXAMPLE.c.study_id == study_id
+    # Adjudications and the study's keep rule decide as on the dashboard (vsr_core.kept).
+    cfg = load_study_config(session, study_id)
+    verdicts = load_verdicts(session, study_id, cfg.keep_threshold, cfg.keep_rule)
     votes = {
         iv.item: tuple(v for _, v in iv.votes) for iv in load_item_votes(session, where=[mine])
     }
@@ -56,13 +62,24 @@ def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Rec
             relation=row.relation,
             obj=row.obj,
             caption=row.caption,
-            label=bool(row.label),
+            label=verdicts.label_of(row.id, bool(row.label)),
             votes=votes.get(row.id, ()),
             image_id=row.image_id,
             origin=row.origin,
+            settled=_settled(verdicts, row.id, bool(row.label), votes.get(row.id, ())),
         )
         for row in session.execute(stmt)
     ]
+
+
+def _settled(
+    verdicts: Verdicts, example_id: int, label: bool, votes: tuple[bool, ...]
+) -> bool | None:
+    """Kept or not by an adjudication or the keep rule's label model; None: by the votes."""
+    if example_id in verdicts.adjudications or example_id in verdicts.model_labels:
+        agree = sum(1 for v in votes if v == label)
+        return verdicts.of(example_id, label, agree, len(votes)) is Verdict.kept
+    return None
 
 
 def save_run(

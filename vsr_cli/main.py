@@ -22,6 +22,7 @@ from vsr_cli import build as cli_build
 from vsr_cli import db as cli_db
 from vsr_cli import import_release as cli_import
 from vsr_cli import invite as cli_invite
+from vsr_cli import label_models as cli_label_models
 from vsr_cli import match as cli_match
 from vsr_cli import platform as cli_platform
 from vsr_cli import revalidate as cli_revalidate
@@ -46,6 +47,7 @@ cli_serve.admin_app.command("audit-export")(cli_audit.audit_export)
 app.add_typer(cli_invite.invite_app, name="invite")
 app.add_typer(cli_study.study_app, name="study")
 app.add_typer(cli_platform.platform_app, name="platform")
+app.add_typer(cli_label_models.label_models_app, name="label-models")
 app.command("sample")(cli_sample.sample)
 app.command("import-vsr")(cli_import.import_vsr)
 app.command("serve")(cli_serve.serve)

@@ -217,6 +217,7 @@ class AuditKind(StrEnum):
     match_run = "match_run"  # `vsr match` wrote a run (a dashboard job is job_start)
     release_import = "release_import"  # `vsr import-vsr` imported a release file
     adjudicate = "adjudicate"
+    label_fit = "label_fit"  # label models refitted: their decisions may change the counts
     audit_export = "audit_export"
 
 
@@ -733,3 +734,73 @@ class QualificationAttempt(SQLModel, table=True):
     # the worker's answer, as submitted.
     answers: dict[str, Any] = _json(default=dict, nullable=False)
     at: datetime = _ts()
+
+
+# --- adjudication and label models ------------------------------------------------------
+
+
+class AdjudicationDecision(StrEnum):
+    """An admin's settlement of an Example: its final label, or left out of the dataset."""
+
+    true = "true"
+    false = "false"
+    excluded = "excluded"
+
+
+class KeepRule(StrEnum):
+    """What decides kept / rejected for an Example nobody adjudicated (vsr_core.kept):
+    the share of votes agreeing with its label (VSR), or a label model's fitted label."""
+
+    agreement = "agreement"
+    dawid_skene = "dawid-skene"
+    mace = "mace"
+
+
+class Adjudication(SQLModel, table=True):
+    """The current settlement of one Example (one row per Example: every count joins it on
+    the key; the history of decisions, with before, after and reason, is the audit trail)."""
+
+    example_id: int = Field(foreign_key="example.id", primary_key=True)
+    study_id: int = _study()
+    decision: str = Field(max_length=16)  # AdjudicationDecision
+    reason: str = Field(max_length=500)
+    admin_id: int | None = Field(default=None, foreign_key="adminuser.id")
+    admin_name: str = Field(max_length=128)
+    at: datetime = _ts()
+
+
+class LabelModelFit(SQLModel, table=True):
+    """One label model's last fit on a study's votes: when, and over which votes, so every
+    page can say whether votes arrived since (then the fit is stale)."""
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    model: str = Field(max_length=16, primary_key=True)  # KeepRule, not agreement
+    fitted_at: datetime = _ts()
+    votes: int = 0  # the study's votes the fit saw
+    last_vote_id: int = 0  # the largest vote id it saw
+    examples: int = 0  # Examples it labelled (those with votes)
+    workers: int = 0
+
+
+class LabelModelDecision(SQLModel, table=True):
+    """A label model's label for one Example at its last fit; the Example is kept under that
+    model's keep rule when this label equals the Example's own."""
+
+    __table_args__ = (Index("ix_labelmodeldecision_study_model", "study_id", "model"),)
+    model: str = Field(max_length=16, primary_key=True)
+    example_id: int = Field(foreign_key="example.id", primary_key=True)
+    study_id: int = Field(foreign_key="study.id")
+    label: bool
+    confidence: float
+
+
+class LabelModelWorker(SQLModel, table=True):
+    """A label model's estimate of one validator at its last fit: Dawid-Skene's accuracy
+    (the chance an answer equals the true label), MACE's competence (the chance the worker
+    answers knowingly rather than at random)."""
+
+    study_id: int = Field(foreign_key="study.id", primary_key=True)
+    model: str = Field(max_length=16, primary_key=True)
+    worker_id: int = Field(foreign_key="worker.id", primary_key=True)
+    skill: float
+    votes: int = 0

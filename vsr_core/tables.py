@@ -16,6 +16,7 @@ from sqlalchemy import Table
 from sqlmodel import SQLModel
 
 from vsr_core.models import (
+    Adjudication,
     AdminUser,
     Annotation,
     Assignment,
@@ -27,6 +28,9 @@ from vsr_core.models import (
     Instance,
     InviteToken,
     Job,
+    LabelModelDecision,
+    LabelModelFit,
+    LabelModelWorker,
     MatchRun,
     McItem,
     PlatformAction,
@@ -55,6 +59,7 @@ def table_of(model: type[SQLModel]) -> Table:
     return table
 
 
+ADJUDICATION = table_of(Adjudication)
 ADMIN_USER = table_of(AdminUser)
 ANNOTATION = table_of(Annotation)
 ASSIGNMENT = table_of(Assignment)
@@ -66,6 +71,9 @@ IMAGE_PAIR = table_of(ImagePair)
 INSTANCE = table_of(Instance)
 INVITE_TOKEN = table_of(InviteToken)
 JOB = table_of(Job)
+LABEL_MODEL_DECISION = table_of(LabelModelDecision)
+LABEL_MODEL_FIT = table_of(LabelModelFit)
+LABEL_MODEL_WORKER = table_of(LabelModelWorker)
 MATCH_RUN = table_of(MatchRun)
 MC_ITEM = table_of(McItem)
 PLATFORM_ACTION = table_of(PlatformAction)

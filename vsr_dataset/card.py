@@ -94,10 +94,7 @@ def datasheet_text(stats: Mapping[str, Any], inputs: CardInputs) -> dict[str, st
             "validators also say which frame they used (`votes[].reference_frame` in "
             "`all_raw.jsonl`)."
         ),
-        "keep_rule": (
-            f"an Example is validated when at least {s['threshold']} of its votes "
-            f"agree with its label{_keep_detail(s)}."
-        ),
+        "keep_rule": _keep_rule_text(s),
         "agreement": (
             f"Fleiss' kappa {_num(s['fleiss_kappa']['raw'])} over all Examples, "
             f"{_num(s['fleiss_kappa']['validated'])} over the validated set; all validators "
@@ -178,6 +175,38 @@ def _demographics(d: dict[str, Any]) -> str:
         "votes they may single a person out: check that your consent text covers "
         "publishing them before you release the file."
     )
+
+
+MODEL_NAMES = {"dawid-skene": "Dawid-Skene", "mace": "MACE"}
+
+
+def _keep_rule_text(s: Mapping[str, Any]) -> str:
+    """The keep rule in words, with how many Examples adjudication and a label model decided."""
+    rule = s.get("keep_rule", "agreement")
+    if rule in MODEL_NAMES:
+        text = (
+            f"an Example is validated when the {MODEL_NAMES[rule]} label model, fitted on all "
+            "the votes, gives it its own label (the study's keep rule; "
+            f"{s.get('n_decided_by_label_model', 0):,} Examples decided so), or, for one "
+            f"voted on after the last fit, when at least {s['threshold']} of its votes agree "
+            f"with its label{_keep_detail(s)}."
+        )
+    else:
+        text = (
+            f"an Example is validated when at least {s['threshold']} of its votes "
+            f"agree with its label{_keep_detail(s)}."
+        )
+    n_adj = int(s.get("n_adjudicated", 0))
+    if n_adj:
+        text += (
+            f" {n_adj:,} Examples were adjudicated by the researchers with a written reason "
+            "and follow that decision instead (`adjudication` in the records: final label or "
+            f"excluded; {int(s.get('n_excluded', 0)):,} excluded, in `all_raw.jsonl` only); "
+            "their votes are published unchanged."
+        )
+    else:
+        text += " No Example was adjudicated."
+    return text
 
 
 def _keep_detail(s: Mapping[str, Any]) -> str:

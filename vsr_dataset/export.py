@@ -34,7 +34,14 @@ from vsr_core.agreement_db import load_item_votes
 from vsr_core.db import is_postgres
 from vsr_core.studies.context import StudyContext
 from vsr_core.tables import EXAMPLE, VOTE, WORKER
-from vsr_dataset.export_rows import ExportRow, gc_paused, jsonl, read_rows, worker_export_ids
+from vsr_dataset.export_rows import (
+    ExportRow,
+    gc_paused,
+    jsonl,
+    read_rows,
+    study_verdicts,
+    worker_export_ids,
+)
 from vsr_dataset.splits import (
     BINARY_ORIGINS,
     PARTS,
@@ -149,6 +156,7 @@ class _Snapshot:
     collection: dict[str, Any] = field(default_factory=dict)  # vsr_dataset.datasheet
     instances: list[dict[str, Any]] = field(default_factory=list)  # --polygons
     qualification_csv: str | None = None  # who passed the study's qualification check
+    keep_rule: str = "agreement"  # the study's keep rule (vsr_core.kept)
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -206,8 +214,10 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
             conn, options.label_model, options.seed, study.id, origins, with_negatives
         )
     progress("reading examples", 0.1)
+    verdicts = study_verdicts(conn, study.id, threshold)
     every = read_rows(
         conn,
+        verdicts=verdicts,
         threshold=threshold,
         origins=origins,
         aggregates=aggregates,
@@ -273,6 +283,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         collection,
         instances,
         qualification,
+        verdicts.rule,
     )
 
 
@@ -560,6 +571,7 @@ def _export_stats(snap: _Snapshot, options: BuildOptions) -> dict[str, Any]:
             aggregates=snap.aggregates,
         )
     stats["threshold_source"] = snap.threshold_source
+    stats["keep_rule"] = snap.keep_rule
     stats["machine_negatives"] = snap.negatives_info
     stats["n_paired"] = sum(1 for r in snap.rows if r.record["pair_id"] is not None)
     if snap.mc_info is not None:

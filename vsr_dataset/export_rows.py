@@ -4,6 +4,12 @@ Records keep VSR's field names and types (``label`` 0/1, validator ids as JSON l
 ints) and add ``subj``/``obj`` (as the zero-shot files do), ``reference_frame`` when known,
 ``relation_category``, ``agreement``, ``origin`` and ``example_id``.
 
+An adjudicated Example (vsr_core.adjudication) carries its final label as ``label``, its
+settlement under ``adjudication`` (decision, reason, by, at, and the writer's
+``label_before``) and its votes unchanged; an excluded one is written to all_raw only. Every
+record says how it was decided (``verdict``: kept, rejected, excluded or unvoted, by
+``decided_by``: adjudication, a label model's name, or agreement), the rule of vsr_core.kept.
+
 Worker ids in the export are integers: an imported Worker keeps its VSR number (a repeated
 vote stored as ``"17#2"`` is written as 17 again); any other Worker is written as
 ``offset + Worker.id`` with ``offset`` the largest imported number, so the two never collide
@@ -14,7 +20,7 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -24,13 +30,15 @@ import orjson
 from sqlalchemy import literal_column, select
 from sqlalchemy.engine import Connection
 
-from vsr_core.agreement import ItemVotes, keep_rule
+from vsr_core.agreement import ItemVotes
+from vsr_core.kept import Verdict
 from vsr_core.models import (
     DEFAULT_STUDY_ID,
     WorkerSource,
 )
 from vsr_core.relations import category_of
 from vsr_core.tables import ANNOTATION, EXAMPLE, IMAGE, IMAGE_PAIR, INSTANCE, VOTE, WORKER
+from vsr_core.verdicts import Verdicts, load_verdicts
 from vsr_dataset.vsr_format import export_id_of
 
 COCO_BASE = "http://images.cocodataset.org"
@@ -44,7 +52,7 @@ class ExportRow:
     """One Example: what splits, stats and figures need, plus its serialised record."""
 
     id: int
-    label: bool
+    label: bool  # the label it carries into the dataset (an adjudicated one's final label)
     relation: str
     subj: str
     obj: str
@@ -60,6 +68,10 @@ class ExportRow:
     # Each vote as all_raw.jsonl writes it: (validator, answer, reference frame, time), a
     # tuple until written (a dict per vote is ~3x the memory: 3.9 million votes at 100x).
     votes: list[VoteDetail] = field(default_factory=list)
+    writer_label: bool | None = None  # the caption writer's label (None: same as label)
+    adjudication: str | None = None  # its AdjudicationDecision value, when settled
+    model_agrees: bool | None = None  # the keep rule's label model agrees with its label
+    verdict: str = Verdict.unvoted.value
 
     @property
     def n_votes(self) -> int:
@@ -99,6 +111,7 @@ def read_rows(
     aggregates: dict[Hashable, tuple[bool, float]] | None = None,
     study_id: int = DEFAULT_STUDY_ID,
     tags: dict[str, Any] | None = None,
+    verdicts: Verdicts | None = None,
 ) -> list[ExportRow]:
     """The study's Examples (optionally of some origins) in id order, serialised; every
     record carries ``tags`` (the study's slug and language).
@@ -115,7 +128,20 @@ def read_rows(
             aggregates=aggregates,
             study_id=study_id,
             tags=tags or {},
+            verdicts=verdicts or study_verdicts(conn, study_id, threshold),
         )
+
+
+def study_verdicts(conn: Connection, study_id: int, threshold: Fraction) -> Verdicts:
+    """The study's adjudications and its keep rule (its setting) with this threshold: what
+    decides its Examples besides their votes, as on the dashboard."""
+    from sqlmodel import Session
+
+    from vsr_core.studies.settings import load_study_config
+
+    with Session(bind=conn) as session:
+        rule = load_study_config(session, study_id).keep_rule
+    return load_verdicts(conn, study_id, threshold, rule)
 
 
 @contextmanager
@@ -140,6 +166,7 @@ def _read_rows(
     aggregates: dict[Hashable, tuple[bool, float]] | None,
     study_id: int,
     tags: dict[str, Any],
+    verdicts: Verdicts,
 ) -> list[ExportRow]:
     ids = worker_export_ids(conn)
     # A literal (an int, never user text): _fetch runs parameterless statements.
@@ -204,10 +231,9 @@ def _read_rows(
     # Re-validation copies (vsr_core.revalidation) are a study of the data, not more data.
     left_out = set() if wanted else {"revalidation"}
     empty: tuple[list[int], list[int], list[VoteDetail]] = ([], [], [])
-    kept = keep_rule(threshold)
     marked = _marked_instances(conn, in_study)
     out = [
-        _row(ex, votes.get(ex[0], empty), ids, images, marked, kept, aggregates, tags)
+        _row(ex, votes.get(ex[0], empty), ids, images, marked, verdicts, aggregates, tags)
         for ex in _fetch(conn, stmt)
         if (wanted is None or ex[9] in wanted) and ex[9] not in left_out
     ]
@@ -331,7 +357,7 @@ def _row(
     ids: dict[int, int],
     images: dict[int, ImageInfo],
     marked: Marked,
-    kept: Callable[[int, int], bool],
+    verdicts: Verdicts,
     aggregates: dict[Hashable, tuple[bool, float]] | None,
     tags: dict[str, Any],
 ) -> ExportRow:
@@ -349,10 +375,12 @@ def _row(
         annotation_id,
         parent_id,
     ) = ex
-    label = bool(label)
+    writer_label = bool(label)
     true_ids, false_ids, vote_detail = export_votes
-    n_agree = len(true_ids) if label else len(false_ids)
     n = len(true_ids) + len(false_ids)
+    verdict = verdicts.of(eid, writer_label, len(true_ids if writer_label else false_ids), n)
+    label = verdicts.label_of(eid, writer_label)
+    n_agree = len(true_ids) if label else len(false_ids)
     img = images[image_id]
     record: dict[str, Any] = {
         "image": img.file_name,
@@ -384,6 +412,19 @@ def _row(
     record["obj_instance_id"] = o_inst[0] if o_inst else None
     record["obj_bbox"] = o_inst[1] if o_inst else None
     record.update(tags)
+    settled = verdicts.adjudications.get(eid)
+    model_label = verdicts.model_labels.get(eid)
+    record["verdict"] = verdict.value
+    record["decided_by"] = (
+        "adjudication"
+        if settled is not None
+        else verdicts.rule
+        if model_label is not None and n
+        else "agreement"
+    )
+    record["adjudication"] = (
+        settled.as_record() | {"label_before": int(writer_label)} if settled else None
+    )
     if aggregates is not None and eid in aggregates:
         agg_label, conf = aggregates[eid]
         record["aggregate_label"] = int(agg_label)
@@ -411,9 +452,13 @@ def _row(
         true_ids,
         false_ids,
         n_agree,
-        kept(n_agree, n),
+        verdict is Verdict.kept,
         record,
         vote_detail,
+        writer_label,
+        settled.decision if settled else None,
+        None if model_label is None else model_label == writer_label,
+        verdict.value,
     )
 
 
@@ -478,10 +523,15 @@ def _pair_up(rows: list[ExportRow]) -> None:
         if r.origin in ("human", "imported"):
             groups.setdefault(r.group, []).append(r)
     for members in groups.values():
-        if len(members) != 2 or members[0].label == members[1].label:
+        # By the writers' labels: an adjudicated half keeps its pair.
+        if len(members) != 2 or _writer(members[0]) == _writer(members[1]):
             continue
         a, b = members
         pid = min(a.id, b.id)
         for one, other in ((a, b), (b, a)):
             one.record["pair_id"] = pid
             one.record["pair_example_id"] = other.id
+
+
+def _writer(row: ExportRow) -> bool:
+    return row.label if row.writer_label is None else row.writer_label

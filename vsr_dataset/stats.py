@@ -64,7 +64,11 @@ def _agreement(
     summary = dataset_agreement(items, threshold)
     # The one definition of kept (vsr_core.kept), the same count as the dashboard's.
     counts = kept_counts(
-        ((r.n_agree, len(r.true_ids) + len(r.false_ids), 1) for r in rows), threshold
+        (
+            (r.n_agree, len(r.true_ids) + len(r.false_ids), 1, r.adjudication, r.model_agrees)
+            for r in rows
+        ),
+        threshold,
     )
     return {
         "threshold": summary.threshold,
@@ -73,6 +77,15 @@ def _agreement(
         "n_raw": len(rows),
         "n_validated": counts.kept,
         "n_with_votes": counts.voted,
+        "n_rejected": counts.rejected,
+        # Settled by an admin (vsr_core.adjudication): kept with their final label, or
+        # excluded (in all_raw only); their votes are written unchanged.
+        "n_adjudicated": counts.adjudicated,
+        "n_excluded": counts.excluded,
+        "adjudications": dict(
+            sorted(Counter(r.adjudication for r in rows if r.adjudication).items())
+        ),
+        "n_decided_by_label_model": counts.by_model,
         "n_unanimous": counts.unanimous,
         "unanimous_share": counts.unanimous_share,
         "kept_share": counts.kept_share,

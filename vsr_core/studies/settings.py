@@ -55,6 +55,9 @@ class StudyConfig(BaseModel):
     votes_per_example: int = Field(3, ge=1, le=50)
     max_votes_per_example: int = Field(5, ge=1, le=50)
     keep_threshold: float = Field(2 / 3, gt=0.0, le=1.0)
+    # What decides kept for an Example nobody adjudicated (vsr_core.kept): the share of
+    # votes agreeing with its label (VSR), or the label of a fitted label model.
+    keep_rule: str = Field("agreement", pattern="^(agreement|dawid-skene|mace)$")
     # Adaptive redundancy (vsr_core.agreement.is_decided): when an Example with at least
     # votes_per_example votes still needs more, up to max_votes_per_example.
     # next_vote: more votes only while one more could flip the keep decision (see is_decided).

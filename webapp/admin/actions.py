@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 from vsr_core import audit
 from vsr_core.audit import Actor
 from vsr_core.models import (
+    Adjudication,
     Assignment,
     AuditKind,
     Batch,
@@ -144,6 +145,11 @@ def requeue(
     """
     from webapp.validate import rules as validation_rules
 
+    if session.get(Adjudication, example.id) is not None:
+        raise NotVotableError(
+            f"Example #{example.id} is adjudicated, so votes no longer decide it: "
+            "withdraw the adjudication first to ask for more votes"
+        )
     if example.origin not in validation_rules.VOTABLE_ORIGINS:
         raise NotVotableError(
             f"{example.origin} Examples are not served to validators in this study, "

@@ -39,6 +39,11 @@ LABELS: dict[str, tuple[str, str]] = {
         "Keep a caption when at least this share agrees",
         "a fraction like 2/3 (VSR) or a decimal; 2 of 3, 3 of 4 and 4 of 6 pass at 2/3",
     ),
+    "keep_rule": (
+        "What decides whether a caption is kept",
+        "a label model needs a fit (the preview below shows what it changes); "
+        "adjudicated captions follow their adjudication",
+    ),
     "decide_method": ("When to ask for more votes", ""),
     "decide_confidence": (
         "Confidence for the statistical rules",
@@ -71,12 +76,17 @@ LABELS: dict[str, tuple[str, str]] = {
 }
 
 CHOICES: dict[str, list[tuple[str, str]]] = {
+    "keep_rule": [
+        ("agreement", "The share of votes agreeing with the label (VSR; the threshold above)"),
+        ("dawid-skene", "Dawid-Skene's label agrees with the caption's label"),
+        ("mace", "MACE's label agrees with the caption's label"),
+    ],
     "decide_method": [
         ("next_vote", "Ask again while one more vote could change the decision (VSR default)"),
         ("exact", "Ask again while any further votes could change it (most votes)"),
         ("wilson", "Stop when the Wilson interval is clear of the threshold"),
         ("beta", "Stop when the Beta posterior is clear of the threshold"),
-    ]
+    ],
 }
 FRACTIONS = frozenset({"keep_threshold"})
 LONG_TEXT = 200  # str fields allowing more characters than this get a text area

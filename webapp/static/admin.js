@@ -106,6 +106,12 @@
       if (!window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
     });
   });
+  // Buttons that act on many rows at once (settle all matching a filter) ask first too.
+  document.querySelectorAll("button[data-confirm]").forEach(function (button) {
+    button.addEventListener("click", function (event) {
+      if (!window.confirm(button.getAttribute("data-confirm"))) event.preventDefault();
+    });
+  });
   // Timestamps: the server writes UTC; show them in the viewer's own time zone.
   document.querySelectorAll("time.local[datetime]").forEach(function (el) {
     el.title = el.textContent;

@@ -22,6 +22,7 @@ from vsr_core.models import (
     Vote,
 )
 from vsr_core.studies.settings import StudyConfig
+from vsr_core.tables import ADJUDICATION
 from webapp.validate.rules import (
     VOTABLE_ORIGINS,
     decision_state,
@@ -42,7 +43,12 @@ def refresh_queue(session: Session, config: StudyConfig, study_id: int = DEFAULT
             col(Example.target_votes),
             col(Example.queue_settled),
             col(Example.queue_open),
-        ).where(col(Example.origin).in_(VOTABLE_ORIGINS), col(Example.study_id) == study_id)
+        ).where(
+            col(Example.origin).in_(VOTABLE_ORIGINS),
+            col(Example.study_id) == study_id,
+            # An adjudicated Example stays out of the queue whatever the settings say.
+            col(Example.id).not_in(sa_select(ADJUDICATION.c.example_id)),
+        )
     ).all()
     changed = 0
     for ex_id, agree, votes, target_votes, was_settled, was_open in rows:

@@ -68,6 +68,9 @@ EXPECTED: dict[tuple[str, str], str | AdminRole] = {
     ("POST", "/admin/workers/{worker_id}/flag"): RESEARCHER,
     ("POST", "/admin/revalidation"): RESEARCHER,
     ("POST", "/admin/bursts/cut"): RESEARCHER,
+    ("POST", "/admin/examples/{example_id}/adjudicate"): RESEARCHER,
+    ("POST", "/admin/data/adjudicate"): RESEARCHER,
+    ("POST", "/admin/label-models/fit"): RESEARCHER,
     # Money and the study's admins.
     ("POST", "/admin/platform/create"): OWNER,
     ("POST", "/admin/platform/{ps}/{what}"): OWNER,

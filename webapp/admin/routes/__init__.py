@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from webapp.admin.routes import (
+    adjudication,
     audit,
     auth,
     bursts,
@@ -28,6 +29,7 @@ for sub in (
     workers,
     bursts,
     data,
+    adjudication,
     settings,
     pipeline,
     revalidation,

@@ -3,12 +3,14 @@ gold; re-queue for more votes."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from sqlmodel import Session, col, select
 
+from vsr_core import adjudication
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import actor_of
@@ -35,7 +37,7 @@ NO_PHOTO_SVG = (
     '<text x="32" y="28" font-family="sans-serif" font-size="9" fill="#4b5563" '
     'text-anchor="middle">no photo</text></svg>'
 )
-AGREEMENTS = ("", "kept", "rejected", "unanimous", "split", "undecided")
+AGREEMENTS = ("", *stats.AGREEMENT_FILTERS)
 
 
 def _example(session: Session, example_id: int, request: Request) -> Example:
@@ -48,19 +50,6 @@ def _example(session: Session, example_id: int, request: Request) -> Example:
     return example
 
 
-def _filters(
-    relation: str, concept: str, agreement: str, origin: str, gold: str, q: str
-) -> dict[str, Any]:
-    return {
-        "relation": relation or None,
-        "concept": concept or None,
-        "agreement": agreement or None,
-        "origin": origin or None,
-        "gold": {"yes": True, "no": False}.get(gold),
-        "q": q.strip() or None,
-    }
-
-
 @router.get("/data", include_in_schema=False)
 def data_page(
     request: Request,
@@ -68,19 +57,15 @@ def data_page(
     session: SessionDep,
     relation: Annotated[str, Query(max_length=64)] = "",
     concept: Annotated[str, Query(max_length=64)] = "",
-    agreement: Annotated[str, Query(pattern="^(kept|rejected|unanimous|split|undecided)?$")] = "",
+    agreement: Annotated[str, Query(pattern="^(" + "|".join(stats.AGREEMENT_FILTERS) + ")?$")] = "",
     origin: Annotated[str, Query(max_length=16)] = "",
     gold: Annotated[str, Query(pattern="^(yes|no)?$")] = "",
     q: Annotated[str, Query(max_length=100)] = "",
+    flips: Annotated[str, Query(pattern="^(" + "|".join(stats.FLIP_RULES) + ")?$")] = "",
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
 ) -> Response:
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
-    filters = _filters(relation, concept, agreement, origin, gold, q)
-    rows, total = stats.browse_examples(
-        session, cfg, offset=(page - 1) * PAGE, limit=PAGE, study_id=study_id, **filters
-    )
-    choices = cached(request, session, "choices", lambda s: stats.distinct_values(s, study_id))
     params = {
         "relation": relation,
         "concept": concept,
@@ -88,7 +73,13 @@ def data_page(
         "origin": origin,
         "gold": gold,
         "q": q,
+        "flips": flips,
     }
+    filters = stats.parse_filters(params)
+    rows, total = stats.browse_examples(
+        session, cfg, offset=(page - 1) * PAGE, limit=PAGE, study_id=study_id, **filters
+    )
+    choices = cached(request, session, "choices", lambda s: stats.distinct_values(s, study_id))
     return render(
         request,
         admin,
@@ -101,6 +92,9 @@ def data_page(
         params=params,
         choices=choices,
         agreements=AGREEMENTS,
+        cfg=cfg,
+        max_reason=adjudication.MAX_REASON,
+        query=urlencode({k: v for k, v in params.items() if v}),
     )
 
 
@@ -172,6 +166,8 @@ def example_page(
         cfg=cfg,
         msg=msg,
         marks=_marks(session, example) is not None,
+        settled=adjudication.current(session, example.id),
+        max_reason=adjudication.MAX_REASON,
     )
 
 

@@ -39,10 +39,16 @@ def quality_data(request: Request, session: Session) -> dict[str, Any]:
         q["qualification"] = pass_rates(s, study_id, admin_study(request).definition)
         q["min_examples"] = _min_examples(q["examples"])
         q["keep_threshold"] = cfg.keep_threshold
+        q["fit"] = stats.rule_fit(s, cfg, study_id)
         q["stamp"] = time.monotonic_ns()  # identifies this computation for the charts
         return q
 
-    return cached(request, session, ("quality", cfg.keep_threshold, cfg.votes_per_example), compute)
+    return cached(
+        request,
+        session,
+        ("quality", cfg.keep_threshold, cfg.keep_rule, cfg.votes_per_example),
+        compute,
+    )
 
 
 @router.get("/quality", include_in_schema=False)

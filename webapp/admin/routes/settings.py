@@ -13,12 +13,13 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
-from vsr_core import audit
+from vsr_core import audit, label_fit
 from vsr_core.models import AuditKind, InviteToken
 from vsr_core.studies.settings import save_study_config
+from webapp.admin import stats
 from webapp.admin.auth import actor_of
 from webapp.admin.forms import FORM_LEVEL
-from webapp.admin.pages import admin_study, back, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
 from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.admin.settings_form import (
     SHOWN_FIELD,
@@ -87,7 +88,18 @@ def _page(
         links=entry_links(base),
         invites=invites,
         base=base,
+        keep_rule=study_config(session, study.id).keep_rule,
+        preview=_preview(request, session, study.id),
+        fits=label_fit.fit_states(session, study.id),
     )
+
+
+def _preview(request: Request, session: Session, study_id: int) -> dict[str, dict[str, int]]:
+    """What each other keep rule would change (two GROUP BYs over the Examples: through the
+    figure cache, whose key changes with votes, adjudications and fits)."""
+    cfg = study_config(session, study_id)
+    key = ("flips", cfg.keep_rule, cfg.keep_threshold)
+    return cached(request, session, key, lambda s: stats.flip_preview(s, cfg, study_id))
 
 
 @router.get("/settings", include_in_schema=False)

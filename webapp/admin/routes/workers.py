@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
-from vsr_core import audit
+from vsr_core import audit, label_fit
 from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Vote, Worker
 from vsr_core.qualification import outcomes
 from vsr_core.studies.context import StudyContext
@@ -80,7 +80,7 @@ def _table(
     """One page of the chosen study's worker table; cached briefly (it aggregates every vote)."""
     study = admin_study(request)
     study_id = study.id
-    return cached(
+    rows, total = cached(
         request,
         session,
         (
@@ -99,6 +99,9 @@ def _table(
             ),
         ),
     )
+    # Each label model's estimate of the worker at its last fit (vsr_core.label_fit).
+    skills = label_fit.worker_skills(session, study_id)
+    return [r | {"model_skill": skills.get(int(r["id"]), {})} for r in rows], total
 
 
 def _with_checks(

@@ -10,11 +10,15 @@ re-exported here, so callers write ``stats.overview(...)`` whichever module hold
 from __future__ import annotations
 
 from webapp.admin.stats.data import (
+    AGREEMENT_FILTERS,
+    FLIP_RULES,
     browse_examples,
     distinct_values,
     example_filters,
+    parse_filters,
     validators_left,
 )
+from webapp.admin.stats.label_models import flip_preview, rule_fit
 from webapp.admin.stats.overview import (
     PAIR_STATUSES,
     overview,
@@ -54,9 +58,14 @@ __all__ = [
     "browse_examples",
     "concept_counts",
     "data_version",
+    "flip_preview",
+    "rule_fit",
     "distinct_values",
     "example_agreement",
     "example_filters",
+    "parse_filters",
+    "AGREEMENT_FILTERS",
+    "FLIP_RULES",
     "frame_answers",
     "invite_labels",
     "median_seconds",

@@ -14,6 +14,43 @@ from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import EXAMPLE, VOTE, WORKER
 from webapp.admin.stats.shared import example_agreement, study_members
 
+AGREEMENT_FILTERS = (
+    "kept",
+    "rejected",
+    "excluded",
+    "adjudicated",
+    "unanimous",
+    "split",
+    "undecided",
+)
+FLIP_RULES = ("agreement", "dawid-skene", "mace")
+# The data browser's filter fields, each with its longest accepted value.
+FILTER_FIELDS = {"relation": 64, "concept": 64, "agreement": 16, "origin": 16, "gold": 3, "q": 100}
+
+
+def parse_filters(form: Any) -> dict[str, Any]:
+    """The data browser's filters from a query or a form (the bulk adjudication repeats them),
+    as ``example_filters`` takes them; ValueError in plain words on a bad value."""
+    raw = {k: str(form.get(k) or "") for k in (*FILTER_FIELDS, "flips")}
+    for key, most in FILTER_FIELDS.items():
+        if len(raw[key]) > most:
+            raise ValueError(f"the {key} filter is too long")
+    if raw["agreement"] and raw["agreement"] not in AGREEMENT_FILTERS:
+        raise ValueError(f"unknown agreement filter {raw['agreement']!r}")
+    if raw["gold"] not in ("", "yes", "no"):
+        raise ValueError("the gold filter is yes, no or empty")
+    if raw["flips"] and raw["flips"] not in FLIP_RULES:
+        raise ValueError(f"unknown keep rule {raw['flips']!r}")
+    return {
+        "relation": raw["relation"] or None,
+        "concept": raw["concept"] or None,
+        "agreement": raw["agreement"] or None,
+        "origin": raw["origin"] or None,
+        "gold": {"yes": True, "no": False}.get(raw["gold"]),
+        "q": raw["q"].strip() or None,
+        "flips": raw["flips"] or None,
+    }
+
 
 def example_filters(
     cfg: StudyConfig,
@@ -25,6 +62,7 @@ def example_filters(
     gold: bool | None = None,
     q: str | None = None,
     study_id: int = DEFAULT_STUDY_ID,
+    flips: str | None = None,
 ) -> tuple[Subquery, list[Any]]:
     # Conditions on the Example itself go inside the agreement subquery, so only the matching
     # Examples' votes are grouped; conditions on the agreement apply to its rows.
@@ -39,8 +77,12 @@ def example_filters(
         rows.append(EXAMPLE.c.is_gold.is_(gold))
     if q:
         rows.append(EXAMPLE.c.caption.ilike(f"%{q}%"))
-    ea = example_agreement(cfg, with_revalidation=True, where=rows, study_id=study_id)
+    ea = example_agreement(
+        cfg, with_revalidation=True, where=rows, study_id=study_id, compare_rule=flips
+    )
     conds = [] if agreement is None else _agreement_conditions(ea, agreement)
+    if flips is not None:  # the Examples a switch of keep rule would decide otherwise
+        conds.append(ea.c.verdict != ea.c.verdict_alt)
     return ea, conds
 
 
@@ -49,8 +91,10 @@ def _agreement_conditions(ea: Subquery, agreement: str) -> list[Any]:
     c = ea.c
     by_name = {
         "unanimous": c.unanimous == 1,
-        "kept": c.kept == 1,
-        "rejected": and_(c.n > 0, c.kept == 0),
+        "kept": c.verdict == "kept",
+        "rejected": c.verdict == "rejected",
+        "excluded": c.verdict == "excluded",
+        "adjudicated": c.adjudication.is_not(None),
         "undecided": c.decided == 0,
         "split": and_(c.t > 0, c.t < c.n),
     }

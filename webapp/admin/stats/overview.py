@@ -14,6 +14,7 @@ from vsr_core.models import ACTIVE_JOB_STATUSES, DEFAULT_STUDY_ID, LeaseStatus
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import ANNOTATION, ASSIGNMENT, BATCH, EXAMPLE, IMAGE_PAIR, JOB, VOTE, WORKER
 from vsr_core.types import utcnow
+from webapp.admin.stats.label_models import rule_fit
 from webapp.admin.stats.shared import example_agreement, study_members
 
 PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
@@ -24,16 +25,15 @@ def _kept_histogram(
 ) -> tuple[KeptCounts, int, int]:
     """Kept counts, decided Examples and votes from one GROUP BY pass over the Examples."""
     ea = example_agreement(cfg, study_id=study_id)
+    keys = (ea.c.agree, ea.c.n, ea.c.adjudication, ea.c.model_agrees)
     rows = [
-        (int(a), int(n), int(c), int(d or 0))
-        for a, n, c, d in session.connection().execute(
-            select(ea.c.agree, ea.c.n, func.count(), func.sum(ea.c.decided)).group_by(
-                ea.c.agree, ea.c.n
-            )
+        (int(a), int(n), int(c), adj, model, int(d or 0))
+        for a, n, adj, model, c, d in session.connection().execute(
+            select(*keys, func.count(), func.sum(ea.c.decided)).group_by(*keys)
         )
     ]
-    counts = kept_counts(((a, n, c) for a, n, c, _ in rows), cfg.keep_threshold)
-    return counts, sum(d for *_, d in rows), sum(n * c for _, n, c, _ in rows)
+    counts = kept_counts((row[:5] for row in rows), cfg.keep_threshold)
+    return counts, sum(r[5] for r in rows), sum(r[1] * r[2] for r in rows)
 
 
 def overview(
@@ -105,8 +105,13 @@ def overview(
         "unvoted": counts.unvoted,
         "kept": counts.kept,
         "rejected": counts.rejected,
+        "excluded": counts.excluded,
+        "adjudicated": counts.adjudicated,
+        "by_model": counts.by_model,
+        "keep_rule": cfg.keep_rule,
+        "fit": rule_fit(session, cfg, study_id),
         # Kept or rejected while the queue still wants votes: the decision may still change.
-        "provisional": counts.voted - decided,
+        "provisional": max(0, counts.judged - decided),
         "batches_open": sum(b.get("open", 0) for b in batches.values()),
         "batches_finished": sum(b.get("completed", 0) for b in batches.values()),
         "batches": batches,

@@ -75,7 +75,14 @@ def quality(
         return sum(int(r[key]) for r in rows)
 
     counts = KeptCounts(
-        total("examples"), total("voted"), total("kept"), total("rejected"), total("unanimous")
+        total("examples"),
+        total("voted"),
+        total("kept"),
+        total("rejected"),
+        total("unanimous"),
+        total("excluded"),
+        total("adjudicated"),
+        total("by_model"),
     )
     all_true, kept_true = total("true"), total("kept_true")
     return {
@@ -84,6 +91,10 @@ def quality(
         "voted": counts.voted,
         "kept": counts.kept,
         "rejected": counts.rejected,
+        "excluded": counts.excluded,
+        "adjudicated": counts.adjudicated,
+        "by_model": counts.by_model,
+        "keep_rule": cfg.keep_rule,
         "unanimous": counts.unanimous,
         "kept_share": counts.kept_share,
         "unanimous_share": counts.unanimous_share,
@@ -115,18 +126,26 @@ def relation_table(
     and the kept counts from ``vsr_core.kept.kept_counts`` over each relation's histogram.
     """
     ea = example_agreement(cfg, study_id=study_id)
+    keys = (
+        ea.c.relation,
+        ea.c.label,
+        ea.c.final_label,
+        ea.c.agree,
+        ea.c.n,
+        ea.c.adjudication,
+        ea.c.model_agrees,
+    )
     rows = session.connection().execute(
-        select(
-            ea.c.relation, ea.c.label, ea.c.agree, ea.c.n, func.count(), func.sum(ea.c.decided)
-        ).group_by(ea.c.relation, ea.c.label, ea.c.agree, ea.c.n)
+        select(*keys, func.count(), func.sum(ea.c.decided)).group_by(*keys)
     )
     per: dict[str, dict[str, Any]] = {}
-    for rel, label, agree, n, c, dec in rows:
+    for rel, label, final, agree, n, adj, model, c, dec in rows:
         r = per.setdefault(
             str(rel), {"hist": {True: [], False: []}, "decided": 0, "dis": 0.0, "dis_n": 0}
         )
         a, n, c = int(agree), int(n), int(c)
-        r["hist"][bool(label)].append((a, n, c))
+        # By the label it carries into the dataset (an adjudicated one's final label).
+        r["hist"][bool(final)].append((a, n, c, adj, model))
         r["decided"] += int(dec or 0)
         if n > 0:
             r["dis"] += c * _disagreement(bool(label), a, n)
@@ -147,6 +166,9 @@ def relation_table(
                 "voted": both.voted,
                 "kept": both.kept,
                 "rejected": both.rejected,
+                "excluded": both.excluded,
+                "adjudicated": both.adjudicated,
+                "by_model": both.by_model,
                 "unanimous": both.unanimous,
                 "true": true.examples,
                 "kept_true": true.kept,
