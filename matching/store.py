@@ -18,7 +18,7 @@ from matching.bulk_insert import insert_rows
 from matching.option_conflicts import meaning_key
 from matching.pipeline import MatchResult
 from matching.records import Record, Triple
-from vsr_core.agreement_db import load_item_votes
+from vsr_core.agreement_db import iter_item_votes, load_item_votes
 from vsr_core.mc_items import surviving_items as surviving_items
 from vsr_core.models import DEFAULT_STUDY_ID, ExampleOrigin, MatchRun
 from vsr_core.tables import EXAMPLE, IMAGE, MC_ITEM
@@ -55,9 +55,12 @@ def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Rec
     Adversarial negatives come along only so that those validators judged True count as
     known true."""
     mine = EXAMPLE.c.study_id == study_id
-    votes = {
-        iv.item: tuple(v for _, v in iv.votes) for iv in load_item_votes(session, where=[mine])
-    }
+    # Streamed: the (worker, value) pairs of every vote are never held all at once; equal
+    # vote tuples and the few distinct concept, relation and origin names are stored once
+    # (at 100x: 1.28M Records, whose repeated strings alone took hundreds of MB).
+    shared: dict[Any, Any] = {}
+    streamed = iter_item_votes(session, where=[mine], yield_per=50_000)
+    votes = {iv.item: _once(shared, tuple(v for _, v in iv.votes)) for iv in streamed}
     stmt = (
         select(
             EXAMPLE.c.id,
@@ -74,22 +77,28 @@ def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Rec
         # copies for re-validation are not more data
         .where(EXAMPLE.c.origin != "revalidation", mine)
         .order_by(EXAMPLE.c.id)
+        .execution_options(yield_per=50_000)
     )
     return [
         Record(
             id=row.id,
             image=row.file_name,
-            subj=row.subj,
-            relation=row.relation,
-            obj=row.obj,
+            subj=_once(shared, row.subj),
+            relation=_once(shared, row.relation),
+            obj=_once(shared, row.obj),
             caption=row.caption,
             label=bool(row.label),
-            votes=votes.get(row.id, ()),
+            votes=votes.pop(row.id, ()),
             image_id=row.image_id,
-            origin=row.origin,
+            origin=_once(shared, row.origin),
         )
         for row in session.execute(stmt)
     ]
+
+
+def _once(shared: dict[Any, Any], value: Any) -> Any:
+    """``value``, or the equal one seen before."""
+    return shared.setdefault(value, value)
 
 
 def save_run(
