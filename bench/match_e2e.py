@@ -171,12 +171,29 @@ def one_size(factor: int, source: str, args: argparse.Namespace) -> dict[str, An
         run["cmd"] = run["cmd"].replace(url, f".../{copy}")
         if run["rc"] != 0 and not run["killed"]:
             print(f"  vsr match failed at {factor}x: {run['stderr'][-500:]}", flush=True)
+        run["stages"] = _stages(url)
         items = next(
             (ln for ln in run["stdout"].splitlines() if ln.startswith("match run")), "no run"
         )
         return {"factor": factor, "source": source, "match": run, "baseline": base, "run": items}
     finally:
         _admin(f"DROP DATABASE IF EXISTS {copy}")
+
+
+def _stages(url: str) -> dict[str, float]:
+    """The run's own stage seconds (MatchRun.diagnostics: fit P_rel, matching wall time,
+    filtering), to say where the time inside the command went."""
+    from sqlalchemy import create_engine, select
+
+    from vsr_core.tables import MATCH_RUN
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            diag = conn.execute(select(MATCH_RUN.c.diagnostics)).scalar()
+    finally:
+        engine.dispose()
+    return dict((diag or {}).get("seconds", {}))
 
 
 def _ensure_1x(db: str) -> None:
@@ -220,7 +237,7 @@ def main() -> int:
             f"CPU {m['cpu']:.0f} s | baseline {b['seconds']:.1f} s (model {b['model_s']:.1f} s "
             f"+ read {b['rows']:,} rows {b['read_s']:.1f} s), RSS {b['rss_gb']:.2f} GB | "
             f"ratio {m['seconds'] / b['seconds']:.1f}x | load {_load(m['load_start'])} -> "
-            f"{_load(m['load_end'])}\n    {r['run']}",
+            f"{_load(m['load_end'])}\n    {r['run']}\n    stages (s): {m.get('stages')}",
             flush=True,
         )
     print(
