@@ -233,6 +233,18 @@ def _in_item_ranks(items: Sequence[Item], scores: np.ndarray) -> np.ndarray:
     and its distance to the item's best and mean."""
     from scipy.stats import rankdata
 
+    sizes = {len(it.triples) for it in items}
+    if len(sizes) == 1:  # every item has k + 1 options: one vectorised pass, same figures
+        n = sizes.pop()
+        v2 = np.asarray(scores, dtype=float).reshape(len(items), n)
+        rk2 = (rankdata(v2, axis=1) - 1) / max(1, n - 1)
+        return np.column_stack(
+            [
+                rk2.reshape(-1),
+                (v2 - v2.max(axis=1, keepdims=True)).reshape(-1),
+                (v2 - v2.mean(axis=1, keepdims=True)).reshape(-1),
+            ]
+        )
     out, at = [], 0
     for it in items:
         n = len(it.triples)

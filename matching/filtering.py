@@ -66,27 +66,62 @@ def _answer_probability(
     return np.array(out)
 
 
+# What forked workers of ``_scores`` read (set just before the pool starts, like
+# matching.folds): the items are inherited, not pickled.
+_SHARED: dict[str, Any] = {}
+
+
+def _fit_job(job: tuple[int, int], shared: dict[str, Any] | None = None) -> np.ndarray:
+    """One model's scores: fold ``f``'s held-out train options from a fit on the other
+    folds, or (``f`` = -1) the other splits' options from a fit on all of train."""
+    s = _SHARED if shared is None else shared
+    model: Model = _models()[job[0]]
+    train, others, fold, f = s["train"], s["others"], s["fold"], job[1]
+    if f < 0:
+        return model(train, others) if others else np.zeros(0)
+    held = np.flatnonzero(fold == f)
+    fit = [it for it, g in zip(train, fold, strict=True) if g != f]
+    if len(held) == 0 or not fit:
+        return np.zeros(0)
+    return model(fit, [train[int(i)] for i in held])
+
+
 def _scores(
-    train: Sequence[Item], others: Sequence[Item], fold: np.ndarray
+    train: Sequence[Item], others: Sequence[Item], fold: np.ndarray, workers: int = 1
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per model: each train option's cross-fitted score, each other option's score."""
+    """Per model: each train option's cross-fitted score, each other option's score.
+    The fits are independent, so ``workers`` processes share them; the scores are the
+    same for any number."""
     sizes = np.array([len(it.triples) for it in train])
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    n_models = len(_models())
+    jobs = [(m, f) for m in range(n_models) for f in (*range(FOLDS), -1)]
+    shared = {"train": train, "others": others, "fold": fold}
+    if workers > 1:
+        import multiprocessing
+
+        _SHARED.update(shared)
+        try:
+            with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+                got = pool.map(_fit_job, jobs, chunksize=1)
+        finally:
+            _SHARED.clear()
+    else:
+        got = [_fit_job(j, shared) for j in jobs]
+    results = dict(zip(jobs, got, strict=True))
     tr_cols, ot_cols = [], []
-    for model in _models():
+    for m in range(n_models):
         col = np.zeros(int(sizes.sum()))
         for f in range(FOLDS):
             held = np.flatnonzero(fold == f)
-            fit = [it for it, g in zip(train, fold, strict=True) if g != f]
-            if len(held) == 0 or not fit:
+            scores, at = results[(m, f)], 0
+            if not len(scores):
                 continue
-            got = model(fit, [train[int(i)] for i in held])
-            at = 0
             for i in held:
-                col[starts[i] : starts[i + 1]] = got[at : at + sizes[i]]
+                col[starts[i] : starts[i + 1]] = scores[at : at + sizes[i]]
                 at += sizes[i]
         tr_cols.append(col)
-        ot_cols.append(model(train, others) if others else np.zeros(0))
+        ot_cols.append(results[(m, -1)])
     return tr_cols, ot_cols
 
 
@@ -138,12 +173,13 @@ def predictability(
     seed: int,
     above: float,
     stack: bool = True,
+    workers: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The first pass's mean answer probability of each train item (cross-fitted) and each
     other item (models fitted on all of train); with ``stack``, the second pass's answer
     share of each other item the first pass keeps (below ``above``; NaN for the rest)."""
     fold = np.random.default_rng([seed, len(train)]).integers(0, FOLDS, len(train))
-    tr_cols, ot_cols = _scores(train, others, fold)
+    tr_cols, ot_cols = _scores(train, others, fold, workers)
     first = slice(0, FIRST_PASS_MODELS)
     p_tr = np.mean([_answer_probability(train, c) for c in tr_cols[first]], axis=0)
     p_ot = np.zeros(len(others))
@@ -163,7 +199,11 @@ def predictability(
 
 
 def filter_predictable(
-    items: Sequence[Item], above: float, seed: int = 0, stack_above: float = 0.0
+    items: Sequence[Item],
+    above: float,
+    seed: int = 0,
+    stack_above: float = 0.0,
+    workers: int = 1,
 ) -> tuple[list[Item], dict[str, int]]:
     """The items the first pass finds below ``above`` (0: keep all) and, with
     ``stack_above`` > 0, whose dev / test answer the stack gives less than that; and how
@@ -174,7 +214,7 @@ def filter_predictable(
     others = [it for it in items if it.split != "train"]
     if len(train) < 2 * FOLDS:
         return list(items), {}
-    p_tr, p_ot, s_ot = predictability(train, others, seed, above, stack_above > 0)
+    p_tr, p_ot, s_ot = predictability(train, others, seed, above, stack_above > 0, workers)
     # NaN (not scored by the stack) compares False: only the first pass decides.
     keep_ot = (p_ot < above) & ~(s_ot >= stack_above)
     kept = {id(it) for it, p in zip(train, p_tr, strict=True) if p < above}

@@ -673,8 +673,10 @@ def run_matching(
             on_step(f"matched {split}")
     seconds["match_wall"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    # Model fits in processes only where matching forks too (no torch-based P_sim).
+    fit_workers = workers if getattr(similarity, "vectorised", False) else 1
     items, filtered = filter_predictable(
-        items, params.filter_above, params.seed, params.filter_stack_above
+        items, params.filter_above, params.seed, params.filter_stack_above, fit_workers
     )
     seconds["filter"] = time.perf_counter() - t0
     return MatchResult(

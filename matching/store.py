@@ -8,22 +8,49 @@ half-written run.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlmodel import Session
 
+from matching.bulk_insert import insert_rows
 from matching.option_conflicts import meaning_key
 from matching.pipeline import MatchResult
 from matching.records import Record, Triple
-from vsr_core.agreement_db import load_item_votes
+from vsr_core.agreement_db import iter_item_votes, load_item_votes
 from vsr_core.kept import Verdict
 from vsr_core.mc_items import surviving_items as surviving_items
-from vsr_core.models import DEFAULT_STUDY_ID, Example, ExampleOrigin, MatchRun, McItem
+from vsr_core.models import DEFAULT_STUDY_ID, ExampleOrigin, MatchRun
 from vsr_core.studies.settings import load_study_config
-from vsr_core.tables import EXAMPLE, IMAGE
+from vsr_core.tables import EXAMPLE, IMAGE, MC_ITEM
+from vsr_core.types import utcnow
 from vsr_core.verdicts import Verdicts, load_verdicts
+
+# What a negative's row sets (everything else takes the column's default), and an McItem's.
+NEGATIVE_COLUMNS = (
+    "study_id",
+    "image_id",
+    "caption",
+    "relation",
+    "subj",
+    "obj",
+    "label",
+    "origin",
+    "parent_example_id",
+    "is_gold",
+)
+MC_ITEM_COLUMNS = (
+    "run_id",
+    "query_example_id",
+    "split",
+    "choices",
+    "relations",
+    "answer_index",
+    "distractor_example_ids",
+    "params",
+    "created_at",
+)
 
 
 def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Record]:
@@ -34,9 +61,12 @@ def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Rec
     # Adjudications and the study's keep rule decide as on the dashboard (vsr_core.kept).
     cfg = load_study_config(session, study_id)
     verdicts = load_verdicts(session, study_id, cfg.keep_threshold, cfg.keep_rule)
-    votes = {
-        iv.item: tuple(v for _, v in iv.votes) for iv in load_item_votes(session, where=[mine])
-    }
+    # Streamed: the (worker, value) pairs of every vote are never held all at once; equal
+    # vote tuples and the few distinct concept, relation and origin names are stored once
+    # (at 100x: 1.28M Records, whose repeated strings alone took hundreds of MB).
+    shared: dict[Any, Any] = {}
+    streamed = iter_item_votes(session, where=[mine], yield_per=50_000)
+    votes = {iv.item: _once(shared, tuple(v for _, v in iv.votes)) for iv in streamed}
     stmt = (
         select(
             EXAMPLE.c.id,
@@ -53,20 +83,21 @@ def load_records(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[Rec
         # copies for re-validation are not more data
         .where(EXAMPLE.c.origin != "revalidation", mine)
         .order_by(EXAMPLE.c.id)
+        .execution_options(yield_per=50_000)
     )
     return [
         Record(
             id=row.id,
             image=row.file_name,
-            subj=row.subj,
-            relation=row.relation,
-            obj=row.obj,
+            subj=_once(shared, row.subj),
+            relation=_once(shared, row.relation),
+            obj=_once(shared, row.obj),
             caption=row.caption,
             label=verdicts.label_of(row.id, bool(row.label)),
-            votes=votes.get(row.id, ()),
+            votes=(example_votes := votes.pop(row.id, ())),
             image_id=row.image_id,
-            origin=row.origin,
-            settled=_settled(verdicts, row.id, bool(row.label), votes.get(row.id, ())),
+            origin=_once(shared, row.origin),
+            settled=_settled(verdicts, row.id, bool(row.label), example_votes),
         )
         for row in session.execute(stmt)
     ]
@@ -80,6 +111,11 @@ def _settled(
         agree = sum(1 for v in votes if v == label)
         return verdicts.of(example_id, label, agree, len(votes)) is Verdict.kept
     return None
+
+
+def _once(shared: dict[Any, Any], value: Any) -> Any:
+    """``value``, or the equal one seen before."""
+    return shared.setdefault(value, value)
 
 
 def save_run(
@@ -105,6 +141,7 @@ def save_run(
     # Negatives that say the same thing on one image (identical, synonym or converse,
     # matching.option_conflicts.meaning_key) share one Example, so one validation.
     negatives: dict[tuple[int, Triple], int] = {}
+    reused: set[int] = set()
     if send_negatives:
         image_ids = sorted({it.query.image_id for it in result.items if it.query.image_id})
         for chunk in _chunks(image_ids, 500):
@@ -126,8 +163,9 @@ def save_run(
             for r in found:
                 negatives.setdefault((r.image_id, meaning_key((r.subj, r.relation, r.obj))), r.id)
         reused = set(negatives.values())
-        fresh: dict[tuple[int, Triple], Example] = {}
-        per_item: list[list[Example]] = []
+    fresh: dict[tuple[int, Triple], list[Any]] = {}  # key -> the new Example's row values
+    per_item: list[list[tuple[int, Triple]]] = []
+    if send_negatives:
         for it in result.items:
             if it.query.image_id is None:
                 raise ValueError(f"Example {it.query.id} has no image row: cannot send negatives")
@@ -136,59 +174,70 @@ def save_run(
                 key = (it.query.image_id, meaning_key((s, rel, o)))
                 if i == it.answer_index or key in negatives or key in fresh:
                     continue
-                fresh[key] = Example(
-                    study_id=study_id,  # the query's study
-                    image_id=it.query.image_id,
-                    caption=caption,
-                    relation=rel,
-                    subj=s,
-                    obj=o,
-                    label=False,
-                    origin=ExampleOrigin.adversarial.value,
-                    parent_example_id=it.query.id,
-                )
-                mine.append(fresh[key])
+                fresh[key] = [
+                    study_id,  # the query's study
+                    it.query.image_id,
+                    caption,
+                    rel,
+                    s,
+                    o,
+                    False,
+                    ExampleOrigin.adversarial.value,
+                    it.query.id,
+                    False,
+                ]
+                mine.append(key)
             per_item.append(mine)
         # Ids in turns (every item's first distractor, then every second, ...): the queue
         # serves in id order, and one query's distractors back to back (the same photo, the
         # same subject and object) would show a validator which captions belong together.
-        turns = itertools.zip_longest(*per_item)
-        session.add_all([ex for turn in turns for ex in turn if ex is not None])
-        session.flush()
-        negatives.update({k: e.id for k, e in fresh.items() if e.id is not None})
-
-    rows = []
-    for it in result.items:
-        neg_ids: list[int | None] = [
-            None
-            if i == it.answer_index or not send_negatives
-            else negatives[(it.query.image_id or 0, meaning_key(t))]
-            for i, t in enumerate(it.triples)
-        ]
-        rows.append(
-            McItem(
-                run_id=run.id,
-                query_example_id=it.query.id,
-                split=it.split,
-                choices=it.choices,
-                relations=it.relations,
-                answer_index=it.answer_index,
-                distractor_example_ids=[
-                    None if i == it.answer_index else src for i, src in enumerate(it.source_ids)
-                ],
-                params=params | {"negative_example_ids": neg_ids},
-            )
+        order = [key for turn in itertools.zip_longest(*per_item) for key in turn if key]
+        now = utcnow()
+        ids = insert_rows(
+            session,
+            EXAMPLE,
+            [*NEGATIVE_COLUMNS, "created_at"],
+            ([*fresh[key], now] for key in order),
+            returning_ids=True,
         )
-    session.add_all(rows)
+        negatives.update(zip(order, ids, strict=True))
+        del fresh, per_item, order
+
+    item_negatives: list[list[int | None]] = []
+
+    def item_rows() -> Iterator[list[Any]]:
+        now = utcnow()
+        for it in result.items:
+            neg_ids: list[int | None] = [
+                None
+                if i == it.answer_index or not send_negatives
+                else negatives[(it.query.image_id or 0, meaning_key(t))]
+                for i, t in enumerate(it.triples)
+            ]
+            item_negatives.append(neg_ids)
+            yield [
+                run.id,
+                it.query.id,
+                it.split,
+                it.choices,
+                it.relations,
+                it.answer_index,
+                [None if i == it.answer_index else src for i, src in enumerate(it.source_ids)],
+                params | {"negative_example_ids": neg_ids},
+                now,
+            ]
+
+    insert_rows(session, MC_ITEM, MC_ITEM_COLUMNS, item_rows())
     if send_negatives:
         run.diagnostics = {
             **diagnostics,
             "validation_cost": validation_cost(
                 session,
-                [r.params["negative_example_ids"] for r in rows],
+                item_negatives,
                 diagnostics.get("false_caption_rejection_rate"),
                 votes_per_example,
                 reused,
+                unvoted=set(negatives.values()) - reused,
             ),
         }
     session.flush()
@@ -201,14 +250,17 @@ def validation_cost(
     p_reject: float | None,
     votes_per_example: int,
     reused: set[int] | None = None,
+    unvoted: set[int] | None = None,
 ) -> dict[str, Any]:
     """What validating a run's negatives costs: distinct negatives queued (``reused`` ones
     from earlier runs included), how many still lack a verdict, the votes they need, and
     the items expected to survive if validators reject each negative with probability
-    ``p_reject`` (independently), per vote."""
+    ``p_reject`` (independently), per vote. ``unvoted``: ids known to have no vote yet
+    (the negatives this run just inserted), which need no look-up."""
     ids = sorted({n for negs in item_negatives for n in negs if n})
     judged: set[int] = set()
-    for chunk in _chunks(ids, 500):
+    maybe_voted = [n for n in ids if n not in (unvoted or set())]
+    for chunk in _chunks(maybe_voted, 500):
         for iv in load_item_votes(session, example_ids=chunk):
             if len(iv.values) >= votes_per_example:
                 judged.add(int(iv.item))  # type: ignore[call-overload]

@@ -23,11 +23,13 @@ def iter_item_votes(
     *,
     where: Iterable[ColumnElement[bool]] = (),
     example_ids: Iterable[int] | None = None,
+    yield_per: int | None = None,
 ) -> Iterator[ItemVotes]:
     """Yield ``ItemVotes(example_id, label, ((worker_id, value), ...), relation)`` in id order.
 
     ``where`` takes extra conditions on Example (e.g. ``Example.origin == "human"``);
-    Examples without votes are included with an empty vote tuple.
+    Examples without votes are included with an empty vote tuple. ``yield_per``: fetch the
+    rows in batches of that many (a server-side cursor on PostgreSQL) instead of all at once.
     """
     stmt = (
         select(EXAMPLE.c.id, EXAMPLE.c.label, EXAMPLE.c.relation, VOTE.c.worker_id, VOTE.c.value)
@@ -38,6 +40,8 @@ def iter_item_votes(
         stmt = stmt.where(cond)
     if example_ids is not None:
         stmt = stmt.where(EXAMPLE.c.id.in_(list(example_ids)))
+    if yield_per is not None:
+        stmt = stmt.execution_options(yield_per=yield_per)
     yield from _group(_execute(bind, stmt))
 
 
