@@ -35,6 +35,9 @@ NAV = (
     ("platform", "/admin/platform", "Platforms"),
 )
 CACHE_TTL_SECONDS = 60.0
+# A figure computed faster than this is recomputed in the request once the data changed
+# (never stale); a slower one (a large study) is served stale while it is recomputed.
+CACHE_SYNC_BELOW_SECONDS = 0.15
 
 
 def figure_cache(request: Request) -> FigureCache:
@@ -42,7 +45,7 @@ def figure_cache(request: Request) -> FigureCache:
     state = request.app.state
     cache = getattr(state, "admin_cache", None)
     if cache is None:
-        cache = FigureCache(ttl_seconds=CACHE_TTL_SECONDS)
+        cache = FigureCache(ttl_seconds=CACHE_TTL_SECONDS, sync_below=CACHE_SYNC_BELOW_SECONDS)
         state.admin_cache = cache
     return cache
 

@@ -73,23 +73,20 @@ def workers_json(
 def _table(
     request: Request, session: Session, cfg: Any, page: int, order: str
 ) -> tuple[list[dict[str, Any]], int]:
-    """One page of the chosen study's worker table; cached briefly (it aggregates every vote)."""
+    """One page of the chosen study's worker table. The whole table in this order is cached
+    (it aggregates every vote of the study), so any page, the last included, is a slice of
+    it; each worker's pace is then read for that page's workers only."""
     study_id = admin_study(request).id
-    return cached(
+    everyone, total = cached(
         request,
         session,
-        (
-            "workers",
-            page,
-            order,
-            cfg.gold_accuracy_threshold,
-            cfg.fast_vote_seconds,
-            cfg.fast_caption_seconds,
-        ),
+        ("workers", order, cfg.gold_accuracy_threshold),
         lambda s: stats.worker_table(
-            s, cfg, offset=(page - 1) * PAGE, limit=PAGE, order=order, study_id=study_id
+            s, cfg, offset=0, limit=None, order=order, study_id=study_id, paced=False
         ),
     )
+    rows = everyone[(page - 1) * PAGE : page * PAGE]
+    return stats.add_pace(session, cfg, rows, study_id), total
 
 
 @router.get("/workers/{worker_id}", include_in_schema=False)

@@ -10,13 +10,18 @@ re-exported here, so callers write ``stats.overview(...)`` whichever module hold
 from __future__ import annotations
 
 from webapp.admin.stats.data import (
+    Direction,
     browse_examples,
+    browse_offset,
+    browse_page,
+    count_examples,
     distinct_values,
     example_filters,
     validators_left,
 )
 from webapp.admin.stats.overview import (
     PAIR_STATUSES,
+    counted_figures,
     overview,
     throughput,
 )
@@ -39,6 +44,7 @@ from webapp.admin.stats.shared import (
 )
 from webapp.admin.stats.workers import (
     FAST_MIN_ANSWERS,
+    add_pace,
     median_seconds,
     too_fast,
     worker_names,
@@ -46,12 +52,18 @@ from webapp.admin.stats.workers import (
 )
 
 __all__ = [
+    "counted_figures",
+    "add_pace",
     "FAST_MIN_ANSWERS",
     "FRAMES",
     "PAIR_STATUSES",
     "REVALIDATION",
     "agreement_coefficients",
+    "Direction",
     "browse_examples",
+    "browse_offset",
+    "browse_page",
+    "count_examples",
     "concept_counts",
     "data_version",
     "distinct_values",
