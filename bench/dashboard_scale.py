@@ -279,6 +279,8 @@ def main() -> int:
             path = p.path.format(worker=worker, example=example)
             label = path + (f" -> {p.follow}" if p.follow else "")
             targets.append((label, follow(dash, path, p.follow)))
+            if p.follow:
+                print(f"  {label} = {targets[-1][1]}")
         warm_base = _warm(dash, "/healthz", args.repeat)
         warm: dict[str, tuple[float, int]] = {}
         for label, url_ in targets:
