@@ -10,7 +10,10 @@ not missed. Deep pages are reached as a user reaches them: page 1, then the page
 
 - warm: median of ``--repeat`` requests after one unmeasured request (figure cache filled).
 - cold: the first request for the page after a server restart: a new process, so the figure
-  cache, the connection pool and compiled templates are empty; with ``--drop-os-cache`` (as
+  cache in memory, the connection pool and compiled templates are empty; the figures the
+  dashboard keeps on disk (webapp/admin/cache.py) are read back, served as stale and counted
+  again in the background, as after a deploy; ``--forget-figures`` deletes them before each
+  restart too (a server's very first start); with ``--drop-os-cache`` (as
   root) the kernel's page cache is dropped before it too (``echo 3 > drop_caches``), so
   PostgreSQL reads what is not in its own shared_buffers from disk. PostgreSQL itself is
   not restarted (a shared server): its shared_buffers stay as they were.
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +52,8 @@ sys.path.insert(0, str(ROOT))
 VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
 ADMIN, PASSWORD = "bench-dash", "bench-dash-password-0123"
 GOAL_WARM_MS, GOAL_COLD_MS = 300.0, 500.0
+# Where the served app (cwd: the checkout, default IMAGE_CACHE_DIR) keeps its figures.
+FIGURES = ROOT / "var" / "image_cache" / "dashboard-figures"
 
 
 @dataclass(frozen=True)
@@ -257,6 +263,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-cold", action="store_true")
     ap.add_argument("--drop-os-cache", action="store_true", help="before each cold request")
+    ap.add_argument(
+        "--forget-figures", action="store_true", help="delete the kept figures before each restart"
+    )
     ap.add_argument("--only", nargs="*", default=None, help="paths starting with these")
     args = ap.parse_args()
     if args.database_url is None and args.raw is None:
@@ -288,9 +297,11 @@ def main() -> int:
         cold: dict[str, float] = {}
         cold_base, os_cache = float("nan"), "not dropped"
         if not args.no_cold:
-            cold_base, os_cache = _cold(dash, "/healthz", args.drop_os_cache)
+            forget = FIGURES if args.forget_figures else None
+            cold_base, os_cache = _cold(dash, "/healthz", args.drop_os_cache, forget)
             for label, url_ in targets:
-                cold[label], os_cache = _cold(dash, url_, args.drop_os_cache)
+                cold[label], os_cache = _cold(dash, url_, args.drop_os_cache, forget)
+                print(f"  cold {label}: {cold[label]:.0f} ms", file=sys.stderr, flush=True)
     finally:
         dash.stop()
     print(
@@ -318,7 +329,8 @@ def main() -> int:
         )
     print(
         f"slowest: warm {worst_warm:.1f} ms (goal < {GOAL_WARM_MS:g}), cold {worst_cold:.1f} ms "
-        f"(goal < {GOAL_COLD_MS:g}); cold = first request after a server restart, OS page "
+        f"(goal < {GOAL_COLD_MS:g}); cold = first request after a server restart, kept "
+        f"figures {'deleted' if args.forget_figures else 'read back'}, OS page "
         f"cache {os_cache}, PostgreSQL shared_buffers not cleared"
     )
     print(f"load average at start {load_start}, at end {os.getloadavg()} on {os.cpu_count()} CPUs")
@@ -330,8 +342,10 @@ def _warm(dash: Dashboard, path: str, repeat: int) -> float:
     return statistics.median(dash.get(path)[0] for _ in range(repeat))
 
 
-def _cold(dash: Dashboard, path: str, drop: bool) -> tuple[float, str]:
+def _cold(dash: Dashboard, path: str, drop: bool, forget: Path | None) -> tuple[float, str]:
     dash.stop()
+    if forget is not None:
+        shutil.rmtree(forget, ignore_errors=True)
     state = drop_os_cache() if drop else "not dropped"
     dash.start()
     return dash.get(path)[0], state
