@@ -6,6 +6,7 @@ from alembic import context
 from sqlmodel import SQLModel
 
 import vsr_core.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from migrations.runner import include_object
 from vsr_core.db import make_engine
 
 config = context.config
@@ -43,6 +44,7 @@ def _run(connection) -> None:  # type: ignore[no-untyped-def]
         target_metadata=target_metadata,
         render_as_batch=sqlite,  # SQLite cannot ALTER much
         compare_type=True,
+        include_object=include_object(connection.dialect.name),
     )
     if not sqlite:
         with context.begin_transaction():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -26,6 +28,18 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 
 def downgrade(database_url: str, revision: str) -> None:
     command.downgrade(alembic_config(database_url), revision)
+
+
+def include_object(dialect: str) -> Callable[..., bool]:
+    """Alembic's ``include_object`` for comparing models and database on ``dialect``: an
+    index the models mark ``info={"dialect": ...}`` for another database (the caption
+    trigram index is PostgreSQL's) is not expected on this one."""
+
+    def include(obj: Any, name: str | None, type_: str, reflected: bool, other: Any) -> bool:
+        only = getattr(obj, "info", {}).get("dialect") if type_ == "index" else None
+        return only is None or only == dialect
+
+    return include
 
 
 def current_heads() -> tuple[str, ...]:

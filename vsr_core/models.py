@@ -504,6 +504,15 @@ class Example(ExampleBase, table=True):
             postgresql_where=text("queue_open AND NOT is_gold"),
             sqlite_where=text("queue_open AND NOT is_gold"),
         ),
+        # The data page's caption search (ILIKE '%text%') from trigrams, not a scan of every
+        # caption; PostgreSQL only (pg_trgm), SQLite keeps its scan.
+        Index(
+            "ix_example_caption_trgm",
+            "caption",
+            postgresql_using="gin",
+            postgresql_ops={"caption": "gin_trgm_ops"},
+            info={"dialect": "postgresql"},
+        ).ddl_if(dialect="postgresql"),
     )
     id: int | None = Field(default=None, primary_key=True)
     # Denormalised on purpose (the pair's or the parent's study): the dashboard and the

@@ -39,6 +39,7 @@ above must still hold: nothing acknowledged is lost.
     python -m bench.load --kill                # the fault mode
     python -m bench.load --concurrency 50 --duration 10 --workers 3
     python -m bench.load --client httpx        # the measured phases through httpx
+    python -m bench.load --template scale100x  # on top of a copy of an imported database
     python -m bench.load --history 10          # on top of a 10x VSR database (128,090 settled
                                                # Examples, 390,570 votes); bench/load/scale.py
                                                # compares 1x and 10x in one run
@@ -133,16 +134,24 @@ def main() -> int:
         "their votes (1: ~12,800 Examples / ~39,000 votes; 10: the 10x "
         "database); the --examples open ones come on top",
     )
+    ap.add_argument(
+        "--template",
+        default=None,
+        help="copy this PostgreSQL database as the history instead of importing one "
+        "(e.g. an imported 100x database: CREATE DATABASE ... TEMPLATE; it is only read)",
+    )
     ap.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
 
     from migrations.runner import upgrade
 
-    url = create_database()
+    url = create_database(args.template)
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"vsr_load_{os.getpid()}.log"
     server = Server(url, free_port(), args.workers, log)
     try:
         upgrade(url)
+        if args.template:
+            print(f"history: a copy of database {args.template}", flush=True)
         if args.history:
             print(
                 f"history ({args.history}x VSR): {import_history(url, args.history, log.parent)}",

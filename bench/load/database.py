@@ -21,16 +21,29 @@ PG_ADMIN = os.environ.get(
 # --- database ---------------------------------------------------------------------------------
 
 
-def create_database() -> str:
+def create_database(template: str | None = None) -> str:
+    """A new database, empty or a copy of ``template`` (an imported 10x or 100x database:
+    copying it takes seconds where importing takes minutes; it is only read)."""
+    import time
+
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
 
     from vsr_core.db import make_engine
 
     name = f"vsr_load_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     admin = make_engine(PG_ADMIN).execution_options(isolation_level="AUTOCOMMIT")
+    copy = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as c:
-        c.execute(text(f'CREATE DATABASE "{name}"'))
+        for attempt in range(120):  # a template must have no other session while copied
+            try:
+                c.execute(text(f'CREATE DATABASE "{name}"{copy}'))
+                break
+            except OperationalError as exc:
+                if "being accessed" not in str(exc) or attempt == 119:
+                    raise
+                time.sleep(2)
     admin.dispose()
     return make_url(PG_ADMIN).set(database=name).render_as_string(hide_password=False)
 
@@ -79,7 +92,7 @@ class Seed:
 
 def seed(url: str, n_examples: int, n_gold: int, n_author_validators: int) -> Seed:
     """Real VSR records (caption, relation, label, image, author) as unvoted human Examples."""
-    from sqlmodel import Session
+    from sqlmodel import Session, select
 
     from vsr_core.captions import parse_caption
     from vsr_core.db import make_engine
@@ -114,6 +127,12 @@ def seed(url: str, n_examples: int, n_gold: int, n_author_validators: int) -> Se
                 s.add(w)
                 authors[rec["annotator_id"]] = w
             if rec["image"] not in images:
+                known = s.exec(select(Image).where(Image.coco_id == int(rec["image"][:-4])))
+                img_or_none = known.first()  # a copied history holds the real images
+                if img_or_none is not None:
+                    images[rec["image"]] = img_or_none
+                    examples.append((rec, parsed, votes))
+                    continue
                 split = rec["image_link"].rsplit("/", 2)[-2]
                 img = Image(
                     coco_id=int(rec["image"][:-4]),

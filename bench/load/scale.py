@@ -11,6 +11,9 @@ run also prints its own ``/healthz`` baseline, the other thing that tells noise 
     python -m bench.load.scale --factors 1 10 1 -- --combined   # flat out, 1x measured twice
     python -m bench.load.scale -- --combined --duration 30
     python -m bench.load.scale --factors 1 --repeat 5   # five runs: median and worst p99
+    python -m bench.load.scale --factors 1 10 100 --templates 10=scale10x 100=scale100x
+                                  # 10x and 100x from copies of imported databases (seconds
+                                  # to copy instead of minutes to import)
 
 Runs on a shared machine swing (p99 of the same tree has ranged 51-483 ms over an hour), so
 ``--repeat N`` runs the factors N times in turn and prints, per factor, the median and the
@@ -41,13 +44,14 @@ CLIENTS_RE = re.compile(r"C=(\d+)")
 ENDED_RE = re.compile(r"finished batches: (\d+)")
 
 
-def one(factor: int, extra: list[str]) -> dict[str, str | float]:
-    cmd = [sys.executable, "-m", "bench.load", "--history", str(factor), *extra]
+def one(factor: int, extra: list[str], template: str | None = None) -> dict[str, str | float]:
+    history = ["--template", template] if template else ["--history", str(factor)]
+    cmd = [sys.executable, "-m", "bench.load", *history, *extra]
     print(f"$ {' '.join(cmd[1:])}   (load average before {os.getloadavg()[0]:.1f})", flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     sys.stdout.write("  " + proc.stdout.replace("\n", "\n  ").rstrip() + "\n")
     if proc.returncode != 0:
-        sys.exit(f"bench.load --history {factor} failed:\n{proc.stderr[-3000:]}")
+        sys.exit(f"bench.load {' '.join(history)} failed:\n{proc.stderr[-3000:]}")
     rate, base, cpu = (
         RATE_RE.search(proc.stdout),
         BASE_RE.search(proc.stdout),
@@ -92,10 +96,21 @@ def main() -> int:
     )
     ap.add_argument("--repeat", type=int, default=1, help="run the factors this many times")
     ap.add_argument(
+        "--templates",
+        nargs="*",
+        default=[],
+        metavar="FACTOR=DATABASE",
+        help="copy an imported database for that factor instead of importing its history "
+        "(e.g. 100=scale100x: bench/gen10x.py --factor 100 imported with vsr import-vsr)",
+    )
+    ap.add_argument(
         "--p99-goal", type=float, default=150.0, help="ms (the goal of docs/scaling.md: 150)"
     )
     args = ap.parse_args(argv)
-    runs = [(f, one(f, extra)) for _ in range(args.repeat) for f in args.factors]
+    templates = dict(t.split("=", 1) for t in args.templates)
+    runs = [
+        (f, one(f, extra, templates.get(str(f)))) for _ in range(args.repeat) for f in args.factors
+    ]
     base_factor, base = runs[0]
     print(f"\nbench.load {' '.join(extra)}; ratios against the first run ({base_factor}x)")
     print(

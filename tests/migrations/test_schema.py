@@ -7,13 +7,15 @@ from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlmodel import SQLModel
 
+from migrations.runner import include_object
 from vsr_core.db import make_engine
 
 
 def test_migrated_schema_matches_models(db_url: str) -> None:
     engine = make_engine(db_url)
     with engine.connect() as conn:
-        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        opts = {"compare_type": True, "include_object": include_object(conn.dialect.name)}
+        ctx = MigrationContext.configure(conn, opts=opts)
         diff = compare_metadata(ctx, SQLModel.metadata)
     engine.dispose()
     assert diff == [], f"models and migrations differ: {diff}"

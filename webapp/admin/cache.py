@@ -1,18 +1,30 @@
 """A small cache for expensive dashboard figures (quality statistics, charts, worker table).
 
-Stale-while-revalidate: an entry is fresh while the data version (row counts and max ids of
-the tables behind the figures) is unchanged and it is younger than the TTL. A stale entry is
-still served at once while one background thread recomputes it, so a busy study (new votes
-every second) never makes an admin wait for a recomputation; only the very first request
-computes synchronously. Admin actions clear the cache.
+Stale-while-revalidate: an entry is fresh while the data version (the newest ids of the
+tables behind the figures) is unchanged and it is younger than the TTL. A stale entry whose
+computation took longer than ``sync_below`` seconds is still served at once while one
+background thread recomputes it, so a busy large study (new votes every second, a count over
+a million Examples) never makes an admin wait for a recomputation; how old a served figure
+is, is the page's to say. A stale entry that is quick to compute again (a small study) is
+recomputed in the request, so it never trails the data. Admin actions clear the cache.
+
+With a ``directory``, every stored figure is also written there (signed with the server's
+secret key), so a restarted server does not count a million Examples again before its first
+page: a figure read back from the directory is treated as stale (served, and recomputed in
+the background) unless it is quick to compute, exactly like a figure whose data changed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
+import os
+import pickle
 import threading
 import time
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -20,10 +32,21 @@ log = logging.getLogger("webapp.admin.cache")
 
 
 class FigureCache:
-    def __init__(self, ttl_seconds: float = 60.0, max_entries: int = 256) -> None:
+    def __init__(
+        self,
+        ttl_seconds: float = 60.0,
+        max_entries: int = 256,
+        sync_below: float = 0.0,
+        directory: Path | None = None,
+        secret: bytes = b"",
+    ) -> None:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
-        self._data: dict[Hashable, tuple[float, Hashable, Any]] = {}
+        self.sync_below = sync_below
+        self.directory = directory
+        self._secret = secret
+        # key -> (stored at, data version, value, seconds its computation took)
+        self._data: dict[Hashable, tuple[float, Hashable, Any, float]] = {}
         self._refreshing: set[Hashable] = set()
         self._lock = threading.Lock()
 
@@ -37,37 +60,85 @@ class FigureCache:
         """The cached value; ``compute_now`` when there is none, else a stale value while
         ``compute_later`` (which must open its own DB session) runs in a thread."""
         now = time.monotonic()
+        if key not in self._data and self.directory is not None:
+            self._load(key)
         with self._lock:
             hit = self._data.get(key)
             if hit is not None:
-                at, ver, value = hit
+                at, ver, value, took = hit
                 if ver == version and now - at < self.ttl:
                     return value  # type: ignore[no-any-return]
+                hit = None if took < self.sync_below else hit
+            if hit is not None:
                 if key not in self._refreshing:
                     self._refreshing.add(key)
                     threading.Thread(
                         target=self._refresh, args=(key, version, compute_later), daemon=True
                     ).start()
                 return value  # type: ignore[no-any-return]
+        t0 = time.monotonic()
         value = compute_now()
-        self._store(key, version, value)
+        self._store(key, version, value, time.monotonic() - t0)
         return value
 
     def _refresh(self, key: Hashable, version: Hashable, compute: Callable[[], Any]) -> None:
         try:
-            self._store(key, version, compute())
+            t0 = time.monotonic()
+            value = compute()
+            self._store(key, version, value, time.monotonic() - t0)
         except Exception:  # keep serving the old value; the next request retries
             log.warning("refreshing dashboard figure %r failed", key, exc_info=True)
         finally:
             with self._lock:
                 self._refreshing.discard(key)
 
-    def _store(self, key: Hashable, version: Hashable, value: Any) -> None:
+    def _store(self, key: Hashable, version: Hashable, value: Any, took: float) -> None:
         with self._lock:
             if len(self._data) >= self.max_entries and key not in self._data:
                 self._data.clear()
-            self._data[key] = (time.monotonic(), version, value)
+            self._data[key] = (time.monotonic(), version, value, took)
+        if self.directory is not None:
+            self._save(key, (key, value, took))
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            if self.directory is not None and self.directory.is_dir():
+                for f in self.directory.glob("*.fig"):
+                    f.unlink(missing_ok=True)
+
+    # --- the figures on disk ------------------------------------------------------------
+
+    def _path(self, key: Hashable) -> Path:
+        assert self.directory is not None
+        return self.directory / (hashlib.sha256(repr(key).encode()).hexdigest()[:32] + ".fig")
+
+    def _save(self, key: Hashable, entry: tuple[Hashable, Any, float]) -> None:
+        try:
+            body = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+            mac = hmac.new(self._secret, body, hashlib.sha256).digest()
+            path = self._path(key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(mac + body)
+            os.replace(tmp, path)  # readers see the old file or the new one, never half
+        except (OSError, pickle.PicklingError, TypeError, AttributeError):
+            log.warning("could not keep dashboard figure %r on disk", key, exc_info=True)
+
+    def _load(self, key: Hashable) -> None:
+        """A figure an earlier process stored, as a stale entry (version unknown)."""
+        try:
+            raw = self._path(key).read_bytes()
+        except OSError:
+            return
+        mac, body = raw[:32], raw[32:]
+        if not hmac.compare_digest(mac, hmac.new(self._secret, body, hashlib.sha256).digest()):
+            return  # not written by this server (or another secret key): ignored
+        try:
+            stored_key, value, took = pickle.loads(body)  # noqa: S301  (signed by us)
+        except Exception:  # an older format: recomputed
+            return
+        if stored_key != key:
+            return
+        with self._lock:
+            self._data.setdefault(key, (float("-inf"), object(), value, float(took)))

@@ -3,7 +3,9 @@ config, and the per-app figure cache."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
@@ -38,6 +40,9 @@ NAV = (
 # Shown to the study's owners only (webapp.admin.roles sets the role of the request).
 OWNER_NAV = (("members", "/admin/members", "Members"),)
 CACHE_TTL_SECONDS = 60.0
+# A figure computed faster than this is recomputed in the request once the data changed
+# (never stale); a slower one (a large study) is served stale while it is recomputed.
+CACHE_SYNC_BELOW_SECONDS = 0.15
 
 
 def figure_cache(request: Request) -> FigureCache:
@@ -45,9 +50,22 @@ def figure_cache(request: Request) -> FigureCache:
     state = request.app.state
     cache = getattr(state, "admin_cache", None)
     if cache is None:
-        cache = FigureCache(ttl_seconds=CACHE_TTL_SECONDS)
+        settings = state.settings
+        cache = FigureCache(
+            ttl_seconds=CACHE_TTL_SECONDS,
+            sync_below=CACHE_SYNC_BELOW_SECONDS,
+            directory=figure_cache_dir(settings),
+            secret=str(settings.secret_key).encode(),
+        )
         state.admin_cache = cache
     return cache
+
+
+def figure_cache_dir(settings: Any) -> Path:
+    """Where the figures are kept across restarts: beside the image cache (the server's own
+    scratch space), one folder per database so two databases' figures never mix."""
+    digest = hashlib.sha256(str(settings.database_url).encode()).hexdigest()[:16]
+    return Path(settings.image_cache_dir) / "dashboard-figures" / digest
 
 
 def cached(

@@ -3,7 +3,8 @@ gold; re-queue for more votes."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import time
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
@@ -11,6 +12,7 @@ from fastapi.responses import FileResponse, RedirectResponse, Response
 from sqlmodel import Session, col, select
 
 from vsr_core import adjudication
+from vsr_core.limits import INT32_MAX
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import actor_of
@@ -63,7 +65,17 @@ def data_page(
     q: Annotated[str, Query(max_length=100)] = "",
     flips: Annotated[str, Query(pattern="^(" + "|".join(stats.FLIP_RULES) + ")?$")] = "",
     page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    after: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
+    before: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
+    last: Annotated[str, Query(pattern="^1?$")] = "",
 ) -> Response:
+    # Pages are read by keyset: the pager's links carry the id the page starts after (or
+    # ends before), so the last page costs what the first does; ``page`` only labels it.
+    if sum(x is not None for x in (after, before, last or None)) > 1:
+        raise HTTPException(
+            status_code=400,
+            detail="A data page link has one of after, before or last, not several.",
+        )
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
     params = {
@@ -76,10 +88,51 @@ def data_page(
         "flips": flips,
     }
     filters = stats.parse_filters(params)
-    rows, total = stats.browse_examples(
-        session, cfg, offset=(page - 1) * PAGE, limit=PAGE, study_id=study_id, **filters
+    total, counted_at = cached(
+        request,
+        session,
+        ("data-count", cfg.keep_threshold, cfg.votes_per_example, *params.values()),
+        lambda s: (stats.count_examples(s, cfg, study_id=study_id, **filters), time.time()),
     )
+    pages = max(1, -(-total // PAGE))
+    has_prev = has_next = False
+    if before is not None:
+        rows, has_prev = stats.browse_page(
+            session,
+            cfg,
+            direction=stats.Direction.BEFORE,
+            key=before,
+            limit=PAGE,
+            study_id=study_id,
+            **filters,
+        )
+        has_next, page = True, page if has_prev else 1
+    elif last:
+        rows, has_prev = stats.browse_page(
+            session,
+            cfg,
+            direction=stats.Direction.LAST,
+            limit=total - (pages - 1) * PAGE or PAGE,
+            study_id=study_id,
+            **filters,
+        )
+        page = pages
+    elif after is not None or page == 1:
+        rows, has_next = stats.browse_page(
+            session, cfg, key=after or 0, limit=PAGE, study_id=study_id, **filters
+        )
+        # Is anything before this page? (After inserts or a hand-made link, ``page`` may not
+        # say: one keyset probe does.)
+        has_prev = bool(after) and _any_before(session, cfg, rows, after or 0, study_id, filters)
+        page = page if has_prev else 1
+    else:  # a bare ?page=N (an old bookmark or a typed URL): read by OFFSET, once
+        rows = stats.browse_offset(
+            session, cfg, (page - 1) * PAGE, PAGE + 1, study_id=study_id, **filters
+        )
+        has_next, has_prev, rows = len(rows) > PAGE, True, rows[:PAGE]
     choices = cached(request, session, "choices", lambda s: stats.distinct_values(s, study_id))
+    keep = urlencode({k: v for k, v in params.items() if v})
+    links = _pager_links(keep, rows, page, pages, has_prev, has_next)
     return render(
         request,
         admin,
@@ -87,8 +140,10 @@ def data_page(
         "data",
         rows=rows,
         total=total,
+        counted_ago=max(0, round(time.time() - counted_at)),
         page=page,
-        pages=max(1, -(-total // PAGE)),
+        pages=max(pages, page),
+        links=links,
         params=params,
         choices=choices,
         agreements=AGREEMENTS,
@@ -96,6 +151,50 @@ def data_page(
         max_reason=adjudication.MAX_REASON,
         query=urlencode({k: v for k, v in params.items() if v}),
     )
+
+
+def _any_before(
+    session: Session,
+    cfg: Any,
+    rows: list[dict[str, Any]],
+    after: int,
+    study_id: int,
+    filters: dict[str, Any],
+) -> bool:
+    key = rows[0]["id"] if rows else min(after + 1, INT32_MAX)  # within the id column
+    _, more = stats.browse_page(
+        session,
+        cfg,
+        direction=stats.Direction.BEFORE,
+        key=key,
+        limit=0,
+        study_id=study_id,
+        **filters,
+    )
+    return more
+
+
+def _pager_links(
+    keep: str,
+    rows: list[dict[str, Any]],
+    page: int,
+    pages: int,
+    has_prev: bool,
+    has_next: bool,
+) -> dict[str, str]:
+    """The keyset pager's hrefs: first, previous, next, last (those that lead somewhere)."""
+    base = "/admin/data?" + (keep + "&" if keep else "")
+    links: dict[str, str] = {}
+    if has_prev:
+        links["first"] = base.rstrip("?&")
+        # An empty page (past the end) still leads back: before what it was after.
+        start = rows[0]["id"] if rows else INT32_MAX
+        links["previous"] = f"{base}before={start}&page={max(1, page - 1)}"
+    if has_next:
+        end = rows[-1]["id"] if rows else 0  # an empty page before the start: from the start
+        links["next"] = f"{base}after={end}&page={page + 1}"
+        links["last"] = f"{base}last=1&page={max(pages, page + 1)}"
+    return links
 
 
 def _votes_wanted(is_open: bool, votes: int, target: int, maximum: int) -> str:

@@ -22,15 +22,29 @@ SVG = "image/svg+xml"
 def overview_page(request: Request, admin: ViewerDep, session: SessionDep) -> Response:
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
-    data = stats.overview(session, cfg, study_id)
-    return render(request, admin, "overview.html", "overview", o=data, cfg=cfg)
+    return render(
+        request, admin, "overview.html", "overview", o=_overview(request, session), cfg=cfg
+    )
 
 
 @router.get("/api/overview.json")
 def overview_json(request: Request, session: SessionDep) -> dict[str, Any]:
     """The chosen study's figures (``?study=<slug>`` or the dashboard's choice)."""
+    return _overview(request, session)
+
+
+def _overview(request: Request, session: Session) -> dict[str, Any]:
+    """The overview: the counts over every Example through the figure cache (recounted in
+    the background after new votes or Examples; ``counted_at`` says when), the rest now."""
     study_id = admin_study(request).id
-    return stats.overview(session, study_config(session, study_id), study_id)
+    cfg = study_config(session, study_id)
+    counted = cached(
+        request,
+        session,
+        ("overview", cfg.keep_threshold, cfg.votes_per_example),
+        lambda s: stats.counted_figures(s, cfg, study_id),
+    )
+    return stats.overview(session, cfg, study_id, counted)
 
 
 @router.get("/charts/throughput.svg", include_in_schema=False)

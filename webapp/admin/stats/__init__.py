@@ -12,7 +12,11 @@ from __future__ import annotations
 from webapp.admin.stats.data import (
     AGREEMENT_FILTERS,
     FLIP_RULES,
+    Direction,
     browse_examples,
+    browse_offset,
+    browse_page,
+    count_examples,
     distinct_values,
     example_filters,
     parse_filters,
@@ -21,6 +25,7 @@ from webapp.admin.stats.data import (
 from webapp.admin.stats.label_models import flip_preview, rule_fit
 from webapp.admin.stats.overview import (
     PAIR_STATUSES,
+    counted_figures,
     overview,
     throughput,
 )
@@ -43,6 +48,7 @@ from webapp.admin.stats.shared import (
 )
 from webapp.admin.stats.workers import (
     FAST_MIN_ANSWERS,
+    add_pace,
     median_seconds,
     too_fast,
     worker_names,
@@ -50,12 +56,18 @@ from webapp.admin.stats.workers import (
 )
 
 __all__ = [
+    "counted_figures",
+    "add_pace",
     "FAST_MIN_ANSWERS",
     "FRAMES",
     "PAIR_STATUSES",
     "REVALIDATION",
     "agreement_coefficients",
+    "Direction",
     "browse_examples",
+    "browse_offset",
+    "browse_page",
+    "count_examples",
     "concept_counts",
     "data_version",
     "flip_preview",

@@ -3,9 +3,10 @@ and caption text, the values those filters offer, and who could still vote on an
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
@@ -104,23 +105,77 @@ def _agreement_conditions(ea: Subquery, agreement: str) -> list[Any]:
 def browse_examples(
     session: Session, cfg: StudyConfig, *, offset: int = 0, limit: int = 50, **filters: Any
 ) -> tuple[list[dict[str, Any]], int]:
+    """One page by OFFSET and the number of matches (the data page itself reads by keyset:
+    ``browse_page``, and caches ``count_examples``)."""
+    return browse_offset(session, cfg, offset, limit, **filters), count_examples(
+        session, cfg, **filters
+    )
+
+
+def browse_offset(
+    session: Session, cfg: StudyConfig, offset: int, limit: int, **filters: Any
+) -> list[dict[str, Any]]:
+    """One page by OFFSET: what a bare ``?page=N`` (an old bookmark) still gets."""
+    base, ea = _browse_base(cfg, **filters)
+    return _rows(session, base.order_by(ea.c.id).offset(offset).limit(limit))
+
+
+def _browse_base(cfg: StudyConfig, **filters: Any) -> tuple[Select[Any], Subquery]:
     ea, conds = example_filters(cfg, **filters)
     base = select(ea).join(EXAMPLE, EXAMPLE.c.id == ea.c.id)
     if conds:
         base = base.where(*conds)
-    conn = session.connection()
-    total = conn.execute(select(func.count()).select_from(base.subquery())).scalar_one()
-    rows = (
-        conn.execute(
-            base.add_columns(EXAMPLE.c.caption, EXAMPLE.c.image_id)
-            .order_by(ea.c.id)
-            .offset(offset)
-            .limit(limit)
-        )
-        .mappings()
-        .all()
-    )
-    return [dict(r) for r in rows], int(total)
+    return base.add_columns(EXAMPLE.c.caption, EXAMPLE.c.image_id), ea
+
+
+def _rows(session: Session, stmt: Select[Any]) -> list[dict[str, Any]]:
+    return [dict(r) for r in session.connection().execute(stmt).mappings().all()]
+
+
+def count_examples(session: Session, cfg: StudyConfig, **filters: Any) -> int:
+    """How many Examples match the filters (a pass over the study's Examples unless an index
+    narrows them: the data page caches it)."""
+    ea, conds = example_filters(cfg, **filters)
+    stmt = select(func.count()).select_from(ea)
+    if conds:
+        stmt = stmt.where(*conds)
+    return int(session.connection().execute(stmt).scalar_one())
+
+
+class Direction(enum.Enum):
+    """Where a keyset page lies: after an id, before an id, or the last page."""
+
+    AFTER = "after"
+    BEFORE = "before"
+    LAST = "last"
+
+
+def browse_page(
+    session: Session,
+    cfg: StudyConfig,
+    *,
+    direction: Direction = Direction.AFTER,
+    key: int = 0,
+    limit: int = 50,
+    **filters: Any,
+) -> tuple[list[dict[str, Any]], bool]:
+    """One page of matching Examples in id order by keyset: those after ``key`` (the first
+    page: key 0), those just before ``key``, or the last ``limit``. The cost is that of
+    the page, however deep, not of the rows before it (OFFSET walked them all). Also says
+    whether there are more rows beyond the page in its direction (one extra row is read)."""
+    base, ea = _browse_base(cfg, **filters)
+    if direction is Direction.AFTER:
+        stmt = base.where(ea.c.id > key).order_by(ea.c.id)
+    elif direction is Direction.BEFORE:
+        stmt = base.where(ea.c.id < key).order_by(ea.c.id.desc())
+    else:
+        stmt = base.order_by(ea.c.id.desc())
+    rows = _rows(session, stmt.limit(limit + 1))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if direction is not Direction.AFTER:
+        rows.reverse()
+    return rows, more
 
 
 def distinct_values(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, list[str]]:

@@ -37,10 +37,15 @@ def _kept_histogram(
 
 
 def overview(
-    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+    session: Session,
+    cfg: StudyConfig,
+    study_id: int = DEFAULT_STUDY_ID,
+    counted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One study's progress; the workers KPI counts the study's members (``study_members``);
-    blocked and flagged are per person, across studies."""
+    blocked and flagged are per person, across studies. ``counted``: ``counted_figures``
+    computed earlier (the dashboard caches them: they read every Example of the study);
+    pairs, batches, leases and jobs are always read now."""
     conn = session.connection()
     pairs = {s: 0 for s in PAIR_STATUSES}
     for status, n in conn.execute(
@@ -49,16 +54,6 @@ def overview(
         .group_by(IMAGE_PAIR.c.status)
     ):
         pairs[str(status)] = int(n)
-    origins = {
-        str(o): int(n)
-        for o, n in conn.execute(
-            select(EXAMPLE.c.origin, func.count())
-            .where(EXAMPLE.c.study_id == study_id)
-            .group_by(EXAMPLE.c.origin)
-        )
-    }
-    counts, decided, votes = _kept_histogram(session, cfg, study_id)
-    total = counts.examples
     batches: dict[str, dict[str, int]] = {"generate": {}, "validate": {}}
     for kind, status, n in conn.execute(
         select(BATCH.c.kind, BATCH.c.status, func.count())
@@ -76,6 +71,40 @@ def overview(
             BATCH.c.study_id == study_id,
         )
     ).scalar_one()
+    jobs_running = conn.execute(
+        select(func.count())
+        .select_from(JOB)
+        .where(JOB.c.status.in_(ACTIVE_JOB_STATUSES), JOB.c.study_id == study_id)
+    ).scalar_one()
+    return {
+        "pairs": pairs,
+        "pairs_total": sum(pairs.values()),
+        **(counted if counted is not None else counted_figures(session, cfg, study_id)),
+        "batches_open": sum(b.get("open", 0) for b in batches.values()),
+        "batches_finished": sum(b.get("completed", 0) for b in batches.values()),
+        "batches": batches,
+        "active_leases": int(active_leases),
+        "jobs_running": int(jobs_running),
+        "generated_at": now.isoformat(timespec="seconds"),
+    }
+
+
+def counted_figures(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> dict[str, Any]:
+    """The overview's figures that read every Example (or worker) of the study: Examples by
+    origin, votes, decided, kept and rejected, members, skipped captions; and when."""
+    conn = session.connection()
+    origins = {
+        str(o): int(n)
+        for o, n in conn.execute(
+            select(EXAMPLE.c.origin, func.count())
+            .where(EXAMPLE.c.study_id == study_id)
+            .group_by(EXAMPLE.c.origin)
+        )
+    }
+    counts, decided, votes = _kept_histogram(session, cfg, study_id)
+    total = counts.examples
     workers = conn.execute(
         select(
             func.count(),
@@ -88,14 +117,7 @@ def overview(
         .select_from(ANNOTATION.join(IMAGE_PAIR, IMAGE_PAIR.c.id == ANNOTATION.c.pair_id))
         .where(ANNOTATION.c.skip_reason.is_not(None), IMAGE_PAIR.c.study_id == study_id)
     ).scalar_one()
-    jobs_running = conn.execute(
-        select(func.count())
-        .select_from(JOB)
-        .where(JOB.c.status.in_(ACTIVE_JOB_STATUSES), JOB.c.study_id == study_id)
-    ).scalar_one()
     return {
-        "pairs": pairs,
-        "pairs_total": sum(pairs.values()),
         "examples": total,
         "examples_by_origin": origins,
         "votes": votes,
@@ -112,16 +134,11 @@ def overview(
         "fit": rule_fit(session, cfg, study_id),
         # Kept or rejected while the queue still wants votes: the decision may still change.
         "provisional": max(0, counts.judged - decided),
-        "batches_open": sum(b.get("open", 0) for b in batches.values()),
-        "batches_finished": sum(b.get("completed", 0) for b in batches.values()),
-        "batches": batches,
-        "active_leases": int(active_leases),
         "skipped_annotations": int(skipped_annotations),
         "workers": int(workers[0]),
         "workers_blocked": int(workers[1]),
         "workers_flagged": int(workers[2]),
-        "jobs_running": int(jobs_running),
-        "generated_at": now.isoformat(timespec="seconds"),
+        "counted_at": utcnow().isoformat(timespec="seconds"),
     }
 
 

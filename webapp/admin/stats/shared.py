@@ -170,16 +170,19 @@ def example_agreement(
 
 
 def data_version(session: Session) -> tuple[Any, ...]:
-    """Cheap fingerprint of the tables behind the figures (cache key)."""
+    """Cheap fingerprint of the tables behind the figures (cache key): the newest id of each
+    (every vote, Example, caption and pair is a new row; a vote also updates its Example's
+    counters) and the number of gold Examples (an index lookup). Not row counts: counting
+    3.9 million votes cost ~0.4 s at 100x on every dashboard request. Rows are never
+    deleted by the pipeline; the admin actions that change rows in place clear the cache,
+    and the cache's TTL bounds anything else."""
     conn = session.connection()
     row = conn.execute(
         select(
-            select(func.count()).select_from(VOTE).scalar_subquery(),
             select(func.max(VOTE.c.id)).scalar_subquery(),
-            select(func.count()).select_from(EXAMPLE).scalar_subquery(),
             select(func.max(EXAMPLE.c.id)).scalar_subquery(),
-            select(func.count()).select_from(ANNOTATION).scalar_subquery(),
-            select(func.count()).select_from(IMAGE_PAIR).scalar_subquery(),
+            select(func.max(ANNOTATION.c.id)).scalar_subquery(),
+            select(func.max(IMAGE_PAIR.c.id)).scalar_subquery(),
             select(func.count())
             .select_from(EXAMPLE)
             .where(EXAMPLE.c.is_gold.is_(True))

@@ -1,0 +1,355 @@
+"""Every admin dashboard page over HTTP, warm and cold, on a database of a given size.
+
+Runs what an admin runs: a served app (``uvicorn webapp.app:create_server_app --factory``,
+one worker, as ``vsr serve`` starts it), a login through the real form, then GET of every
+page and JSON/chart endpoint with the session cookie (httpx, loopback). Pages come from
+``PAGES`` below (add a line for a new page); any parameterless GET route under /admin that
+the list does not name is timed too (marked "auto"), so a page added on another branch is
+not missed. Deep pages are reached as a user reaches them: page 1, then the pager's
+"last" link.
+
+- warm: median of ``--repeat`` requests after one unmeasured request (figure cache filled).
+- cold: the first request for the page after a server restart: a new process, so the figure
+  cache in memory, the connection pool and compiled templates are empty; the figures the
+  dashboard keeps on disk (webapp/admin/cache.py) are read back, served as stale and counted
+  again in the background, as after a deploy; ``--forget-figures`` deletes them before each
+  restart too (a server's very first start); with ``--drop-os-cache`` (as
+  root) the kernel's page cache is dropped before it too (``echo 3 > drop_caches``), so
+  PostgreSQL reads what is not in its own shared_buffers from disk. PostgreSQL itself is
+  not restarted (a shared server): its shared_buffers stay as they were.
+- baseline: ``/healthz`` (one trivial query) through the same server, warm (median) and cold
+  (the first request after a restart, before anything else), and every figure as a ratio of it.
+
+The database is written to (an admin account, migrations): give it a copy, never a shared
+one. ``--template NAME`` copies a PostgreSQL database first (CREATE DATABASE ... TEMPLATE)
+into ``--database-url``'s database, which is dropped and created again.
+
+    python bench/dashboard_scale.py --database-url postgresql+psycopg://postgres@127.0.0.1/sdash10x
+    python bench/dashboard_scale.py --template scale100x \\
+        --database-url postgresql+psycopg://postgres@127.0.0.1/sdash100x --drop-os-cache
+    python bench/dashboard_scale.py --raw /tmp/vsr10x.jsonl      # import into a SQLite file
+    python bench/dashboard_scale.py ... --only /admin/data --no-cold
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
+ADMIN, PASSWORD = "bench-dash", "bench-dash-password-0123"
+GOAL_WARM_MS, GOAL_COLD_MS = 300.0, 500.0
+# Where the served app (cwd: the checkout, default IMAGE_CACHE_DIR) keeps its figures.
+FIGURES = ROOT / "var" / "image_cache" / "dashboard-figures"
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page to time: ``path`` may name {worker} (the busiest validator) and {example} (the
+    newest Example); ``follow`` names a pager link to follow from it first ("last")."""
+
+    path: str
+    follow: str | None = None
+
+
+# One line per page; a new page is one more line.
+PAGES: list[Page] = [
+    Page("/admin"),
+    Page("/admin/api/overview.json"),
+    Page("/admin/charts/throughput.svg"),
+    Page("/admin/quality"),
+    Page("/admin/api/quality.json"),
+    Page("/admin/charts/relations.svg"),
+    Page("/admin/charts/concepts.svg"),
+    Page("/admin/charts/disagreement.svg"),
+    Page("/admin/charts/labels.svg"),
+    Page("/admin/workers"),
+    Page("/admin/workers?order=agreement"),
+    Page("/admin/workers", follow="last"),
+    Page("/admin/workers?order=gold", follow="last"),
+    Page("/admin/api/workers.json"),
+    Page("/admin/workers/{worker}"),
+    Page("/admin/bursts"),
+    Page("/admin/data"),
+    Page("/admin/data", follow="last"),
+    Page("/admin/data?agreement=kept", follow="last"),
+    Page("/admin/data?agreement=rejected", follow="last"),
+    Page("/admin/data?agreement=unanimous", follow="last"),
+    Page("/admin/data?agreement=split", follow="last"),
+    Page("/admin/data?agreement=undecided", follow="last"),
+    Page("/admin/data?relation=touching&agreement=kept", follow="last"),
+    Page("/admin/data?concept=person", follow="last"),
+    Page("/admin/data?gold=yes"),
+    Page("/admin/data?origin=vsr", follow="last"),
+    Page("/admin/data?q=zzzz_no_match"),
+    Page("/admin/data?q=zzzz_no_match&agreement=kept"),
+    Page("/admin/data?q=giraffe"),
+    Page("/admin/data?q=dog", follow="last"),
+    Page("/admin/data?agreement=split&concept=person"),
+    Page("/admin/examples/{example}"),
+    Page("/admin/settings"),
+    Page("/admin/pipeline"),
+    Page("/admin/api/jobs"),
+    Page("/admin/revalidation"),
+    Page("/admin/api/revalidation.json"),
+    Page("/admin/platform"),
+    Page("/admin/audit"),
+    Page("/admin/members"),
+]
+PAGER_LINK = re.compile(r'<a[^>]*href="([^"]+)"[^>]*>\s*(?:[^<]*?)\b(last|next|previous|first)\b')
+
+
+def _auto_pages(listed: list[Page]) -> list[Page]:
+    """Parameterless GET routes under /admin that ``PAGES`` does not name."""
+    from fastapi.routing import APIRoute
+
+    from webapp.admin.routes import router
+
+    named = {p.path.split("?")[0] for p in listed}
+    found = []
+    for route in router.routes:
+        if not isinstance(route, APIRoute) or "GET" not in (route.methods or ()):
+            continue
+        if "{" in route.path or route.path in named or route.path == "/admin/login":
+            continue
+        found.append(Page(route.path))
+    return found
+
+
+class Dashboard:
+    def __init__(self, url: str, log: Path) -> None:
+        from bench.load.server import Server, free_port
+
+        self.server = Server(url, free_port(), 1, log)
+        self.base = f"http://127.0.0.1:{self.server.port}"
+        self.cookies: Any = None
+
+    def start(self) -> None:
+        self.server.start()  # waits for one /healthz: the process is up, no page asked yet
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def login(self) -> None:
+        import httpx
+
+        with httpx.Client(base_url=self.base) as c:
+            form = c.get("/admin/login").text
+            token = re.search(r'name="csrf_token" value="([^"]+)"', form)
+            if token is None:
+                sys.exit("no CSRF token on /admin/login")
+            r = c.post(
+                "/admin/login",
+                data={"username": ADMIN, "password": PASSWORD, "csrf_token": token.group(1)},
+            )
+            if r.status_code not in (200, 303) or not c.cookies:
+                sys.exit(f"login failed: HTTP {r.status_code}")
+            self.cookies = c.cookies
+
+    def get(self, path: str) -> tuple[float, int, str]:
+        import httpx
+
+        with httpx.Client(base_url=self.base, cookies=self.cookies, timeout=120) as c:
+            t0 = time.perf_counter()
+            r = c.get(path)
+            return (time.perf_counter() - t0) * 1000, r.status_code, r.text
+
+
+def follow(dash: Dashboard, path: str, link: str | None) -> str:
+    """The URL a user reaches from ``path`` by its pager's ``link`` ("last")."""
+    if link is None:
+        return path
+    _, status, body = dash.get(path)
+    for href, name in PAGER_LINK.findall(body):
+        if name == link:
+            href = str(href).replace("&amp;", "&")
+            return href if href.startswith("/") else path.split("?")[0] + href
+    return path  # a single page: no pager
+
+
+def drop_os_cache() -> str:
+    try:
+        subprocess.run(["sync"], check=True)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return "dropped"
+    except OSError as exc:
+        return f"not dropped ({exc.strerror})"
+
+
+def prepare(args: argparse.Namespace, tmp: Path) -> str:
+    from migrations.runner import upgrade
+
+    url: str = args.database_url
+    if args.raw is not None:
+        from bench.databases import fresh_database
+
+        url = fresh_database(args.database_url, tmp, "sdash_bench_dash")
+        t0 = time.perf_counter()
+        _run(["vsr", "import-vsr", str(args.raw), "--database-url", url, "-q"])
+        print(f"vsr import-vsr {args.raw.name}: {time.perf_counter() - t0:.1f} s")
+    elif args.template:
+        from sqlalchemy import text
+        from sqlalchemy.engine import make_url
+
+        from vsr_core.db import make_engine
+
+        target = make_url(url).database
+        admin = make_engine(make_url(url).set(database="postgres").render_as_string(False))
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)'))
+            for attempt in range(60):  # the template must have no other session
+                try:
+                    c.execute(text(f'CREATE DATABASE "{target}" TEMPLATE "{args.template}"'))
+                    break
+                except Exception as exc:
+                    if "being accessed" not in str(exc) or attempt == 59:
+                        raise
+                    time.sleep(5)
+        admin.dispose()
+        print(f"copied database {args.template} into {target}")
+    upgrade(url)
+    env = dict(os.environ, VSR_ADMIN_PASSWORD=PASSWORD)
+    _run(["vsr", "admin", "create", "--username", ADMIN, "--database-url", url], env, ok=(0, 1))
+    return url
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)) -> None:
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode not in ok:
+        sys.exit(f"{' '.join(cmd[:3])} failed: {proc.stdout[-500:]}{proc.stderr[-1500:]}")
+
+
+def describe(url: str) -> tuple[str, int, int]:
+    """'N Examples, M votes' and the busiest validator and the newest Example."""
+    from sqlalchemy import func, select
+
+    from vsr_core.db import make_engine
+    from vsr_core.tables import EXAMPLE, VOTE
+
+    engine = make_engine(url)
+    with engine.connect() as c:
+        n_ex = c.execute(select(func.count()).select_from(EXAMPLE)).scalar_one()
+        n_votes = c.execute(select(func.count()).select_from(VOTE)).scalar_one()
+        example = c.execute(select(func.max(EXAMPLE.c.id))).scalar_one()
+        worker = c.execute(
+            select(VOTE.c.worker_id)
+            .group_by(VOTE.c.worker_id)
+            .order_by(func.count().desc())
+            .limit(1)
+        ).scalar_one()
+    engine.dispose()
+    return f"{engine.dialect.name}, {n_ex:,} Examples, {n_votes:,} votes", worker, example
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--database-url", default=None, help="a database this bench may write to")
+    ap.add_argument("--template", default=None, help="PostgreSQL database to copy first")
+    ap.add_argument("--raw", type=Path, default=None, help="VSR JSONL to import first")
+    ap.add_argument("--label", default="", help="size label printed with each row (e.g. 100x)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-cold", action="store_true")
+    ap.add_argument("--drop-os-cache", action="store_true", help="before each cold request")
+    ap.add_argument(
+        "--forget-figures", action="store_true", help="delete the kept figures before each restart"
+    )
+    ap.add_argument("--only", nargs="*", default=None, help="paths starting with these")
+    args = ap.parse_args()
+    if args.database_url is None and args.raw is None:
+        ap.error("give --database-url (a copy to write to) or --raw")
+    load_start = os.getloadavg()
+    tmp = Path(tempfile.mkdtemp(prefix="sdash-dash-"))
+    url = prepare(args, tmp)
+    what, worker, example = describe(url)
+    pages = PAGES + _auto_pages(PAGES)
+    if args.only:
+        pages = [p for p in pages if any(p.path.startswith(o) for o in args.only)]
+    dash = Dashboard(url, tmp / "server.log")
+    print(f"database: {what}; load average at start {load_start}")
+    dash.start()
+    try:
+        dash.login()
+        # Resolve each page's URL (following pager links) on a server we then restart.
+        targets: list[tuple[str, str]] = []
+        for p in pages:
+            path = p.path.format(worker=worker, example=example)
+            label = path + (f" -> {p.follow}" if p.follow else "")
+            targets.append((label, follow(dash, path, p.follow)))
+            if p.follow:
+                print(f"  {label} = {targets[-1][1]}")
+        warm_base = _warm(dash, "/healthz", args.repeat)
+        warm: dict[str, tuple[float, int]] = {}
+        for label, url_ in targets:
+            warm[label] = (_warm(dash, url_, args.repeat), dash.get(url_)[1])
+        cold: dict[str, float] = {}
+        cold_base, os_cache = float("nan"), "not dropped"
+        if not args.no_cold:
+            forget = FIGURES if args.forget_figures else None
+            cold_base, os_cache = _cold(dash, "/healthz", args.drop_os_cache, forget)
+            for label, url_ in targets:
+                cold[label], os_cache = _cold(dash, url_, args.drop_os_cache, forget)
+                print(f"  cold {label}: {cold[label]:.0f} ms", file=sys.stderr, flush=True)
+    finally:
+        dash.stop()
+    print(
+        f"\n{'page':60s} {'status':>6s} {'warm ms':>8s} {'x base':>7s} "
+        f"{'cold ms':>8s} {'x base':>7s}  {args.label}"
+    )
+    print(
+        f"{'/healthz (baseline)':60s} {200:6d} {warm_base:8.1f} {1:7.1f} {cold_base:8.1f} {1:7.1f}"
+    )
+    worst_warm = worst_cold = 0.0
+    for label, _ in targets:
+        ms, status = warm[label]
+        c = cold.get(label, float("nan"))
+        if status == 200:
+            worst_warm = max(worst_warm, ms)
+            worst_cold = max(worst_cold, c) if c == c else worst_cold
+        flag = ""
+        if status == 200 and (ms >= GOAL_WARM_MS or c >= GOAL_COLD_MS):
+            flag = "  <-- over goal"
+        elif status != 200:
+            flag = "  (not on this branch)" if status == 404 else f"  (HTTP {status})"
+        print(
+            f"{label[:60]:60s} {status:6d} {ms:8.1f} {ms / warm_base:7.1f} "
+            f"{c:8.1f} {c / cold_base:7.1f}{flag}"
+        )
+    print(
+        f"slowest: warm {worst_warm:.1f} ms (goal < {GOAL_WARM_MS:g}), cold {worst_cold:.1f} ms "
+        f"(goal < {GOAL_COLD_MS:g}); cold = first request after a server restart, kept "
+        f"figures {'deleted' if args.forget_figures else 'read back'}, OS page "
+        f"cache {os_cache}, PostgreSQL shared_buffers not cleared"
+    )
+    print(f"load average at start {load_start}, at end {os.getloadavg()} on {os.cpu_count()} CPUs")
+    return 0
+
+
+def _warm(dash: Dashboard, path: str, repeat: int) -> float:
+    dash.get(path)
+    return statistics.median(dash.get(path)[0] for _ in range(repeat))
+
+
+def _cold(dash: Dashboard, path: str, drop: bool, forget: Path | None) -> tuple[float, str]:
+    dash.stop()
+    if forget is not None:
+        shutil.rmtree(forget, ignore_errors=True)
+    state = drop_os_cache() if drop else "not dropped"
+    dash.start()
+    return dash.get(path)[0], state
+
+
+if __name__ == "__main__":
+    sys.exit(main())
