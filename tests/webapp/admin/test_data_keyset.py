@@ -10,6 +10,7 @@ import html
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
@@ -204,11 +205,11 @@ def test_cursor_past_either_end_shows_no_rows_and_a_way_back(
     assert rows == ids[11 : 11 + PAGE]
 
 
-SEARCHES = ["dog", "DOG", "touch", "zzzz_no_match", "the cat", "ab", "e", "giraffe"]
+SEARCHES = ["dog", "DOG", "touch", "zzzz_no_match", "the cat", "ab", "e", "giraffe", "_", "%", "\\"]
 
 
 def _search(client: TestClient, q: str) -> list[int]:
-    return [i for p in walk(client, f"/admin/data?q={q}", "next") for i in p]
+    return [i for p in walk(client, "/admin/data?" + urlencode({"q": q}), "next") for i in p]
 
 
 def test_search_rows_are_the_substring_matches(

@@ -77,7 +77,9 @@ def example_filters(
     if gold is not None:
         rows.append(EXAMPLE.c.is_gold.is_(gold))
     if q:
-        rows.append(EXAMPLE.c.caption.ilike(f"%{q}%"))
+        # The admin's text literally: % and _ in it are characters, not wildcards.
+        literal = q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows.append(EXAMPLE.c.caption.ilike(f"%{literal}%", escape="\\"))
     ea = example_agreement(
         cfg, with_revalidation=True, where=rows, study_id=study_id, compare_rule=flips
     )
