@@ -222,7 +222,9 @@ def prepare(args: argparse.Namespace, tmp: Path) -> str:
         print(f"copied database {args.template} into {target}")
     upgrade(url)
     env = dict(os.environ, VSR_ADMIN_PASSWORD=PASSWORD)
-    _run(["vsr", "admin", "create", "--username", ADMIN, "--database-url", url], env, ok=(0, 1))
+    # The bench's admin owns the default study (an admin with no role sees nothing).
+    create = ["vsr", "admin", "create", "--username", ADMIN, "--update", "--study", "vsr"]
+    _run([*create, "--role", "owner", "--database-url", url], env)
     return url
 
 

@@ -19,10 +19,10 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from tests.support.admin_seed import Seeded, read_raw, seed
+from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from vsr_core.agreement import is_kept
 from vsr_core.models import Adjudication, AuditEvent, Example, Vote
-from webapp.admin.auth import create_admin
 
 BUILD = [sys.executable, "-c", "from vsr_cli.main import build_dataset_main as m; m()"]
 VSR = [sys.executable, "-c", "from vsr_cli.main import main; main()"]
@@ -42,7 +42,7 @@ def seeded(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
 @pytest.fixture
 def dash(db_url: str, engine: Engine, tmp_path: Path, seeded: Seeded) -> tuple[TestClient, str]:
     with Session(engine) as s:
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     client = TestClient(make_admin_app(db_url, engine, tmp_path))
     return client, login(client)
 

@@ -20,11 +20,11 @@ from sqlmodel import Session, select
 
 from tests.support.admin_captions import DEMO_IMAGES
 from tests.support.admin_seed import read_raw, seed
+from tests.support.admins import create_owner
 from tests.support.browser import launch_chromium, require_chromium, running_site, watch_errors
 from vsr_core.agreement import is_kept
 from vsr_core.db import make_engine
 from vsr_core.models import Adjudication, AuditEvent
-from webapp.admin.auth import create_admin
 
 PASSWORD = "browser-admin-password"
 pytestmark = pytest.mark.browser
@@ -36,7 +36,7 @@ def server(sqlite_url: str, vsr_dir: Path, tmp_path: Path) -> Iterator[tuple[str
     engine = make_engine(sqlite_url)
     seeded = seed(engine, read_raw(vsr_dir, every=40))
     with Session(engine) as s:
-        create_admin(s, "admin", PASSWORD)
+        create_owner(s, "admin", PASSWORD)
     engine.dispose()
     rejected = [
         eid

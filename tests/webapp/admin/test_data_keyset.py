@@ -19,11 +19,11 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
 from tests.support.admin_seed import Seeded, add_vote, read_raw, seed
+from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import login, make_admin_app
 from vsr_core.models import Example, Worker
 from vsr_core.studies.settings import StudyConfig
 from webapp.admin import stats
-from webapp.admin.auth import create_admin
 from webapp.admin.routes.data import PAGE
 
 ROW_ID = re.compile(r'<tr>\s*<td><a href="/admin/examples/(\d+)">')
@@ -44,7 +44,7 @@ def seeded(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
 @pytest.fixture
 def client(db_url: str, engine: Engine, tmp_path: Path, seeded: Seeded) -> TestClient:
     with Session(engine) as s:
-        create_admin(s, "alice", "correct horse battery")
+        create_owner(s, "alice", "correct horse battery")
     c = TestClient(make_admin_app(db_url, engine, tmp_path))
     login(c)
     return c

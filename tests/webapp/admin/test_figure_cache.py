@@ -14,9 +14,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from tests.support.admin_seed import Seeded, read_raw, seed
+from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import login, make_admin_app
 from vsr_core.models import Example
-from webapp.admin.auth import create_admin
 from webapp.admin.cache import FigureCache
 
 
@@ -45,7 +45,7 @@ def test_kept_figures_survive_a_restart_and_forged_ones_are_ignored(
     db_url: str, engine: Engine, tmp_path: Path, seeded: Seeded
 ) -> None:
     with Session(engine) as s:
-        create_admin(s, "alice", "correct horse battery")
+        create_owner(s, "alice", "correct horse battery")
     first, _ = server(db_url, engine, tmp_path)
     n = len(seeded.example_ids)
     assert f"{n} matching Examples" in first.get("/admin/data").text

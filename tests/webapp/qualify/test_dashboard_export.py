@@ -15,12 +15,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from tests.support.admins import create_owner
 from tests.support.qualification import PREFIX, known_answers, make_study, try_check
 from tests.support.webapp_coco import client_for, form_field
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from vsr_core.models import Worker
 from vsr_dataset.export_rows import worker_export_ids
-from webapp.admin.auth import create_admin
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def walked(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> Any:
     with Session(engine) as s:
         study = make_study(s, coco_dir)
         known = known_answers(s, study)
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     app = make_admin_app(db_url, engine, tmp_path, image_root=coco_dir / "images")
     for pid, tries in (
         ("p1", [True]),

@@ -9,11 +9,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from tests.support.admins import create_owner
 from tests.support.webapp_coco import client_for, make_app, set_study
 from tests.webapp.admin.test_admin import PASSWORD, login
 from tests.webapp.validate.test_routes import seed_examples, start
 from vsr_core.models import Assignment, Example
-from webapp.admin.auth import create_admin
 
 
 def _served(client: Any) -> None:
@@ -31,7 +31,7 @@ def test_adjudicated_examples_leave_the_queue(
 ) -> None:
     with Session(engine) as s:
         ids = seed_examples(s, coco_dir)  # 4 captions, their True and False Examples
-        create_admin(s, "alice", PASSWORD)
+        create_owner(s, "alice", PASSWORD)
     set_study(db_url, gold_rate=0.0)
     app = make_app(db_url, tmp_path, image_root=coco_dir / "images")
     admin = client_for(app)
