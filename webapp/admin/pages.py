@@ -13,7 +13,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlmodel import Session
 
-from vsr_core.models import DEFAULT_STUDY_ID, AdminRole, Study
+from vsr_core.models import DEFAULT_STUDY_ID, Study
 from vsr_core.studies.context import StudyContext
 from vsr_core.studies.settings import StudyConfig, load_study_config
 from webapp.admin import csrf
@@ -37,8 +37,7 @@ NAV = (
     ("platform", "/admin/platform", "Platforms"),
     ("audit", "/admin/audit", "Audit"),
 )
-# Shown to the study's owners only (webapp.admin.roles sets the role of the request).
-OWNER_NAV = (("members", "/admin/members", "Members"),)
+
 CACHE_TTL_SECONDS = 60.0
 # A figure computed faster than this is recomputed in the request once the data changed
 # (never stale); a slower one (a large study) is served stale while it is recomputed.
@@ -100,7 +99,7 @@ def render(
     role = getattr(request.state, "admin_role", None)
     ctx = {
         "admin": admin,
-        "nav": NAV + OWNER_NAV if role == AdminRole.owner else NAV,
+        "nav": NAV,
         # The admin's role in the study (None: none); pages hide what it may not do.
         "role": role.value if role is not None else None,
         "active": active,

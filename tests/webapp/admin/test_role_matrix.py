@@ -218,7 +218,9 @@ def test_switcher_lists_only_studies_with_a_role(world: dict[str, Any]) -> None:
     assert page.status_code == 200
     options = re.findall(r'<option value="([^"]*)"', page.text)
     assert options == [study_b]
-    assert "other-owner · owner" in page.text and 'href="/admin/members"' in page.text
+    assert 'title="your role in vsr-zh: owner"' in page.text
+    settings = other.get("/admin/settings", headers={"accept": "text/html"}).text
+    assert 'href="/admin/members"' in settings
     # Choosing a study without a role is refused, and not remembered.
     r = other.get(f"/admin/settings?study={study_a}", headers={"accept": "text/html"})
     assert r.status_code == 403 and f"no role in the study {study_a}" in r.text
@@ -230,8 +232,9 @@ def test_switcher_lists_only_studies_with_a_role(world: dict[str, Any]) -> None:
     # A viewer sees no Members link; an admin with no role anywhere gets a page saying so.
     viewer = TestClient(app)
     _login(viewer, "viewer")
-    page = viewer.get(f"/admin?study={study_a}", headers={"accept": "text/html"})
+    page = viewer.get(f"/admin/settings?study={study_a}", headers={"accept": "text/html"})
     assert page.status_code == 200 and 'href="/admin/members"' not in page.text
+    page = viewer.get(f"/admin?study={study_a}", headers={"accept": "text/html"})
     assert re.findall(r'<option value="([^"]*)"', page.text) == [study_a]
     nobody = TestClient(app)
     _login(nobody, "nobody")

@@ -29,7 +29,7 @@ def members_page(request: Request, admin: OwnerDep, session: SessionDep) -> Resp
         request,
         admin,
         "members.html",
-        "members",
+        "settings",  # reached from the settings page (the top bar has no room for a link)
         members=members(session, admin_study(request).id),
         roles=[r.value for r in AdminRole],
     )
