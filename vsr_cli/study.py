@@ -215,6 +215,8 @@ def create(
 
         actor = cli_actor(session, None, None)  # an unknown VSR_ADMIN stores nothing
         study = create_study(session, text, source)
+        # The study's record before its owner's grant: the trail reads in the order it happened.
+        record_create(session, study)
         if actor.admin_id is not None:
             admin = session.get(AdminUser, actor.admin_id)
             assert admin is not None and study.id is not None
@@ -223,7 +225,7 @@ def create(
         return study
 
     _, slug, digest = _store_file(
-        file, database_url, create_owned, lambda study: study, record_create
+        file, database_url, create_owned, lambda study: study, lambda session, study: None
     )
     typer.echo(
         f"created study {slug} (sha256 {digest[:12]}): entry links /s/{slug}/start/generate "

@@ -4,8 +4,7 @@ a real database, with real VSR release records and the fake Prolific for the pla
 
 ``run`` returns, in order, the record each action must leave (``Expect``): the audit
 trail's tests compare the trail with it, and bench/audit_session.py prints the trail of a
-fresh database. Actions of other rooms land with their branches: their places are marked
-``LATER:`` below.
+fresh database.
 """
 
 from __future__ import annotations
@@ -28,16 +27,15 @@ from tests.support.admin_seed import RAW, read_raw, seed
 from tests.support.webapp_coco import enter
 from vsr_core.models import (
     DEFAULT_STUDY_ID,
-    AdminRole,
     AdminUser,
     AuditKind,
     Example,
     ImagePair,
     InviteToken,
     Job,
+    LabelModelFit,
     PlatformStudy,
     Study,
-    StudyRoleGrant,
     Worker,
 )
 from vsr_core.settings import DEMO_DATA_DIR, Settings
@@ -52,6 +50,8 @@ VSR_BIN = Path(sys.executable).parent / "vsr"
 BURST_ADDRESS = "198.51.100.7"
 BURST_PID = "5f1e2d3c4b5a69788796"  # + 4 hex digits
 ADMIN = "alice"
+MEMBER = "bob"
+MEMBER_PASSWORD = "bob's own long password"
 CLI_ACTOR = f"cli:{getpass.getuser()}"
 
 
@@ -144,11 +144,9 @@ def run(ctx: Context) -> list[Expect]:
     _jobs(ctx, client, token)
     ps = _platform(ctx, client, token)
     _studies_by_cli(ctx, ps)
-    # LATER: role grant and revoke (dashboard and `vsr admin grant/revoke`), from the roles
-    # branch: AuditKind.role_grant / role_revoke.
-    # LATER: an adjudication (the Example page and the data browser's bulk form), from the
-    # adjudication branch: AuditKind.adjudicate.
-    # LATER: qualification settings and results, from the qualification branch.
+    _members(ctx, client, token)
+    _adjudication(ctx, client, token)
+    _label_models(ctx, client, token)
     _exports(ctx, client)
     _post(client, "/admin/logout", csrf_token=token)
     ctx.expect(AuditKind.logout, ADMIN, None, ADMIN)
@@ -159,18 +157,31 @@ def run(ctx: Context) -> list[Expect]:
 
 
 def _accounts_by_cli(ctx: Context) -> None:
-    ctx.cli("admin", "create", "--username", ADMIN, VSR_ADMIN_PASSWORD=PASSWORD)
+    # alice owns the default study, so she can act in it on the dashboard and at the CLI.
+    ctx.cli(
+        "admin",
+        "create",
+        "--username",
+        ADMIN,
+        "--study",
+        "vsr",
+        "--role",
+        "owner",
+        VSR_ADMIN_PASSWORD=PASSWORD,
+    )
     with Session(ctx.engine) as s:
         alice = s.exec(select(AdminUser).where(AdminUser.username == ADMIN)).one()
-        # LATER: `vsr admin grant` (roles branch). Until then the grant is written here:
-        # alice owns the default study, so she can act in it as VSR_ADMIN at the CLI.
-        s.add(
-            StudyRoleGrant(admin_id=alice.id or 0, study_id=DEFAULT_STUDY_ID, role=AdminRole.owner)
-        )
-        s.commit()
         alice_id = alice.id
     ctx.expect(
         AuditKind.admin_create, CLI_ACTOR, None, f"admin {ADMIN}", {"admin_id": alice_id}, "cli"
+    )
+    ctx.expect(
+        AuditKind.role_grant,
+        CLI_ACTOR,
+        DEFAULT_STUDY_ID,
+        ADMIN,
+        {"before": None, "after": "owner"},
+        "cli",
     )
 
 
@@ -526,6 +537,162 @@ def _studies_by_cli(ctx: Context, ps: int) -> None:
         "study vsr-zh",
         {"before": {"archived": False}, "after": {"archived": True}},
         "cli",
+    )
+
+
+def _members(ctx: Context, client: TestClient, token: str) -> None:
+    """The Members page: a new account with a role, a role change, a removal; then the same
+    by `vsr admin grant/revoke` as the study's owner."""
+    _post(
+        client,
+        "/admin/members/create",
+        csrf_token=token,
+        username=MEMBER,
+        password=MEMBER_PASSWORD,
+        role="viewer",
+    )
+    with Session(ctx.engine) as s:
+        member = s.exec(select(AdminUser).where(AdminUser.username == MEMBER)).one()
+    ctx.expect(AuditKind.admin_create, ADMIN, None, f"admin {MEMBER}", {"admin_id": member.id})
+    ctx.expect(
+        AuditKind.role_grant, ADMIN, DEFAULT_STUDY_ID, MEMBER, {"before": None, "after": "viewer"}
+    )
+    assert f'data-username="{MEMBER}"' in client.get("/admin/members").text
+    _post(client, "/admin/members/grant", csrf_token=token, username=MEMBER, role="researcher")
+    ctx.expect(
+        AuditKind.role_grant,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        MEMBER,
+        {"before": "viewer", "after": "researcher"},
+    )
+    _post(client, "/admin/members/revoke", csrf_token=token, username=MEMBER)
+    ctx.expect(
+        AuditKind.role_revoke,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        MEMBER,
+        {"before": "researcher", "after": None},
+    )
+    ctx.cli("admin", "grant", MEMBER, "--study", "vsr", "--role", "viewer", admin=ADMIN)
+    ctx.expect(
+        AuditKind.role_grant,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        MEMBER,
+        {"before": None, "after": "viewer"},
+        "cli",
+    )
+    ctx.cli("admin", "revoke", MEMBER, "--study", "vsr", admin=ADMIN)
+    ctx.expect(
+        AuditKind.role_revoke,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        MEMBER,
+        {"before": "viewer", "after": None},
+        "cli",
+    )
+
+
+def _adjudication(ctx: Context, client: TestClient, token: str) -> None:
+    """One Example settled from its page, two from the data browser's ticks, then the first
+    settlement withdrawn."""
+    page = client.get("/admin/data").text
+    one, *two = [int(i) for i in re.findall(r'name="ids" value="(\d+)"', page)][:3]
+    assert len(two) == 2
+    assert f'action="/admin/examples/{one}/adjudicate"' in client.get(f"/admin/examples/{one}").text
+    reason = "the image shows the cat under the table"
+    _post(
+        client,
+        f"/admin/examples/{one}/adjudicate",
+        csrf_token=token,
+        decision="false",
+        reason=reason,
+    )
+    ctx.expect(
+        AuditKind.adjudicate,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        f"example {one}",
+        {"before": None, "after": {"decision": "false"}, "reason": reason},
+    )
+    bulk = "two objects, no relation between them"
+    _post(
+        client,
+        "/admin/data/adjudicate",
+        csrf_token=_csrf(page),
+        scope="ids",
+        ids=[str(i) for i in two],
+        decision="excluded",
+        reason=bulk,
+        next="/admin/data",
+    )
+    for eid in sorted(two):
+        ctx.expect(
+            AuditKind.adjudicate,
+            ADMIN,
+            DEFAULT_STUDY_ID,
+            f"example {eid}",
+            {"before": None, "after": {"decision": "excluded"}, "reason": bulk},
+        )
+    withdrawn = "settled by mistake"
+    _post(
+        client,
+        f"/admin/examples/{one}/adjudicate",
+        csrf_token=token,
+        decision="withdraw",
+        reason=withdrawn,
+    )
+    ctx.expect(
+        AuditKind.adjudicate,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        f"example {one}",
+        {
+            "before": {"decision": "false", "reason": reason},
+            "after": None,
+            "reason": withdrawn,
+        },
+    )
+
+
+def _label_models(ctx: Context, client: TestClient, token: str) -> None:
+    """Fit the label models on the seeded votes (the settings page's button), switch the
+    keep rule to one of them, and change the screen-out code a failed qualification check
+    shows when no platform study names its own."""
+    _post(client, "/admin/label-models/fit", csrf_token=token)
+    with Session(ctx.engine) as s:
+        fits = {f.model: f for f in s.exec(select(LabelModelFit))}
+    assert set(fits) == {"dawid-skene", "mace"} and fits["mace"].votes > 0
+    ctx.expect(
+        AuditKind.label_fit,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        "dawid-skene, mace",
+        {"after": {m: {"examples": f.examples, "votes": f.votes} for m, f in sorted(fits.items())}},
+    )
+    with Session(ctx.engine) as s:
+        config = load_study_config(s, DEFAULT_STUDY_ID)
+    settings = client.get("/admin/settings").text
+    assert 'name="keep_rule"' in settings and 'name="screenout_code"' in settings
+    _post(client, "/admin/settings", csrf_token=token, keep_rule="dawid-skene")
+    ctx.expect(
+        AuditKind.settings_change,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        "settings",
+        {"before": {"keep_rule": config.keep_rule}, "after": {"keep_rule": "dawid-skene"}},
+    )
+    _post(client, "/admin/settings", csrf_token=token, screenout_code="VSRCHECKFAILED")
+    ctx.expect(
+        AuditKind.settings_change,
+        ADMIN,
+        DEFAULT_STUDY_ID,
+        "settings",
+        {
+            "before": {"screenout_code": config.screenout_code},
+            "after": {"screenout_code": "VSRCHECKFAILED"},
+        },
     )
 
 

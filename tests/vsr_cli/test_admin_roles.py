@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from vsr_core.models import AuditEvent, InviteToken, Study
+from vsr_core.models import AdminUser, AuditEvent, InviteToken, Study
 from vsr_core.roles import role_in
 
 VSR = str(Path(sys.executable).parent / "vsr")
@@ -107,9 +107,11 @@ def test_create_grant_revoke_and_list(db_url: str, engine: Engine) -> None:
 
     login = trail(engine)[0][0]
     assert login.startswith("cli:")
+    with Session(engine) as s:
+        ids = {u.username: u.id for u in s.exec(select(AdminUser))}
     assert trail(engine) == [
-        (login, "admin_create", "alice", "cli", {}),
-        (login, "admin_create", "bob", "cli", {}),
+        (login, "admin_create", "admin alice", "cli", {"admin_id": ids["alice"]}),
+        (login, "admin_create", "admin bob", "cli", {"admin_id": ids["bob"]}),
         (login, "role_grant", "bob", "cli", {"before": None, "after": "owner"}),
         (login, "role_grant", "alice", "cli", {"before": None, "after": "viewer"}),
         (login, "role_grant", "alice", "cli", {"before": "viewer", "after": "researcher"}),

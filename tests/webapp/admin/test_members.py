@@ -98,12 +98,13 @@ def test_owner_manages_the_study_admins(db_url: str, engine: Engine, tmp_path: P
     with Session(engine) as s:
         events = s.exec(select(AuditEvent).order_by(col(AuditEvent.id))).all()
         got = [(e.actor, e.via, e.study_id, e.kind, e.target, e.change) for e in events]
+        vera_id = s.exec(select(AdminUser.id).where(AdminUser.username == "vera")).one()
     role_changes = [g for g in got if g[3] in ("role_grant", "role_revoke", "admin_create")]
     assert role_changes == [
         ("system", "cli", 1, "role_grant", "olga", {"before": None, "after": "owner"}),
         ("olga", "dashboard", 1, "role_grant", "rita", {"before": None, "after": "viewer"}),
         ("olga", "dashboard", 1, "role_grant", "rita", {"before": "viewer", "after": "researcher"}),
-        ("olga", "dashboard", None, "admin_create", "vera", {}),
+        ("olga", "dashboard", None, "admin_create", "admin vera", {"admin_id": vera_id}),
         ("olga", "dashboard", 1, "role_grant", "vera", {"before": None, "after": "viewer"}),
         ("olga", "dashboard", 1, "role_grant", "rita", {"before": "researcher", "after": "owner"}),
         ("olga", "dashboard", 1, "role_grant", "olga", {"before": "owner", "after": "viewer"}),
