@@ -9,9 +9,11 @@ fresh database.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import re
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -330,12 +332,17 @@ def _examples(ctx: Context, client: TestClient, token: str) -> None:
 
 def _jobs(ctx: Context, client: TestClient, token: str) -> None:
     files = str(ctx.coco_dir / "annotations" / "instances_train2017_subset.json")
-    # Many pairs: the job is still running when it is cancelled.
     _post(client, "/admin/jobs/sample", csrf_token=token, n_pairs="100000", coco_files=files)
     with Session(ctx.engine) as s:
         job = s.exec(select(Job).order_by(col(Job.id).desc())).first()
         assert job is not None
         job_id = job.id
+    # The job's process is paused until the cancel has been sent: on a quiet machine a small
+    # sample run finishes before the admin's next request (then the cancel is a 409).
+    pid = job.params.get("_pid")
+    if isinstance(pid, int):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
     ctx.expect(
         AuditKind.job_start,
         ADMIN,
@@ -344,6 +351,9 @@ def _jobs(ctx: Context, client: TestClient, token: str) -> None:
         {"kind": "sample", "params": {**_params(job.params), "n_pairs": 100000}},
     )
     _post(client, f"/admin/jobs/{job_id}/cancel", csrf_token=token)
+    if isinstance(pid, int):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)  # it ends on the cancel's SIGTERM
     ctx.expect(
         AuditKind.job_cancel,
         ADMIN,

@@ -26,7 +26,8 @@ from vsr_core.studies.settings import StudyConfig
 from webapp.admin import stats
 from webapp.admin.routes.data import PAGE
 
-ROW_ID = re.compile(r'<tr>\s*<td><a href="/admin/examples/(\d+)">')
+# A row: its tick box (the bulk adjudication form's), then the Example's id as a link.
+ROW_ID = re.compile(r'<tr>\s*(?:<td><input[^>]*></td>\s*)?<td><a href="/admin/examples/(\d+)">')
 LINK = re.compile(r'<a class="btn small" href="([^"]+)">[^<]*?\b(first|previous|next|last)\b')
 
 
