@@ -33,6 +33,26 @@ class Actor:
     via: str = "dashboard"  # dashboard | cli
 
 
+def _fields(
+    actor: Actor,
+    kind: AuditKind,
+    study_id: int | None,
+    target: str,
+    change: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The columns of one record, bounded as the table's are."""
+    return {
+        "at": utcnow(),
+        "actor_id": actor.admin_id,
+        "actor": actor.name[:128],
+        "study_id": study_id,
+        "kind": kind.value,
+        "target": str(target)[:MAX_TARGET],
+        "change": dict(change or {}),
+        "via": actor.via,
+    }
+
+
 def record(
     session: Session,
     actor: Actor,
@@ -43,16 +63,7 @@ def record(
     change: Mapping[str, Any] | None = None,
 ) -> AuditEvent:
     """Add the record of one action to ``session`` (the caller commits it with the action)."""
-    event = AuditEvent(
-        at=utcnow(),
-        actor_id=actor.admin_id,
-        actor=actor.name[:128],
-        study_id=study_id,
-        kind=kind.value,
-        target=str(target)[:MAX_TARGET],
-        change=dict(change or {}),
-        via=actor.via,
-    )
+    event = AuditEvent(**_fields(actor, kind, study_id, target, change))
     session.add(event)
     return event
 
@@ -68,18 +79,7 @@ def record_in(
 ) -> None:
     """``record`` for work done on a Core connection: the row is inserted in ``conn``'s own
     transaction (it commits or rolls back with the work)."""
-    conn.execute(
-        AUDIT_EVENT.insert().values(
-            at=utcnow(),
-            actor_id=actor.admin_id,
-            actor=actor.name[:128],
-            study_id=study_id,
-            kind=kind.value,
-            target=str(target)[:MAX_TARGET],
-            change=dict(change or {}),
-            via=actor.via,
-        )
-    )
+    conn.execute(AUDIT_EVENT.insert().values(**_fields(actor, kind, study_id, target, change)))
 
 
 def record_now(

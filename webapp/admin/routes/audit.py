@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any
 
@@ -35,6 +36,30 @@ ScopeQ = Annotated[str, Query(pattern="^(study|all)$")]
 DateQ = Annotated[str, Query(pattern=DATE)]
 
 
+@dataclass(frozen=True)
+class AuditQuery:
+    """The trail's filters as the page and its export take them from the URL."""
+
+    actor: str = ""
+    kind: str = ""
+    scope: str = "study"
+    since: str = ""
+    until: str = ""
+
+
+def audit_query(
+    actor: ActorQ = "",
+    kind: KindQ = "",
+    scope: ScopeQ = "study",
+    since: DateQ = "",
+    until: DateQ = "",
+) -> AuditQuery:
+    return AuditQuery(actor.strip(), kind, scope, since, until)
+
+
+AuditQueryDep = Annotated[AuditQuery, Depends(audit_query)]
+
+
 def _day(text: str, what: str) -> datetime | None:
     if not text:
         return None
@@ -48,20 +73,16 @@ def _filter(
     request: Request,
     session: Session,
     admin: AdminSession,
-    actor: str,
-    kind: str,
-    scope: str,
-    since: str,
-    until: str,
+    q: AuditQuery,
 ) -> audit.Filter:
     """The records this admin asked for and may see: the chosen study's, or every study
     they hold a role in; the records of no study (logins, accounts) to owners only."""
-    start, end = _day(since, "from"), _day(until, "to")
+    start, end = _day(q.since, "from"), _day(q.until, "to")
     if start is not None and end is not None and end < start:
-        raise HTTPException(422, f"'to' ({until}) is before 'from' ({since})")
+        raise HTTPException(422, f"'to' ({q.until}) is before 'from' ({q.since})")
     roles = studies_of(session, admin.user_id)
     chosen = admin_study(request).id
-    if scope == "study":
+    if q.scope == "study":
         ids: tuple[int, ...] | None = (chosen,)
         unscoped = False
     elif roles:
@@ -72,8 +93,8 @@ def _filter(
         # every study (as every other page shows them).
         ids, unscoped = None, True
     return audit.Filter(
-        actor=actor.strip() or None,
-        kind=AuditKind(kind) if kind else None,
+        actor=q.actor or None,
+        kind=AuditKind(q.kind) if q.kind else None,
         study_ids=ids,
         unscoped=unscoped,
         since=start,
@@ -106,19 +127,15 @@ def audit_page(
     request: Request,
     admin: ViewerDep,
     session: SessionDep,
-    actor: ActorQ = "",
-    kind: KindQ = "",
-    scope: ScopeQ = "study",
-    since: DateQ = "",
-    until: DateQ = "",
+    q: AuditQueryDep,
     before: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
 ) -> Response:
-    where = _filter(request, session, admin, actor, kind, scope, since, until)
+    where = _filter(request, session, admin, q)
     rows = audit.newest(session, where, before=before, limit=PAGE + 1)
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     slugs = {s.id: s.slug for s in list_studies(session)}
-    params = {"actor": actor.strip(), "kind": kind, "scope": scope, "since": since, "until": until}
+    params = asdict(q)
     return render(
         request,
         admin,
@@ -141,20 +158,16 @@ def audit_export(
     request: Request,
     admin: ViewerDep,
     session: SessionDep,
-    actor: ActorQ = "",
-    kind: KindQ = "",
-    scope: ScopeQ = "study",
-    since: DateQ = "",
-    until: DateQ = "",
+    q: AuditQueryDep,
 ) -> Response:
     """The records of the page's filters, oldest first, one JSON object a line, streamed.
     Reading the whole trail out is itself recorded (with the filters), before it starts."""
-    where = _filter(request, session, admin, actor, kind, scope, since, until)
+    where = _filter(request, session, admin, q)
     audit.record(
         session,
         actor_of(admin),
         AuditKind.audit_export,
-        study_id=admin_study(request).id if scope == "study" else None,
+        study_id=admin_study(request).id if q.scope == "study" else None,
         target="audit.jsonl",
         change={"filters": where.described()},
     )
@@ -165,7 +178,7 @@ def audit_export(
         for row in audit.stream(engine, where=where):
             yield json.dumps(row, ensure_ascii=False) + "\n"
 
-    name = f"audit-{admin_study(request).slug if scope == 'study' else 'all'}.jsonl"
+    name = f"audit-{admin_study(request).slug if q.scope == 'study' else 'all'}.jsonl"
     return StreamingResponse(
         lines(),
         media_type="application/x-ndjson",
