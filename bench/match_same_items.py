@@ -67,53 +67,36 @@ def _pg(sql: str) -> None:
         engine.dispose()
 
 
+DEFAULTED_COLUMNS = (
+    "gold_label",
+    "target_votes",
+    "annotation_id",
+    "author_id",
+    "source_key",
+    "queue_votes",
+    "queue_open",
+    "queue_settled",
+)
+
+
 def _snapshot(url: str) -> dict[str, Any]:
     """The run as rows, without timestamps and row ids of McItems."""
     from sqlalchemy import create_engine, select
 
+    from matching.store import MC_ITEM_COLUMNS, NEGATIVE_COLUMNS
     from vsr_core.tables import EXAMPLE, MATCH_RUN, MC_ITEM
 
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
+            # Every column a run writes, but the ones that differ run to run (row ids,
+            # timestamps), and for negatives the columns left to their defaults as well.
+            item_cols = [MC_ITEM.c[c] for c in MC_ITEM_COLUMNS if c not in ("run_id", "created_at")]
             items = [
                 tuple(r)
-                for r in conn.execute(
-                    select(
-                        MC_ITEM.c.split,
-                        MC_ITEM.c.query_example_id,
-                        MC_ITEM.c.choices,
-                        MC_ITEM.c.relations,
-                        MC_ITEM.c.answer_index,
-                        MC_ITEM.c.distractor_example_ids,
-                        MC_ITEM.c.params,
-                    ).order_by(MC_ITEM.c.query_example_id)
-                )
+                for r in conn.execute(select(*item_cols).order_by(MC_ITEM.c.query_example_id))
             ]
-            cols = [
-                EXAMPLE.c[c]
-                for c in (
-                    "id",
-                    "study_id",
-                    "image_id",
-                    "caption",
-                    "relation",
-                    "subj",
-                    "obj",
-                    "label",
-                    "origin",
-                    "parent_example_id",
-                    "is_gold",
-                    "gold_label",
-                    "target_votes",
-                    "annotation_id",
-                    "author_id",
-                    "source_key",
-                    "queue_votes",
-                    "queue_open",
-                    "queue_settled",
-                )
-            ]
+            cols = [EXAMPLE.c[c] for c in ("id", *NEGATIVE_COLUMNS, *DEFAULTED_COLUMNS)]
             negatives = [
                 tuple(r)
                 for r in conn.execute(
