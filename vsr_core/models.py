@@ -563,6 +563,8 @@ class Vote(VoteBase, table=True):
     __table_args__ = (
         UniqueConstraint("example_id", "worker_id", name="uq_vote_example_worker"),
         Index("ix_vote_worker_example", "worker_id", "example_id"),
+        # A worker's newest votes (their dashboard page) without sorting all of them.
+        Index("ix_vote_worker_created", "worker_id", "created_at", "id"),
     )
     id: int | None = Field(default=None, primary_key=True)
     assignment_id: int | None = Field(default=None, foreign_key="assignment.id", unique=True)

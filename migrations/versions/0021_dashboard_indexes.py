@@ -1,4 +1,4 @@
-"""expression index for the data page's "undecided" filter
+"""indexes for two dashboard pages at 100x: the data page's "undecided" filter, a worker's votes
 
 An Example is undecided (without an adjudication) while its queue is open, it has no votes, or
 it has fewer votes than its own target or else the study's ``votes_per_example``. That depends
@@ -8,6 +8,15 @@ the largest study-wide target at which the Example counts as decided (a constant
 ``vsr_core.models.SETTLED_UP_TO``, whose text the query repeats), so "undecided at this
 setting" is one range of it, and ANALYZE keeps statistics on the expression. SQLite and
 PostgreSQL alike.
+
+A worker's page lists their 100 newest votes (``ORDER BY created_at DESC, id DESC``): without
+an index on that order PostgreSQL read and sorted all of the worker's votes (12,805 for the
+busiest at 100x, 12 ms, growing with their history); (worker_id, created_at, id) reads the 100.
+One more B-tree entry per vote stored (votes are inserted once, never updated).
+
+The price: the Example index reads ``queue_votes``, which every vote changes, so the vote's
+counter update is no longer a HOT update (migration 0004) and adds an entry to each of
+Example's indexes: 20,000 such updates at 100x took 8-17 µs each before, 40-60 µs after.
 
 Revision ID: 0021
 Revises: 0020
@@ -34,6 +43,7 @@ _SETTLED_UP_TO = (
 
 def upgrade() -> None:
     op.create_index('ix_example_settled', 'example', [sa.text(f'({_SETTLED_UP_TO})')])
+    op.create_index('ix_vote_worker_created', 'vote', ['worker_id', 'created_at', 'id'])
     if op.get_bind().dialect.name == 'postgresql':
         # Statistics on the new expression now, not at the next autovacuum: until then the
         # planner guesses a third of the rows for any range of it.
@@ -41,4 +51,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index('ix_vote_worker_created', table_name='vote')
     op.drop_index('ix_example_settled', table_name='example')
