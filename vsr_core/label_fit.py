@@ -214,9 +214,19 @@ class FitState:
         return not self.fitted or self.votes_now != self.votes_at_fit
 
 
-def fit_states(session: Session, study_id: int) -> dict[str, FitState]:
-    """Each model's last fit on the study and how many votes arrived since."""
-    votes_now, _ = _study_votes(session, study_id)
+def study_vote_count(session: Session, study_id: int) -> int:
+    """The study's votes as a fit counts them (a join of every vote: ~1 s at 100x, so the
+    dashboard keeps it in its figure cache and passes it to ``fit_states``)."""
+    return _study_votes(session, study_id)[0]
+
+
+def fit_states(
+    session: Session, study_id: int, votes_now: int | None = None
+) -> dict[str, FitState]:
+    """Each model's last fit on the study and how many votes arrived since (``votes_now``:
+    the study's votes if the caller knows them, else counted here)."""
+    if votes_now is None:
+        votes_now = study_vote_count(session, study_id)
     rows = {
         str(r.model): r
         for r in session.connection().execute(

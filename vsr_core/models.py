@@ -491,6 +491,20 @@ def _counter() -> Any:
     return Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 
+# The largest study-wide vote target (votes_per_example) at which an Example counts as decided
+# without an adjudication: 0 while its queue is open, it has no votes or it is short of its own
+# target (decided at no setting); 1,000,000 once its own target is met (at any setting, which
+# is at most 50); else its votes. So "undecided" is ``SETTLED_UP_TO < votes_per_example`` (and
+# no adjudication): one indexed range whatever the settings say, and PostgreSQL keeps
+# statistics on the expression, so it knows 100 undecided among 1.28 million are few. The
+# dashboard's query repeats this text (webapp.admin.stats.shared) so the index serves it.
+SETTLED_UP_TO = (
+    "CASE WHEN queue_open OR queue_votes = 0 THEN 0"
+    " WHEN target_votes IS NULL THEN queue_votes"
+    " WHEN queue_votes >= target_votes THEN 1000000 ELSE 0 END"
+)
+
+
 class Example(ExampleBase, table=True):
     # The validation queue walks open, non-gold Examples in id order (webapp.validate.queue);
     # the partial index holds only those, so decided Examples are never walked again.
@@ -504,6 +518,8 @@ class Example(ExampleBase, table=True):
             postgresql_where=text("queue_open AND NOT is_gold"),
             sqlite_where=text("queue_open AND NOT is_gold"),
         ),
+        # The data page's "undecided" filter (SETTLED_UP_TO above).
+        Index("ix_example_settled", text(f"({SETTLED_UP_TO})"), info={"expression": True}),
         # The data page's caption search (ILIKE '%text%') from trigrams, not a scan of every
         # caption; PostgreSQL only (pg_trgm), SQLite keeps its scan.
         Index(
@@ -547,6 +563,8 @@ class Vote(VoteBase, table=True):
     __table_args__ = (
         UniqueConstraint("example_id", "worker_id", name="uq_vote_example_worker"),
         Index("ix_vote_worker_example", "worker_id", "example_id"),
+        # A worker's newest votes (their dashboard page) without sorting all of them.
+        Index("ix_vote_worker_created", "worker_id", "created_at", "id"),
     )
     id: int | None = Field(default=None, primary_key=True)
     assignment_id: int | None = Field(default=None, foreign_key="assignment.id", unique=True)

@@ -123,8 +123,15 @@ def worker_page(
     worker = _worker(session, worker_id)
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
-    summary, _ = stats.worker_table(
-        session, cfg, offset=0, limit=1, order="id", only=worker_id, study_id=study_id
+    # Their totals through the figure cache, like the Workers table: a pass over all their
+    # votes (12,805 for the busiest at 100x, ~30 ms and growing with their history).
+    summary = cached(
+        request,
+        session,
+        ("worker", worker_id),
+        lambda s: stats.worker_table(
+            s, cfg, offset=0, limit=1, order="id", only=worker_id, study_id=study_id
+        )[0],
     )
     votes = session.exec(
         select(Vote, Example)

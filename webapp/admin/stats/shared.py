@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, case, exists, func, null, or_, select, true
+from sqlalchemy import Integer, and_, case, exists, func, literal_column, null, or_, select, true
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
@@ -14,6 +14,7 @@ from vsr_core.kept import kept_clause, model_of, verdict_clause
 from vsr_core.models import (
     DEFAULT_STUDY_ID,
 )
+from vsr_core.models import SETTLED_UP_TO as SETTLED_UP_TO_SQL
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import (
     ADJUDICATION,
@@ -148,6 +149,10 @@ def example_agreement(
         if model_agrees is not None
         else null().label("model_agrees"),
         case((decided, 1), else_=0).label("decided"),
+        # The same test as "decided" without the adjudication, in the indexed form the
+        # "undecided" filter uses (ix_example_settled): undecided = settled_up_to <
+        # votes_per_example and no adjudication. Its text must stay SETTLED_UP_TO's.
+        literal_column(f"({SETTLED_UP_TO_SQL})", Integer).label("settled_up_to"),
         case((kept, 1), else_=0).label("kept"),
         verdict_clause(agree, n, cfg.keep_threshold, **rule).label("verdict"),
         case((and_(n > 0, agree == n), 1), else_=0).label("unanimous"),
