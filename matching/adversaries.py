@@ -100,27 +100,88 @@ def _two_classes(y: np.ndarray) -> bool:
     return len(np.unique(y)) == 2
 
 
-def tfidf_pair_rel_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
-    from scipy.sparse import hstack
+def _word_vectorizer() -> Any:
     from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+
+
+def _token_vectorizer(sublinear_tf: bool) -> Any:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(
+        tokenizer=str.split, token_pattern=None, lowercase=False, sublinear_tf=sublinear_tf
+    )
+
+
+class OptionCounts:
+    """Every option of ``items`` tokenised once for the TF-IDF models (caption words,
+    interaction features, listwise features), so fits on many subsets of the same items
+    (cross-fitting folds) count each caption once; see matching.doc_counts for why a fit on
+    a subset gives the numbers a vectorizer fitted on that subset's texts would."""
+
+    def __init__(self, items: Sequence[Item]) -> None:
+        from matching.doc_counts import DocCounts
+
+        triples, texts, y = _options(items)
+        self.y = y
+        sizes = np.array([len(it.triples) for it in items], dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.words = DocCounts(_word_vectorizer().build_analyzer(), texts)
+        self.inter = DocCounts(
+            _token_vectorizer(False).build_analyzer(), [" ".join(_tokens(t)) for t in triples]
+        )
+        self.listwise = DocCounts(
+            _token_vectorizer(True).build_analyzer(),
+            [" ".join(t) for it in items for t in _with_tokens(it)],
+        )
+
+    def rows(self, item_index: np.ndarray) -> np.ndarray:
+        """The option rows of the items at ``item_index`` (in that order)."""
+        idx = np.asarray(item_index, dtype=np.int64)
+        starts, ends = self.starts[idx], self.starts[idx + 1]
+        lengths = ends - starts
+        at = np.concatenate([[0], np.cumsum(lengths)])[:-1]
+        return np.repeat(starts - at, lengths) + np.arange(int(lengths.sum()))
+
+
+def _tfidf(counts: Any, fit_rows: np.ndarray, rows: np.ndarray, sublinear: bool) -> tuple[Any, Any]:
+    """TF-IDF of ``fit_rows`` (vocabulary and idf fitted on them) and of ``rows``."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    x_fit, vocab = counts.fit(fit_rows)
+    tf = TfidfTransformer(sublinear_tf=sublinear).fit(x_fit)
+    return tf.transform(x_fit, copy=False), tf.transform(counts.transform(rows, vocab), copy=False)
+
+
+def tfidf_pair_rel_lr_rows(opts: OptionCounts, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """``tfidf_pair_rel_lr`` of the items at indices ``train`` and ``test`` of ``opts``."""
+    from scipy.sparse import hstack
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 
-    tr_t, tr_x, y = _options(train)
-    te_t, te_x, _ = _options(test)
-    words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
-    inter = TfidfVectorizer(tokenizer=str.split, token_pattern=None, lowercase=False)
-    x_tr = hstack(
-        [words.fit_transform(tr_x), inter.fit_transform([" ".join(_tokens(t)) for t in tr_t])]
-    ).tocsr()
-    x_te = hstack(
-        [words.transform(te_x), inter.transform([" ".join(_tokens(t)) for t in te_t])]
-    ).tocsr()
+    tr, te = opts.rows(train), opts.rows(test)
+    y = opts.y[tr]
+    w_tr, w_te = _tfidf(opts.words, tr, te, True)
+    i_tr, i_te = _tfidf(opts.inter, tr, te, False)
+    x_tr = hstack([w_tr, i_tr]).tocsr()
+    x_te = hstack([w_te, i_te]).tocsr()
     if not _two_classes(y):
-        return np.zeros(len(te_t))
+        return np.zeros(len(te))
     with threadpool_limits(limits=1):
         clf = LogisticRegression(C=4.0, max_iter=2000).fit(x_tr, y)
         return np.asarray(clf.decision_function(x_te))
+
+
+def _both(
+    train: Sequence[Item], test: Sequence[Item]
+) -> tuple[OptionCounts, np.ndarray, np.ndarray]:
+    n = len(train)
+    return OptionCounts([*train, *test]), np.arange(n), np.arange(n, n + len(test))
+
+
+def tfidf_pair_rel_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
+    return tfidf_pair_rel_lr_rows(*_both(train, test))
 
 
 def pair_counts(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
@@ -204,24 +265,25 @@ def _with_tokens(item: Item) -> list[list[str]]:
     return out
 
 
-def listwise_pairs_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
-    """A logistic regression over each option's features and the relations offered with
-    it: learns "when 'on' and 'touching' are offered together, 'touching' is the answer"."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+def listwise_pairs_lr_rows(opts: OptionCounts, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """``listwise_pairs_lr`` of the items at indices ``train`` and ``test`` of ``opts``."""
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 
-    y = _options(train)[2]
+    tr, te = opts.rows(train), opts.rows(test)
+    y = opts.y[tr]
     if not _two_classes(y):
-        return np.zeros(sum(len(it.triples) for it in test))
-    vec = TfidfVectorizer(
-        tokenizer=str.split, token_pattern=None, lowercase=False, sublinear_tf=True
-    )
-    x_tr = vec.fit_transform([" ".join(t) for it in train for t in _with_tokens(it)])
-    x_te = vec.transform([" ".join(t) for it in test for t in _with_tokens(it)])
+        return np.zeros(len(te))
+    x_tr, x_te = _tfidf(opts.listwise, tr, te, True)
     with threadpool_limits(limits=1):
         clf = LogisticRegression(C=4.0, max_iter=2000).fit(x_tr, y)
         return np.asarray(clf.decision_function(x_te))
+
+
+def listwise_pairs_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
+    """A logistic regression over each option's features and the relations offered with
+    it: learns "when 'on' and 'touching' are offered together, 'touching' is the answer"."""
+    return listwise_pairs_lr_rows(*_both(train, test))
 
 
 # Folds of the cross-fitted per-option scores the stack is trained on.
