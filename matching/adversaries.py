@@ -337,42 +337,78 @@ def _relation_features(items: Sequence[Item]) -> np.ndarray:
     return np.array(rows, dtype=float).reshape(-1, 4)
 
 
-def _per_option_models(
-    relevance: RelevanceModel | None,
-) -> list[Callable[[Sequence[Item], Sequence[Item]], np.ndarray]]:
-    models: list[Callable[[Sequence[Item], Sequence[Item]], np.ndarray]] = [
-        tfidf_pair_rel_lr,
-        pair_counts,
-        listwise_pairs_lr,
-    ]
+# A per-option model on rows: scores the options of the items at the second indices of
+# ``items``, fitted on those at the first (``opts``: the same items, tokenised once).
+RowModel = Callable[["OptionCounts", Sequence["Item"], np.ndarray, np.ndarray], np.ndarray]
+
+
+def _at(items: Sequence[Item], index: np.ndarray) -> list[Item]:
+    return [items[int(i)] for i in index]
+
+
+def row_models(relevance: RelevanceModel | None = None) -> dict[str, RowModel]:
+    """The per-option models the stacks read, by name, in the stack's column order."""
+    models: dict[str, RowModel] = {
+        "tfidf_pair_rel_lr": lambda opts, _items, fit, score: tfidf_pair_rel_lr_rows(
+            opts, fit, score
+        ),
+        "pair_counts": lambda _opts, items, fit, score: pair_counts(
+            _at(items, fit), _at(items, score)
+        ),
+        "listwise_pairs_lr": lambda opts, _items, fit, score: listwise_pairs_lr_rows(
+            opts, fit, score
+        ),
+    }
     if relevance is not None:
-        models.append(lambda _tr, te: p_rel_scores(te, relevance, 1.0))
+        models["p_rel"] = lambda _opts, items, _fit, score: p_rel_scores(
+            _at(items, score), relevance, 1.0
+        )
     return models
 
 
+class _SuiteFits:
+    """A suite's train and test items tokenised once, and each model's train -> test
+    scores computed once (the suite reports them and the stack reads them too)."""
+
+    def __init__(self, train: Sequence[Item], test: Sequence[Item]) -> None:
+        self.items = [*train, *test]
+        self.train = np.arange(len(train))
+        self.test = np.arange(len(train), len(self.items))
+        self.opts = OptionCounts(self.items)
+        self._full: dict[str, np.ndarray] = {}
+
+    def full(self, name: str, model: RowModel) -> np.ndarray:
+        if name not in self._full:
+            self._full[name] = model(self.opts, self.items, self.train, self.test)
+        return self._full[name]
+
+
 def _stack_features(
-    train: Sequence[Item], test: Sequence[Item], relevance: RelevanceModel | None, seed: int
+    train: Sequence[Item],
+    test: Sequence[Item],
+    relevance: RelevanceModel | None,
+    seed: int,
+    fits: _SuiteFits | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each per-option model's score (cross-fitted on train: every train item is scored by
     a model that did not see it), with its in-item ranks, plus the table features."""
-    models = _per_option_models(relevance)
+    fits = fits or _SuiteFits(train, test)
     fold = np.random.default_rng(seed).integers(0, STACK_FOLDS, len(train))
     sizes = np.array([len(it.triples) for it in train])
     starts = np.concatenate([[0], np.cumsum(sizes)])
     tr_cols, te_cols = [], []
-    for model in models:
+    for name, model in row_models(relevance).items():
         col = np.zeros(int(sizes.sum()))
         for f in range(STACK_FOLDS):
-            fit = [it for it, g in zip(train, fold, strict=True) if g != f]
-            held = [i for i, g in enumerate(fold) if g == f]
-            if not held:
+            held = np.flatnonzero(fold == f)
+            if not len(held):
                 continue
-            got = model(fit, [train[i] for i in held])
+            got = model(fits.opts, fits.items, np.flatnonzero(fold != f), held)
             at = 0
             for i in held:
                 col[starts[i] : starts[i + 1]] = got[at : at + sizes[i]]
                 at += sizes[i]
-        te = model(train, test)
+        te = fits.full(name, model)
         tr_cols += [col[:, None], _in_item_ranks(train, col)]
         te_cols += [te[:, None], _in_item_ranks(test, te)]
     tr_cols.append(_relation_features(train))
@@ -385,6 +421,7 @@ def listwise_stack_gbm(
     test: Sequence[Item],
     relevance: RelevanceModel | None = None,
     seed: int = 0,
+    fits: _SuiteFits | None = None,
 ) -> np.ndarray:
     """Gradient boosting (non-linear) over a stack of the per-option models' cross-fitted
     scores, their ranks inside the item, and how each option stands to the others."""
@@ -394,7 +431,7 @@ def listwise_stack_gbm(
     y = _options(train)[2]
     if not _two_classes(y) or len(train) < 2 * STACK_FOLDS:
         return np.zeros(sum(len(it.triples) for it in test))
-    x_tr, x_te = _stack_features(train, test, relevance, seed)
+    x_tr, x_te = _stack_features(train, test, relevance, seed, fits)
     with threadpool_limits(limits=1):
         clf = HistGradientBoostingClassifier(
             max_iter=200,
@@ -425,15 +462,21 @@ def run_suite(
     """Every adversary's accuracy on ``test`` (trained on ``train``), with the strongest."""
     if not train or not test:
         return {"n_test": len(test), "adversaries": {}, "strongest": None}
+    fits = _SuiteFits(train, test)  # the stack reuses the per-option models' scores
+    per_option = row_models()
     suite: dict[str, Callable[[], np.ndarray]] = {
-        "tfidf_pair_rel_lr": lambda: tfidf_pair_rel_lr(train, test),
-        "pair_counts": lambda: pair_counts(train, test),
+        "tfidf_pair_rel_lr": lambda: fits.full(
+            "tfidf_pair_rel_lr", per_option["tfidf_pair_rel_lr"]
+        ),
+        "pair_counts": lambda: fits.full("pair_counts", per_option["pair_counts"]),
         # The same counts read the other way: balancing can push the truth's features
         # below the neutral odds (pair_counts under chance), which this one would exploit.
-        "pair_counts_least": lambda: -pair_counts(train, test),
+        "pair_counts_least": lambda: -fits.full("pair_counts", per_option["pair_counts"]),
         # Listwise: models that see the four options together.
-        "listwise_pairs_lr": lambda: listwise_pairs_lr(train, test),
-        "listwise_stack_gbm": lambda: listwise_stack_gbm(train, test, relevance, seed),
+        "listwise_pairs_lr": lambda: fits.full(
+            "listwise_pairs_lr", per_option["listwise_pairs_lr"]
+        ),
+        "listwise_stack_gbm": lambda: listwise_stack_gbm(train, test, relevance, seed, fits),
     }
     if encoder is not None:
         suite["embedding_mlp"] = lambda: embedding_mlp(train, test, encoder, seed)

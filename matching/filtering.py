@@ -43,23 +43,15 @@ if TYPE_CHECKING:
 FOLDS = 4
 # The first models are averaged for the first pass; all of them feed the stack.
 FIRST_PASS_MODELS = 2
-# A model scores the options of the items at the second indices, fitted on the first ones.
+# matching.adversaries.RowModel: scores the items at the second indices, fitted on the first.
 Model = Callable[["OptionCounts", Sequence["Item"], np.ndarray, np.ndarray], np.ndarray]
 
 
 def _models() -> list[Model]:
-    from matching.adversaries import listwise_pairs_lr_rows, pair_counts, tfidf_pair_rel_lr_rows
+    from matching.adversaries import row_models
 
-    def counts(
-        _opts: OptionCounts, items: Sequence[Item], fit: np.ndarray, score: np.ndarray
-    ) -> np.ndarray:
-        return pair_counts([items[int(i)] for i in fit], [items[int(i)] for i in score])
-
-    return [
-        lambda opts, _items, fit, score: tfidf_pair_rel_lr_rows(opts, fit, score),
-        lambda opts, _items, fit, score: listwise_pairs_lr_rows(opts, fit, score),
-        counts,
-    ]
+    by_name = row_models()
+    return [by_name[n] for n in ("tfidf_pair_rel_lr", "listwise_pairs_lr", "pair_counts")]
 
 
 def _answer_probability(
