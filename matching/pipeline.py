@@ -339,6 +339,10 @@ def _log_rel(
     return floored
 
 
+# (query, confirmed caption) pairs filtered at once: bounds the block to this many rows.
+KNOWN_TRUE_BLOCK = 4096
+
+
 def _allowed(
     queries: list[Record],
     ids: _Ids,
@@ -364,10 +368,21 @@ def _allowed(
         # Nothing that implies the truth, is implied by it or usually true with it: a model
         # reading all the options would pick the implied one (matching.option_conflicts).
         allowed &= ~conflicts.lookup(t_rel, t_s, t_o, c_rel, c_s, c_o)
-    for i, q in enumerate(queries):
-        for kt in (known_true or {}).get(q.image, ()):
-            if kt != q.triple:
-                allowed[i] &= ~_known_true_row(i, kt, ids, groups.cand, params, conflicts)
+    # Every (query, confirmed caption of its image) pair at once, in blocks of rows.
+    pairs = [
+        (i, ids.triple(kt))
+        for i, q in enumerate(queries)
+        for kt in (known_true or {}).get(q.image, ())
+        if kt != q.triple
+    ]
+    for at in range(0, len(pairs), KNOWN_TRUE_BLOCK):
+        block = pairs[at : at + KNOWN_TRUE_BLOCK]
+        rows = np.array([i for i, _ in block], dtype=np.int64)
+        kts = np.array([t for _, t in block], dtype=int).reshape(-1, 3)
+        bad = _known_true_rows(rows, kts, groups.cand, params, conflicts)
+        # Rows ascend: OR each query's rows together, then strike them out.
+        first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        allowed[rows[first]] &= ~np.logical_or.reduceat(bad, first, axis=0)
     if geometry and params.remap:
         # Candidates the query's own instance outlines show to hold (matching.geometry_filter).
         relations = [r.relation for r in groups.g_first]
@@ -375,22 +390,22 @@ def _allowed(
     return allowed
 
 
-def _known_true_row(
-    i: int, kt: Triple, ids: _Ids, cand: Ids3, params: MatchParams, conflicts: Conflicts | None
+def _known_true_rows(
+    rows: np.ndarray, kts: np.ndarray, cand: Ids3, params: MatchParams, conflicts: Conflicts | None
 ) -> np.ndarray:
-    """Query ``i``'s candidates that a caption validators confirmed for its image makes true
-    (or likely true): never its distractors."""
+    """Per (query row, confirmed caption ids) pair, the query's candidates that caption
+    (validated for its image) makes true or likely true: never its distractors."""
     c_rel, c_s, c_o = cand
-    k_rel, k_s, k_o = ids.triple(kt)
-    row_s = c_s[i] if params.remap else c_s[0]
-    row_o = c_o[i] if params.remap else c_o[0]
-    kt_ids = (np.array(k_rel), np.array(k_s), np.array(k_o))
-    row = (c_rel[0], row_s, row_o)
+    k_rel, k_s, k_o = (kts[:, j : j + 1] for j in range(3))
+    row_s = c_s[rows] if params.remap else c_s[0][None, :]
+    row_o = c_o[rows] if params.remap else c_o[0][None, :]
+    kt_ids = (k_rel, k_s, k_o)
+    row = (c_rel[0][None, :], row_s, row_o)
     fwd = table_lookup(*kt_ids, *row, implied=True)
     # The same meaning (identical, synonym, converse) is excluded always; what it merely
     # entails only with the table filter.
     bad = fwd & table_lookup(*row, *kt_ids, implied=True)
-    bad |= (c_rel[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
+    bad |= (row[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
     if params.table_filter:
         bad |= fwd
     if conflicts is not None:  # implying it or usually true with it: likely true too
