@@ -152,17 +152,20 @@ def match_split_raked(
             prep = _prepare(todo, relevance, similarity, params, known_true, geometry, conflicts)
             if prep is None:
                 return [], len(queries)
-            got, missing = _rounds(prep, split, similarity, params, None, render=rounds == 0)
+            # Only the last pass of the last attempt is rendered (captions, shuffled order):
+            # rendering is a function of the picks alone, and raking only counts.
+            picks = _pick(prep, similarity, params, None)
+            got, missing = _items(prep, split, params, picks, render=False)
             rake = Raking(params.rake_strength, params.k)
-            for r in range(rounds):
-                extra = _extra(prep, rake.update(got), params)
-                got, missing = _rounds(
-                    prep, split, similarity, params, extra, render=r == rounds - 1
-                )
+            for _ in range(rounds):
+                picks = _pick(prep, similarity, params, _extra(prep, rake.update(got), params))
+                got, missing = _items(prep, split, params, picks, render=False)
+            last = (prep, picks)
             if missing == 0 or attempt == REMATCHES or params.balance == Balance.OFF:
                 break
             kept = {it.query.id for it in got}
             todo = [q for q in todo if q.id in kept]
+        got = _items(last[0], split, params, last[1], render=True)[0]
         return got, len(queries) - len(got)
     # "pair" balance drops queries and matches again until the rest is balanced.
     got, missing = match_split(
@@ -446,9 +449,30 @@ def _rounds(
 ) -> tuple[list[Item], int]:
     """The k rounds of max-weight bipartite matching; without ``render`` the items have no
     captions and no shuffled order (an intermediate pass that raking only counts)."""
-    queries, members, cap, g_first = prep.queries, prep.members, prep.cap, prep.g_first
+    return _items(prep, split, params, _pick(prep, similarity, params, extra), render)
+
+
+@dataclass
+class _Picks:
+    """What the k rounds chose, per query and round: the group, the Example whose response
+    it is, its weight; ``alive``: the query got all k."""
+
+    chosen: np.ndarray
+    source_ids: np.ndarray
+    weights: np.ndarray
+    alive: np.ndarray
+
+
+def _pick(
+    prep: _Prepared,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    extra: np.ndarray | None,
+) -> _Picks:
+    """The k rounds of max-weight bipartite matching."""
+    queries, members, cap = prep.queries, prep.members, prep.cap
     n = len(queries)
-    cand_triple, log_rel = prep.cand_triple, prep.log_rel
+    log_rel = prep.log_rel
     allowed = prep.allowed.copy()  # the diversity update removes duplicates round by round
     # Per query and round (arrays, not per-row Python lists, which were slow on VSR's train
     # split): the group taken, the Example whose response it is, its weight.
@@ -484,6 +508,21 @@ def _rounds(
         source_ids[rows, round_no] = member_ids[member_start[taken] + rank]
         weights_taken[rows, round_no] = w[rows, taken]
 
+    return _Picks(chosen, source_ids, weights_taken, alive)
+
+
+def _items(
+    prep: _Prepared, split: str, params: MatchParams, picked: _Picks, render: bool
+) -> tuple[list[Item], int]:
+    """The items of the queries that got all k; without ``render`` no captions and no
+    shuffled order (an intermediate pass that raking only counts)."""
+    queries, g_first, cand_triple = prep.queries, prep.g_first, prep.cand_triple
+    chosen, source_ids, weights_taken, alive = (
+        picked.chosen,
+        picked.source_ids,
+        picked.weights,
+        picked.alive,
+    )
     items: list[Item] = []
     for i, q in enumerate(queries):
         if not alive[i]:
