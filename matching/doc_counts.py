@@ -34,13 +34,19 @@ class DocCounts:
         cols: list[int] = []
         vals: list[int] = []
         indptr = [0]
+        # Options repeat captions (a distractor is another query's caption, remapped): each
+        # distinct text is analysed once; a repeat brings no new feature, so ids stay put.
+        done: dict[str, tuple[list[int], list[int]]] = {}
         for doc in docs:
-            counter: dict[int, int] = {}
-            for feature in analyze(doc):
-                j = seen.setdefault(feature, len(seen))
-                counter[j] = counter.get(j, 0) + 1
-            cols.extend(counter)
-            vals.extend(counter.values())
+            row = done.get(doc)
+            if row is None:
+                counter: dict[int, int] = {}
+                for feature in analyze(doc):
+                    j = seen.setdefault(feature, len(seen))
+                    counter[j] = counter.get(j, 0) + 1
+                row = done[doc] = (list(counter), list(counter.values()))
+            cols.extend(row[0])
+            vals.extend(row[1])
             indptr.append(len(cols))
         order = sorted(seen, key=seen.__getitem__)  # features by first-seen id
         alpha = np.empty(len(order), dtype=np.int64)  # first-seen id -> alphabetical id
