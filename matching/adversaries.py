@@ -45,6 +45,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from matching.items import Item
+    from matching.records import Triple
     from matching.relevance import Encoder, RelevanceModel
 
 Z95 = 1.959963984540054
@@ -188,8 +189,12 @@ def pair_counts(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
     pos: Counter[str] = Counter()
     neg: Counter[str] = Counter()
     tr_t, _, y = _options(train)
-    for t, is_answer in zip(tr_t, y, strict=True):
-        (pos if is_answer else neg).update(_tokens(t))
+    # Counted per distinct (triple, is answer) and scored per distinct triple: options
+    # repeat triples, and a count or score depends on nothing else.
+    for (t, is_answer), n in Counter(zip(tr_t, y.tolist(), strict=True)).items():
+        side = pos if is_answer else neg
+        for f in _tokens(t):
+            side[f] += n
     k = max(1, round(len(tr_t) / max(1, len(train))) - 1)
 
     def score(t: tuple[str, str, str]) -> float:
@@ -200,7 +205,9 @@ def pair_counts(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
                 return math.log((pos[f] + 1) * k / (neg[f] + 1))
         return 0.0
 
-    return np.array([score(t) for t in _options(test)[0]])
+    te_t = _options(test)[0]
+    scores = {t: score(t) for t in dict.fromkeys(te_t)}
+    return np.array([scores[t] for t in te_t])
 
 
 def _embed_triples(encoder: Encoder, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
@@ -322,16 +329,25 @@ def _relation_features(items: Sequence[Item]) -> np.ndarray:
     how many it implies, how many imply it, the largest P(it | other) and P(other | it)."""
     from matching.study_scope import is_implied, sim_probability
 
+    # Options repeat (concept pair, relation) triples: each ordered pair is looked up once.
+    memo: dict[tuple[Triple, Triple], tuple[bool, float]] = {}
+
+    def link(a: Triple, b: Triple) -> tuple[bool, float]:
+        got = memo.get((a, b))
+        if got is None:
+            got = memo[(a, b)] = (is_implied(a, b), sim_probability(a, b))
+        return got
+
     rows = []
     for it in items:
         for i, t in enumerate(it.triples):
             others = [u for j, u in enumerate(it.triples) if j != i]
             rows.append(
                 [
-                    sum(is_implied(t, u) for u in others),
-                    sum(is_implied(u, t) for u in others),
-                    max((sim_probability(u, t) for u in others), default=0.0),
-                    max((sim_probability(t, u) for u in others), default=0.0),
+                    sum(link(t, u)[0] for u in others),
+                    sum(link(u, t)[0] for u in others),
+                    max((link(u, t)[1] for u in others), default=0.0),
+                    max((link(t, u)[1] for u in others), default=0.0),
                 ]
             )
     return np.array(rows, dtype=float).reshape(-1, 4)
