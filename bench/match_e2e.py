@@ -156,7 +156,7 @@ def timed(cmd: list[str], timeout: float | None = None) -> dict[str, Any]:
 
 
 def one_size(factor: int, source: str, args: argparse.Namespace) -> dict[str, Any]:
-    copy = f"{COPY_PREFIX}_{factor}x"
+    copy = f"{args.prefix}_{factor}x"
     url = f"{SERVER}/{copy}"
     _admin(f"DROP DATABASE IF EXISTS {copy}")
     _admin(f"CREATE DATABASE {copy} TEMPLATE {source}")
@@ -218,6 +218,7 @@ def main() -> int:
     ap.add_argument("--match-args", default="", help="extra `vsr match` options")
     ap.add_argument("--timeout", type=float, default=None, help="seconds per command")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--prefix", default=COPY_PREFIX, help="name prefix of the copies made")
     args = ap.parse_args()
     sources = sorted((int(f), db) for f, db in (s.split(":") for s in args.sources.split(",")))
     print(

@@ -130,7 +130,9 @@ def main() -> int:
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--seeds", default="0", help="--seed and --split-seed of each run")
     ap.add_argument("--release", type=Path, default=RELEASE)
+    ap.add_argument("--prefix", default=PREFIX, help="name prefix of the databases made")
     args = ap.parse_args()
+    prefix = args.prefix
     ok = True
     with tempfile.TemporaryDirectory(prefix="smatch-same-") as tmp:
         base_tree = Path(tmp) / "baseline"
@@ -152,15 +154,15 @@ def main() -> int:
                         urls[name] = f"sqlite:///{tmp}/{name}.db"
                 else:
                     base = PG_ADMIN.rsplit("/", 1)[0]
-                    _pg(f"DROP DATABASE IF EXISTS {PREFIX}_src")
-                    _pg(f"CREATE DATABASE {PREFIX}_src")
-                    src = f"{base}/{PREFIX}_src"
+                    _pg(f"DROP DATABASE IF EXISTS {prefix}_src")
+                    _pg(f"CREATE DATABASE {prefix}_src")
+                    src = f"{base}/{prefix}_src"
                     _vsr(ROOT, "db", "upgrade", "--database-url", src)
                     _vsr(ROOT, "import-vsr", str(args.release), "-q", "--database-url", src)
                     for name in ("baseline", "this"):
-                        _pg(f"DROP DATABASE IF EXISTS {PREFIX}_{name}")
-                        _pg(f"CREATE DATABASE {PREFIX}_{name} TEMPLATE {PREFIX}_src")
-                        urls[name] = f"{base}/{PREFIX}_{name}"
+                        _pg(f"DROP DATABASE IF EXISTS {prefix}_{name}")
+                        _pg(f"CREATE DATABASE {prefix}_{name} TEMPLATE {prefix}_src")
+                        urls[name] = f"{base}/{prefix}_{name}"
                 snaps, secs = {}, {}
                 for name, tree in (("baseline", base_tree), ("this", ROOT)):
                     secs[name] = _vsr(
@@ -186,7 +188,7 @@ def main() -> int:
                 )
                 if backend == "postgresql":
                     for name in ("src", "baseline", "this"):
-                        _pg(f"DROP DATABASE IF EXISTS {PREFIX}_{name}")
+                        _pg(f"DROP DATABASE IF EXISTS {prefix}_{name}")
     return 0 if ok else 1
 
 

@@ -45,6 +45,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from matching.items import Item
+    from matching.records import Triple
     from matching.relevance import Encoder, RelevanceModel
 
 Z95 = 1.959963984540054
@@ -100,35 +101,100 @@ def _two_classes(y: np.ndarray) -> bool:
     return len(np.unique(y)) == 2
 
 
-def tfidf_pair_rel_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
-    from scipy.sparse import hstack
+def _word_vectorizer() -> Any:
     from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+
+
+def _token_vectorizer(sublinear_tf: bool) -> Any:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(
+        tokenizer=str.split, token_pattern=None, lowercase=False, sublinear_tf=sublinear_tf
+    )
+
+
+class OptionCounts:
+    """Every option of ``items`` tokenised once for the TF-IDF models (caption words,
+    interaction features, listwise features), so fits on many subsets of the same items
+    (cross-fitting folds) count each caption once; see matching.doc_counts for why a fit on
+    a subset gives the numbers a vectorizer fitted on that subset's texts would."""
+
+    def __init__(self, items: Sequence[Item]) -> None:
+        from matching.doc_counts import DocCounts
+
+        triples, texts, y = _options(items)
+        self.y = y
+        sizes = np.array([len(it.triples) for it in items], dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.words = DocCounts(_word_vectorizer().build_analyzer(), texts)
+        self.inter = DocCounts(
+            _token_vectorizer(False).build_analyzer(), [" ".join(_tokens(t)) for t in triples]
+        )
+        self.listwise = DocCounts(
+            _token_vectorizer(True).build_analyzer(),
+            [" ".join(t) for it in items for t in _with_tokens(it)],
+        )
+
+    def rows(self, item_index: np.ndarray) -> np.ndarray:
+        """The option rows of the items at ``item_index`` (in that order)."""
+        idx = np.asarray(item_index, dtype=np.int64)
+        starts, ends = self.starts[idx], self.starts[idx + 1]
+        lengths = ends - starts
+        at = np.concatenate([[0], np.cumsum(lengths)])[:-1]
+        return np.repeat(starts - at, lengths) + np.arange(int(lengths.sum()))
+
+
+def _tfidf(counts: Any, fit_rows: np.ndarray, rows: np.ndarray, sublinear: bool) -> tuple[Any, Any]:
+    """TF-IDF of ``fit_rows`` (vocabulary and idf fitted on them) and of ``rows``."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    x_fit, vocab = counts.fit(fit_rows)
+    tf = TfidfTransformer(sublinear_tf=sublinear).fit(x_fit)
+    return tf.transform(x_fit, copy=False), tf.transform(counts.transform(rows, vocab), copy=False)
+
+
+def tfidf_pair_rel_lr_rows(opts: OptionCounts, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """``tfidf_pair_rel_lr`` of the items at indices ``train`` and ``test`` of ``opts``."""
+    from scipy.sparse import hstack
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 
-    tr_t, tr_x, y = _options(train)
-    te_t, te_x, _ = _options(test)
-    words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
-    inter = TfidfVectorizer(tokenizer=str.split, token_pattern=None, lowercase=False)
-    x_tr = hstack(
-        [words.fit_transform(tr_x), inter.fit_transform([" ".join(_tokens(t)) for t in tr_t])]
-    ).tocsr()
-    x_te = hstack(
-        [words.transform(te_x), inter.transform([" ".join(_tokens(t)) for t in te_t])]
-    ).tocsr()
+    tr, te = opts.rows(train), opts.rows(test)
+    y = opts.y[tr]
+    w_tr, w_te = _tfidf(opts.words, tr, te, True)
+    i_tr, i_te = _tfidf(opts.inter, tr, te, False)
+    x_tr = hstack([w_tr, i_tr]).tocsr()
+    x_te = hstack([w_te, i_te]).tocsr()
     if not _two_classes(y):
-        return np.zeros(len(te_t))
+        return np.zeros(len(te))
     with threadpool_limits(limits=1):
         clf = LogisticRegression(C=4.0, max_iter=2000).fit(x_tr, y)
         return np.asarray(clf.decision_function(x_te))
+
+
+def _both(
+    train: Sequence[Item], test: Sequence[Item]
+) -> tuple[OptionCounts, np.ndarray, np.ndarray]:
+    n = len(train)
+    return OptionCounts([*train, *test]), np.arange(n), np.arange(n, n + len(test))
+
+
+def tfidf_pair_rel_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
+    return tfidf_pair_rel_lr_rows(*_both(train, test))
 
 
 def pair_counts(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
     pos: Counter[str] = Counter()
     neg: Counter[str] = Counter()
     tr_t, _, y = _options(train)
-    for t, is_answer in zip(tr_t, y, strict=True):
-        (pos if is_answer else neg).update(_tokens(t))
+    # Counted per distinct (triple, is answer) and scored per distinct triple: options
+    # repeat triples, and a count or score depends on nothing else.
+    for (t, is_answer), n in Counter(zip(tr_t, y.tolist(), strict=True)).items():
+        side = pos if is_answer else neg
+        for f in _tokens(t):
+            side[f] += n
     k = max(1, round(len(tr_t) / max(1, len(train))) - 1)
 
     def score(t: tuple[str, str, str]) -> float:
@@ -139,7 +205,9 @@ def pair_counts(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
                 return math.log((pos[f] + 1) * k / (neg[f] + 1))
         return 0.0
 
-    return np.array([score(t) for t in _options(test)[0]])
+    te_t = _options(test)[0]
+    scores = {t: score(t) for t in dict.fromkeys(te_t)}
+    return np.array([scores[t] for t in te_t])
 
 
 def _embed_triples(encoder: Encoder, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
@@ -204,24 +272,25 @@ def _with_tokens(item: Item) -> list[list[str]]:
     return out
 
 
-def listwise_pairs_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
-    """A logistic regression over each option's features and the relations offered with
-    it: learns "when 'on' and 'touching' are offered together, 'touching' is the answer"."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+def listwise_pairs_lr_rows(opts: OptionCounts, train: np.ndarray, test: np.ndarray) -> np.ndarray:
+    """``listwise_pairs_lr`` of the items at indices ``train`` and ``test`` of ``opts``."""
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 
-    y = _options(train)[2]
+    tr, te = opts.rows(train), opts.rows(test)
+    y = opts.y[tr]
     if not _two_classes(y):
-        return np.zeros(sum(len(it.triples) for it in test))
-    vec = TfidfVectorizer(
-        tokenizer=str.split, token_pattern=None, lowercase=False, sublinear_tf=True
-    )
-    x_tr = vec.fit_transform([" ".join(t) for it in train for t in _with_tokens(it)])
-    x_te = vec.transform([" ".join(t) for it in test for t in _with_tokens(it)])
+        return np.zeros(len(te))
+    x_tr, x_te = _tfidf(opts.listwise, tr, te, True)
     with threadpool_limits(limits=1):
         clf = LogisticRegression(C=4.0, max_iter=2000).fit(x_tr, y)
         return np.asarray(clf.decision_function(x_te))
+
+
+def listwise_pairs_lr(train: Sequence[Item], test: Sequence[Item]) -> np.ndarray:
+    """A logistic regression over each option's features and the relations offered with
+    it: learns "when 'on' and 'touching' are offered together, 'touching' is the answer"."""
+    return listwise_pairs_lr_rows(*_both(train, test))
 
 
 # Folds of the cross-fitted per-option scores the stack is trained on.
@@ -260,57 +329,102 @@ def _relation_features(items: Sequence[Item]) -> np.ndarray:
     how many it implies, how many imply it, the largest P(it | other) and P(other | it)."""
     from matching.study_scope import is_implied, sim_probability
 
+    # Options repeat (concept pair, relation) triples: each ordered pair is looked up once.
+    memo: dict[tuple[Triple, Triple], tuple[bool, float]] = {}
+
+    def link(a: Triple, b: Triple) -> tuple[bool, float]:
+        got = memo.get((a, b))
+        if got is None:
+            got = memo[(a, b)] = (is_implied(a, b), sim_probability(a, b))
+        return got
+
     rows = []
     for it in items:
         for i, t in enumerate(it.triples):
             others = [u for j, u in enumerate(it.triples) if j != i]
             rows.append(
                 [
-                    sum(is_implied(t, u) for u in others),
-                    sum(is_implied(u, t) for u in others),
-                    max((sim_probability(u, t) for u in others), default=0.0),
-                    max((sim_probability(t, u) for u in others), default=0.0),
+                    sum(link(t, u)[0] for u in others),
+                    sum(link(u, t)[0] for u in others),
+                    max((link(u, t)[1] for u in others), default=0.0),
+                    max((link(t, u)[1] for u in others), default=0.0),
                 ]
             )
     return np.array(rows, dtype=float).reshape(-1, 4)
 
 
-def _per_option_models(
-    relevance: RelevanceModel | None,
-) -> list[Callable[[Sequence[Item], Sequence[Item]], np.ndarray]]:
-    models: list[Callable[[Sequence[Item], Sequence[Item]], np.ndarray]] = [
-        tfidf_pair_rel_lr,
-        pair_counts,
-        listwise_pairs_lr,
-    ]
+# A per-option model on rows: scores the options of the items at the second indices of
+# ``items``, fitted on those at the first (``opts``: the same items, tokenised once).
+RowModel = Callable[["OptionCounts", Sequence["Item"], np.ndarray, np.ndarray], np.ndarray]
+
+
+def _at(items: Sequence[Item], index: np.ndarray) -> list[Item]:
+    return [items[int(i)] for i in index]
+
+
+def row_models(relevance: RelevanceModel | None = None) -> dict[str, RowModel]:
+    """The per-option models the stacks read, by name, in the stack's column order."""
+    models: dict[str, RowModel] = {
+        "tfidf_pair_rel_lr": lambda opts, _items, fit, score: tfidf_pair_rel_lr_rows(
+            opts, fit, score
+        ),
+        "pair_counts": lambda _opts, items, fit, score: pair_counts(
+            _at(items, fit), _at(items, score)
+        ),
+        "listwise_pairs_lr": lambda opts, _items, fit, score: listwise_pairs_lr_rows(
+            opts, fit, score
+        ),
+    }
     if relevance is not None:
-        models.append(lambda _tr, te: p_rel_scores(te, relevance, 1.0))
+        models["p_rel"] = lambda _opts, items, _fit, score: p_rel_scores(
+            _at(items, score), relevance, 1.0
+        )
     return models
 
 
+class _SuiteFits:
+    """A suite's train and test items tokenised once, and each model's train -> test
+    scores computed once (the suite reports them and the stack reads them too)."""
+
+    def __init__(self, train: Sequence[Item], test: Sequence[Item]) -> None:
+        self.items = [*train, *test]
+        self.train = np.arange(len(train))
+        self.test = np.arange(len(train), len(self.items))
+        self.opts = OptionCounts(self.items)
+        self._full: dict[str, np.ndarray] = {}
+
+    def full(self, name: str, model: RowModel) -> np.ndarray:
+        if name not in self._full:
+            self._full[name] = model(self.opts, self.items, self.train, self.test)
+        return self._full[name]
+
+
 def _stack_features(
-    train: Sequence[Item], test: Sequence[Item], relevance: RelevanceModel | None, seed: int
+    train: Sequence[Item],
+    test: Sequence[Item],
+    relevance: RelevanceModel | None,
+    seed: int,
+    fits: _SuiteFits | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each per-option model's score (cross-fitted on train: every train item is scored by
     a model that did not see it), with its in-item ranks, plus the table features."""
-    models = _per_option_models(relevance)
+    fits = fits or _SuiteFits(train, test)
     fold = np.random.default_rng(seed).integers(0, STACK_FOLDS, len(train))
     sizes = np.array([len(it.triples) for it in train])
     starts = np.concatenate([[0], np.cumsum(sizes)])
     tr_cols, te_cols = [], []
-    for model in models:
+    for name, model in row_models(relevance).items():
         col = np.zeros(int(sizes.sum()))
         for f in range(STACK_FOLDS):
-            fit = [it for it, g in zip(train, fold, strict=True) if g != f]
-            held = [i for i, g in enumerate(fold) if g == f]
-            if not held:
+            held = np.flatnonzero(fold == f)
+            if not len(held):
                 continue
-            got = model(fit, [train[i] for i in held])
+            got = model(fits.opts, fits.items, np.flatnonzero(fold != f), held)
             at = 0
             for i in held:
                 col[starts[i] : starts[i + 1]] = got[at : at + sizes[i]]
                 at += sizes[i]
-        te = model(train, test)
+        te = fits.full(name, model)
         tr_cols += [col[:, None], _in_item_ranks(train, col)]
         te_cols += [te[:, None], _in_item_ranks(test, te)]
     tr_cols.append(_relation_features(train))
@@ -323,6 +437,7 @@ def listwise_stack_gbm(
     test: Sequence[Item],
     relevance: RelevanceModel | None = None,
     seed: int = 0,
+    fits: _SuiteFits | None = None,
 ) -> np.ndarray:
     """Gradient boosting (non-linear) over a stack of the per-option models' cross-fitted
     scores, their ranks inside the item, and how each option stands to the others."""
@@ -332,7 +447,7 @@ def listwise_stack_gbm(
     y = _options(train)[2]
     if not _two_classes(y) or len(train) < 2 * STACK_FOLDS:
         return np.zeros(sum(len(it.triples) for it in test))
-    x_tr, x_te = _stack_features(train, test, relevance, seed)
+    x_tr, x_te = _stack_features(train, test, relevance, seed, fits)
     with threadpool_limits(limits=1):
         clf = HistGradientBoostingClassifier(
             max_iter=200,
@@ -363,15 +478,21 @@ def run_suite(
     """Every adversary's accuracy on ``test`` (trained on ``train``), with the strongest."""
     if not train or not test:
         return {"n_test": len(test), "adversaries": {}, "strongest": None}
+    fits = _SuiteFits(train, test)  # the stack reuses the per-option models' scores
+    per_option = row_models()
     suite: dict[str, Callable[[], np.ndarray]] = {
-        "tfidf_pair_rel_lr": lambda: tfidf_pair_rel_lr(train, test),
-        "pair_counts": lambda: pair_counts(train, test),
+        "tfidf_pair_rel_lr": lambda: fits.full(
+            "tfidf_pair_rel_lr", per_option["tfidf_pair_rel_lr"]
+        ),
+        "pair_counts": lambda: fits.full("pair_counts", per_option["pair_counts"]),
         # The same counts read the other way: balancing can push the truth's features
         # below the neutral odds (pair_counts under chance), which this one would exploit.
-        "pair_counts_least": lambda: -pair_counts(train, test),
+        "pair_counts_least": lambda: -fits.full("pair_counts", per_option["pair_counts"]),
         # Listwise: models that see the four options together.
-        "listwise_pairs_lr": lambda: listwise_pairs_lr(train, test),
-        "listwise_stack_gbm": lambda: listwise_stack_gbm(train, test, relevance, seed),
+        "listwise_pairs_lr": lambda: fits.full(
+            "listwise_pairs_lr", per_option["listwise_pairs_lr"]
+        ),
+        "listwise_stack_gbm": lambda: listwise_stack_gbm(train, test, relevance, seed, fits),
     }
     if encoder is not None:
         suite["embedding_mlp"] = lambda: embedding_mlp(train, test, encoder, seed)

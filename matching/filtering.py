@@ -37,18 +37,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from matching.adversaries import OptionCounts
     from matching.items import Item
 
 FOLDS = 4
 # The first models are averaged for the first pass; all of them feed the stack.
 FIRST_PASS_MODELS = 2
-Model = Callable[[Sequence["Item"], Sequence["Item"]], np.ndarray]
+# matching.adversaries.RowModel: scores the items at the second indices, fitted on the first.
+Model = Callable[["OptionCounts", Sequence["Item"], np.ndarray, np.ndarray], np.ndarray]
 
 
 def _models() -> list[Model]:
-    from matching.adversaries import listwise_pairs_lr, pair_counts, tfidf_pair_rel_lr
+    from matching.adversaries import row_models
 
-    return [tfidf_pair_rel_lr, listwise_pairs_lr, pair_counts]
+    by_name = row_models()
+    return [by_name[n] for n in ("tfidf_pair_rel_lr", "listwise_pairs_lr", "pair_counts")]
 
 
 def _answer_probability(
@@ -76,14 +79,17 @@ def _fit_job(job: tuple[int, int], shared: dict[str, Any] | None = None) -> np.n
     folds, or (``f`` = -1) the other splits' options from a fit on all of train."""
     s = _SHARED if shared is None else shared
     model: Model = _models()[job[0]]
-    train, others, fold, f = s["train"], s["others"], s["fold"], job[1]
+    opts, items, fold, f = s["opts"], s["items"], s["fold"], job[1]
+    n_train = len(fold)
     if f < 0:
-        return model(train, others) if others else np.zeros(0)
+        if len(items) == n_train:
+            return np.zeros(0)
+        return model(opts, items, np.arange(n_train), np.arange(n_train, len(items)))
     held = np.flatnonzero(fold == f)
-    fit = [it for it, g in zip(train, fold, strict=True) if g != f]
-    if len(held) == 0 or not fit:
+    fit = np.flatnonzero(fold != f)
+    if len(held) == 0 or not len(fit):
         return np.zeros(0)
-    return model(fit, [train[int(i)] for i in held])
+    return model(opts, items, fit, held)
 
 
 def _scores(
@@ -91,12 +97,15 @@ def _scores(
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per model: each train option's cross-fitted score, each other option's score.
     The fits are independent, so ``workers`` processes share them; the scores are the
-    same for any number."""
+    same for any number. Every option is tokenised once, before the fits."""
+    from matching.adversaries import OptionCounts
+
     sizes = np.array([len(it.triples) for it in train])
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     n_models = len(_models())
     jobs = [(m, f) for m in range(n_models) for f in (*range(FOLDS), -1)]
-    shared = {"train": train, "others": others, "fold": fold}
+    items = [*train, *others]
+    shared = {"opts": OptionCounts(items), "items": items, "fold": fold}
     if workers > 1:
         import multiprocessing
 

@@ -152,17 +152,20 @@ def match_split_raked(
             prep = _prepare(todo, relevance, similarity, params, known_true, geometry, conflicts)
             if prep is None:
                 return [], len(queries)
-            got, missing = _rounds(prep, split, similarity, params, None, render=rounds == 0)
+            # Only the last pass of the last attempt is rendered (captions, shuffled order):
+            # rendering is a function of the picks alone, and raking only counts.
+            picks = _pick(prep, similarity, params, None)
+            got, missing = _items(prep, split, params, picks, render=False)
             rake = Raking(params.rake_strength, params.k)
-            for r in range(rounds):
-                extra = _extra(prep, rake.update(got), params)
-                got, missing = _rounds(
-                    prep, split, similarity, params, extra, render=r == rounds - 1
-                )
+            for _ in range(rounds):
+                picks = _pick(prep, similarity, params, _extra(prep, rake.update(got), params))
+                got, missing = _items(prep, split, params, picks, render=False)
+            last = (prep, picks)
             if missing == 0 or attempt == REMATCHES or params.balance == Balance.OFF:
                 break
             kept = {it.query.id for it in got}
             todo = [q for q in todo if q.id in kept]
+        got = _items(last[0], split, params, last[1], render=True)[0]
         return got, len(queries) - len(got)
     # "pair" balance drops queries and matches again until the rest is balanced.
     got, missing = match_split(
@@ -339,6 +342,10 @@ def _log_rel(
     return floored
 
 
+# (query, confirmed caption) pairs filtered at once: bounds the block to this many rows.
+KNOWN_TRUE_BLOCK = 4096
+
+
 def _allowed(
     queries: list[Record],
     ids: _Ids,
@@ -364,10 +371,21 @@ def _allowed(
         # Nothing that implies the truth, is implied by it or usually true with it: a model
         # reading all the options would pick the implied one (matching.option_conflicts).
         allowed &= ~conflicts.lookup(t_rel, t_s, t_o, c_rel, c_s, c_o)
-    for i, q in enumerate(queries):
-        for kt in (known_true or {}).get(q.image, ()):
-            if kt != q.triple:
-                allowed[i] &= ~_known_true_row(i, kt, ids, groups.cand, params, conflicts)
+    # Every (query, confirmed caption of its image) pair at once, in blocks of rows.
+    pairs = [
+        (i, ids.triple(kt))
+        for i, q in enumerate(queries)
+        for kt in (known_true or {}).get(q.image, ())
+        if kt != q.triple
+    ]
+    for at in range(0, len(pairs), KNOWN_TRUE_BLOCK):
+        block = pairs[at : at + KNOWN_TRUE_BLOCK]
+        rows = np.array([i for i, _ in block], dtype=np.int64)
+        kts = np.array([t for _, t in block], dtype=int).reshape(-1, 3)
+        bad = _known_true_rows(rows, kts, groups.cand, params, conflicts)
+        # Rows ascend: OR each query's rows together, then strike them out.
+        first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        allowed[rows[first]] &= ~np.logical_or.reduceat(bad, first, axis=0)
     if geometry and params.remap:
         # Candidates the query's own instance outlines show to hold (matching.geometry_filter).
         relations = [r.relation for r in groups.g_first]
@@ -375,22 +393,22 @@ def _allowed(
     return allowed
 
 
-def _known_true_row(
-    i: int, kt: Triple, ids: _Ids, cand: Ids3, params: MatchParams, conflicts: Conflicts | None
+def _known_true_rows(
+    rows: np.ndarray, kts: np.ndarray, cand: Ids3, params: MatchParams, conflicts: Conflicts | None
 ) -> np.ndarray:
-    """Query ``i``'s candidates that a caption validators confirmed for its image makes true
-    (or likely true): never its distractors."""
+    """Per (query row, confirmed caption ids) pair, the query's candidates that caption
+    (validated for its image) makes true or likely true: never its distractors."""
     c_rel, c_s, c_o = cand
-    k_rel, k_s, k_o = ids.triple(kt)
-    row_s = c_s[i] if params.remap else c_s[0]
-    row_o = c_o[i] if params.remap else c_o[0]
-    kt_ids = (np.array(k_rel), np.array(k_s), np.array(k_o))
-    row = (c_rel[0], row_s, row_o)
+    k_rel, k_s, k_o = (kts[:, j : j + 1] for j in range(3))
+    row_s = c_s[rows] if params.remap else c_s[0][None, :]
+    row_o = c_o[rows] if params.remap else c_o[0][None, :]
+    kt_ids = (k_rel, k_s, k_o)
+    row = (c_rel[0][None, :], row_s, row_o)
     fwd = table_lookup(*kt_ids, *row, implied=True)
     # The same meaning (identical, synonym, converse) is excluded always; what it merely
     # entails only with the table filter.
     bad = fwd & table_lookup(*row, *kt_ids, implied=True)
-    bad |= (c_rel[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
+    bad |= (row[0] == k_rel) & (row_s == k_s) & (row_o == k_o)
     if params.table_filter:
         bad |= fwd
     if conflicts is not None:  # implying it or usually true with it: likely true too
@@ -431,9 +449,30 @@ def _rounds(
 ) -> tuple[list[Item], int]:
     """The k rounds of max-weight bipartite matching; without ``render`` the items have no
     captions and no shuffled order (an intermediate pass that raking only counts)."""
-    queries, members, cap, g_first = prep.queries, prep.members, prep.cap, prep.g_first
+    return _items(prep, split, params, _pick(prep, similarity, params, extra), render)
+
+
+@dataclass
+class _Picks:
+    """What the k rounds chose, per query and round: the group, the Example whose response
+    it is, its weight; ``alive``: the query got all k."""
+
+    chosen: np.ndarray
+    source_ids: np.ndarray
+    weights: np.ndarray
+    alive: np.ndarray
+
+
+def _pick(
+    prep: _Prepared,
+    similarity: SimilarityScorer,
+    params: MatchParams,
+    extra: np.ndarray | None,
+) -> _Picks:
+    """The k rounds of max-weight bipartite matching."""
+    queries, members, cap = prep.queries, prep.members, prep.cap
     n = len(queries)
-    cand_triple, log_rel = prep.cand_triple, prep.log_rel
+    log_rel = prep.log_rel
     allowed = prep.allowed.copy()  # the diversity update removes duplicates round by round
     # Per query and round (arrays, not per-row Python lists, which were slow on VSR's train
     # split): the group taken, the Example whose response it is, its weight.
@@ -469,6 +508,21 @@ def _rounds(
         source_ids[rows, round_no] = member_ids[member_start[taken] + rank]
         weights_taken[rows, round_no] = w[rows, taken]
 
+    return _Picks(chosen, source_ids, weights_taken, alive)
+
+
+def _items(
+    prep: _Prepared, split: str, params: MatchParams, picked: _Picks, render: bool
+) -> tuple[list[Item], int]:
+    """The items of the queries that got all k; without ``render`` no captions and no
+    shuffled order (an intermediate pass that raking only counts)."""
+    queries, g_first, cand_triple = prep.queries, prep.g_first, prep.cand_triple
+    chosen, source_ids, weights_taken, alive = (
+        picked.chosen,
+        picked.source_ids,
+        picked.weights,
+        picked.alive,
+    )
     items: list[Item] = []
     for i, q in enumerate(queries):
         if not alive[i]:
