@@ -62,8 +62,10 @@ class ExportRow:
     author: int | None  # export id of the caption writer
     group: Hashable  # a small int once the pass is done (_resolve_groups)
     parent: int | None  # the query Example of a machine-made negative
-    true_ids: list[int]  # export ids of the validators who voted True, in vote order
-    false_ids: list[int]
+    # Export ids of the validators who voted True (False), in vote order: tuples, exact in
+    # size (most Examples have three votes; the empty tuple is shared).
+    true_ids: tuple[int, ...]
+    false_ids: tuple[int, ...]
     n_agree: int
     kept: bool
     writer_label: bool | None = None  # the caption writer's label (None: same as label)
@@ -464,7 +466,7 @@ def jsonl(records: Iterable[dict[str, Any]]) -> Iterator[bytes]:
         yield dumps(rec, option=opt)
 
 
-def _fetch(conn: Connection, stmt: Any, chunk: int = 50_000) -> Iterator[tuple[Any, ...]]:
+def _fetch(conn: Connection, stmt: Any, chunk: int = 10_000) -> Iterator[tuple[Any, ...]]:
     """Rows of a parameterless SELECT straight from the DB-API cursor, in the connection's
     current transaction. SQLAlchemy's Row objects cost a few microseconds each, which on
     the ~800,000 votes of a 200,000-Example export was most of the time (bench/export.py).
@@ -541,8 +543,8 @@ def _row(
         ids[author_id] if author_id is not None else None,
         group,
         parent,
-        true_ids,
-        false_ids,
+        tuple(true_ids),
+        tuple(false_ids),
         len(true_ids) if label else len(false_ids),
         verdict is Verdict.kept,
         writer_label,
