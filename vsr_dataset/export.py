@@ -440,16 +440,14 @@ def build_dataset(
     report = progress or (lambda stage, frac: None)
     out_dir = Path(out_dir)
     _check_out_dir(out_dir, options, overwrite)
-    with _read(engine, options, report) as snap:
-        return _build(snap, out_dir, options, report)
-
-
-def _build(snap: _Snapshot, out_dir: Path, options: BuildOptions, report: Progress) -> BuildSummary:
     stage = _Staging.next_to(out_dir)
     try:
-        report("writing", 0.6)
-        records = _write_parts(stage, snap, options)
-        configs, features = _write_configs(stage, records, out_dir, options)
+        with _read(engine, options, report) as snap:
+            report("writing", 0.6)
+            records = _write_parts(stage, snap, options)
+            configs, features = _write_configs(stage, records, out_dir, options)
+        # The transaction ends here (on SQLite it holds the write lock): statistics, figures
+        # and the card read only the compact rows and the files written.
         stats: dict[str, Any] = {}
         if options.wants("stats") or options.wants("card"):
             report("statistics", 0.7)
