@@ -147,7 +147,7 @@ def read_export(
         )
         rows = [
             _row(ex, true_ids, false_ids, source.ids, source.verdicts)
-            for ex, true_ids, false_ids, _ in source.examples(detail=False)
+            for ex, true_ids, false_ids, _ in source.examples(detail=False, full=False)
         ]
         _resolve_groups(rows)
         _pair_up(rows)
@@ -186,13 +186,12 @@ ExampleColumns = tuple[Any, ...]
 @dataclass
 class RecordSource:
     """What turns an Example's database row into its JSONL record, read once per export
-    (workers' export ids, images, marked instances, verdicts): the full records are built by
+    (workers' export ids, marked instances, verdicts): the full records are built by
     reading the Examples again, one at a time, while a file is written."""
 
     conn: Connection
     study_id: int
     ids: dict[int, int]
-    images: dict[int, ImageInfo]
     marked: Marked
     verdicts: Verdicts
     aggregates: dict[Hashable, tuple[bool, float]] | None
@@ -211,26 +210,11 @@ class RecordSource:
         tags: dict[str, Any],
         verdicts: Verdicts,
     ) -> RecordSource:
-        images = {
-            iid: ImageInfo(name, split, coco_id, width or None, height or None, licence)
-            for iid, name, split, coco_id, width, height, licence in conn.execute(
-                select(
-                    IMAGE.c.id,
-                    IMAGE.c.file_name,
-                    IMAGE.c.coco_split,
-                    IMAGE.c.coco_id,
-                    IMAGE.c.width,
-                    IMAGE.c.height,
-                    IMAGE.c.license_id,
-                )
-            )
-        }
         wanted = set(origins) if origins else None
         return cls(
             conn,
             study_id,
             worker_export_ids(conn),
-            images,
             _marked_instances(conn, _in_study(study_id)),
             verdicts,
             aggregates,
@@ -241,11 +225,12 @@ class RecordSource:
         )
 
     def examples(
-        self, *, detail: bool
+        self, *, detail: bool, full: bool = True
     ) -> Iterator[tuple[ExampleColumns, list[int], list[int], list[VoteDetail]]]:
-        """Each exported Example's columns with its True and False voters' export ids (and,
-        with ``detail``, each vote in full), in id order: the Examples and the Votes ordered by
-        Example, two cursors read side by side."""
+        """Each exported Example's columns (``full``: with its image's, as ``_record`` reads
+        them) with its True and False voters' export ids (and, with ``detail``, each vote in
+        full), in id order: the Examples and the Votes ordered by Example, two cursors read
+        side by side."""
         in_study = _in_study(self.study_id)
         vote_cols = [VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value]
         if detail:
@@ -269,7 +254,9 @@ class RecordSource:
                 EXAMPLE.c.origin,
                 EXAMPLE.c.annotation_id,
                 EXAMPLE.c.parent_example_id,
+                *(IMAGE_COLUMNS if full else ()),
             )
+            .select_from(EXAMPLE.join(IMAGE, IMAGE.c.id == EXAMPLE.c.image_id) if full else EXAMPLE)
             .where(in_study)
             .order_by(EXAMPLE.c.id)
         )
@@ -398,14 +385,16 @@ def _in_study(study_id: int) -> Any:
     return EXAMPLE.c.study_id == literal_column(str(int(study_id)))
 
 
-@dataclass(frozen=True, slots=True)
-class ImageInfo:
-    file_name: str
-    coco_split: str
-    coco_id: int
-    width: int | None  # None: unknown (imported releases have no sizes)
-    height: int | None
-    license_id: int | None
+# An image's columns each full record reads (joined to its Example: no table of every image
+# is held).
+IMAGE_COLUMNS = (
+    IMAGE.c.file_name,
+    IMAGE.c.coco_split,
+    IMAGE.c.coco_id,
+    IMAGE.c.width,
+    IMAGE.c.height,
+    IMAGE.c.license_id,
+)
 
 
 Marked = dict[tuple[int, int], dict[str, tuple[int, list[float]]]]
@@ -516,7 +505,9 @@ def _row(
 ) -> ExportRow:
     """The compact row of one Example: strings that repeat (relation, concepts, origin)
     interned, so 100,000 rows share a few hundred."""
-    eid, _, caption, label, relation, subj, obj, author_id, _, origin, annotation_id, parent = ex
+    eid, _, caption, label, relation, subj, obj, author_id, _, origin, annotation_id, parent = ex[
+        :12
+    ]
     writer_label = bool(label)
     n = len(true_ids) + len(false_ids)
     verdict = verdicts.of(eid, writer_label, len(true_ids if writer_label else false_ids), n)
@@ -562,13 +553,13 @@ def _record(
     source: RecordSource,
 ) -> dict[str, Any]:
     """The JSONL record of one Example, from its columns and its compact row."""
-    eid, image_id, caption, _, relation, subj, obj, _, frame, origin, annotation_id, _ = ex
+    eid, image_id, caption, _, relation, subj, obj, _, frame, origin, annotation_id, _ = ex[:12]
     verdicts = source.verdicts
     n = len(true_ids) + len(false_ids)
-    img = source.images[image_id]
+    file_name, coco_split, coco_id, width, height, licence = ex[12:18]
     record: dict[str, Any] = {
-        "image": img.file_name,
-        "image_link": f"{COCO_BASE}/{img.coco_split}/{img.file_name}",
+        "image": file_name,
+        "image_link": f"{COCO_BASE}/{coco_split}/{file_name}",
         "caption": caption,
         "label": int(row.label),
         "relation": relation,
@@ -585,10 +576,10 @@ def _record(
     record["example_id"] = eid
     record["pair_id"] = row.pair_id
     record["pair_example_id"] = row.pair_example_id
-    record["coco_image_id"] = img.coco_id
-    record["image_width"] = img.width
-    record["image_height"] = img.height
-    record["image_license_id"] = img.license_id
+    record["coco_image_id"] = coco_id
+    record["image_width"] = width or None  # unknown (imported releases have no sizes)
+    record["image_height"] = height or None
+    record["image_license_id"] = licence
     boxes = source.marked.get((annotation_id, image_id), {}) if annotation_id is not None else {}
     s_inst, o_inst = boxes.get(subj), boxes.get(obj)
     record["subj_instance_id"] = s_inst[0] if s_inst else None
