@@ -367,6 +367,11 @@ def by_factor(args: argparse.Namespace, tmp: Path) -> None:
             f"{full_s / full0:.1f} (records x{t.records / t0.records:.1f})   "
             f"{t.load_start} -> {t.load_end}"
         )
+    for f, t in results[1:]:
+        if t.full and t0.full and t.records > t0.records:
+            # What the full build holds per Example beyond the fixed cost (imports, figures).
+            per = (t.full.rss_mb - t0.full.rss_mb) * 2**20 / (t.records - t0.records)
+            print(f"full build RSS from {f0}x to {f}x: {per:,.0f} bytes per added record")
     print(f"wall seconds of the user's command; {os.cpu_count()} CPUs")
 
 

@@ -115,7 +115,8 @@ def croissant(
     for c in configs:
         for split, rel in c.files.items():
             fid = rel
-            data = (out_dir / rel).read_bytes()
+            with (out_dir / rel).open("rb") as fh:  # in chunks: all_raw is the biggest file
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
             distribution.append(
                 {
                     "@type": "cr:FileObject",
@@ -125,7 +126,7 @@ def croissant(
                     "encodingFormat": "application/jsonlines"
                     if rel.endswith(".jsonl")
                     else "application/x-parquet",
-                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "sha256": digest,
                 }
             )
             rs = f"{c.name}_{split}"

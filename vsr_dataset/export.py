@@ -19,11 +19,13 @@ import io
 import os
 import shutil
 import zipfile
-from collections.abc import Callable, Hashable, Iterable
+from array import array
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, overload
 
 import orjson
 from sqlalchemy import func, select
@@ -36,9 +38,11 @@ from vsr_core.studies.context import StudyContext
 from vsr_core.tables import EXAMPLE, VOTE, WORKER
 from vsr_dataset.export_rows import (
     ExportRow,
+    RecordSource,
+    StreamedRecords,
     gc_paused,
     jsonl,
-    read_rows,
+    read_export,
     study_verdicts,
     worker_export_ids,
 )
@@ -138,8 +142,10 @@ class BuildSummary:
 
 @dataclass
 class _Snapshot:
-    rows: list[ExportRow]  # the binary dataset (all_raw)
+    rows: list[ExportRow]  # the binary dataset (all_raw), compact
     validated: list[ExportRow]
+    source: RecordSource  # their full records, built while written
+    every: list[ExportRow]  # every Example the source yields (rows and machine ones)
     random_parts: dict[str, list[int]] | None  # None when no part needs the splits
     zeroshot: ZeroShotSplit | None
     aggregates: dict[Hashable, tuple[bool, float]] | None
@@ -215,7 +221,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         )
     progress("reading examples", 0.1)
     verdicts = study_verdicts(conn, study.id, threshold)
-    every = read_rows(
+    every, source = read_export(
         conn,
         verdicts=verdicts,
         threshold=threshold,
@@ -255,7 +261,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
     mc_info = (
         mc_summary(conn, mc, mc_unvalidated, study_id=study.id) if options.wants("mc") else None
     )
-    negatives, negatives_info = _negatives(every, machine, random_parts, with_negatives)
+    negatives, negatives_info = _negatives(source, every, machine, random_parts, with_negatives)
     collection: dict[str, Any] = {}
     if options.wants("card"):
         from vsr_dataset.datasheet import collection_facts
@@ -263,10 +269,14 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         collection = collection_facts(conn, study)
     from vsr_dataset.export_rows import instance_shapes
 
-    instances = instance_shapes(conn, rows) if options.polygons else []
+    instances = (
+        instance_shapes(conn, source.records(every, _ids(rows, every))) if options.polygons else []
+    )
     return _Snapshot(
         rows,
         validated,
+        source,
+        every,
         random_parts,
         zeroshot,
         aggregates,
@@ -354,6 +364,7 @@ def _with_negatives(
 
 
 def _negatives(
+    source: RecordSource,
     every: list[ExportRow],
     machine: list[ExportRow],
     random_parts: dict[str, list[int]] | None,
@@ -361,18 +372,20 @@ def _negatives(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The judged machine negatives, each with its query (id, caption, random part) and the
     validators' verdict; and how many there are."""
-    by_id = {r.id: r for r in every}
-    random_of = {k: p for p, keys in (random_parts or {}).items() for k in keys}
+    judged = [r for r in machine if r.n_votes != 0]
+    parents = {r.parent for r in judged if r.parent is not None}
+    # Only the negatives' and their queries' full records (a streamed pass, when any).
+    wanted = sorted(parents | {r.id for r in judged})
+    records = {rec["example_id"]: rec for rec in source.records(every, wanted)} if wanted else {}
+    random_of = {k: p for p, keys in (random_parts or {}).items() for k in keys if k in parents}
     out: list[dict[str, Any]] = []
-    for r in machine:
-        if r.n_votes == 0:
-            continue
-        query = by_id.get(r.parent) if r.parent is not None else None
+    for r in judged:
+        query = records.get(r.parent) if r.parent is not None else None
         out.append(
             {
-                **r.record,
+                **records[r.id],
                 "query_example_id": r.parent,
-                "query_caption": query.record["caption"] if query is not None else None,
+                "query_caption": query["caption"] if query is not None else None,
                 "query_random_split": random_of.get(r.parent) if r.parent is not None else None,
                 "kept": r.kept,
             }
@@ -397,12 +410,20 @@ def _people(rows: list[ExportRow]) -> set[int]:
     return out
 
 
-def _read(engine: Engine, options: BuildOptions, progress: Progress) -> _Snapshot:
+def _ids(rows: list[ExportRow], every: list[ExportRow]) -> array[int] | None:
+    """The ids of ``rows`` for ``RecordSource.records`` (None: all of ``every``), 8 bytes each."""
+    return None if rows is every else array("q", (r.id for r in rows))
+
+
+@contextmanager
+def _read(engine: Engine, options: BuildOptions, progress: Progress) -> Iterator[_Snapshot]:
+    """The snapshot, its transaction open until the files are written: the full records are
+    read again from it while each file is written."""
     conn_opts = {"isolation_level": "REPEATABLE READ"} if is_postgres(engine) else {}
     with engine.connect() as conn:
         conn = conn.execution_options(**conn_opts) if conn_opts else conn
         with conn.begin():
-            return _snapshot(conn, options, progress)
+            yield _snapshot(conn, options, progress)
 
 
 def build_dataset(
@@ -419,12 +440,14 @@ def build_dataset(
     report = progress or (lambda stage, frac: None)
     out_dir = Path(out_dir)
     _check_out_dir(out_dir, options, overwrite)
-    snap = _read(engine, options, report)
     stage = _Staging.next_to(out_dir)
     try:
-        report("writing", 0.6)
-        records = _write_parts(stage, snap, options)
-        configs, features = _write_configs(stage, records, out_dir, options)
+        with _read(engine, options, report) as snap:
+            report("writing", 0.6)
+            records = _write_parts(stage, snap, options)
+            configs, features = _write_configs(stage, records, out_dir, options)
+        # The transaction ends here (on SQLite it holds the write lock): statistics, figures
+        # and the card read only the compact rows and the files written.
         stats: dict[str, Any] = {}
         if options.wants("stats") or options.wants("card"):
             report("statistics", 0.7)
@@ -493,16 +516,21 @@ class _Staging:
 def _write_parts(stage: _Staging, snap: _Snapshot, options: BuildOptions) -> dict[str, Records]:
     """The JSONL parts the options want (and meta_data.csv, instances.jsonl); returns every
     part's records, written or not (the card's features are read from them)."""
-    from vsr_dataset.layout import LazyRecords, kind_of, part_records
+    from vsr_dataset.layout import kind_of, part_records
 
-    by_id = {r.id: r.record for r in snap.validated}
+    source, every = snap.source, snap.every
+    validated = _ids(snap.validated, every)
     records = part_records(
-        raw=LazyRecords(snap.rows, ExportRow.raw_record),
-        validated=[r.record for r in snap.validated],
-        random_parts={p: [by_id[k] for k in keys] for p, keys in snap.random_parts.items()}
+        raw=StreamedRecords(source, every, _ids(snap.rows, every), raw=True),
+        validated=StreamedRecords(source, every, validated),
+        random_parts={
+            p: StreamedRecords(source, every, keys) for p, keys in snap.random_parts.items()
+        }
         if snap.random_parts is not None
         else None,
-        zeroshot_parts={p: [by_id[k] for k in keys] for p, keys in snap.zeroshot.parts.items()}
+        zeroshot_parts={
+            p: StreamedRecords(source, every, keys) for p, keys in snap.zeroshot.parts.items()
+        }
         if snap.zeroshot is not None
         else None,
         negatives=snap.negatives,
@@ -510,8 +538,15 @@ def _write_parts(stage: _Staging, snap: _Snapshot, options: BuildOptions) -> dic
         mc_unvalidated=snap.mc_unvalidated,
         vsr_compatible=options.vsr_compatible,
     )
-    for rel, recs in records.items():
-        if options.wants(kind_of(rel)):
+    wanted = {rel: recs for rel, recs in records.items() if options.wants(kind_of(rel))}
+    streamed = _write_streamed(stage, snap, wanted)
+    for rel, recs in wanted.items():
+        if rel in streamed:
+            stage.files.append(rel)
+            # Read back from the file for the card's features and the Parquet copy: a JSON
+            # parse per line instead of another pass over the database.
+            records[rel] = WrittenRecords(stage.root / rel, len(recs))
+        else:
             stage.write(rel, jsonl(recs))
     if options.wants("meta") and snap.meta_csv is not None:
         stage.write("meta_data.csv", snap.meta_csv.encode())
@@ -520,6 +555,60 @@ def _write_parts(stage: _Staging, snap: _Snapshot, options: BuildOptions) -> dic
     if options.polygons and options.wants("raw"):
         stage.write(INSTANCES_FILE, jsonl(snap.instances))
     return records
+
+
+class WrittenRecords(Sequence[dict[str, Any]]):
+    """The records of a JSONL file just written, parsed one at a time each time they are read."""
+
+    def __init__(self, path: Path, n: int) -> None:
+        self.path, self.n = path, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        loads = orjson.loads
+        with self.path.open("rb") as fh:
+            for line in fh:
+                yield loads(line)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return list(self)[i]  # never done by the export: it only iterates
+
+
+def _write_streamed(stage: _Staging, snap: _Snapshot, records: dict[str, Records]) -> set[str]:
+    """Write the files of records read from the database (all_raw, all_validated, the
+    splits) in one pass over it, each record built once; returns their names."""
+    from vsr_dataset.layout import LazyRecords
+
+    files: list[tuple[str, StreamedRecords, Callable[[dict[str, Any]], dict[str, Any]] | None]] = []
+    for rel, recs in records.items():
+        if isinstance(recs, StreamedRecords):
+            files.append((rel, recs, None))
+        elif isinstance(recs, LazyRecords) and isinstance(recs.items, StreamedRecords):
+            files.append((rel, recs.items, recs.make))  # --vsr-compatible's types
+    if not files:
+        return set()
+    handles: list[IO[bytes]] = []
+    try:
+        for rel, _, _ in files:
+            path = stage.root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handles.append(path.open("wb", buffering=1 << 20))
+        dumps, opt = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+        wants = [(recs.keys, recs.raw) for _, recs, _ in files]
+        makes = [make for _, _, make in files]
+        for i, rec in snap.source.fan_out(snap.every, wants):
+            make = makes[i]
+            handles[i].write(dumps(rec if make is None else make(rec), option=opt))
+    finally:
+        for fh in handles:
+            fh.close()
+    return {rel for rel, _, _ in files}
 
 
 def _write_configs(
@@ -573,7 +662,7 @@ def _export_stats(snap: _Snapshot, options: BuildOptions) -> dict[str, Any]:
     stats["threshold_source"] = snap.threshold_source
     stats["keep_rule"] = snap.keep_rule
     stats["machine_negatives"] = snap.negatives_info
-    stats["n_paired"] = sum(1 for r in snap.rows if r.record["pair_id"] is not None)
+    stats["n_paired"] = sum(1 for r in snap.rows if r.pair_id is not None)
     if snap.mc_info is not None:
         stats["mc"] = snap.mc_info
     assert snap.study is not None
@@ -693,20 +782,23 @@ def stream_part(
     options = options or BuildOptions()
     kind, _, p = part.partition("/")
     options = BuildOptions(**{**options.__dict__, "only": frozenset({kind})})
-    snap = _read(engine, options, lambda stage, frac: None)
-    from vsr_dataset.layout import LazyRecords
+    with _read(engine, options, lambda stage, frac: None) as snap:
+        return _stream(snap, kind, p, fh, options)
+
+
+def _stream(snap: _Snapshot, kind: str, p: str, fh: IO[bytes], options: BuildOptions) -> int:
     from vsr_dataset.vsr_compat import compatible
 
+    source, every = snap.source, snap.every
     records: Records
     if kind == "raw":
-        records = LazyRecords(snap.rows, ExportRow.raw_record)  # one full record at a time
+        records = StreamedRecords(source, every, _ids(snap.rows, every), raw=True)
     elif kind == "validated":
-        records = [r.record for r in snap.validated]
+        records = StreamedRecords(source, every, _ids(snap.validated, every))
     else:
         assert snap.random_parts is not None and snap.zeroshot is not None
-        by_id = {r.id: r.record for r in snap.validated}
         keys = snap.random_parts[p] if kind == "random" else snap.zeroshot.parts[p]
-        records = [by_id[k] for k in keys]
+        records = StreamedRecords(source, every, keys)
     lines = compatible(records, raw=kind == "raw") if options.vsr_compatible else records
     fh.writelines(jsonl(lines))
     fh.flush()

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections.abc import Hashable, Iterable, Iterator
+import sys
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, overload
 
 import orjson
 from sqlalchemy import literal_column, select
@@ -49,7 +50,8 @@ VoteDetail = tuple[int, int, str | None, int | None]
 
 @dataclass(slots=True)
 class ExportRow:
-    """One Example: what splits, stats and figures need, plus its serialised record."""
+    """One Example as the compact pass holds it: what splits, pairs, statistics and figures
+    need (its full record is built only while a file is written: ``RecordSource.records``)."""
 
     id: int
     label: bool  # the label it carries into the dataset (an adjudicated one's final label)
@@ -58,34 +60,24 @@ class ExportRow:
     obj: str
     origin: str
     author: int | None  # export id of the caption writer
-    group: Hashable
+    group: Hashable  # a small int once the pass is done (_resolve_groups)
     parent: int | None  # the query Example of a machine-made negative
-    true_ids: list[int]  # export ids of the validators who voted True, in vote order
-    false_ids: list[int]
+    # Export ids of the validators who voted True (False), in vote order: tuples, exact in
+    # size (most Examples have three votes; the empty tuple is shared).
+    true_ids: tuple[int, ...]
+    false_ids: tuple[int, ...]
     n_agree: int
     kept: bool
-    record: dict[str, Any]  # the JSONL record; serialised when written (see ``jsonl``)
-    # Each vote as all_raw.jsonl writes it: (validator, answer, reference frame, time), a
-    # tuple until written (a dict per vote is ~3x the memory: 3.9 million votes at 100x).
-    votes: list[VoteDetail] = field(default_factory=list)
     writer_label: bool | None = None  # the caption writer's label (None: same as label)
     adjudication: str | None = None  # its AdjudicationDecision value, when settled
     model_agrees: bool | None = None  # the keep rule's label model agrees with its label
     verdict: str = Verdict.unvoted.value
+    pair_id: int | None = None  # the contrastive pair (_pair_up)
+    pair_example_id: int | None = None
 
     @property
     def n_votes(self) -> int:
         return len(self.true_ids) + len(self.false_ids)
-
-    def raw_record(self) -> dict[str, Any]:
-        """The record as all_raw.jsonl has it: with every vote in full."""
-        return {
-            **self.record,
-            "votes": [
-                {"validator_id": w, "label": v, "reference_frame": f, "duration_ms": ms}
-                for w, v, f, ms in self.votes
-            ],
-        }
 
     def item_votes(self) -> ItemVotes:
         votes = tuple((w, True) for w in self.true_ids) + tuple((w, False) for w in self.false_ids)
@@ -113,23 +105,53 @@ def read_rows(
     tags: dict[str, Any] | None = None,
     verdicts: Verdicts | None = None,
 ) -> list[ExportRow]:
-    """The study's Examples (optionally of some origins) in id order, serialised; every
+    """The study's Examples (optionally of some origins) in id order, as compact rows."""
+    return read_export(
+        conn,
+        threshold=threshold,
+        origins=origins,
+        aggregates=aggregates,
+        study_id=study_id,
+        tags=tags,
+        verdicts=verdicts,
+    )[0]
+
+
+def read_export(
+    conn: Connection,
+    *,
+    threshold: Fraction,
+    origins: list[str] | None = None,
+    aggregates: dict[Hashable, tuple[bool, float]] | None = None,
+    study_id: int = DEFAULT_STUDY_ID,
+    tags: dict[str, Any] | None = None,
+    verdicts: Verdicts | None = None,
+) -> tuple[list[ExportRow], RecordSource]:
+    """The compact pass: the study's Examples (optionally of some origins) in id order, with
+    what splits, pairs and statistics read, and the source that writes their full records
+    later (``RecordSource.records``, a second streamed pass in the same transaction); every
     record carries ``tags`` (the study's slug and language).
 
-    Two plain queries (Examples, then Votes ordered by Example) merged in one pass: about
+    Two plain queries (Examples, then Votes ordered by Example) merged as they stream: about
     twice as fast as one LEFT JOIN that repeats every Example's columns once per vote. Both
     run in the caller's transaction, so they see the same snapshot.
     """
     with gc_paused():
-        return _read_rows(
+        source = RecordSource.of(
             conn,
-            threshold=threshold,
+            study_id=study_id,
             origins=origins,
             aggregates=aggregates,
-            study_id=study_id,
             tags=tags or {},
             verdicts=verdicts or study_verdicts(conn, study_id, threshold),
         )
+        rows = [
+            _row(ex, true_ids, false_ids, source.ids, source.verdicts)
+            for ex, true_ids, false_ids, _ in source.examples(detail=False, full=False)
+        ]
+        _resolve_groups(rows)
+        _pair_up(rows)
+    return rows, source
 
 
 def study_verdicts(conn: Connection, study_id: int, threshold: Fraction) -> Verdicts:
@@ -158,98 +180,221 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_rows(
-    conn: Connection,
-    *,
-    threshold: Fraction,
-    origins: list[str] | None,
-    aggregates: dict[Hashable, tuple[bool, float]] | None,
-    study_id: int,
-    tags: dict[str, Any],
-    verdicts: Verdicts,
-) -> list[ExportRow]:
-    ids = worker_export_ids(conn)
-    # A literal (an int, never user text): _fetch runs parameterless statements.
-    in_study = EXAMPLE.c.study_id == literal_column(str(int(study_id)))
-    images = {
-        iid: ImageInfo(name, split, coco_id, width or None, height or None, licence)
-        for iid, name, split, coco_id, width, height, licence in conn.execute(
+ExampleColumns = tuple[Any, ...]
+
+
+@dataclass
+class RecordSource:
+    """What turns an Example's database row into its JSONL record, read once per export
+    (workers' export ids, marked instances, verdicts): the full records are built by
+    reading the Examples again, one at a time, while a file is written."""
+
+    conn: Connection
+    study_id: int
+    ids: dict[int, int]
+    marked: Marked
+    verdicts: Verdicts
+    aggregates: dict[Hashable, tuple[bool, float]] | None
+    tags: dict[str, Any]
+    wanted: set[str] | None
+    left_out: set[str]
+
+    @classmethod
+    def of(
+        cls,
+        conn: Connection,
+        *,
+        study_id: int,
+        origins: list[str] | None,
+        aggregates: dict[Hashable, tuple[bool, float]] | None,
+        tags: dict[str, Any],
+        verdicts: Verdicts,
+    ) -> RecordSource:
+        wanted = set(origins) if origins else None
+        return cls(
+            conn,
+            study_id,
+            worker_export_ids(conn),
+            _marked_instances(conn, _in_study(study_id)),
+            verdicts,
+            aggregates,
+            tags,
+            wanted,
+            # Re-validation copies (vsr_core.revalidation) are a study of the data, not more data.
+            set() if wanted else {"revalidation"},
+        )
+
+    def examples(
+        self, *, detail: bool, full: bool = True
+    ) -> Iterator[tuple[ExampleColumns, list[int], list[int], list[VoteDetail]]]:
+        """Each exported Example's columns (``full``: with its image's, as ``_record`` reads
+        them) with its True and False voters' export ids (and, with ``detail``, each vote in
+        full), in id order: the Examples and the Votes ordered by Example, two cursors read
+        side by side."""
+        in_study = _in_study(self.study_id)
+        vote_cols = [VOTE.c.example_id, VOTE.c.worker_id, VOTE.c.value]
+        if detail:
+            vote_cols += [VOTE.c.reference_frame, VOTE.c.duration_ms]
+        vote_stmt = (
+            select(*vote_cols)
+            .where(VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(in_study)))
+            .order_by(VOTE.c.example_id, VOTE.c.id)
+        )
+        stmt = (
             select(
-                IMAGE.c.id,
-                IMAGE.c.file_name,
-                IMAGE.c.coco_split,
-                IMAGE.c.coco_id,
-                IMAGE.c.width,
-                IMAGE.c.height,
-                IMAGE.c.license_id,
+                EXAMPLE.c.id,
+                EXAMPLE.c.image_id,
+                EXAMPLE.c.caption,
+                EXAMPLE.c.label,
+                EXAMPLE.c.relation,
+                EXAMPLE.c.subj,
+                EXAMPLE.c.obj,
+                EXAMPLE.c.author_id,
+                EXAMPLE.c.reference_frame,
+                EXAMPLE.c.origin,
+                EXAMPLE.c.annotation_id,
+                EXAMPLE.c.parent_example_id,
+                *(IMAGE_COLUMNS if full else ()),
             )
+            .select_from(EXAMPLE.join(IMAGE, IMAGE.c.id == EXAMPLE.c.image_id) if full else EXAMPLE)
+            .where(in_study)
+            .order_by(EXAMPLE.c.id)
         )
-    }
-    # Per Example: [True voters], [False voters], [each vote in full], filled in one pass
-    # over the sorted votes.
-    votes: dict[int, tuple[list[int], list[int], list[VoteDetail]]] = {}
-    vote_stmt = (
-        select(
-            VOTE.c.example_id,
-            VOTE.c.worker_id,
-            VOTE.c.value,
-            VOTE.c.reference_frame,
-            VOTE.c.duration_ms,
-        )
-        .where(VOTE.c.example_id.in_(select(EXAMPLE.c.id).where(in_study)))
-        .order_by(VOTE.c.example_id, VOTE.c.id)
-    )
-    current = None
-    t: list[int] = []
-    f: list[int] = []
-    d: list[VoteDetail] = []
-    for eid, wid, value, vframe, ms in _fetch(conn, vote_stmt):
-        if eid != current:
-            current, t, f, d = eid, [], [], []
-            votes[eid] = (t, f, d)
-        (t if value else f).append(ids[wid])
-        d.append((ids[wid], int(bool(value)), vframe, ms))
-    stmt = (
-        select(
-            EXAMPLE.c.id,
-            EXAMPLE.c.image_id,
-            EXAMPLE.c.caption,
-            EXAMPLE.c.label,
-            EXAMPLE.c.relation,
-            EXAMPLE.c.subj,
-            EXAMPLE.c.obj,
-            EXAMPLE.c.author_id,
-            EXAMPLE.c.reference_frame,
-            EXAMPLE.c.origin,
-            EXAMPLE.c.annotation_id,
-            EXAMPLE.c.parent_example_id,
-        )
-        .where(in_study)
-        .order_by(EXAMPLE.c.id)
-    )
-    wanted = set(origins) if origins else None
-    # Re-validation copies (vsr_core.revalidation) are a study of the data, not more data.
-    left_out = set() if wanted else {"revalidation"}
-    empty: tuple[list[int], list[int], list[VoteDetail]] = ([], [], [])
-    marked = _marked_instances(conn, in_study)
-    out = [
-        _row(ex, votes.get(ex[0], empty), ids, images, marked, verdicts, aggregates, tags)
-        for ex in _fetch(conn, stmt)
-        if (wanted is None or ex[9] in wanted) and ex[9] not in left_out
+        ids, wanted, left_out = self.ids, self.wanted, self.left_out
+        votes = _fetch(self.conn, vote_stmt)
+        vote = next(votes, None)
+        for ex in _fetch(self.conn, stmt):
+            eid = ex[0]
+            t: list[int] = []
+            f: list[int] = []
+            d: list[VoteDetail] = []
+            while vote is not None and vote[0] <= eid:
+                if vote[0] == eid:
+                    wid = ids[vote[1]]
+                    (t if vote[2] else f).append(wid)
+                    if detail:
+                        d.append((wid, int(bool(vote[2])), vote[3], vote[4]))
+                vote = next(votes, None)
+            if (wanted is None or ex[9] in wanted) and ex[9] not in left_out:
+                yield ex, t, f, d
+        for _ in votes:  # close the cursor
+            pass
+
+    def records(
+        self, rows: Sequence[ExportRow], keys: Sequence[int] | None = None, *, raw: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """The full records of ``rows`` (every exported Example, from the compact pass) whose
+        ids are in ``keys`` (ascending; None: all), in id order, built one at a time;
+        ``raw``: with every vote in full (all_raw.jsonl)."""
+        with gc_paused():
+            it = iter(rows)
+            want = iter(keys) if keys is not None else None
+            nxt = next(want, None) if want is not None else None
+            for (ex, t, f, d), row in zip(self.examples(detail=raw), it, strict=False):
+                assert row.id == ex[0]
+                if want is not None:
+                    while nxt is not None and nxt < row.id:  # a key of no row: none
+                        nxt = next(want, None)
+                    if nxt is None:
+                        break
+                    if row.id != nxt:
+                        continue
+                    nxt = next(want, None)
+                rec = _record(ex, row, t, f, self)
+                if raw:
+                    rec["votes"] = _vote_dicts(d)
+                yield rec
+
+    def fan_out(
+        self, rows: Sequence[ExportRow], wants: Sequence[tuple[Sequence[int] | None, bool]]
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """One pass for many files: (i, record) for each record of each ``wants[i]`` (keys
+        ascending, None: all; raw or not, as ``records``), in id order; each record is built
+        once for all the files that hold it."""
+        any_raw = any(raw for _, raw in wants)
+        walks = [iter(keys) if keys is not None else None for keys, _ in wants]
+        nexts = [next(w, None) if w is not None else None for w in walks]
+        with gc_paused():
+            for (ex, t, f, d), row in zip(self.examples(detail=any_raw), rows, strict=False):
+                eid = row.id
+                assert eid == ex[0]
+                hit: list[int] = []
+                for i, w in enumerate(walks):
+                    if w is None:
+                        hit.append(i)
+                        continue
+                    k = nexts[i]
+                    while k is not None and k < eid:  # a key of no row: none
+                        k = next(w, None)
+                    if k == eid:
+                        hit.append(i)
+                        k = next(w, None)
+                    nexts[i] = k
+                if not hit:
+                    if all(w is not None and k is None for w, k in zip(walks, nexts, strict=True)):
+                        break
+                    continue
+                rec = _record(ex, row, t, f, self)
+                raw_rec: dict[str, Any] | None = None
+                for i in hit:
+                    if wants[i][1]:
+                        if raw_rec is None:
+                            raw_rec = {**rec, "votes": _vote_dicts(d)}
+                        yield i, raw_rec
+                    else:
+                        yield i, rec
+
+
+def _vote_dicts(votes: list[VoteDetail]) -> list[dict[str, Any]]:
+    return [
+        {"validator_id": w, "label": v, "reference_frame": fr, "duration_ms": ms}
+        for w, v, fr, ms in votes
     ]
-    _resolve_groups(out)
-    _pair_up(out)
-    return out
 
 
-@dataclass(frozen=True, slots=True)
-class ImageInfo:
-    file_name: str
-    coco_split: str
-    coco_id: int
-    width: int | None  # None: unknown (imported releases have no sizes)
-    height: int | None
-    license_id: int | None
+class StreamedRecords(Sequence[dict[str, Any]]):
+    """A file's records, read again from the database each time they are iterated (the JSONL
+    file, the card's features, the Parquet copy): never more than one alive at a time."""
+
+    def __init__(
+        self,
+        source: RecordSource,
+        rows: Sequence[ExportRow],
+        keys: Sequence[int] | None = None,
+        *,
+        raw: bool = False,
+    ) -> None:
+        self.source, self.rows, self.keys, self.raw = source, rows, keys, raw
+
+    def __len__(self) -> int:
+        return len(self.rows) if self.keys is None else len(self.keys)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self.source.records(self.rows, self.keys, raw=self.raw)
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return list(self)[i]  # never done by the export: it only iterates
+
+
+def _in_study(study_id: int) -> Any:
+    # A literal (an int, never user text): _fetch runs parameterless statements.
+    return EXAMPLE.c.study_id == literal_column(str(int(study_id)))
+
+
+# An image's columns each full record reads (joined to its Example: no table of every image
+# is held).
+IMAGE_COLUMNS = (
+    IMAGE.c.file_name,
+    IMAGE.c.coco_split,
+    IMAGE.c.coco_id,
+    IMAGE.c.width,
+    IMAGE.c.height,
+    IMAGE.c.license_id,
+)
 
 
 Marked = dict[tuple[int, int], dict[str, tuple[int, list[float]]]]
@@ -310,7 +455,7 @@ def jsonl(records: Iterable[dict[str, Any]]) -> Iterator[bytes]:
         yield dumps(rec, option=opt)
 
 
-def _fetch(conn: Connection, stmt: Any, chunk: int = 50_000) -> Iterator[tuple[Any, ...]]:
+def _fetch(conn: Connection, stmt: Any, chunk: int = 10_000) -> Iterator[tuple[Any, ...]]:
     """Rows of a parameterless SELECT straight from the DB-API cursor, in the connection's
     current transaction. SQLAlchemy's Row objects cost a few microseconds each, which on
     the ~800,000 votes of a 200,000-Example export was most of the time (bench/export.py).
@@ -352,69 +497,99 @@ def _category(relation: str) -> str:
 
 
 def _row(
-    ex: tuple[Any, ...],
-    export_votes: tuple[list[int], list[int], list[VoteDetail]],
+    ex: ExampleColumns,
+    true_ids: list[int],
+    false_ids: list[int],
     ids: dict[int, int],
-    images: dict[int, ImageInfo],
-    marked: Marked,
     verdicts: Verdicts,
-    aggregates: dict[Hashable, tuple[bool, float]] | None,
-    tags: dict[str, Any],
 ) -> ExportRow:
-    (
-        eid,
-        image_id,
-        caption,
-        label,
-        relation,
-        subj,
-        obj,
-        author_id,
-        frame,
-        origin,
-        annotation_id,
-        parent_id,
-    ) = ex
+    """The compact row of one Example: strings that repeat (relation, concepts, origin)
+    interned, so 100,000 rows share a few hundred."""
+    eid, _, caption, label, relation, subj, obj, author_id, _, origin, annotation_id, parent = ex[
+        :12
+    ]
     writer_label = bool(label)
-    true_ids, false_ids, vote_detail = export_votes
     n = len(true_ids) + len(false_ids)
     verdict = verdicts.of(eid, writer_label, len(true_ids if writer_label else false_ids), n)
     label = verdicts.label_of(eid, writer_label)
-    n_agree = len(true_ids) if label else len(false_ids)
-    img = images[image_id]
+    settled = verdicts.adjudications.get(eid)
+    model_label = verdicts.model_labels.get(eid)
+    # Annotation halves share a group; imported Examples have no Annotation row, and their
+    # halves share caption and author. Adversarial negatives follow their parent (resolved
+    # after the pass, see _resolve_groups).
+    group: Hashable
+    if annotation_id is not None:
+        group = ("annotation", annotation_id)
+    elif parent is not None:
+        group = ("parent", parent)
+    else:
+        group = ("caption", author_id, caption)
+    return ExportRow(
+        eid,
+        label,
+        sys.intern(relation),
+        sys.intern(subj),
+        sys.intern(obj),
+        sys.intern(origin),
+        ids[author_id] if author_id is not None else None,
+        group,
+        parent,
+        tuple(true_ids),
+        tuple(false_ids),
+        len(true_ids) if label else len(false_ids),
+        verdict is Verdict.kept,
+        writer_label,
+        settled.decision if settled else None,
+        None if model_label is None else model_label == writer_label,
+        verdict.value,
+    )
+
+
+def _record(
+    ex: ExampleColumns,
+    row: ExportRow,
+    true_ids: list[int],
+    false_ids: list[int],
+    source: RecordSource,
+) -> dict[str, Any]:
+    """The JSONL record of one Example, from its columns and its compact row."""
+    eid, image_id, caption, _, relation, subj, obj, _, frame, origin, annotation_id, _ = ex[:12]
+    verdicts = source.verdicts
+    n = len(true_ids) + len(false_ids)
+    file_name, coco_split, coco_id, width, height, licence = ex[12:18]
     record: dict[str, Any] = {
-        "image": img.file_name,
-        "image_link": f"{COCO_BASE}/{img.coco_split}/{img.file_name}",
+        "image": file_name,
+        "image_link": f"{COCO_BASE}/{coco_split}/{file_name}",
         "caption": caption,
-        "label": int(label),
+        "label": int(row.label),
         "relation": relation,
         "subj": subj,
         "obj": obj,
-        "annotator_id": ids[author_id] if author_id is not None else None,
+        "annotator_id": row.author,
         "vote_true_validator_id": true_ids,
         "vote_false_validator_id": false_ids,
     }
     record["reference_frame"] = frame
     record["relation_category"] = _CATEGORY.get(relation) or _category(relation)
-    record["agreement"] = round(n_agree / n, 4) if n else None
+    record["agreement"] = round(row.n_agree / n, 4) if n else None
     record["origin"] = origin
     record["example_id"] = eid
-    record["pair_id"] = None  # filled in by _pair_up
-    record["pair_example_id"] = None
-    record["coco_image_id"] = img.coco_id
-    record["image_width"] = img.width
-    record["image_height"] = img.height
-    record["image_license_id"] = img.license_id
-    boxes = marked.get((annotation_id, image_id), {}) if annotation_id is not None else {}
+    record["pair_id"] = row.pair_id
+    record["pair_example_id"] = row.pair_example_id
+    record["coco_image_id"] = coco_id
+    record["image_width"] = width or None  # unknown (imported releases have no sizes)
+    record["image_height"] = height or None
+    record["image_license_id"] = licence
+    boxes = source.marked.get((annotation_id, image_id), {}) if annotation_id is not None else {}
     s_inst, o_inst = boxes.get(subj), boxes.get(obj)
     record["subj_instance_id"] = s_inst[0] if s_inst else None
     record["subj_bbox"] = s_inst[1] if s_inst else None
     record["obj_instance_id"] = o_inst[0] if o_inst else None
     record["obj_bbox"] = o_inst[1] if o_inst else None
-    record.update(tags)
+    record.update(source.tags)
     settled = verdicts.adjudications.get(eid)
     model_label = verdicts.model_labels.get(eid)
-    record["verdict"] = verdict.value
+    record["verdict"] = row.verdict
     record["decided_by"] = (
         "adjudication"
         if settled is not None
@@ -422,44 +597,16 @@ def _row(
         if model_label is not None and n
         else "agreement"
     )
+    writer_label = row.label if row.writer_label is None else row.writer_label
     record["adjudication"] = (
         settled.as_record() | {"label_before": int(writer_label)} if settled else None
     )
+    aggregates = source.aggregates
     if aggregates is not None and eid in aggregates:
         agg_label, conf = aggregates[eid]
         record["aggregate_label"] = int(agg_label)
         record["aggregate_confidence"] = round(conf, 4)
-    # Annotation halves share a group; imported Examples have no Annotation row, and their
-    # halves share caption and author. Adversarial negatives follow their parent (resolved
-    # after the pass, see _resolve_groups).
-    group: Hashable
-    if annotation_id is not None:
-        group = ("annotation", annotation_id)
-    elif parent_id is not None:
-        group = ("parent", parent_id)
-    else:
-        group = ("caption", author_id, caption)
-    return ExportRow(
-        eid,
-        label,
-        relation,
-        subj,
-        obj,
-        origin,
-        record["annotator_id"],
-        group,
-        parent_id,
-        true_ids,
-        false_ids,
-        n_agree,
-        verdict is Verdict.kept,
-        record,
-        vote_detail,
-        writer_label,
-        settled.decision if settled else None,
-        None if model_label is None else model_label == writer_label,
-        verdict.value,
-    )
+    return record
 
 
 def _resolve_groups(rows: list[ExportRow]) -> None:
@@ -471,18 +618,17 @@ def _resolve_groups(rows: list[ExportRow]) -> None:
             seen.add(g[1])
             g = by_id[g[1]].group
         r.group = g
+    # Each group as a small int: the imported ones' (caption, author) keys are freed.
+    numbers: dict[Hashable, int] = {}
+    for r in rows:
+        r.group = numbers.setdefault(r.group, len(numbers))
 
 
-def instance_shapes(conn: Connection, rows: Iterable[ExportRow]) -> list[dict[str, Any]]:
-    """The marked instances of these rows with their COCO polygons (``instances.jsonl``,
+def instance_shapes(conn: Connection, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The marked instances of these records with their COCO polygons (``instances.jsonl``,
     ``--polygons``), by COCO annotation id."""
     wanted = sorted(
-        {
-            i
-            for r in rows
-            for i in (r.record["subj_instance_id"], r.record["obj_instance_id"])
-            if i is not None
-        }
+        {i for r in records for i in (r["subj_instance_id"], r["obj_instance_id"]) if i is not None}
     )
     out: list[dict[str, Any]] = []
     for k in range(0, len(wanted), 1000):
@@ -529,8 +675,8 @@ def _pair_up(rows: list[ExportRow]) -> None:
         a, b = members
         pid = min(a.id, b.id)
         for one, other in ((a, b), (b, a)):
-            one.record["pair_id"] = pid
-            one.record["pair_example_id"] = other.id
+            one.pair_id = pid
+            one.pair_example_id = other.id
 
 
 def _writer(row: ExportRow) -> bool:

@@ -140,11 +140,12 @@ def config_features(
     """Each config's features, inferred from all its files' records together."""
     out: dict[str, list[Feature]] = {}
     for c in configs:
-        recs = [
+        # Read as they come, never collected: a file's records may be streamed (one at a time).
+        recs = (
             r
             for rel in c.files.values()
             for r in records.get(rel.removesuffix(".parquet").removesuffix(".jsonl") + ".jsonl", [])
-        ]
+        )
         out[c.name] = infer_features(recs)
     return out
 
