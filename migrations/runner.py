@@ -37,16 +37,9 @@ def include_object(dialect: str) -> Callable[..., bool]:
 
     def include(obj: Any, name: str | None, type_: str, reflected: bool, other: Any) -> bool:
         only = getattr(obj, "info", {}).get("dialect") if type_ == "index" else None
-        if type_ == "index" and other is not None and _expression(obj, other):
-            return False  # on both sides by name; the database rewrites the expression's text
         return only is None or only == dialect
 
     return include
-
-
-def _expression(*indexes: Any) -> bool:
-    """Whether an index the models mark ``info={"expression": True}`` is among ``indexes``."""
-    return any(getattr(i, "info", {}).get("expression") for i in indexes)
 
 
 def current_heads() -> tuple[str, ...]:

@@ -495,9 +495,8 @@ def _counter() -> Any:
 # without an adjudication: 0 while its queue is open, it has no votes or it is short of its own
 # target (decided at no setting); 1,000,000 once its own target is met (at any setting, which
 # is at most 50); else its votes. So "undecided" is ``SETTLED_UP_TO < votes_per_example`` (and
-# no adjudication): one indexed range whatever the settings say, and PostgreSQL keeps
-# statistics on the expression, so it knows 100 undecided among 1.28 million are few. The
-# dashboard's query repeats this text (webapp.admin.stats.shared) so the index serves it.
+# no adjudication) whatever the settings say. Not indexed: an index on it would read
+# ``queue_votes``, which every vote changes, and so cost the vote its HOT update (0004).
 SETTLED_UP_TO = (
     "CASE WHEN queue_open OR queue_votes = 0 THEN 0"
     " WHEN target_votes IS NULL THEN queue_votes"
@@ -518,8 +517,6 @@ class Example(ExampleBase, table=True):
             postgresql_where=text("queue_open AND NOT is_gold"),
             sqlite_where=text("queue_open AND NOT is_gold"),
         ),
-        # The data page's "undecided" filter (SETTLED_UP_TO above).
-        Index("ix_example_settled", text(f"({SETTLED_UP_TO})"), info={"expression": True}),
         # The data page's caption search (ILIKE '%text%') from trigrams, not a scan of every
         # caption; PostgreSQL only (pg_trgm), SQLite keeps its scan.
         Index(

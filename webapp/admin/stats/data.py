@@ -93,8 +93,7 @@ def _agreement_conditions(ea: Subquery, agreement: str, cfg: StudyConfig) -> lis
     """The data page's agreement filter on ``example_agreement`` rows (unknown: no filter)."""
     c = ea.c
     if agreement == "undecided":
-        # decided == 0 in the form an index serves (ix_example_settled): a few undecided
-        # among millions are found from the index, not by walking every Example.
+        # decided == 0 as one comparison with the setting (vsr_core.models.SETTLED_UP_TO).
         return [c.adjudication.is_(None), c.settled_up_to < cfg.votes_per_example]
     by_name = {
         "unanimous": c.unanimous == 1,

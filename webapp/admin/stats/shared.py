@@ -149,9 +149,8 @@ def example_agreement(
         if model_agrees is not None
         else null().label("model_agrees"),
         case((decided, 1), else_=0).label("decided"),
-        # The same test as "decided" without the adjudication, in the indexed form the
-        # "undecided" filter uses (ix_example_settled): undecided = settled_up_to <
-        # votes_per_example and no adjudication. Its text must stay SETTLED_UP_TO's.
+        # The same test as "decided" without the adjudication, in the form the "undecided"
+        # filter uses: undecided = settled_up_to < votes_per_example and no adjudication.
         literal_column(f"({SETTLED_UP_TO_SQL})", Integer).label("settled_up_to"),
         case((kept, 1), else_=0).label("kept"),
         verdict_clause(agree, n, cfg.keep_threshold, **rule).label("verdict"),
