@@ -8,8 +8,10 @@ the negatives for validation):
 
     vsr match --database-url postgresql+psycopg://.../<copy>
 
-and measures its wall seconds and its peak RSS (wait4's ru_maxrss: the largest single process
-of the command's tree, its fork workers included).
+and measures its wall seconds, its peak RSS (wait4's ru_maxrss: the largest single process
+of the command's tree, its fork workers included) and the peak PSS of the whole tree
+(/proc/*/smaps_rollup sampled every second: pages the fork workers share with the parent
+count once), which is what the memory goal bounds.
 
 Baseline, measured in the same run on the same copy, also a subprocess: the floor any
 `vsr match` pays, i.e. the Python start with the sentence-transformers model loaded (a fixed
@@ -116,9 +118,39 @@ def _exists(db: str) -> bool:
         engine.dispose()
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants now (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
+        except OSError:
+            continue
+    return out
+
+
+def tree_pss_gb(pid: int) -> float:
+    """The memory of ``pid``'s process tree as PSS: each page divided among the processes
+    that share it, so forked workers' pages shared with the parent count once (RSS counts
+    them in every process). 0 where /proc has no smaps_rollup."""
+    kb = 0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as fh:
+                kb += sum(int(ln.split()[1]) for ln in fh if ln.startswith("Pss:"))
+        except (OSError, ValueError, IndexError):
+            continue
+    return kb / 1024**2
+
+
 def timed(cmd: list[str], timeout: float | None = None) -> dict[str, Any]:
     """Run ``cmd``; wall seconds, the peak RSS (GB) and CPU seconds of its process tree
-    (wait4's rusage: the child and the descendants it waited for), exit status."""
+    (wait4's rusage: the child and the descendants it waited for), the peak PSS of the
+    whole tree (sampled every second), exit status."""
     import tempfile
 
     load0 = os.getloadavg()
@@ -126,10 +158,13 @@ def timed(cmd: list[str], timeout: float | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, env=_env(), stdout=out, stderr=err, text=True)
         killed = False
+        pss, sampled = 0.0, 0.0
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            if time.perf_counter() - sampled >= 1.0:
+                pss, sampled = max(pss, tree_pss_gb(proc.pid)), time.perf_counter()
             if timeout is not None and time.perf_counter() - t0 > timeout:
                 proc.kill()
                 killed = True
@@ -145,6 +180,7 @@ def timed(cmd: list[str], timeout: float | None = None) -> dict[str, Any]:
         "cmd": " ".join(cmd),
         "seconds": wall,
         "rss_gb": ru.ru_maxrss / 1024**2,
+        "pss_gb": pss,
         "cpu": ru.ru_utime + ru.ru_stime,
         "rc": proc.returncode,
         "killed": killed,
@@ -234,23 +270,26 @@ def main() -> int:
         m, b = r["match"], r["baseline"]
         state = " (KILLED at timeout)" if m["killed"] else "" if m["rc"] == 0 else " (FAILED)"
         print(
-            f"{factor}x: vsr match {m['seconds']:.1f} s{state}, peak RSS {m['rss_gb']:.2f} GB, "
-            f"CPU {m['cpu']:.0f} s | baseline {b['seconds']:.1f} s (model {b['model_s']:.1f} s "
+            f"{factor}x: vsr match {m['seconds']:.1f} s{state}, peak RSS {m['rss_gb']:.2f} GB "
+            f"(tree PSS {m['pss_gb']:.2f} GB), CPU {m['cpu']:.0f} s | "
+            f"baseline {b['seconds']:.1f} s (model {b['model_s']:.1f} s "
             f"+ read {b['rows']:,} rows {b['read_s']:.1f} s), RSS {b['rss_gb']:.2f} GB | "
             f"ratio {m['seconds'] / b['seconds']:.1f}x | load {_load(m['load_start'])} -> "
             f"{_load(m['load_end'])}\n    {r['run']}\n    stages (s): {m.get('stages')}",
             flush=True,
         )
     print(
-        "\n| size | command | seconds | peak RSS | baseline (s) | match/baseline "
+        "\n| size | command | seconds | peak RSS (largest process) | peak PSS (tree) "
+        "| baseline (s) | match/baseline "
         "| load start -> end |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         m, b = r["match"], r["baseline"]
         print(
             f"| {r['factor']}x | `{m['cmd']}` | "
-            f"{m['seconds']:.1f} | {m['rss_gb']:.2f} GB | {b['seconds']:.1f} | "
+            f"{m['seconds']:.1f} | {m['rss_gb']:.2f} GB | {m['pss_gb']:.2f} GB | "
+            f"{b['seconds']:.1f} | "
             f"{m['seconds'] / b['seconds']:.1f}x | {_load(m['load_start'])} -> "
             f"{_load(m['load_end'])} |"
         )
@@ -266,7 +305,9 @@ def main() -> int:
         goal = GOALS.get(r["factor"])
         if goal:
             m = r["match"]
-            met = m["rc"] == 0 and m["seconds"] < goal and m["rss_gb"] < RSS_GOAL_GB
+            # The bound is the command's memory: its whole tree, each shared page once.
+            mem = max(m["rss_gb"], m["pss_gb"])
+            met = m["rc"] == 0 and m["seconds"] < goal and mem < RSS_GOAL_GB
             print(
                 f"goal at {r['factor']}x (< {goal:.0f} s, < {RSS_GOAL_GB:.0f} GB): "
                 f"{'met' if met else 'NOT met'}"
