@@ -31,6 +31,7 @@ class Actor:
     name: str
     admin_id: int | None = None
     via: str = "dashboard"  # dashboard | cli
+    os_login: str | None = None  # the operating-system login that ran a CLI command
 
 
 def _fields(
@@ -50,6 +51,7 @@ def _fields(
         "target": str(target)[:MAX_TARGET],
         "change": dict(change or {}),
         "via": actor.via,
+        "os_login": actor.os_login[:64] if actor.os_login else None,
     }
 
 
@@ -116,6 +118,7 @@ def as_json(event: AuditEvent | Mapping[str, Any]) -> dict[str, Any]:
         "actor": row["actor"],
         "actor_id": row["actor_id"],
         "via": row["via"],
+        "os_login": row.get("os_login"),
         "study_id": row["study_id"],
         "kind": row["kind"],
         "target": row["target"],

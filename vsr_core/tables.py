@@ -17,6 +17,7 @@ from sqlmodel import SQLModel
 
 from vsr_core.models import (
     Adjudication,
+    AdminToken,
     AdminUser,
     Annotation,
     Assignment,
@@ -46,6 +47,7 @@ from vsr_core.models import (
     StudyVersion,
     Vote,
     Worker,
+    WorkerStanding,
 )
 
 
@@ -89,3 +91,5 @@ STUDY_SETTING = table_of(StudySetting)
 STUDY_VERSION = table_of(StudyVersion)
 VOTE = table_of(Vote)
 WORKER = table_of(Worker)
+WORKER_STANDING = table_of(WorkerStanding)
+ADMIN_TOKEN = table_of(AdminToken)

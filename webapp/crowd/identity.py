@@ -19,6 +19,7 @@ from fastapi import Depends, Request
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from vsr_core import standing
 from vsr_core.models import DEFAULT_STUDY_ID, InviteToken, Worker, WorkerSource
 from vsr_core.types import utcnow
 from webapp.http.deps import SessionDep
@@ -269,7 +270,10 @@ def get_current_worker(request: Request, session: SessionDep) -> Worker:
             "We do not know who you are yet. Please open the study through the link on "
             "Prolific, MTurk or your invitation.",
         )
-    if worker.blocked:
+    study = getattr(request.state, "study", None)
+    if worker.blocked or (
+        study is not None and standing.standing(session, worker, study.id).blocked
+    ):
         raise PageError(403, "This account cannot take part in the study.", page="screenout")
     return worker
 

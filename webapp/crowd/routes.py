@@ -12,6 +12,7 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session
 
+from vsr_core import standing
 from vsr_core.models import Batch, BatchStatus, ImagePair, PairStatus, Worker
 from vsr_core.qualification import QualState
 from vsr_core.qualification import status as qualification_status
@@ -92,8 +93,8 @@ def start(
         rate_limits.check_new_worker(session, settings, address)
     worker = resolve_worker(session, entry, study.id)
     if new:
-        rate_limits.record_new_worker(session, address, worker.id)
-    if worker.blocked:
+        rate_limits.record_new_worker(session, address, worker.id, study.id)
+    if standing.standing(session, worker, study.id).blocked:
         session.commit()
         raise PageError(403, "This account cannot take part in the study.", page="screenout")
     _check_roles(worker, kind)

@@ -520,7 +520,7 @@ def _after_vote(
         who = worker if isinstance(worker, Worker) else session.get(Worker, worker_id)
         assert who is not None
         outcome.flagged = check_gold_accuracy(
-            session, who, config, strategies={strategy.kind: strategy}
+            session, who, config, strategies={strategy.kind: strategy}, study_id=lease.batch_study
         )
         if outcome.flagged:  # blocking ends the batch (and commits): read it again
             batch = session.get(Batch, lease.batch_id, populate_existing=True)

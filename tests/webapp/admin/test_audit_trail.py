@@ -344,6 +344,7 @@ def test_jsonl_export_over_http(db_url: str, engine: Engine, tmp_path: Path) -> 
         "actor",
         "actor_id",
         "via",
+        "os_login",
         "study_id",
         "kind",
         "target",

@@ -9,6 +9,7 @@ re-exported here, so callers write ``stats.overview(...)`` whichever module hold
 
 from __future__ import annotations
 
+from vsr_core.standing import study_members
 from webapp.admin.stats.data import (
     AGREEMENT_FILTERS,
     FLIP_RULES,
@@ -43,7 +44,6 @@ from webapp.admin.stats.shared import (
     data_version,
     example_agreement,
     invite_labels,
-    study_members,
     vote_counts,
 )
 from webapp.admin.stats.workers import (

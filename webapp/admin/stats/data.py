@@ -11,9 +11,10 @@ from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
 from vsr_core.models import DEFAULT_STUDY_ID
+from vsr_core.standing import blocked_clause, study_members
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import EXAMPLE, VOTE, WORKER
-from webapp.admin.stats.shared import example_agreement, study_members
+from webapp.admin.stats.shared import example_agreement
 
 AGREEMENT_FILTERS = (
     "kept",
@@ -205,7 +206,7 @@ def validators_left(session: Session, example_id: int, author_id: int | None, st
     rows = session.connection().execute(
         select(WORKER.c.id, WORKER.c.roles).where(
             study_members(study_id),
-            WORKER.c.blocked.is_(False),
+            ~blocked_clause(WORKER.c.id, study_id, WORKER.c.blocked),
             WORKER.c.id.not_in(voted),
         )
     )

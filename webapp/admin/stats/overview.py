@@ -11,11 +11,12 @@ from sqlmodel import Session
 
 from vsr_core.kept import KeptCounts, kept_counts
 from vsr_core.models import ACTIVE_JOB_STATUSES, DEFAULT_STUDY_ID, LeaseStatus
+from vsr_core.standing import blocked_clause, flagged_clause, study_members
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import ANNOTATION, ASSIGNMENT, BATCH, EXAMPLE, IMAGE_PAIR, JOB, VOTE, WORKER
 from vsr_core.types import utcnow
 from webapp.admin.stats.label_models import rule_fit
-from webapp.admin.stats.shared import example_agreement, study_members
+from webapp.admin.stats.shared import example_agreement
 
 PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
 
@@ -43,9 +44,9 @@ def overview(
     counted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One study's progress; the workers KPI counts the study's members (``study_members``);
-    blocked and flagged are per person, across studies. ``counted``: ``counted_figures``
-    computed earlier (the dashboard caches them: they read every Example of the study);
-    pairs, batches, leases and jobs are always read now."""
+    blocked and flagged as this study sees them (vsr_core.standing). ``counted``:
+    ``counted_figures`` computed earlier (the dashboard caches them: they read every
+    Example of the study); pairs, batches, leases and jobs are always read now."""
     conn = session.connection()
     pairs = {s: 0 for s in PAIR_STATUSES}
     for status, n in conn.execute(
@@ -108,8 +109,18 @@ def counted_figures(
     workers = conn.execute(
         select(
             func.count(),
-            func.coalesce(func.sum(case((WORKER.c.blocked.is_(True), 1), else_=0)), 0),
-            func.coalesce(func.sum(case((WORKER.c.flagged.is_(True), 1), else_=0)), 0),
+            func.coalesce(
+                func.sum(
+                    case((blocked_clause(WORKER.c.id, study_id, WORKER.c.blocked), 1), else_=0)
+                ),
+                0,
+            ),
+            func.coalesce(
+                func.sum(
+                    case((flagged_clause(WORKER.c.id, study_id, WORKER.c.flagged), 1), else_=0)
+                ),
+                0,
+            ),
         ).where(study_members(study_id))
     ).one()
     skipped_annotations = conn.execute(

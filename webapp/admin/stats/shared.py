@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Integer, and_, case, exists, func, literal_column, null, or_, select, true
+from sqlalchemy import Integer, and_, case, func, literal_column, null, or_, select, true
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
@@ -19,46 +19,15 @@ from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import (
     ADJUDICATION,
     ANNOTATION,
-    BATCH,
     EXAMPLE,
     IMAGE_PAIR,
     INVITE_TOKEN,
     LABEL_MODEL_DECISION,
     LABEL_MODEL_FIT,
-    QUALIFICATION_ATTEMPT,
     VOTE,
-    WORKER,
 )
 
 REVALIDATION = "revalidation"
-
-
-def study_members(study_id: int) -> Any:
-    """A condition on the worker table: the worker took part in the study (a batch, a
-    caption, an Example, a vote, a redeemed invite or a try of its qualification check in
-    it; imported authors and validators have no batch). A worker may be a member of several
-    studies. Correlated EXISTS probes on the per-worker indexes stop at the first hit, so the
-    cost grows with the number of workers, not of votes."""
-    w = WORKER.c.id
-    # "study_id + 0": SQLite would otherwise walk the whole study by its study_id index for
-    # every worker instead of the worker's own rows (on the VSR release: 0.4 ms instead of
-    # 32; PostgreSQL 18 ms instead of 45, a UNION of ids 38).
-    return or_(
-        exists().where(BATCH.c.worker_id == w, BATCH.c.study_id + 0 == study_id),
-        exists().where(
-            VOTE.c.worker_id == w, EXAMPLE.c.id == VOTE.c.example_id, EXAMPLE.c.study_id == study_id
-        ),
-        exists().where(EXAMPLE.c.author_id == w, EXAMPLE.c.study_id + 0 == study_id),
-        exists().where(
-            ANNOTATION.c.worker_id == w,
-            IMAGE_PAIR.c.id == ANNOTATION.c.pair_id,
-            IMAGE_PAIR.c.study_id == study_id,
-        ),
-        exists().where(INVITE_TOKEN.c.worker_id == w, INVITE_TOKEN.c.study_id == study_id),
-        exists().where(
-            QUALIFICATION_ATTEMPT.c.worker_id == w, QUALIFICATION_ATTEMPT.c.study_id == study_id
-        ),
-    )
 
 
 def vote_counts(example_ids: Any = None) -> Subquery:
