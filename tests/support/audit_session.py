@@ -94,8 +94,10 @@ class Context:
         }
         full.pop("VSR_DEBUG", None)
         full.pop("VSR_ADMIN", None)
-        if admin is not None:
+        full.pop("VSR_ADMIN_SECRET", None)
+        if admin is not None:  # proven by their password (vsr_cli.actor)
             full["VSR_ADMIN"] = admin
+            full["VSR_ADMIN_SECRET"] = PASSWORD
         done = subprocess.run(
             [str(VSR_BIN), *args, "--database-url", self.db_url],
             capture_output=True,

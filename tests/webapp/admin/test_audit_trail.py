@@ -368,6 +368,7 @@ def _vsr(db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str
     full = {**os.environ, **env}
     full.pop("VSR_DEBUG", None)
     full.pop("VSR_ADMIN", None)
+    full["VSR_ADMIN_SECRET"] = PASSWORD  # proves VSR_ADMIN when a call names one
     full.update(env)
     return subprocess.run(
         [str(VSR_BIN), "admin", "audit-export", *args, "--database-url", db_url],
