@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from vsr_cli.failure import CliError, CliUsageError
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from vsr_core.audit import Actor
     from vsr_dataset.export import BuildOptions, BuildSummary
 
 
@@ -134,22 +136,32 @@ def build(
     )
     engine = engine_for(database_url)
     try:
+        from vsr_cli.actor import require_role
+        from vsr_core import audit
         from vsr_core.models import AdminRole
 
         # Reading the study's data: a VSR_ADMIN needs at least viewer.
-        options = replace(options, study=study_for(engine, study_slug, AdminRole.viewer))
+        study = study_for(engine, study_slug, AdminRole.viewer)
+        options = replace(options, study=study)
+        actor = require_role(engine, study.id, AdminRole.viewer)
         if out == "-":
             if len(only) > 1:
                 raise CliUsageError("--out - streams one JSONL part: give at most one --only")
+            part = only[0] if only else "raw"
+            sink = HashingWriter(sys.stdout.buffer)
             try:
-                stream_part(engine, only[0] if only else "raw", sys.stdout.buffer, options)
+                stream_part(engine, part, sink, options)  # type: ignore[arg-type]
             except BrokenPipeError:
                 # `build-dataset --out - | head`: the reader left; that is not an error.
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            record_export(engine, actor, study.id, "-", {f"{part} (stdout)": sink.hexdigest()})
             return
         summary = _build_with_progress(engine, Path(out), options, overwrite, quiet)
+        files = audit.digests(Path(out))
         if zip_to is not None:
             zip_export(Path(out), zip_to)
+            files[str(zip_to)] = audit.sha256_of(Path(zip_to))
+        record_export(engine, actor, study.id, str(out), files)
     except (ExportError, SplitError) as exc:
         raise CliError(str(exc)) from None
     finally:
@@ -172,6 +184,41 @@ def build(
     mc_line = mc_figure_line(summary.stats.get("mc"))
     if mc_line:
         typer.echo(mc_line)
+
+
+class HashingWriter:
+    """A binary stream that passes every write on and keeps the SHA-256 of what went by."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self._digest.update(data)
+        return int(self._inner.write(data))
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def record_export(
+    engine: Any, actor: Actor, study_id: int, target: str, files: dict[str, str]
+) -> None:
+    """Every export is in the audit trail: who, which study, each file's SHA-256."""
+    from vsr_core import audit
+    from vsr_core.models import AuditKind
+
+    audit.record_now(
+        engine,
+        actor,
+        AuditKind.dataset_export,
+        study_id=study_id,
+        target=target,
+        change={"via": "build-dataset", "files": files},
+    )
 
 
 def mc_figure_line(mc: Any) -> str | None:

@@ -9,9 +9,11 @@ nothing else is written then.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, or_, select
@@ -97,6 +99,26 @@ def record_now(
     with Session(engine) as session:
         record(session, actor, kind, study_id=study_id, target=target, change=change)
         session.commit()
+
+
+def sha256_of(path: Path) -> str:
+    """The file's SHA-256 (hex), read in 1 MiB blocks: the digest an export record keeps."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def digests(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (a folder, or one file) -> its SHA-256, by relative name."""
+    if root.is_file():
+        return {root.name: sha256_of(root)}
+    return {
+        str(path.relative_to(root)): sha256_of(path)
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
 
 
 def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:

@@ -42,7 +42,15 @@ ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 VSR_BIN = Path(sys.executable).parent / "vsr"
 # `vsr match` loads the matching models: its record is checked by tests/vsr_cli/
 # test_first_use_round2.py, where the command is run anyway.
-NOT_IN_SESSION = {AuditKind.match_run}
+# Recorded and checked by their own tests: exports and downloads
+# (tests/webapp/admin/test_exports_recorded.py), CLI tokens (tests/vsr_cli/test_admin_roles.py).
+NOT_IN_SESSION = {
+    AuditKind.match_run,
+    AuditKind.dataset_export,
+    AuditKind.download,
+    AuditKind.token_create,
+    AuditKind.token_revoke,
+}
 
 
 def _subset(want: Any, got: Any) -> bool:
