@@ -8,6 +8,7 @@ its own Prolific link, consents, starts a batch of 10 items and answers them all
   answering what the photo shows 9 times in 10 (the bench reads the label);
 - ``a11y_person``: finds the answer buttons by role and name in the accessibility tree
   (what a screen-reader user reaches) and presses them, human latencies;
+- ``regular_dom_agent``: a script calling the True button's ``click()`` every 500 ms;
 - ``regular_agent``: a script clicking True with a real mouse 500 ms after each page loads;
 - ``blind_agent``: a script injected into every page answers as soon as the DOM is
   parsed, before the photo is decoded;
@@ -42,7 +43,7 @@ from vsr_core.models import Assignment, Example, Worker
 
 ITEMS = 10
 PEOPLE = ("keyboard_person", "a11y_person")
-AGENTS = ("regular_agent", "blind_agent", "canary_agent")
+AGENTS = ("regular_dom_agent", "regular_agent", "blind_agent", "canary_agent")
 KINDS = PEOPLE + AGENTS
 
 
@@ -99,6 +100,12 @@ def regular_agent(page: Any, rng: random.Random, truth: bool) -> None:
     page.click("#btn-true")
 
 
+def regular_dom_agent(page: Any, rng: random.Random, truth: bool) -> None:
+    """A script calling the True button's ``click()`` every 500 ms: no input events."""
+    time.sleep(0.5)
+    page.evaluate("() => document.getElementById('btn-true').click()")
+
+
 BLIND = """document.addEventListener("DOMContentLoaded", () => {
   const b = document.getElementById("btn-false");
   if (b) b.click();
@@ -124,6 +131,7 @@ def canary_agent(page: Any, rng: random.Random, truth: bool) -> None:
 ANSWER: dict[str, Callable[[Any, random.Random, bool], None]] = {
     "keyboard_person": keyboard_person,
     "a11y_person": a11y_person,
+    "regular_dom_agent": regular_dom_agent,
     "regular_agent": regular_agent,
     "blind_agent": blind_agent,
     "canary_agent": canary_agent,
@@ -200,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.browser import launch_chromium, running_site
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=3, help="sessions of each kind (at most 9)")
+    ap.add_argument("--repeats", type=int, default=3, help="sessions of each kind (at most 8)")
     ap.add_argument("--coco", type=Path, default=None, help="the shared COCO folder")
     ap.add_argument(
         "--seed", type=int, default=100, help="first session seed (thresholds chosen on 0)"
