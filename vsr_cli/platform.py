@@ -129,10 +129,25 @@ def _plan(session: Any, study: Any, actor: Actor) -> None:
             f"{q['votes']} votes, {q['written']} written ({q['kept_captions']} kept); "
             f"{credit}{elsewhere}"
         )
+    _print_held(session, study, subs)
     for a in added:
         cents = f" {a.amount_cents}c" if a.amount_cents else ""
         typer.echo(f"{a.kind} {a.target}{cents} {a.reason}".rstrip())
     typer.echo(f"{len(added)} new actions planned")
+
+
+def _print_held(session: Any, study: Any, subs: Any) -> None:
+    """The submissions held for a person's review, with the evidence (docs/quality.md)."""
+    from vsr_core.authenticity_db import held_for_review
+
+    held = held_for_review(session, study.study_id, {s.worker_id for s in subs if s.worker_id})
+    for sub in subs:
+        found = held.get(sub.worker_id)
+        if found is not None:
+            typer.echo(
+                f"held for review {sub.external_id} (worker #{sub.worker_id}, score "
+                f"{found.score:.2f}): {'; '.join(found.evidence)}"
+            )
 
 
 def _send(

@@ -202,6 +202,7 @@ class AuditKind(StrEnum):
     worker_block = "worker_block"
     worker_unblock = "worker_unblock"
     worker_flag = "worker_flag"
+    authenticity_approve = "authenticity_approve"  # a person cleared a worker's evidence
     gold_mark = "gold_mark"
     requeue = "requeue"
     revalidation_round = "revalidation_round"
@@ -597,6 +598,27 @@ class Vote(VoteBase, table=True):
     )
     id: int | None = Field(default=None, primary_key=True)
     assignment_id: int | None = Field(default=None, foreign_key="assignment.id", unique=True)
+    created_at: datetime = _ts()
+
+
+class ItemSignal(SQLModel, table=True):
+    """How one answer was given, as the task page measured it (docs/quality.md): timing,
+    focus, whether any pointer or key activity happened (counts only, never content), a
+    paste into the caption, a hidden canary acted on. One row per vote or caption; the JSON
+    API sends none."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    vote_id: int | None = Field(default=None, foreign_key="vote.id", unique=True)
+    annotation_id: int | None = Field(default=None, foreign_key="annotation.id", unique=True)
+    shown_ms: int | None = None  # photo decoded and on screen -> answer
+    image_shown: bool = True
+    focus_changes: int = 0
+    pointer_events: int = 0
+    key_events: int = 0
+    canary: bool = False
+    pasted: bool = False
     created_at: datetime = _ts()
 
 

@@ -28,6 +28,7 @@ from vsr_core.models import (
     ImagePair,
     Instance,
     InviteToken,
+    ItemSignal,
     Job,
     LabelModelDecision,
     LabelModelFit,
@@ -72,6 +73,7 @@ IMAGE = table_of(Image)
 IMAGE_PAIR = table_of(ImagePair)
 INSTANCE = table_of(Instance)
 INVITE_TOKEN = table_of(InviteToken)
+ITEM_SIGNAL = table_of(ItemSignal)
 JOB = table_of(Job)
 LABEL_MODEL_DECISION = table_of(LabelModelDecision)
 LABEL_MODEL_FIT = table_of(LabelModelFit)

@@ -163,6 +163,7 @@ class _Snapshot:
     instances: list[dict[str, Any]] = field(default_factory=list)  # --polygons
     qualification_csv: str | None = None  # who passed the study's qualification check
     keep_rule: str = "agreement"  # the study's keep rule (vsr_core.kept)
+    authenticity_csv: str | None = None  # per-worker authenticity summary (docs/quality.md)
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -256,6 +257,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
     )
     meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
     qualification = _qualification_csv(conn, study) if options.wants("meta") else None
+    authenticity = _authenticity_csv(conn, study.id) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
     mc_info = (
@@ -294,6 +296,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         instances,
         qualification,
         verdicts.rule,
+        authenticity_csv=authenticity,
     )
 
 
@@ -552,6 +555,8 @@ def _write_parts(stage: _Staging, snap: _Snapshot, options: BuildOptions) -> dic
         stage.write("meta_data.csv", snap.meta_csv.encode())
     if options.wants("meta") and snap.qualification_csv is not None:
         stage.write(QUALIFICATION_FILE, snap.qualification_csv.encode())
+    if options.wants("meta") and snap.authenticity_csv is not None:
+        stage.write(AUTHENTICITY_FILE, snap.authenticity_csv.encode())
     if options.polygons and options.wants("raw"):
         stage.write(INSTANCES_FILE, jsonl(snap.instances))
     return records
@@ -869,6 +874,54 @@ def _qualification_csv(conn: Connection, study: StudyContext) -> str | None:
     rows = sorted((ids[wid], kind, n, str(found[wid][kind])) for (wid, kind), n in tries.items())
     for export_id, kind, n, outcome in rows:
         writer.writerow([export_id, kind, n, int(outcome == "passed"), outcome])
+    return buf.getvalue()
+
+
+AUTHENTICITY_FILE = "worker_authenticity.csv"
+AUTHENTICITY_COLUMNS = (
+    "answers",
+    "true_share",
+    "answer_entropy",
+    "agreement",
+    "gold",
+    "gold_right",
+    "items_measured",
+    "median_ms",
+    "latency_cv",
+    "before_image",
+    "canary_hits",
+    "no_input_items",
+    "focus_away_items",
+    "pastes",
+)
+
+
+def _authenticity_csv(conn: Connection, study_id: int) -> str | None:
+    """Per worker who answered on this site's pages (the study has item signals), their
+    authenticity summary under the export id; None when no page measured anything."""
+    from sqlmodel import Session
+
+    from vsr_core.authenticity_db import assess_workers
+    from vsr_core.tables import ITEM_SIGNAL
+
+    who = [
+        int(w)
+        for (w,) in conn.execute(
+            select(ITEM_SIGNAL.c.worker_id).where(ITEM_SIGNAL.c.study_id == study_id).distinct()
+        )
+    ]
+    if not who:
+        return None
+    with Session(bind=conn) as session:
+        found = assess_workers(session, study_id, who)
+    ids = worker_export_ids(conn)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["worker_id", "score", "flags", *AUTHENTICITY_COLUMNS])
+    for wid in sorted(found, key=ids.__getitem__):
+        a = found[wid]
+        cells = [_cell(a.summary.get(c)) for c in AUTHENTICITY_COLUMNS]
+        writer.writerow([ids[wid], a.score, " ".join(map(str, a.flags)), *cells])
     return buf.getvalue()
 
 

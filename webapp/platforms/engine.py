@@ -38,6 +38,7 @@ from sqlmodel import Session, col, select
 from vsr_core import audit
 from vsr_core.agreement import DEFAULT_THRESHOLD
 from vsr_core.audit import Actor
+from vsr_core.authenticity_db import held_for_review
 from vsr_core.models import (
     Assignment,
     AuditKind,
@@ -294,11 +295,16 @@ def _plan_once(
             )
         )
     )
+    # A worker flagged by the authenticity evidence is held for a person's review: no
+    # approve, reject or bonus is planned for their work until someone decides.
+    held = held_for_review(session, study.study_id, {s.worker_id for s in subs if s.worker_id})
     added: list[PlatformAction] = []
     # (submission id, unit, its cents, the key of the bonus action that pays it)
     credit: list[tuple[int, settlement.Unit, int, str | None]] = []
     qualities: list[dict[str, Any]] = []
     for sub in subs:
+        if sub.worker_id in held:
+            continue
         w = work[sub.id or 0]
         q = w.quality()
         reason = _verdict(q, rules)

@@ -84,6 +84,7 @@ EXPECTED: dict[tuple[str, str], str | AdminRole] = {
     ("POST", "/admin/workers/{worker_id}/unblock"): RESEARCHER,
     ("POST", "/admin/workers/{worker_id}/flag"): RESEARCHER,
     ("POST", "/admin/workers/{worker_id}/everywhere"): EVERY_STUDY_OWNER,
+    ("POST", "/admin/workers/{worker_id}/authenticity-approve"): RESEARCHER,
     ("POST", "/admin/revalidation"): RESEARCHER,
     ("POST", "/admin/bursts/cut"): RESEARCHER,
     ("POST", "/admin/examples/{example_id}/adjudicate"): RESEARCHER,

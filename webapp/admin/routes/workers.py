@@ -9,8 +9,9 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
-from vsr_core import label_fit, standing
-from vsr_core.models import Annotation, Example, ImagePair, Study, Vote, Worker
+from vsr_core import audit, label_fit, standing
+from vsr_core.authenticity_db import approval_target, assess_workers, held_for_review
+from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Study, Vote, Worker
 from vsr_core.qualification import outcomes
 from vsr_core.roles import owns_every_study
 from webapp.admin import actions, stats
@@ -164,6 +165,8 @@ def worker_page(
         votes=votes,
         captions=captions,
         batches=actions.open_batches(session, worker_id, study_id),
+        authenticity=assess_workers(session, study_id, [worker_id])[worker_id],
+        held=bool(held_for_review(session, study_id, [worker_id])),
         msg=msg,
     )
 
@@ -271,6 +274,31 @@ def flag(
     )
     state = "flagged" if flagged else "unflagged"
     return back(_next(next, worker_id), f"Worker #{worker_id} {state}.")
+
+
+@router.post("/workers/{worker_id}/authenticity-approve", include_in_schema=False)
+def authenticity_approve(
+    worker_id: DbId,
+    request: Request,
+    admin: ResearcherPostDep,
+    session: SessionDep,
+) -> Response:
+    """A person looked at the evidence and vouches for the worker: the flags shown now no
+    longer hold their submissions (new kinds of evidence would again). Audited."""
+    worker = _worker(request, session, worker_id)
+    study_id = admin_study(request).id
+    found = assess_workers(session, study_id, [worker_id])[worker_id]
+    audit.record(
+        session,
+        actor_of(admin),
+        AuditKind.authenticity_approve,
+        study_id=study_id,
+        target=approval_target(worker_id),
+        change={"flags": [str(f) for f in found.flags], "evidence": found.evidence},
+    )
+    session.commit()
+    assert worker.id is not None
+    return back(_next("", worker_id), f"Worker #{worker_id} approved after review.")
 
 
 def _next(url: str, worker_id: int) -> str:
