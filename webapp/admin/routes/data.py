@@ -17,10 +17,12 @@ from vsr_core.limits import INT32_MAX
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
 from webapp.admin import actions, stats
 from webapp.admin.auth import actor_of
+from webapp.admin.cache import Computing
 from webapp.admin.pages import (
     admin_study,
     back,
     cached,
+    cached_or_computing,
     check_admin_study,
     figure_cache,
     render,
@@ -95,7 +97,7 @@ def data_page(
         "flips": flips,
     }
     filters = stats.parse_filters(params)
-    total, few, counted_at = cached(
+    counted = cached_or_computing(
         request,
         session,
         ("data-matches", cfg.keep_threshold, cfg.votes_per_example, *params.values()),
@@ -103,11 +105,15 @@ def data_page(
             *stats.count_and_few(s, cfg, FEW_MATCHES, study_id=study_id, **filters),
             time.time(),
         ),
+        # Counting a filter no one asked for yet is a pass over the study: in the
+        # background; meanwhile the rows are read by keyset and the page says "counting".
     )
+    computing = counted if isinstance(counted, Computing) else None
+    total, few, counted_at = (0, None, time.time()) if isinstance(counted, Computing) else counted
     pages = max(1, -(-total // PAGE))
     keep = urlencode({k: v for k, v in params.items() if v})
     if page > BARE_PAGE_LIMIT and after is None and before is None and not last:
-        return _bare_page_redirect(keep, page, pages)
+        return _bare_page_redirect(keep, page, None if computing else pages)
     rows: list[dict[str, Any]] = []
     has_prev = has_next = False
     if few is not None:
@@ -134,11 +140,11 @@ def data_page(
             session,
             cfg,
             direction=stats.Direction.LAST,
-            limit=total - (pages - 1) * PAGE or PAGE,
+            limit=(total - (pages - 1) * PAGE or PAGE) if computing is None else PAGE,
             study_id=study_id,
             **filters,
         )
-        page = pages
+        page = pages if computing is None else max(page, 2 if has_prev else 1)
     elif after is not None or page == 1:
         rows, has_next = stats.browse_page(
             session, cfg, key=after or 0, limit=PAGE, study_id=study_id, **filters
@@ -152,7 +158,18 @@ def data_page(
             session, cfg, (page - 1) * PAGE, PAGE + 1, study_id=study_id, **filters
         )
         has_next, has_prev, rows = len(rows) > PAGE, True, rows[:PAGE]
-    choices = cached(request, session, "choices", lambda s: stats.distinct_values(s, study_id))
+    choices = cached(
+        request,
+        session,
+        "choices",
+        lambda s: stats.distinct_values(s, study_id),
+        # Until the study's values are read (four DISTINCT scans): the filter's own values.
+        pending=lambda _: {
+            "relations": [relation] if relation else [],
+            "concepts": [concept] if concept else [],
+            "origins": [origin] if origin else [],
+        },
+    )
     links = _pager_links(keep, rows, page, pages, has_prev, has_next)
     return render(
         request,
@@ -161,6 +178,7 @@ def data_page(
         "data",
         rows=rows,
         total=total,
+        computing=computing,
         counted_ago=max(0, round(time.time() - counted_at)),
         page=page,
         pages=max(pages, page),
@@ -195,12 +213,19 @@ def _page_of_few(
     return ids[start : start + PAGE], page, True, start + PAGE < len(ids)
 
 
-def _bare_page_redirect(keep: str, page: int, pages: int) -> Response:
+def _bare_page_redirect(keep: str, page: int, pages: int | None) -> Response:
     """A bare page number beyond BARE_PAGE_LIMIT: reading it by OFFSET would walk every
     matching row before it (586 ms of PostgreSQL at 1.28 million Examples). At or past the
     last page it is the last page (the keyset pager reads it from the end); before it, the
-    nearer end of the keyset pages, with a word on why."""
+    nearer end of the keyset pages, with a word on why (the first while the matches are
+    being counted: ``pages`` None)."""
     base = "/admin/data?" + (keep + "&" if keep else "")
+    if pages is None:
+        return back(
+            base.rstrip("?&"),
+            f"Page {page} is not read by its number while the "
+            "matches are being counted: this is the first page.",
+        )
     if page >= pages:
         return RedirectResponse(f"{base}last=1&page={pages}", status_code=303)
     near_end = pages - page < page
