@@ -24,6 +24,7 @@ from sqlalchemy import text
 from sqlmodel import Session
 
 from bench.dashboard_pages import pages, read_choices
+from bench.loadavg import load_note
 from vsr_core.db import make_engine
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.studies.settings import load_study_config
@@ -88,7 +89,7 @@ def main() -> int:
                 worst = max(worst, ms)
                 print(f"{(url + ' ' + name)[:70]:70s} {ms:8.1f} {buffers:8d} {rows:13,d}{flag}")
     print(f"slowest statement {worst:.1f} ms; {len(over)} read the whole example table")
-    print(f"load average at start {load_start}, at end {os.getloadavg()}")
+    print(load_note(load_start))
     return 1 if over else 0
 
 

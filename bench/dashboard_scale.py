@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.dashboard_pages import Page, pages, read_choices  # noqa: E402
+from bench.loadavg import load_note  # noqa: E402
 
 VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
 ADMIN, PASSWORD = "bench-dash", "bench-dash-password-0123"
@@ -279,7 +280,7 @@ def main() -> int:
         f"figures {'deleted' if args.forget_figures else 'read back'}, OS page "
         f"cache {os_cache}, PostgreSQL shared_buffers not cleared"
     )
-    print(f"load average at start {load_start}, at end {os.getloadavg()} on {os.cpu_count()} CPUs")
+    print(load_note(load_start))
     return 0
 
 
