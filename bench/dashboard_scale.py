@@ -58,6 +58,8 @@ GOAL_WARM_MS, GOAL_COLD_MS = 300.0, 500.0
 FIGURES = ROOT / "var" / "image_cache" / "dashboard-figures"
 
 
+# What a page says while its figure is computed in the background (webapp.admin.cache).
+COMPUTING = re.compile(r"Computing the worker table|Computing this chart|counting the matching")
 PAGER_LINK = re.compile(r'<a[^>]*href="([^"]+)"[^>]*>\s*(?:[^<]*?)\b(last|next|previous|first)\b')
 
 
@@ -68,6 +70,7 @@ class Dashboard:
         self.server = Server(url, free_port(), 1, log)
         self.base = f"http://127.0.0.1:{self.server.port}"
         self.cookies: Any = None
+        self.last_body = ""
 
     def start(self) -> None:
         self.server.start()  # waits for one /healthz: the process is up, no page asked yet
@@ -97,6 +100,7 @@ class Dashboard:
         with httpx.Client(base_url=self.base, cookies=self.cookies, timeout=120) as c:
             t0 = time.perf_counter()
             r = c.get(path)
+            self.last_body = r.text
             return (time.perf_counter() - t0) * 1000, r.status_code, r.text
 
 
@@ -242,13 +246,16 @@ def main() -> int:
         for label, url_ in targets:
             warm[label] = (_warm(dash, url_, args.repeat), dash.get(url_)[1])
         cold: dict[str, float] = {}
+        computing: list[str] = []
         cold_base, os_cache = float("nan"), "not dropped"
         if not args.no_cold:
             forget = FIGURES if args.forget_figures else None
             cold_base, os_cache = _cold(dash, "/healthz", args.drop_os_cache, forget)
             for label, url_ in targets:
                 cold[label], os_cache = _cold(dash, url_, args.drop_os_cache, forget)
-                print(f"  cold {label}: {cold[label]:.0f} ms", file=sys.stderr, flush=True)
+                note = " (answered: computing)" if COMPUTING.search(dash.last_body) else ""
+                computing += [label] if note else []
+                print(f"  cold {label}: {cold[label]:.0f} ms{note}", file=sys.stderr, flush=True)
     finally:
         dash.stop()
     print(
@@ -280,6 +287,8 @@ def main() -> int:
         f"figures {'deleted' if args.forget_figures else 'read back'}, OS page "
         f"cache {os_cache}, PostgreSQL shared_buffers not cleared"
     )
+    if computing:
+        print(f"{len(computing)} cold pages answered at once that a figure was computing")
     print(load_note(load_start))
     return 0
 

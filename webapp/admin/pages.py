@@ -42,6 +42,10 @@ CACHE_TTL_SECONDS = 60.0
 # A figure computed faster than this is recomputed in the request once the data changed
 # (never stale); a slower one (a large study) is served stale while it is recomputed.
 CACHE_SYNC_BELOW_SECONDS = 0.15
+# Below this many Examples (the newest Example's id, read with the data version) a figure no
+# one has computed yet is computed in the request, as it takes milliseconds; above it, in
+# the background while the page says it is computing (webapp.admin.cache).
+IN_REQUEST_BELOW_EXAMPLES = 20_000
 
 
 def figure_cache(request: Request) -> FigureCache:
@@ -89,9 +93,10 @@ def cached(
         with Session(engine) as own:
             return compute(own)
 
-    return figure_cache(request).get(
-        name, data_version(session), lambda: compute(session), later, pending
-    )
+    version = data_version(session)
+    if (version[1] or 0) < IN_REQUEST_BELOW_EXAMPLES:
+        pending = None  # a small database: its figures are computed in the request, in ms
+    return figure_cache(request).get(name, version, lambda: compute(session), later, pending)
 
 
 def cached_or_computing(

@@ -2,8 +2,9 @@
 yet (a Workers sort order, the throughput chart, a data filter's count) is computed in the
 background; a request that finds it not ready answers at once, says it is computing and for
 how long, and the figure is there on a later request. On SQLite and PostgreSQL, real VSR
-records, through HTTP. ``wait_first=0``: the server does not wait for the figure at all, as
-on a study large enough that no figure is ready in 0.25 s."""
+records, through HTTP, set up as a large study is: the figures computed off the request
+(a small database computes them in the request) and ``wait_first=0``, the server does not
+wait for the figure at all, as on a study where none is ready in 0.25 s."""
 
 from __future__ import annotations
 
@@ -24,7 +25,11 @@ from webapp.admin.cache import FigureCache
 
 
 @pytest.fixture
-def client(db_url: str, engine: Engine, tmp_path: Path, vsr_dir: Path) -> TestClient:
+def client(
+    db_url: str, engine: Engine, tmp_path: Path, vsr_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> TestClient:
+    # As on a large study: figures computed in the background, and not waited for at all.
+    monkeypatch.setattr(pages, "IN_REQUEST_BELOW_EXAMPLES", 0)
     seed(engine, read_raw(vsr_dir, every=80))
     with Session(engine) as s:
         create_owner(s, "alice", "correct horse battery")
