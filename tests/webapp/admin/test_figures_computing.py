@@ -86,3 +86,14 @@ def test_the_throughput_chart_and_a_data_count_say_they_are_computing(
     assert 'href="/admin/examples/' in first.text
     body = _until(client, "/admin/data?agreement=kept", "matching Examples <small")
     assert "counting the matching Examples" not in body
+
+
+def test_the_quality_page_says_it_is_computing_then_shows_its_figures(
+    client: TestClient,
+) -> None:
+    page = client.get("/admin/quality")
+    assert page.status_code == 200
+    assert re.search(r"Computing the data quality figures \(\d+ s so far", page.text)
+    body = _until(client, "/admin/quality", "Examples ·", gone="Computing the data quality")
+    assert "Fleiss" in body
+    assert "examples" in client.get("/admin/api/quality.json").json()
