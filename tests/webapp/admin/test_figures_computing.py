@@ -64,6 +64,7 @@ def test_a_sort_order_no_one_asked_for_answers_at_once_then_shows_the_table(
     assert r.status_code == 200 and time.perf_counter() - t0 < 5
     assert re.search(r"Computing the worker table in this order \(\d+ s so far", r.text)
     assert 'data-worker="' not in r.text  # no rows yet, and no half table
+    assert "No workers yet" not in r.text and "appears here once it is computed" in r.text
     j = client.get("/admin/api/workers.json?order=gold").json()
     assert j["workers"] == [] and j["computing_seconds"] is not None
     body = _until(client, "/admin/workers?order=agreement", 'data-worker="')
