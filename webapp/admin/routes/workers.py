@@ -16,7 +16,16 @@ from vsr_core.qualification import outcomes
 from vsr_core.roles import owns_every_study
 from webapp.admin import actions, stats
 from webapp.admin.auth import actor_of
-from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
+from webapp.admin.cache import Computing
+from webapp.admin.pages import (
+    admin_study,
+    back,
+    cached,
+    cached_or_computing,
+    figure_cache,
+    render,
+    study_config,
+)
 from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
@@ -50,7 +59,7 @@ def workers_page(
     msg: str | None = None,
 ) -> Response:
     cfg = study_config(session, admin_study(request).id)
-    rows, total = _table(request, session, cfg, page, order)
+    rows, total, computing = _table(request, session, cfg, page, order)
     return render(
         request,
         admin,
@@ -58,6 +67,7 @@ def workers_page(
         "workers",
         rows=rows,
         total=total,
+        computing=computing,
         page=page,
         pages=max(1, -(-total // PAGE)),
         order=order,
@@ -75,19 +85,23 @@ def workers_json(
     order: Annotated[str, Query(pattern="^(" + "|".join(ORDERS) + ")$")] = "votes",
 ) -> dict[str, Any]:
     cfg = study_config(session, admin_study(request).id)
-    rows, total = _table(request, session, cfg, page, order)
-    return {"total": total, "page": page, "workers": rows}
+    rows, total, computing = _table(request, session, cfg, page, order)
+    # While the table in this order is first computed: no rows yet, and for how long.
+    busy = None if computing is None else round(computing.seconds, 1)
+    return {"total": total, "page": page, "workers": rows, "computing_seconds": busy}
 
 
 def _table(
     request: Request, session: Session, cfg: Any, page: int, order: str
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[dict[str, Any]], int, Computing | None]:
     """One page of the chosen study's worker table. The whole table in this order is cached
     (it aggregates every vote of the study), so any page, the last included, is a slice of
-    it; each worker's pace is read for that page's workers only, and cached too."""
+    it; each worker's pace is read for that page's workers only, and cached too. A table
+    in an order no one asked for yet is computed in the background: no rows meanwhile, and
+    the Computing that says for how long."""
     study = admin_study(request)
     study_id = study.id
-    everyone, total = cached(
+    table = cached_or_computing(
         request,
         session,
         ("workers", order, cfg.gold_accuracy_threshold),
@@ -95,6 +109,9 @@ def _table(
             s, cfg, offset=0, limit=None, order=order, study_id=study_id, paced=False
         ),
     )
+    if isinstance(table, Computing):
+        return [], 0, table
+    everyone, total = table
     rows = everyone[(page - 1) * PAGE : page * PAGE]
     # The busiest workers' pace reads all their votes (640,000 for the first page at 100x).
     paced = cached(
@@ -107,14 +124,20 @@ def _table(
     # estimate at its last fit (vsr_core.label_fit).
     found = outcomes(session, study.id, study.definition, [int(r["id"]) for r in paced])
     skills = label_fit.worker_skills(session, study_id)
-    return [
-        r
-        | {
-            "qualification": {k: str(v) for k, v in sorted(found.get(int(r["id"]), {}).items())},
-            "model_skill": skills.get(int(r["id"]), {}),
-        }
-        for r in paced
-    ], total
+    return (
+        [
+            r
+            | {
+                "qualification": {
+                    k: str(v) for k, v in sorted(found.get(int(r["id"]), {}).items())
+                },
+                "model_skill": skills.get(int(r["id"]), {}),
+            }
+            for r in paced
+        ],
+        total,
+        None,
+    )
 
 
 @router.get("/workers/{worker_id}", include_in_schema=False)
