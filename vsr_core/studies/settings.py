@@ -71,8 +71,10 @@ class StudyConfig(BaseModel):
     fast_vote_seconds: float = Field(1.0, ge=0.0, le=600.0)
     fast_caption_seconds: float = Field(5.0, ge=0.0, le=3600.0)
     block_on_gold_failure: bool = False
-    completion_code: str = Field("VSRDONE", min_length=1, max_length=64)
-    screenout_code: str = Field("VSRSCREEN", min_length=1, max_length=64)
+    # Each study's own random codes (vsr_core.codes, stored when the study is made and by
+    # migration 0022 for older ones); no fixed word a past participant could reuse.
+    completion_code: str = Field("", min_length=1, max_length=64)
+    screenout_code: str = Field("", min_length=1, max_length=64)
     relations_enabled: list[str] | None = Field(None, description="None = Table 1 less unused")
     consent_text: str = Field(
         DEFAULT_CONSENT,
