@@ -13,6 +13,7 @@ from sqlmodel import Session, select
 
 from vsr_core import audit
 from vsr_core.audit import Actor
+from vsr_core.codes import give_study_codes
 from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, Study, StudySetting
 from vsr_core.types import utcnow
 
@@ -140,6 +141,7 @@ def save_study_config(
     """Validate and store one study's changed settings (raises pydantic.ValidationError on
     bad input). With ``actor``, the audit trail's record of the change (the before and
     after values of the keys whose value changed) commits with it."""
+    give_study_codes(session, study_id)  # a study made before its codes existed gets its own
     current = load_study_config(session, study_id)
     merged = current.model_dump() | changes
     config = StudyConfig(**merged)  # validates the whole config, including cross-field rules

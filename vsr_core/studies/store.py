@@ -137,5 +137,6 @@ def ensure_default_study(session: Session) -> Study:
     session.add(study)
     session.flush()
     add_version(session, study, 1)
+    give_study_codes(session, DEFAULT_STUDY_ID)
     session.commit()
     return study

@@ -82,6 +82,12 @@ def test_a_submission_returned_after_the_plan_gets_nothing(
     (sub,) = money.values()
     assert (sub["paid"], sub["pending"], sub["closed"]) == (0, 0, 400)
     assert any("returned" in why for why in sub["closed_why"])
+    # What the page and `vsr platform plan` print for it.
+    row = session.exec(select(PlatformSubmission)).one()
+    line = settlement.money_line(sub, row.quality, row.status)
+    assert line == "paid 0c, pending 0c, closed 400c (submission returned on the platform)"
+    (cancelled,) = [a for a in settlement.cancelled_actions(session, study) if a.kind == "approve"]
+    assert cancelled.response == {"cancelled": "submission returned on the platform"}
 
 
 def test_a_return_not_synced_yet_stops_the_bonus(session: Session, fake: tuple[str, State]) -> None:
