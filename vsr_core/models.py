@@ -149,13 +149,15 @@ class PlatformActionKind(StrEnum):
 
 
 class PlatformActionState(StrEnum):
-    """planned -> sending (committed before the call) -> done | failed | unknown."""
+    """planned -> sending (committed before the call) -> done | failed | unknown;
+    planned -> cancelled when the facts read at send time forbid it."""
 
     planned = "planned"
     sending = "sending"  # claimed; the call may be in flight or its answer lost
     done = "done"
     failed = "failed"  # refused by the platform: nothing happened
     unknown = "unknown"  # may have happened; never re-sent: a person checks the platform
+    cancelled = "cancelled"  # never sent: returned/rejected submission, flagged worker...
 
 
 class LedgerUnitKind(StrEnum):

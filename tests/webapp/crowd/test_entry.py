@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from tests.support.webapp_coco import (
     task,
 )
 from vsr_core.models import Assignment, Batch, ImagePair, InviteToken, Worker
+from vsr_core.studies.settings import load_study_config
 
 
 def _workers(engine) -> list[Worker]:  # type: ignore[no-untyped-def]
@@ -239,10 +241,12 @@ def test_batch_time_limit_ends_the_batch(site, engine, db_url: str) -> None:  # 
         s.commit()
     r = client.get("/generate", follow_redirects=False)
     assert r.headers["location"] == "/done/generate"
-    assert "VSRDONE" in client.get("/done/generate").text
+    with Session(engine) as s:
+        code = load_study_config(s, 1).completion_code  # the study's own random code
+    assert re.fullmatch(r"[A-Z0-9]{12}", code) and code in client.get("/done/generate").text
     with Session(engine) as s:
         batch = s.exec(select(Batch)).one()
-        assert batch.status == "completed" and batch.completion_code == "VSRDONE"
+        assert batch.status == "completed" and batch.completion_code == code
         statuses = sorted(p.status for p in s.exec(select(ImagePair)))
         # the finished pair stays annotated; the unfinished lease went back to the pool
         assert statuses.count("annotated") == 1 and "leased" not in statuses
@@ -295,8 +299,9 @@ def test_a_worker_blocked_mid_batch_is_stopped(site, engine) -> None:  # type: i
         worker.blocked = True
         s.add(worker)
         s.commit()
+        screenout = load_study_config(s, 1).screenout_code  # the study's own random code
     r = client.post("/generate", data=answer(fields))
-    assert r.status_code == 403 and "VSRSCREEN" in r.text
+    assert r.status_code == 403 and screenout in r.text
     assert client.get("/api/generate/task").status_code == 403
     with Session(engine) as s:
         from vsr_core.models import Annotation
