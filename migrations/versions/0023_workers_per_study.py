@@ -8,7 +8,7 @@ auditevent.os_login records the operating-system login that ran a CLI command; i
 added column (no table rebuild on SQLite, so migration 0017's triggers stay).
 
 Revision ID: 0023
-Revises: 0021
+Revises: 0022
 Create Date: 2026-11-28 16:30:00
 """
 
@@ -21,7 +21,7 @@ from alembic import op
 import vsr_core.types
 
 revision: str = "0023"
-down_revision: str | None = "0021"
+down_revision: str | None = '0022'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -6,7 +6,7 @@ canary acted on. Read by the authenticity evidence (docs/quality.md); the vote t
 touched, so the vote's Example counter update stays HOT (migration 0004).
 
 Revision ID: 0026
-Revises: 0021
+Revises: 0023
 Create Date: 2026-11-28 17:00:00
 """
 from collections.abc import Sequence
@@ -17,7 +17,7 @@ from alembic import op
 import vsr_core.types
 
 revision: str = '0026'
-down_revision: str | None = '0021'
+down_revision: str | None = '0023'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
