@@ -26,6 +26,7 @@ from vsr_core.models import DEFAULT_STUDY_ID, AuditEvent
 from vsr_core.studies.settings import save_study_config
 
 VSR = str(Path(sys.executable).parent / "vsr")
+INIT_ROLES = Path(__file__).parents[2] / "deploy/postgres/init-roles.sh"  # compose runs it
 
 
 def _superuser(sql: str) -> None:
@@ -37,15 +38,25 @@ def _superuser(sql: str) -> None:
 
 @pytest.fixture
 def roles() -> Iterator[tuple[str, str, str]]:
-    """(owner URL, app URL, app role) on a new database the owner role owns."""
+    """(owner URL, app URL, app role): the roles and database made by the script compose runs
+    in a new PostgreSQL, under names of this test's own."""
     require_backend("postgresql")
     tag = uuid.uuid4().hex[:8]
     owner, app, database = f"vsr_owner_{tag}", f"vsr_app_{tag}", f"vsr_roles_{tag}"
-    _superuser(f'CREATE ROLE "{owner}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE')
-    _superuser(f'CREATE ROLE "{app}" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE')
-    _superuser(f'CREATE DATABASE "{database}" OWNER "{owner}"')
     base = make_url(PG_ADMIN_URL).set(database=database)
+    names = {"VSR_OWNER_ROLE": owner, "VSR_APP_ROLE": app, "VSR_DATABASE": database}
+    env = {
+        **os.environ,
+        **names,
+        "VSR_OWNER_PASSWORD": "owner-pw",
+        "VSR_APP_PASSWORD": "app-pw",
+        "POSTGRES_USER": base.username or "postgres",
+        "PGHOST": base.host or "127.0.0.1",
+        "PGPORT": str(base.port or 5432),
+    }
+    made = subprocess.run(["sh", str(INIT_ROLES)], env=env, capture_output=True, text=True)
     try:
+        assert made.returncode == 0, made.stderr
         yield (
             base.set(username=owner).render_as_string(hide_password=False),
             base.set(username=app).render_as_string(hide_password=False),
@@ -122,3 +133,23 @@ def test_the_owner_or_a_superuser_is_refused_as_the_apps_role(
     assert "owns the tables" in res.stderr
     res = _vsr(owner_url, "db", "upgrade", "--app-role", "postgres")
     assert res.returncode == 1 and "is a superuser" in res.stderr, res.stderr
+
+
+def test_compose_migrates_as_the_owner_and_serves_as_the_apps_role() -> None:
+    import yaml
+
+    compose = yaml.safe_load((INIT_ROLES.parents[2] / "docker-compose.yml").read_text())
+    services = compose["services"]
+
+    def user(service: str) -> str | None:
+        url = services[service]["environment"]["DATABASE_URL"].replace("${", "").split("@")[0]
+        return url.split("//")[1].split(":")[0]
+
+    assert user("migrate") == "vsr_owner"
+    assert user("web") == "vsr_app"
+    assert services["migrate"]["command"][-2:] == ["--app-role", "vsr_app"]
+    assert services["db"]["environment"]["POSTGRES_USER"] == "postgres"
+    mounts = services["db"]["volumes"]
+    assert any(
+        m.startswith("./deploy/postgres/init-roles.sh:/docker-entrypoint-initdb.d/") for m in mounts
+    )
