@@ -141,8 +141,8 @@ def test_compose_migrates_as_the_owner_and_serves_as_the_apps_role() -> None:
     compose = yaml.safe_load((INIT_ROLES.parents[2] / "docker-compose.yml").read_text())
     services = compose["services"]
 
-    def user(service: str) -> str | None:
-        url = services[service]["environment"]["DATABASE_URL"].replace("${", "").split("@")[0]
+    def user(service: str) -> str:
+        url = str(services[service]["environment"]["DATABASE_URL"])
         return url.split("//")[1].split(":")[0]
 
     assert user("migrate") == "vsr_owner"
