@@ -52,7 +52,7 @@ BODY_OVERSIZED = "a" * 200_000
 # connection as it must): the CSRF header of every POST gets these.
 HOSTILE_HEADER = {k: v for k, v in HOSTILE.items() if k in ("unicode digit", "oversized")}
 CSRF_HEADER = "X-CSRF-Token"
-ENCODING = {"encoding": "utf-8", "errors": "surrogatepass"}  # a lone surrogate as its bytes
+SURROGATES = "surrogatepass"  # a lone surrogate is sent as its (invalid) UTF-8 bytes
 # Launching real build/sample jobs per request is another test's job (test_admin); logging
 # out would end the admin session the other requests need.
 SKIP_BODY = {("POST", "/admin/jobs/{kind}")}
@@ -196,11 +196,11 @@ def _url(
         value = PATH_DEFAULTS.get(name, "1")
         if hostile and hostile[0] == ("path", name):
             value = hostile[1]
-        path = path.replace("{" + name + "}", quote(value, safe="", **ENCODING))
+        path = path.replace("{" + name + "}", quote(value, safe="", errors=SURROGATES))
     query = {n: "1" for n in query_names if n == "page"}
     if hostile and hostile[0][0] == "query":
         query[hostile[0][1]] = hostile[1]
-    return path + ("?" + urlencode(query, **ENCODING) if query else "")
+    return path + ("?" + urlencode(query, errors=SURROGATES) if query else "")
 
 
 def _cases(
@@ -270,7 +270,7 @@ def _request(
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
     elif body is not None:
-        data = urlencode(body, **ENCODING).encode()
+        data = urlencode(body, errors=SURROGATES).encode()
         headers["Content-Type"] = "application/x-www-form-urlencoded"
     conn.request(method, url, body=data, headers=headers)
     response = conn.getresponse()
