@@ -80,15 +80,17 @@ def serve(
 
 
 def _ensure_secret_key(key: str, host: str) -> None:
-    """Refuse to serve with a missing, short or public SECRET_KEY: whoever knows the key forges
-    admin cookies. Only a server bound to a loopback address (development on this machine)
+    """Refuse to serve with a missing, short or public SECRET_KEY, and off loopback one of too
+    little entropy or written in the repository: whoever knows the key forges admin cookies.
+    Only a server bound to a loopback address (development on this machine)
     starts without one, with a random key for this run that every worker process inherits."""
-    from vsr_core.settings import get_settings, secret_key_problem
+    from vsr_core.settings import exposed_key_problem, get_settings, secret_key_problem
 
-    problem = secret_key_problem(key)
+    loopback = is_loopback(host)
+    problem = secret_key_problem(key) if loopback else exposed_key_problem(key)
     if problem is None:
         return
-    if key or not is_loopback(host):
+    if key or not loopback:
         raise CliError(
             f"{problem}: set SECRET_KEY to a long random value (openssl rand -hex 32); only a "
             "server bound to 127.0.0.1 may start without one, for development"

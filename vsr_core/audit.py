@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, and_, or_, select
 from sqlmodel import Session
 
 from vsr_core.models import AuditEvent, AuditKind
@@ -149,18 +149,41 @@ def as_json(event: AuditEvent | Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Admins:
+    """Admin accounts by id and by name (a record of no study may name one either way)."""
+
+    ids: tuple[int, ...]
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Filter:
     """Which records a reader asks for (the page, the JSONL export, the CLI): all the given
     conditions hold. ``study_ids``: records of these studies (None: any study);
-    ``unscoped``: also those of no study (logins, admin accounts); ``since``/``until``:
+    ``unscoped``: also those of no study (logins, admin accounts); ``unscoped_admins``: of
+    those, only the ones acted by or naming these admins (None: all); ``since``/``until``:
     ``since <= at < until``."""
 
     actor: str | None = None
     kind: AuditKind | None = None
     study_ids: tuple[int, ...] | None = None
     unscoped: bool = True
+    unscoped_admins: Admins | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+    def _no_study(self) -> ColumnElement[bool]:
+        c = AUDIT_EVENT.c
+        if self.unscoped_admins is None:
+            return c.study_id.is_(None)
+        # A failed login has no acting admin: it names the account it tried.
+        return and_(
+            c.study_id.is_(None),
+            or_(
+                c.actor_id.in_(self.unscoped_admins.ids),
+                c.target.in_(self.unscoped_admins.names),
+            ),
+        )
 
     def conditions(self) -> list[ColumnElement[bool]]:
         c = AUDIT_EVENT.c
@@ -171,7 +194,7 @@ class Filter:
             out.append(c.kind == self.kind.value)
         if self.study_ids is not None:
             scoped = c.study_id.in_(self.study_ids)
-            out.append(or_(scoped, c.study_id.is_(None)) if self.unscoped else scoped)
+            out.append(or_(scoped, self._no_study()) if self.unscoped else scoped)
         elif not self.unscoped:
             out.append(c.study_id.is_not(None))
         if self.since is not None:

@@ -14,6 +14,7 @@ from sqlmodel import Session, select
 from vsr_core import audit
 from vsr_core.audit import Actor
 from vsr_core.codes import give_study_codes
+from vsr_core.locks import hold
 from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, Study, StudySetting
 from vsr_core.types import utcnow
 
@@ -141,6 +142,9 @@ def save_study_config(
     """Validate and store one study's changed settings (raises pydantic.ValidationError on
     bad input). With ``actor``, the audit trail's record of the change (the before and
     after values of the keys whose value changed) commits with it."""
+    # One save of a study's settings at a time: the audit's "before" is then the value this
+    # save replaced, and two first saves of a key never both insert it.
+    hold(session, f"study-settings:{study_id}")
     give_study_codes(session, study_id)  # a study made before its codes existed gets its own
     current = load_study_config(session, study_id)
     merged = current.model_dump() | changes

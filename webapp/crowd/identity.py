@@ -24,6 +24,7 @@ from vsr_core.models import DEFAULT_STUDY_ID, InviteToken, Worker, WorkerSource
 from vsr_core.types import utcnow
 from webapp.http.deps import SessionDep
 from webapp.http.errors import PageError
+from webapp.http.tokens import same_token
 
 # Checked with fullmatch (``$`` would also match before a final newline, so ``id\n`` would
 # be a second identity), ASCII only ([0-9] is not \d: no full-width digits), nothing
@@ -230,11 +231,7 @@ def csrf_token(request: Request) -> str:
 
 def check_csrf(request: Request, submitted: str | None) -> None:
     expected = request.session.get("csrf")
-    if (
-        not expected
-        or not submitted
-        or not secrets.compare_digest(str(expected).encode(), submitted.encode("utf-8", "replace"))
-    ):
+    if not isinstance(expected, str) or not same_token(expected, submitted):
         raise PageError(
             403,
             "This form has expired or did not come from this site. Reload the page and try again.",
