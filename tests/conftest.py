@@ -31,7 +31,10 @@ os.environ.setdefault("API_DOCS", "1")
 for _name in ("NEW_WORKERS_PER_ADDRESS", "NEW_WORKERS_PER_STUDY", "NEW_BATCHES_PER_ADDRESS"):
     os.environ.setdefault(_name, "0")
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# ../shared beside the checkout; VSR_SHARED_DIR for a checkout elsewhere (a git worktree).
+SHARED = Path(
+    os.environ.get("VSR_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared"
+)
 COCO_DIR = SHARED / "coco"
 VSR_DIR = SHARED / "vsr"
 PG_ADMIN_URL = os.environ.get(

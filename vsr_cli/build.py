@@ -59,6 +59,13 @@ def build(
         "mc_unvalidated/ (marked in each line and in the card); mc/ always holds only items "
         "whose every distractor validators rejected.",
     ),
+    with_provenance: bool = typer.Option(
+        False,
+        "--with-provenance",
+        help="Also write provenance/: the Examples each multiple-choice item's distractors "
+        "came from and the judged negatives of its dev/test items. It holds the answers: "
+        "not for evaluation (the card and the configs say so).",
+    ),
     with_negatives: bool = typer.Option(
         False,
         "--with-negatives",
@@ -128,6 +135,7 @@ def build(
         title=title,
         unvalidated_mc=unvalidated_mc,
         with_negatives=with_negatives,
+        with_provenance=with_provenance,
         vsr_compatible=vsr_compatible,
         parquet=parquet,
         polygons=polygons,
