@@ -66,6 +66,12 @@ def build(
         "came from and the judged negatives of its dev/test items. It holds the answers: "
         "not for evaluation (the card and the configs say so).",
     ),
+    allow_leaks: bool = typer.Option(
+        False,
+        "--allow-leaks",
+        help="Write the export even when its leak audit finds an evaluation answer "
+        "recoverable from the other files (the card then says so in its first lines).",
+    ),
     with_negatives: bool = typer.Option(
         False,
         "--with-negatives",
@@ -136,6 +142,7 @@ def build(
         unvalidated_mc=unvalidated_mc,
         with_negatives=with_negatives,
         with_provenance=with_provenance,
+        allow_leaks=allow_leaks,
         vsr_compatible=vsr_compatible,
         parquet=parquet,
         polygons=polygons,

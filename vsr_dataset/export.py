@@ -104,6 +104,9 @@ class BuildOptions:
     parquet: bool = False
     # Also instances.jsonl: the marked COCO instances with their polygons.
     polygons: bool = False
+    # Write even when the leak audit finds an answer recoverable from the files (the card
+    # then says so in its first lines); by default such a build fails.
+    allow_leaks: bool = False
     # Also provenance/: where each multiple-choice item's distractors came from and the
     # judged negatives of its evaluation items (not for evaluation: it holds the answers).
     with_provenance: bool = False
@@ -507,6 +510,9 @@ def build_dataset(
         if options.wants("stats") or options.wants("card"):
             report("statistics", 0.7)
             stats = _export_stats(snap, options)
+            if options.only is None:
+                report("leak audit", 0.75)
+                stats.update(_leak_audit(stage, stats, options))
         if options.wants("stats"):
             stage.write(
                 "stats.json",
@@ -532,6 +538,33 @@ def build_dataset(
         threshold_source=snap.threshold_source,
         n_negatives=len(snap.negatives),
     )
+
+
+def _leak_audit(stage: _Staging, stats: dict[str, Any], options: BuildOptions) -> dict[str, Any]:
+    """``blind_baselines`` and ``leak_audit`` of stats.json (vsr_dataset.leak_audit); a
+    look-up or join attack above chance fails the build unless ``allow_leaks``."""
+    from vsr_dataset.leak_audit import audit, failures
+
+    blind = audit(stage.root, stage.files)
+    mc = stats.get("mc") or {}
+    strongest = mc.get("strongest_adversary")
+    measured = blind.get(mc.get("measured_on", "mc"), {}).get("test")
+    if strongest and measured is not None:
+        measured.setdefault("baselines", {})["answer_only_strongest"] = {
+            "name": strongest["name"],
+            "accuracy": strongest["accuracy"],
+            "ci95": strongest["ci95"],
+            "n": mc.get("adversaries_n_test"),
+            "chance": mc.get("chance"),
+        }
+    failed = failures(blind)
+    if failed and not options.allow_leaks:
+        raise ExportError(
+            f"leak audit: {len(failed)} look-up or join attack(s) above chance, first "
+            f"{failed[0]} (stats of every attack: build with --allow-leaks, which says so "
+            "in the card)"
+        )
+    return {"blind_baselines": blind, "leak_audit": {"failures": failed, "allowed": bool(failed)}}
 
 
 def _check_out_dir(out_dir: Path, options: BuildOptions, overwrite: bool) -> None:

@@ -167,3 +167,14 @@ def test_a_zero_shot_mc_set_follows_the_zero_shot_split(export: Path) -> None:
         assert not {rec["subj"], rec["obj"]} & train_concepts
     card = (export / "README.md").read_text()
     assert "mc_zeroshot_unvalidated/" in card
+
+
+def test_stats_publish_blind_baselines_and_no_attack_above_chance(export: Path) -> None:
+    stats = json.loads((export / "stats.json").read_text())
+    blind = stats["blind_baselines"]
+    assert stats["leak_audit"]["failures"] == []
+    for f in _mc_eval_files(export):
+        result = blind[f.parent.name][f.stem]
+        assert result["n"] == len(_read(f)) and result["attacks"]["join_ids:every file"]
+    test = blind["mc_unvalidated"]["test"]["baselines"]["answer_only_strongest"]
+    assert test["accuracy"] <= 0.30  # the MC target, at this split seed
