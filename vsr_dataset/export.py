@@ -265,7 +265,14 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
                 every, machine, random_parts, zeroshot, published.held_back_negatives
             )
     validated = [r for r in rows if r.kept]
-    held_back = published.held_back_negatives if published is not None else frozenset()
+    # Whatever parts are written (machine_negatives.jsonl comes with --only raw too).
+    from vsr_dataset.mc_export import eval_negative_ids
+
+    held_back = (
+        published.held_back_negatives
+        if published is not None
+        else eval_negative_ids(conn, study.id)
+    )
     mc_rejected = 0
     mc: dict[str, list[bytes]] = {}
     mc_unvalidated: dict[str, list[bytes]] = {}

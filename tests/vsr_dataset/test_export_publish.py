@@ -138,6 +138,10 @@ def test_judging_negatives_changes_no_binary_file(
     assert stats["machine_negatives"]["judged"] == len(negs)
     assert stats["machine_negatives"]["held_back_as_mc_distractors"] == len(held)
     assert stats["machine_negatives"]["in_splits"] is False
+    # A partial build writes the same machine_negatives.jsonl (no distractor of dev/test).
+    raw_only = tmp_path / "raw_only"
+    build_dataset(engine, raw_only, BuildOptions(only=frozenset({"raw"})))
+    assert read_jsonl(raw_only / "machine_negatives.jsonl") == neg
     # A look-up of the options of mc/ dev and test in machine_negatives.jsonl finds nothing.
     shown = {(r["image"], r["caption"]) for r in neg}
     for p in ("dev", "test"):
