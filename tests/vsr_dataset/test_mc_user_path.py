@@ -18,6 +18,10 @@ from typing import Any
 import pytest
 from scipy.stats import spearmanr
 
+# About 90 s of CPU on a quiet machine (import, matching, a full build); a shared busy one
+# needs more than the default 600 s.
+pytestmark = pytest.mark.timeout(1800)
+
 RAW = "data/data_files/all_vsr_raw_data.jsonl"
 SEED = 0
 CHANCE = 0.25
