@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -117,6 +117,10 @@ def bounded_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[
     return [items[i] for i in keep]
 
 
+def _item_key(it: Item) -> tuple[str, str, tuple[str, ...]]:
+    return (it.query.image, it.query.caption, tuple(it.choices))
+
+
 def measured_suite(
     train: Sequence[Item],
     test: Sequence[Item],
@@ -130,6 +134,10 @@ def measured_suite(
     queries that found no item), at most ``suite_sample`` items of each side."""
     from matching.adversaries import run_suite
 
+    # One order whatever order the items come in (build-dataset shuffles its files): the
+    # same items give the same figure.
+    train = sorted(train, key=_item_key)
+    test = sorted(test, key=_item_key)
     suite_train = bounded_sample(train, suite_sample, seed)
     suite_test = bounded_sample(test, suite_sample, seed + 1)
     relevance = None
@@ -150,10 +158,12 @@ def diagnose(
     relevance: RelevanceModel,
     adversaries: bool = True,
     suite_sample: int | None = SUITE_SAMPLE,
+    published: Callable[[Item], bool] | None = None,
 ) -> dict[str, Any]:
     """All figures of a run, JSON-ready (stored in MatchRun.diagnostics). ``adversaries``:
     run the held-out answer-only suite (matching.adversaries) on train -> test, on at most
-    ``suite_sample`` items of each (None or 0: all)."""
+    ``suite_sample`` items of each (None or 0: all); ``published``: which test items the
+    export writes (the suite is measured on those)."""
     p = result.params
     items = result.items
     n_distractors = sum(len(it.triples) - 1 for it in items)
@@ -172,6 +182,8 @@ def diagnose(
             known = result.known_true.get(it.query.image, ())
             known_true += int(any(is_implied(kt, d) for kt in known if kt != truth))
     train, test = result.items_in("train"), result.items_in("test")
+    if published is not None:
+        test = [it for it in test if published(it)]
     suite = (
         measured_suite(train, test, relevance.encoder, p.seed, suite_sample)
         if adversaries

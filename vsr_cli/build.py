@@ -61,6 +61,19 @@ def build(
         "mc_unvalidated/ (marked in each line and in the card); mc/ always holds only items "
         "whose every distractor validators rejected.",
     ),
+    with_provenance: bool = typer.Option(
+        False,
+        "--with-provenance",
+        help="Also write provenance/: the Examples each multiple-choice item's distractors "
+        "came from and the judged negatives of its dev/test items. It holds the answers: "
+        "not for evaluation (the card and the configs say so).",
+    ),
+    allow_leaks: bool = typer.Option(
+        False,
+        "--allow-leaks",
+        help="Write the export even when its leak audit finds an evaluation answer "
+        "recoverable from the other files (the card then says so in its first lines).",
+    ),
     with_negatives: bool = typer.Option(
         False,
         "--with-negatives",
@@ -130,6 +143,8 @@ def build(
         title=title,
         unvalidated_mc=unvalidated_mc,
         with_negatives=with_negatives,
+        with_provenance=with_provenance,
+        allow_leaks=allow_leaks,
         vsr_compatible=vsr_compatible,
         parquet=parquet,
         polygons=polygons,
