@@ -41,6 +41,25 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"vsr {version('vsr-pipeline')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Build VSR-style visual spatial reasoning datasets by crowdsourcing."""
+
+
 app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_serve.admin_app, name="admin")
 cli_serve.admin_app.command("audit-export")(cli_audit.audit_export)
