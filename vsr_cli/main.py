@@ -19,6 +19,7 @@ import typer
 
 from vsr_cli import audit_export as cli_audit
 from vsr_cli import build as cli_build
+from vsr_cli import data as cli_data
 from vsr_cli import db as cli_db
 from vsr_cli import import_release as cli_import
 from vsr_cli import invite as cli_invite
@@ -65,6 +66,7 @@ app.add_typer(cli_serve.admin_app, name="admin")
 cli_serve.admin_app.command("audit-export")(cli_audit.audit_export)
 app.add_typer(cli_invite.invite_app, name="invite")
 app.add_typer(cli_study.study_app, name="study")
+app.add_typer(cli_data.data_app, name="data")
 app.add_typer(cli_platform.platform_app, name="platform")
 app.add_typer(cli_label_models.label_models_app, name="label-models")
 app.command("sample")(cli_sample.sample)

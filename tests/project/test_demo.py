@@ -14,12 +14,15 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 from sqlmodel import Session, col, select
 
 from tests.support.fake_prolific import TOKEN, running
@@ -132,7 +135,8 @@ def test_one_person_walks_the_demo_to_a_dataset_on_another_port(tmp_path: Path) 
     # The README's "Several studies" block, as written, in that terminal.
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("### Several studies on one server") :]
-    block = section[section.index("```bash\n") + 8 : section.index("\n```")]
+    start = section.index("```bash\n") + 8
+    block = section[start : section.index("\n```", start)]
     assert "vsr study create" in block
     studies = _run(["bash", "-euo", "pipefail", "-c", block], second, ROOT)
     assert "owner: admin" in studies and f"{site}/s/vsr-zh/start/" in studies, studies
@@ -176,6 +180,22 @@ def test_one_person_walks_the_demo_to_a_dataset_on_another_port(tmp_path: Path) 
         assert busy.returncode == 1 and busy.stdout == "", busy
         (line,) = busy.stderr.strip().splitlines()
         assert line.startswith(f"error: port {port} on 127.0.0.1 is not free"), line
+        free = re.search(r"PORT=(\d+)", line) or re.search(r"--port (\d+)", line)
+        assert free is not None and int(free.group(1)) != port, line
+        # scripts/demo.sh says so first, before installing anything, in under 2 s.
+        started = time.monotonic()
+        demo = subprocess.run(
+            ["bash", str(ROOT / "scripts/demo.sh")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        took = time.monotonic() - started
+        assert demo.returncode == 1 and "==>" not in demo.stdout, demo
+        (line,) = demo.stderr.strip().splitlines()
+        assert line.startswith(f"error: port {port} on 127.0.0.1 is not free"), line
+        assert "bash scripts/demo.sh uses" in line and took < 2, (line, took)
         walk(tmp_path, db_url, env, site, full)
 
 
@@ -310,6 +330,33 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     with Session(engine) as s:
         assert len(mc) == len(s.exec(select(McItem)).all()) > 0
     engine.dispose()
+    # One count everywhere: the overview, the quality page and stats.json count the same
+    # Examples (people's captions), and the judged machine negatives apart, alike.
+    stats = json.loads((export / "stats.json").read_text())
+
+    def figures() -> tuple[dict[str, Any], dict[str, Any]]:
+        return (
+            admin.get("/admin/api/overview.json").json(),
+            admin.get("/admin/api/quality.json").json(),
+        )
+
+    # The dashboard recounts in the background after new votes: wait for the recount.
+    deadline = time.monotonic() + 120
+    while (overview := figures())[0]["kept"] != stats["n_validated"] and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(1)
+    overview, quality = figures()
+    for page in (overview, quality):
+        assert page["examples"] == stats["n_raw"] and page["kept"] == stats["n_validated"]
+        assert page["rejected"] == stats["n_rejected"] and page["voted"] == stats["n_with_votes"]
+    assert quality["fleiss_kappa"] == pytest.approx(stats["fleiss_kappa"]["raw"])
+    machine, negatives = overview["machine_negatives"], stats["machine_negatives"]
+    assert machine["voted"] == negatives["judged"] > 0 and machine["rejected"] == negatives["kept"]
+    assert machine["examples"] == negatives["judged"] + negatives["unjudged"]
+    assert quality["negatives"]["machine"] == machine
+    page = admin.get("/admin/quality").text
+    assert "Machine-made negatives vs people" in page
     # The Pipeline page counts what mc/ holds.
     assert f"ready for mc/: {len(mc)} of" in admin.get("/admin/pipeline").text
     assert not (tmp_path / "vsr.db").exists()  # nothing fell back to the default database

@@ -35,6 +35,7 @@ from webapp.admin.stats.quality import (
     agreement_coefficients,
     concept_counts,
     frame_answers,
+    negatives_check,
     quality,
     relation_table,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "invite_labels",
     "median_seconds",
     "mc_summary",
+    "negatives_check",
     "overview",
     "quality",
     "relation_table",
