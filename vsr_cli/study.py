@@ -1,4 +1,4 @@
-"""`vsr study check|show|create|update|archive|set|list`: study definition files
+"""`vsr study check|show|create|update|archive|unarchive|set|list`: study definition files
 (docs/studies.md) and the studies stored in the database.
 
 `check` and `show --file` read a file only; `create`, `list` and `show SLUG` use the
@@ -358,6 +358,48 @@ def archive(
     finally:
         engine.dispose()
     typer.echo(f"archived study {slug}: it takes no new workers or batches; its data stays")
+
+
+@study_app.command("unarchive")
+def unarchive(
+    slug: str = typer.Argument(..., help="The study's slug (see `vsr study list`)"),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Undo `vsr study archive`: the study takes new workers and batches again."""
+    from sqlmodel import Session
+
+    from vsr_cli.actor import cli_actor
+    from vsr_core import audit
+    from vsr_core.models import AdminRole, AuditKind
+    from vsr_core.studies.store import StudyError, find_study
+    from vsr_core.studies.versions import unarchive_study
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            found = find_study(session, slug)
+            if found is None or found.id is None:
+                raise CliUsageError(f"no study {slug!r} (see `vsr study list`)")
+            actor = cli_actor(session, found.id, AdminRole.owner)  # it reopens recruitment
+            was_archived = found.archived_at is not None
+            try:
+                study = unarchive_study(session, slug)
+            except StudyError as exc:
+                raise CliError(str(exc)) from None
+            if was_archived:
+                audit.record(
+                    session,
+                    actor,
+                    AuditKind.study_archive,
+                    study_id=study.id,
+                    target=f"study {study.slug}",
+                    change=audit.changed({"archived": True}, {"archived": False}),
+                )
+            session.commit()
+    finally:
+        engine.dispose()
+    state = "reopened" if was_archived else "was not archived"
+    typer.echo(f"study {slug} {state}: it takes new workers and batches")
 
 
 @study_app.command("set")

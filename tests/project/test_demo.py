@@ -342,21 +342,19 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
 
     # The dashboard recounts in the background after new votes: wait for the recount.
     deadline = time.monotonic() + 120
-    while (overview := figures())[0]["kept"] != stats["n_validated"] and (
-        time.monotonic() < deadline
-    ):
+    while figures()[0]["kept"] != stats["n_validated"] and time.monotonic() < deadline:
         time.sleep(1)
     overview, quality = figures()
-    for page in (overview, quality):
-        assert page["examples"] == stats["n_raw"] and page["kept"] == stats["n_validated"]
-        assert page["rejected"] == stats["n_rejected"] and page["voted"] == stats["n_with_votes"]
+    for counted in (overview, quality):
+        assert counted["examples"] == stats["n_raw"] and counted["kept"] == stats["n_validated"]
+        assert counted["rejected"] == stats["n_rejected"]
+        assert counted["voted"] == stats["n_with_votes"]
     assert quality["fleiss_kappa"] == pytest.approx(stats["fleiss_kappa"]["raw"])
     machine, negatives = overview["machine_negatives"], stats["machine_negatives"]
     assert machine["voted"] == negatives["judged"] > 0 and machine["rejected"] == negatives["kept"]
     assert machine["examples"] == negatives["judged"] + negatives["unjudged"]
     assert quality["negatives"]["machine"] == machine
-    page = admin.get("/admin/quality").text
-    assert "Machine-made negatives vs people" in page
+    assert "Machine-made negatives vs people" in admin.get("/admin/quality").text
     # The Pipeline page counts what mc/ holds.
     assert f"ready for mc/: {len(mc)} of" in admin.get("/admin/pipeline").text
     assert not (tmp_path / "vsr.db").exists()  # nothing fell back to the default database

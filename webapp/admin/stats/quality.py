@@ -255,7 +255,7 @@ def negatives_check(
         .where(ea.c.label.is_(False), ea.c.is_gold.is_not(True))
         .group_by(ea.c.origin)
     )
-    out = {
+    out: dict[str, dict[str, Any]] = {
         "machine": {"examples": 0, "voted": 0, "rejected": 0},
         "human": {"examples": 0, "voted": 0, "rejected": 0},
     }
