@@ -340,15 +340,24 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
             admin.get("/admin/api/quality.json").json(),
         )
 
+    expected = {
+        "examples": stats["n_raw"],
+        "kept": stats["n_validated"],
+        "rejected": stats["n_rejected"],
+        "voted": stats["n_with_votes"],
+    }
+
+    def counts(figure: dict[str, Any]) -> dict[str, Any]:
+        return {key: figure.get(key) for key in expected}
+
     # The dashboard recounts in the background after new votes: wait for the recount.
     deadline = time.monotonic() + 120
-    while figures()[0]["kept"] != stats["n_validated"] and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        overview, quality = figures()
+        if counts(overview) == counts(quality) == expected:
+            break
         time.sleep(1)
-    overview, quality = figures()
-    for counted in (overview, quality):
-        assert counted["examples"] == stats["n_raw"] and counted["kept"] == stats["n_validated"]
-        assert counted["rejected"] == stats["n_rejected"]
-        assert counted["voted"] == stats["n_with_votes"]
+    assert counts(overview) == expected and counts(quality) == expected, (overview, quality)
     assert quality["fleiss_kappa"] == pytest.approx(stats["fleiss_kappa"]["raw"])
     machine, negatives = overview["machine_negatives"], stats["machine_negatives"]
     assert machine["voted"] == negatives["judged"] > 0 and machine["rejected"] == negatives["kept"]
