@@ -244,9 +244,15 @@ def format_report(diag: dict[str, Any]) -> str:
     from matching.adversaries import format_suite
 
     p = diag["params"]
+
+    def shown(key: str) -> str:
+        # A figure that needs test items is None without them: said in words.
+        value = diag.get(key)
+        return "not measured (no test items)" if value is None else _cell(value)
+
     lines = [
         f"adversarial matching: h={p['h']} k={p['k']} remap={p['remap']} "
-        f"table_filter={p['table_filter']} balance={p.get('balance')}",
+        f"table_filter={p['table_filter']} balance={p.get('balance') or 'off'}",
         "  items per split: "
         + ", ".join(f"{s}={n}" for s, n in diag["items"].items())
         + "  (queries without k distractors: "
@@ -257,18 +263,18 @@ def format_report(diag: dict[str, Any]) -> str:
             or "none"
         )
         + ")",
-        f"  chance                      {diag['chance']}",
+        f"  chance                      {shown('chance')}",
         *format_suite(diag.get("answer_only_adversaries") or {"n_test": 0}),
-        f"  answer-only accuracy (test) {diag['answer_only_accuracy']}  (naive Bayes, "
+        f"  answer-only accuracy (test) {shown('answer_only_accuracy')}  (naive Bayes, "
         "relation/subject/object separately; the suite above is the honest figure)",
-        f"  text-only accuracy (test)   {diag['text_only_accuracy']}",
-        f"  distractors implied by truth (table) {diag['implied_by_truth_share']}",
-        f"  distractors known true for the image {diag['known_true_distractors']}",
+        f"  text-only accuracy (test)   {shown('text_only_accuracy')}",
+        f"  distractors implied by truth (table) {shown('implied_by_truth_share')}",
+        f"  distractors known true for the image {shown('known_true_distractors')}",
         f"  items with duplicate choices {diag['duplicate_choice_items']}, "
         f"equivalent choice pairs {diag['equivalent_choice_pairs']}",
-        f"  mean table P_sim(truth, distractor) {diag['mean_p_sim_table']}",
+        f"  mean table P_sim(truth, distractor) {shown('mean_p_sim_table')}",
         f"  relation distribution distractor vs correct: total variation "
-        f"{diag['relation_distribution']['total_variation']}",
+        f"{_cell(diag['relation_distribution']['total_variation'])}",
     ]
     return "\n".join(lines)
 

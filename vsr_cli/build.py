@@ -125,6 +125,16 @@ def build(
             ) from None
     if split_unit not in ("annotation", "example"):
         raise CliUsageError("--split-unit must be annotation or example")
+    from vsr_core.models import ExampleOrigin
+    from vsr_dataset.export import ALL_PARTS
+
+    origins = [o.value for o in ExampleOrigin if o is not ExampleOrigin.revalidation]
+    for value in origin:
+        if value not in origins:
+            raise CliUsageError(f"--origin must be one of {', '.join(origins)} (got {value})")
+    for part in only if out != "-" else ():
+        if part not in ALL_PARTS:
+            raise CliUsageError(f"--only must be one of {', '.join(ALL_PARTS)} (got {part})")
     if label_model not in (None, "majority", "dawid-skene", "mace"):
         raise CliUsageError("--label-model must be majority, dawid-skene or mace")
     try:
@@ -244,7 +254,12 @@ def mc_figure_line(mc: Any) -> str | None:
     best = mc.get("strongest_adversary")
     where = mc.get("measured_on", "mc")
     if not best:
-        return f"multiple-choice: no adversary figure ({where}/ has no train and test items)"
+        # The adversaries train on train items and are scored on test items.
+        counts = mc.get("items_unvalidated" if where == "mc_unvalidated" else "items") or {}
+        missing = [p for p in ("train", "test") if not counts.get(p)]
+        held = ", ".join(f"{n:,} {p}" for p, n in counts.items() if n) or "no items"
+        why = f"no {' and no '.join(missing)} items" if missing else "too few items"
+        return f"multiple-choice: no adversary figure ({where}/ has {why}: {held})"
     lo, hi = best["ci95"]
     note = " (not validated)" if where == "mc_unvalidated" else ""
     return (

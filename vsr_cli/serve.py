@@ -119,19 +119,11 @@ def _check_port(host: str, port: int) -> None:
     """Fail in one line when the port is taken (uvicorn would log a traceback-like block and
     exit 3). A bind-and-release check: another process may still take it before uvicorn binds,
     then uvicorn's own error stands."""
-    import socket
+    from vsr_cli.ports import bind_error, busy_message
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        # As uvicorn binds: SO_REUSEADDR, so a port in TIME_WAIT is not mistaken for busy.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise CliError(
-                f"port {port} on {host} is not free ({exc.strerror}): stop what uses it or "
-                f"choose another (--port, or PORT=8100 bash scripts/demo.sh)"
-            ) from None
+    exc = bind_error(host, port)
+    if exc is not None:
+        raise CliError(busy_message(host, port, exc, "--port {port}"))
 
 
 def _check_database(database_url: str | None) -> None:

@@ -511,6 +511,7 @@ def build_dataset(
     stage = _Staging.next_to(out_dir)
     try:
         with _read(engine, options, report) as snap:
+            _refuse_empty(snap, options)
             report("writing", 0.6)
             records = _write_parts(stage, snap, options)
             configs, features = _write_configs(stage, records, out_dir, options)
@@ -577,6 +578,19 @@ def _leak_audit(stage: _Staging, stats: dict[str, Any], options: BuildOptions) -
     return {"blind_baselines": blind, "leak_audit": {"failures": failed, "allowed": bool(failed)}}
 
 
+def _refuse_empty(snap: _Snapshot, options: BuildOptions) -> None:
+    """Nothing kept yet: the validated parts and the splits would be empty files that
+    `datasets` cannot open, so nothing is written (``--only raw`` still is)."""
+    if snap.validated or not any(
+        options.wants(kind) for kind in ("validated", "random", "zeroshot", "card")
+    ):
+        return
+    raise ExportError(
+        f"no Example is validated yet ({len(snap.rows):,} written, none kept): nothing "
+        "written; let validators judge them first (or --only raw for the captions alone)"
+    )
+
+
 def _check_out_dir(out_dir: Path, options: BuildOptions, overwrite: bool) -> None:
     """Refuse an output that is a file, or a full directory a whole export would replace."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -595,9 +609,13 @@ class _Staging:
     @classmethod
     def next_to(cls, out_dir: Path) -> _Staging:
         root = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-        if root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
+        try:
+            if root.exists():
+                shutil.rmtree(root)
+            root.mkdir(parents=True)
+        except OSError as exc:
+            # The staging folder is ours: the user named out_dir.
+            raise ExportError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
         return cls(root)
 
     def write(self, rel: str, lines: Iterable[bytes] | bytes) -> None:

@@ -115,6 +115,8 @@ def test_pipeline_sample_form_results_and_warnings(
     assert f">{DEMO}</textarea>" in page and 'placeholder="/' not in page and DEMO.is_file()
     for name in ("min_area", "max_per_concept_pair", "concepts", "prefer_contrast"):
         assert f'name="{name}"' in page
+    # The minimum area is the study's own rule (the shipped file's 10,000 px), not VSR's.
+    assert 'name="min_area" type="number" min="0" step="any" value="10000"' in page
     # the VSR threshold on the demo slice: nothing to store, a warning with the reason
     r = client.post(
         "/admin/jobs/sample",

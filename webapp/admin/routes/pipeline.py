@@ -82,6 +82,8 @@ def _pipeline(
     # Filled in, never a grey placeholder that looks filled: the last job's files, else the
     # bundled demo's.
     values[JobKind.sample]["coco_files"] = jobs.last_coco_files(session) or str(DEMO_COCO)
+    # The study's own sampling rule (the shipped file's demo slice: 10,000 px), not VSR's.
+    values[JobKind.sample]["min_area"] = f"{admin_study(request).definition.sampling.min_area_px:g}"
     if kind is not None and typed is not None:
         values[kind] = typed
     return render(

@@ -38,6 +38,7 @@ def quality_data(request: Request, session: Session) -> dict[str, Any] | Computi
         q["relations"] = relations
         q["concepts"] = stats.concept_counts(s, study_id=study_id)
         q["frames"] = stats.frame_answers(s, study_id)
+        q["negatives"] = stats.negatives_check(s, cfg, study_id)
         q["qualification"] = pass_rates(s, study_id, admin_study(request).definition)
         q["min_examples"] = _min_examples(q["examples"])
         q["keep_threshold"] = cfg.keep_threshold

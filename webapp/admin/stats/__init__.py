@@ -40,6 +40,7 @@ from webapp.admin.stats.quality import (
     agreement_coefficients,
     concept_counts,
     frame_answers,
+    negatives_check,
     quality,
     relation_table,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "invite_labels",
     "median_seconds",
     "mc_summary",
+    "negatives_check",
     "overview",
     "quality",
     "relation_table",

@@ -16,7 +16,8 @@ from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import ANNOTATION, ASSIGNMENT, BATCH, EXAMPLE, IMAGE_PAIR, JOB, VOTE, WORKER
 from vsr_core.types import utcnow
 from webapp.admin.stats.label_models import rule_fit
-from webapp.admin.stats.shared import example_agreement
+from webapp.admin.stats.quality import negatives_check
+from webapp.admin.stats.shared import MACHINE, example_agreement
 
 PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
 
@@ -146,6 +147,10 @@ def counted_figures(
         # Kept or rejected while the queue still wants votes: the decision may still change.
         "provisional": max(0, counts.judged - decided),
         "skipped_annotations": int(skipped_annotations),
+        # Counted apart from every figure above, as the export writes them apart.
+        "machine_negatives": negatives_check(session, cfg, study_id)["machine"]
+        if origins.get(MACHINE)
+        else {"examples": 0, "voted": 0, "rejected": 0, "rate": None},
         "workers": int(workers[0]),
         "workers_blocked": int(workers[1]),
         "workers_flagged": int(workers[2]),

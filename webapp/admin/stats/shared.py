@@ -28,6 +28,10 @@ from vsr_core.tables import (
 )
 
 REVALIDATION = "revalidation"
+# Machine-made negatives (vsr match's distractors sent to validators): counted apart, as the
+# export writes them apart (machine_negatives.jsonl), so every kept count, kappa and
+# relation table here is of the same Examples as stats.json and the card.
+MACHINE = "adversarial"
 
 
 def vote_counts(example_ids: Any = None) -> Subquery:
@@ -58,6 +62,7 @@ def example_agreement(
     cfg: StudyConfig,
     *,
     with_revalidation: bool = False,
+    with_negatives: bool = False,
     where: list[Any] | None = None,
     study_id: int = DEFAULT_STUDY_ID,
     compare_rule: str | None = None,
@@ -75,9 +80,10 @@ def example_agreement(
     more (then the decision is provisional). ``compare_rule``: also the verdict under that
     keep rule (``verdict_alt``), for the preview of a switch.
     Re-validation copies (vsr_core.revalidation) are left out unless ``with_revalidation``: they
-    are a study of the imported data, not more data. ``where``: conditions on Example columns;
-    only those Examples' votes are counted (at 10x VSR, grouping all 390,000 votes to show one
-    relation's 14,000 Examples cost most of the data page's time).
+    are a study of the imported data, not more data; so are machine-made negatives unless
+    ``with_negatives`` (``MACHINE``: the export keeps them apart too). ``where``: conditions
+    on Example columns; only those Examples' votes are counted (at 10x VSR, grouping all
+    390,000 votes to show one relation's 14,000 Examples cost most of the data page's time).
     """
     where = [EXAMPLE.c.study_id == study_id, *(where or ())]  # one study's Examples only
     # Votes and agreeing votes from the Example's own counters, not by grouping the vote
@@ -137,7 +143,11 @@ def example_agreement(
     return (
         select(*columns)
         .select_from(source)
-        .where(true() if with_revalidation else EXAMPLE.c.origin != REVALIDATION, *(where or ()))
+        .where(
+            true() if with_revalidation else EXAMPLE.c.origin != REVALIDATION,
+            true() if with_negatives else EXAMPLE.c.origin != MACHINE,
+            *(where or ()),
+        )
         .subquery("ea")
     )
 
