@@ -18,9 +18,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 from sqlmodel import Session, col, select
 
 from tests.support.fake_prolific import TOKEN, running
@@ -216,6 +218,8 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     settings_page = admin.get("/admin/settings").text
     # The README's second study is the demo admin's to open (its block set VSR_ADMIN).
     assert admin.get("/admin?study=vsr-zh").status_code == 200
+    # The switcher keeps the choice: back to the demo's study for the pages below.
+    assert admin.get("/admin?study=vsr").status_code == 200
     assert f"{site}/start/validate" in settings_page and ":8000" not in settings_page
 
     # One browser for every link, as one person would.
@@ -330,6 +334,41 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     with Session(engine) as s:
         assert len(mc) + left_out.get("mc", 0) == len(s.exec(select(McItem)).all()) > 0
     engine.dispose()
-    # The Pipeline page counts what mc/ holds.
-    assert f"ready for mc/: {len(mc)} of" in admin.get("/admin/pipeline").text
+    # One count everywhere: the overview, the quality page and stats.json count the same
+    # Examples (people's captions), and the judged machine negatives apart, alike.
+    stats = json.loads((export / "stats.json").read_text())
+
+    def figures() -> tuple[dict[str, Any], dict[str, Any]]:
+        return (
+            admin.get("/admin/api/overview.json").json(),
+            admin.get("/admin/api/quality.json").json(),
+        )
+
+    expected = {
+        "examples": stats["n_raw"],
+        "kept": stats["n_validated"],
+        "rejected": stats["n_rejected"],
+        "voted": stats["n_with_votes"],
+    }
+
+    def counts(figure: dict[str, Any]) -> dict[str, Any]:
+        return {key: figure.get(key) for key in expected}
+
+    # The dashboard recounts in the background after new votes: wait for the recount.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        overview, quality = figures()
+        if counts(overview) == counts(quality) == expected:
+            break
+        time.sleep(1)
+    assert counts(overview) == expected and counts(quality) == expected, (overview, quality)
+    assert quality["fleiss_kappa"] == pytest.approx(stats["fleiss_kappa"]["raw"])
+    machine, negatives = overview["machine_negatives"], stats["machine_negatives"]
+    assert machine["voted"] == negatives["judged"] > 0 and machine["rejected"] == negatives["kept"]
+    assert machine["examples"] == negatives["judged"] + negatives["unjudged"]
+    assert quality["negatives"]["machine"] == machine
+    assert "Machine-made negatives vs people" in admin.get("/admin/quality").text
+    # The Pipeline page counts what mc/ holds before the export's split alignment.
+    ready = len(mc) + left_out.get("mc", 0)
+    assert f"ready for mc/: {ready} of" in admin.get("/admin/pipeline").text
     assert not (tmp_path / "vsr.db").exists()  # nothing fell back to the default database
