@@ -16,7 +16,9 @@ from sqlmodel import Session, col, select
 
 from tests.support import platform_work as work
 from tests.support.fake_prolific import State
+from tests.support.qualification import study_text
 from tests.webapp.platforms.test_engine import client, platform_study
+from vsr_core import standing
 from vsr_core.models import (
     Example,
     PlatformAction,
@@ -25,9 +27,11 @@ from vsr_core.models import (
     PlatformSubmission,
     Worker,
 )
+from vsr_core.studies.store import create_study
 from webapp.platforms import settlement
 from webapp.platforms.engine import Rules, apply, plan, sync
 from webapp.platforms.prolific import ProlificPlatform
+from webapp.platforms.standing import worker_standing
 
 RULES = Rules(bonus_cents_per_kept=50)
 ROOT = Path(__file__).resolve().parents[3]
@@ -118,6 +122,29 @@ def test_a_worker_flagged_after_the_plan_is_not_paid(
     assert got["bonus"] == ("cancelled", {"cancelled": "worker flagged: gold failures"})
     # The next plan judges the submission on the facts now: rejected.
     assert [a.kind for a in plan(session, study, RULES)] == ["reject"]
+
+
+def test_standing_at_send_time_is_the_studys_own(session: Session, fake: tuple[str, State]) -> None:
+    """A block in another study leaves this study's money alone; a flag in this study alone
+    stops the money planned before it."""
+    url, state = fake
+    study, who, _ = _one_writer(session, url, state)
+    other = create_study(session, study_text(""), "lab.toml")
+    session.commit()
+    assert other.id is not None and who.id is not None
+    standing.set_blocked(session, who, other.id, True, "elsewhere only")
+    session.commit()
+    assert worker_standing(session, study.study_id, who.id) is None
+    plan(session, study, RULES)
+    standing.set_flagged(session, who, study.study_id, True, "speeding here")
+    session.commit()
+    assert worker_standing(session, study.study_id, who.id) == "worker flagged: speeding here"
+    apply(session, client(url), study)
+    assert state.paid == [] and state.transitions == []
+    assert _states(session)["bonus"] == (
+        "cancelled",
+        {"cancelled": "worker flagged: speeding here"},
+    )
 
 
 def test_a_bonus_waits_for_its_approve(session: Session, fake: tuple[str, State]) -> None:
