@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,6 +222,10 @@ class HashingWriter:
     def write(self, data: bytes) -> int:
         self._digest.update(data)
         return int(self._inner.write(data))
+
+    def writelines(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            self.write(line)
 
     def flush(self) -> None:
         self._inner.flush()
