@@ -109,7 +109,7 @@ def test_match_command_end_to_end(
     assert res.exit_code == 0, res.output + repr(res.exception)
     assert "answer-only accuracy (test)" in res.output
     assert "validation cost: " in res.output and " votes needed " in res.output
-    assert "distractors implied by truth (table) 0.0" in res.output
+    assert "distractors implied by truth (table) 0\n" in res.output
     assert "text_only" in res.output  # the sweep table
     diag = json.loads(out_json.read_text())
     assert [row["h"] for row in diag["sweep"]] == [0.0, 1.0]
