@@ -582,7 +582,7 @@ def _refuse_empty(snap: _Snapshot, options: BuildOptions) -> None:
     """Nothing kept yet: the validated parts and the splits would be empty files that
     `datasets` cannot open, so nothing is written (``--only raw`` still is)."""
     if snap.validated or not any(
-        options.wants(kind) for kind in ("validated", "random", "zeroshot", "card")
+        options.wants(kind) for kind in ("validated", "random", "zeroshot")
     ):
         return
     raise ExportError(
