@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 
 from tests.support.webapp_coco import client_for, form_field, make_app, make_pairs
 from vsr_core.caption_language import render_concepts
+from vsr_core.codes import CODE_ALPHABET, CODE_LENGTH
 from vsr_core.models import Annotation, Example, ImagePair
 from vsr_core.studies.definition import load_study
 from vsr_core.studies.settings import save_study_config
@@ -34,7 +35,9 @@ ZH_LANG = load_study(ZH_FILE).default_language
 ALLOWED = re.compile(
     r"COCO \d+|Flickr[^\n]*License|Prolific|Amazon Mechanical Turk|MTurk|HIT|ENT1|ENT2|Enter|"
     r"Ctrl\+C|JSON|ID|"
-    r"X-CSRF-Token|\b[A-Z0-9]\b|VSR[A-Z]*|MS-COCO|Content-Type: application/json"
+    r"X-CSRF-Token|\b[A-Z0-9]\b|VSR[A-Z]*|MS-COCO|Content-Type: application/json|"
+    # a study's completion or screen-out code (vsr_core.codes): no words, nothing to translate
+    rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b"
 )
 ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 
