@@ -43,8 +43,10 @@ VSR_BIN = Path(sys.executable).parent / "vsr"
 # `vsr match` loads the matching models: its record is checked by tests/vsr_cli/
 # test_first_use_round2.py, where the command is run anyway.
 # Recorded and checked by their own tests: exports and downloads
-# (tests/webapp/admin/test_exports_recorded.py), CLI tokens (tests/vsr_cli/test_admin_roles.py).
+# (tests/webapp/admin/test_exports_recorded.py), CLI tokens (tests/vsr_cli/test_admin_roles.py),
+# a reviewed worker's approval (tests/webapp/admin/test_authenticity.py).
 NOT_IN_SESSION = {
+    AuditKind.authenticity_approve,
     AuditKind.match_run,
     AuditKind.dataset_export,
     AuditKind.download,
