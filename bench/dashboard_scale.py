@@ -3,10 +3,10 @@
 Runs what an admin runs: a served app (``uvicorn webapp.app:create_server_app --factory``,
 one worker, as ``vsr serve`` starts it), a login through the real form, then GET of every
 page and JSON/chart endpoint with the session cookie (httpx, loopback). Pages come from
-``PAGES`` below (add a line for a new page); any parameterless GET route under /admin that
-the list does not name is timed too (marked "auto"), so a page added on another branch is
-not missed. Deep pages are reached as a user reaches them: page 1, then the pager's
-"last" link.
+``bench.dashboard_pages``: every admin GET route and every value of every filter, sort
+order and link the pages offer, generated from the app's routes and the database's data
+(a page added on another branch is timed too). Deep pages are reached as a user reaches
+them: page 1, then the pager's "last" link, and by bare page numbers.
 
 - warm: median of ``--repeat`` requests after one unmeasured request (figure cache filled).
 - cold: the first request for the page after a server restart: a new process, so the figure
@@ -42,12 +42,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.dashboard_pages import Page, pages, read_choices  # noqa: E402
+from bench.loadavg import load_note  # noqa: E402
 
 VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
 ADMIN, PASSWORD = "bench-dash", "bench-dash-password-0123"
@@ -56,77 +58,9 @@ GOAL_WARM_MS, GOAL_COLD_MS = 300.0, 500.0
 FIGURES = ROOT / "var" / "image_cache" / "dashboard-figures"
 
 
-@dataclass(frozen=True)
-class Page:
-    """A page to time: ``path`` may name {worker} (the busiest validator) and {example} (the
-    newest Example); ``follow`` names a pager link to follow from it first ("last")."""
-
-    path: str
-    follow: str | None = None
-
-
-# One line per page; a new page is one more line.
-PAGES: list[Page] = [
-    Page("/admin"),
-    Page("/admin/api/overview.json"),
-    Page("/admin/charts/throughput.svg"),
-    Page("/admin/quality"),
-    Page("/admin/api/quality.json"),
-    Page("/admin/charts/relations.svg"),
-    Page("/admin/charts/concepts.svg"),
-    Page("/admin/charts/disagreement.svg"),
-    Page("/admin/charts/labels.svg"),
-    Page("/admin/workers"),
-    Page("/admin/workers?order=agreement"),
-    Page("/admin/workers", follow="last"),
-    Page("/admin/workers?order=gold", follow="last"),
-    Page("/admin/api/workers.json"),
-    Page("/admin/workers/{worker}"),
-    Page("/admin/bursts"),
-    Page("/admin/data"),
-    Page("/admin/data", follow="last"),
-    Page("/admin/data?agreement=kept", follow="last"),
-    Page("/admin/data?agreement=rejected", follow="last"),
-    Page("/admin/data?agreement=unanimous", follow="last"),
-    Page("/admin/data?agreement=split", follow="last"),
-    Page("/admin/data?agreement=undecided", follow="last"),
-    Page("/admin/data?relation=touching&agreement=kept", follow="last"),
-    Page("/admin/data?concept=person", follow="last"),
-    Page("/admin/data?gold=yes"),
-    Page("/admin/data?origin=vsr", follow="last"),
-    Page("/admin/data?q=zzzz_no_match"),
-    Page("/admin/data?q=zzzz_no_match&agreement=kept"),
-    Page("/admin/data?q=giraffe"),
-    Page("/admin/data?q=dog", follow="last"),
-    Page("/admin/data?agreement=split&concept=person"),
-    Page("/admin/examples/{example}"),
-    Page("/admin/settings"),
-    Page("/admin/pipeline"),
-    Page("/admin/api/jobs"),
-    Page("/admin/revalidation"),
-    Page("/admin/api/revalidation.json"),
-    Page("/admin/platform"),
-    Page("/admin/audit"),
-    Page("/admin/members"),
-]
+# What a page says while its figure is computed in the background (webapp.admin.cache).
+COMPUTING = re.compile(r"Computing the worker table|Computing this chart|counting the matching")
 PAGER_LINK = re.compile(r'<a[^>]*href="([^"]+)"[^>]*>\s*(?:[^<]*?)\b(last|next|previous|first)\b')
-
-
-def _auto_pages(listed: list[Page]) -> list[Page]:
-    """Parameterless GET routes under /admin that ``PAGES`` does not name."""
-    from fastapi.routing import APIRoute
-
-    from webapp.admin.routes import router
-
-    named = {p.path.split("?")[0] for p in listed}
-    found = []
-    for route in router.routes:
-        if not isinstance(route, APIRoute) or "GET" not in (route.methods or ()):
-            continue
-        if "{" in route.path or route.path in named or route.path == "/admin/login":
-            continue
-        found.append(Page(route.path))
-    return found
 
 
 class Dashboard:
@@ -136,6 +70,7 @@ class Dashboard:
         self.server = Server(url, free_port(), 1, log)
         self.base = f"http://127.0.0.1:{self.server.port}"
         self.cookies: Any = None
+        self.last_body = ""
 
     def start(self) -> None:
         self.server.start()  # waits for one /healthz: the process is up, no page asked yet
@@ -165,19 +100,20 @@ class Dashboard:
         with httpx.Client(base_url=self.base, cookies=self.cookies, timeout=120) as c:
             t0 = time.perf_counter()
             r = c.get(path)
+            self.last_body = r.text
             return (time.perf_counter() - t0) * 1000, r.status_code, r.text
 
 
-def follow(dash: Dashboard, path: str, link: str | None) -> str:
-    """The URL a user reaches from ``path`` by its pager's ``link`` ("last")."""
-    if link is None:
-        return path
-    _, status, body = dash.get(path)
-    for href, name in PAGER_LINK.findall(body):
-        if name == link:
-            href = str(href).replace("&amp;", "&")
-            return href if href.startswith("/") else path.split("?")[0] + href
-    return path  # a single page: no pager
+def follow(dash: Dashboard, path: str, links: str | None) -> str:
+    """The URL a user reaches from ``path`` by its pager's ``links`` in turn ("last")."""
+    for link in (links or "").split():
+        _, status, body = dash.get(path)
+        found = {n: str(h).replace("&amp;", "&") for h, n in PAGER_LINK.findall(body)}
+        if link not in found:
+            return path  # a single page: no pager
+        href = found[link]
+        path = href if href.startswith("/") else path.split("?")[0] + href
+    return path
 
 
 def drop_os_cache() -> str:
@@ -234,12 +170,14 @@ def _run(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] 
         sys.exit(f"{' '.join(cmd[:3])} failed: {proc.stdout[-500:]}{proc.stderr[-1500:]}")
 
 
-def describe(url: str) -> tuple[str, int, int]:
-    """'N Examples, M votes' and the busiest validator and the newest Example."""
+def describe(url: str) -> tuple[str, dict[str, Any], list[Page]]:
+    """'N Examples, M votes', the values of the page list's placeholders and the page list."""
     from sqlalchemy import func, select
+    from sqlmodel import Session
 
     from vsr_core.db import make_engine
-    from vsr_core.tables import EXAMPLE, VOTE
+    from vsr_core.models import DEFAULT_STUDY_ID
+    from vsr_core.tables import EXAMPLE, JOB, VOTE, WORKER
 
     engine = make_engine(url)
     with engine.connect() as c:
@@ -252,8 +190,20 @@ def describe(url: str) -> tuple[str, int, int]:
             .order_by(func.count().desc())
             .limit(1)
         ).scalar_one()
+        job = c.execute(select(func.max(JOB.c.id))).scalar_one()
+        n_workers = c.execute(select(func.count()).select_from(WORKER)).scalar_one()
+    with Session(engine) as s:
+        choices = read_choices(s, DEFAULT_STUDY_ID)
     engine.dispose()
-    return f"{engine.dialect.name}, {n_ex:,} Examples, {n_votes:,} votes", worker, example
+    values = {
+        "worker": worker,
+        "example": example,
+        "job": job,
+        "data_pages": max(1, -(-n_ex // 50)),
+        "worker_pages": max(1, -(-n_workers // 50)),
+    }
+    what = f"{engine.dialect.name}, {n_ex:,} Examples, {n_votes:,} votes"
+    return what, values, pages(choices)
 
 
 def main() -> int:
@@ -275,10 +225,9 @@ def main() -> int:
     load_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="sdash-dash-"))
     url = prepare(args, tmp)
-    what, worker, example = describe(url)
-    pages = PAGES + _auto_pages(PAGES)
+    what, values, listed = describe(url)
     if args.only:
-        pages = [p for p in pages if any(p.path.startswith(o) for o in args.only)]
+        listed = [p for p in listed if any(p.path.startswith(o) for o in args.only)]
     dash = Dashboard(url, tmp / "server.log")
     print(f"database: {what}; load average at start {load_start}")
     dash.start()
@@ -286,8 +235,8 @@ def main() -> int:
         dash.login()
         # Resolve each page's URL (following pager links) on a server we then restart.
         targets: list[tuple[str, str]] = []
-        for p in pages:
-            path = p.path.format(worker=worker, example=example)
+        for p in listed:
+            path = p.path.format(**values)
             label = path + (f" -> {p.follow}" if p.follow else "")
             targets.append((label, follow(dash, path, p.follow)))
             if p.follow:
@@ -297,13 +246,16 @@ def main() -> int:
         for label, url_ in targets:
             warm[label] = (_warm(dash, url_, args.repeat), dash.get(url_)[1])
         cold: dict[str, float] = {}
+        computing: list[str] = []
         cold_base, os_cache = float("nan"), "not dropped"
         if not args.no_cold:
             forget = FIGURES if args.forget_figures else None
             cold_base, os_cache = _cold(dash, "/healthz", args.drop_os_cache, forget)
             for label, url_ in targets:
                 cold[label], os_cache = _cold(dash, url_, args.drop_os_cache, forget)
-                print(f"  cold {label}: {cold[label]:.0f} ms", file=sys.stderr, flush=True)
+                note = " (answered: computing)" if COMPUTING.search(dash.last_body) else ""
+                computing += [label] if note else []
+                print(f"  cold {label}: {cold[label]:.0f} ms{note}", file=sys.stderr, flush=True)
     finally:
         dash.stop()
     print(
@@ -335,7 +287,9 @@ def main() -> int:
         f"figures {'deleted' if args.forget_figures else 'read back'}, OS page "
         f"cache {os_cache}, PostgreSQL shared_buffers not cleared"
     )
-    print(f"load average at start {load_start}, at end {os.getloadavg()} on {os.cpu_count()} CPUs")
+    if computing:
+        print(f"{len(computing)} cold pages answered at once that a figure was computing")
+    print(load_note(load_start))
     return 0
 
 

@@ -1,9 +1,11 @@
 """The multiple-choice figures a user gets, on the path a user runs, per split seed.
 
 For each split seed: a fresh SQLite database, `vsr db upgrade`, `vsr import-vsr` of the
-raw VSR release (every vote; the validated file and meta data after it, as docs/dataset.md
-says), `vsr match --report --split-seed S` (defaults: negatives sent to validation, which an
-imported release has not judged), then `build-dataset --unvalidated-mc --seed S`.
+raw VSR release file (every vote), as the README does (not the data_files folder: that adds
+the validated file's reference frames and changes the split), `vsr match --report
+--split-seed S` (defaults: negatives sent to validation, which an imported release has not
+judged), then a full `build-dataset --unvalidated-mc --seed S`, whose stats.json
+`blind_baselines` (the leak audit) is printed per evaluation file.
 Every step is the installed CLI run as a subprocess. Prints, per seed, every adversary of
 the exported items' stats.json (mc/ when it holds items, else mc_unvalidated/, as
 stats.json says) with its 95 % Wilson interval, the items kept of the kept True Examples,
@@ -16,7 +18,7 @@ without raking and filtering; the ratio is what to read on a loaded machine.
 
     python -m bench.mc_user_path                  # seeds 0-4 (the reported ones)
     python -m bench.mc_user_path --seeds 5,6,7,8,9  # the seeds parameters were chosen on
-    python -m bench.mc_user_path --release ../shared/vsr/data/data_files
+    python -m bench.mc_user_path --release ../shared/vsr/data/data_files  # the folder instead
     python -m bench.mc_user_path --seeds 0 --baseline-ref c1dfe81  # against that commit
 
 Target: the strongest adversary <= 0.30 on every seed, with as many items kept as possible.
@@ -37,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-RELEASE = ROOT.parent / "shared/vsr/data/data_files"  # ../shared beside the checkout
+# The README's path imports the raw release file (every vote), not the data_files folder.
+SHARED = Path(os.environ.get("VSR_SHARED_DIR") or ROOT.parent / "shared")  # ../shared beside
+RELEASE = SHARED / "vsr/data/data_files/all_vsr_raw_data.jsonl"
 TARGET = 0.30
 
 
@@ -101,24 +105,37 @@ def one_seed(base: Path, folder: Path, seed: int, extra: list[str]) -> dict[str,
         "--seed",
         str(seed),
         "--unvalidated-mc",
-        "--only",
-        "mc",
-        "--only",
-        "stats",
-        "--only",
-        "card",
         "--overwrite",
     )
-    stats = json.loads((out / "stats.json").read_text())["mc"]
+    full = json.loads((out / "stats.json").read_text())
+    stats = full["mc"]
     cost = [ln.strip() for ln in report.splitlines() if "validation cost" in ln]
     kept = re.search(r"(\d+) kept True Examples", report)
     return {
         "seed": seed,
         "stats": stats,
+        "blind": full.get("blind_baselines", {}),
         "match_seconds": match_s,
         "cost": cost,
         "queries": int(kept.group(1)) if kept else None,
     }
+
+
+def print_blind(seed: int, blind: dict[str, Any]) -> None:
+    """The build's blind_baselines of one seed: per evaluation file, the strongest look-up /
+    join attack and every blind baseline, each with its 95 % interval."""
+    for config, splits in sorted(blind.items()):
+        for split, r in sorted(splits.items()):
+            figures = {**r.get("attacks", {}), **r.get("baselines", {})}
+            worst = max(r.get("attacks", {}).items(), key=lambda kv: kv[1]["accuracy"])
+            print(
+                f"  blind seed {seed} {config}/{split} n={r['n']} chance {r['chance']:.2f}: "
+                f"strongest attack {worst[0]} {worst[1]['accuracy']:.3f} {worst[1]['ci95']}",
+                flush=True,
+            )
+            for name, f in sorted(figures.items()):
+                if name not in r.get("attacks", {}):
+                    print(f"      {name:<50} {f['accuracy']:.3f} {f['ci95']}", flush=True)
 
 
 def main() -> int:
@@ -126,6 +143,7 @@ def main() -> int:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--release", type=Path, default=RELEASE)
     ap.add_argument("--match-args", default="", help="extra `vsr match` options")
+    ap.add_argument("--skip-timing", action="store_true", help="no `--dry-run` timing")
     ap.add_argument(
         "--baseline-ref",
         default=None,
@@ -158,9 +176,10 @@ def main() -> int:
             print(f"  strongest: {best['name']} {best['accuracy']:.3f} {best['ci95']}", flush=True)
             for line in r["cost"]:
                 print(f"  {line}", flush=True)
+            print_blind(seed, r["blind"])
             if worst is None or best["accuracy"] > worst[0]:
                 worst = (best["accuracy"], seed, best["name"], best["ci95"])
-        if seeds:
+        if seeds and not args.skip_timing:
             env, base_db = None, base
             if args.baseline_ref:
                 tree, commit = baseline_tree(args.baseline_ref, folder / "baseline")

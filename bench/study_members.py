@@ -5,7 +5,7 @@ Imports the raw VSR file into a fresh database (as bench/dashboard.py does), the
 process and interleaved, the median of N runs of: the old ``count(*) from worker``; a UNION of
 the ids of everyone with a batch, Example, vote, caption or invite in the study; the same as
 correlated EXISTS probes without and with the "study_id + 0" hint; the last is
-``webapp.admin.stats.shared.study_members``. Prints milliseconds and the ratio to the old count.
+``vsr_core.standing.study_members``. Prints milliseconds and the ratio to the old count.
 
     python bench/study_members.py
     python bench/study_members.py --database-url postgresql+psycopg://postgres@127.0.0.1/bench
@@ -32,9 +32,9 @@ def main() -> None:
     from sqlalchemy import exists, func, or_, select
     from sqlmodel import Session
 
+    from vsr_core import standing as s
     from vsr_core import tables as t
     from vsr_core.db import make_engine
-    from webapp.admin.stats import shared as s
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--database-url", default=None)

@@ -274,7 +274,7 @@ def _add_candidate(
     if area_raw is None:
         area = area_from_segmentation(seg, bbox, width, height)
     else:
-        area = check_area(area_raw, ann_id, path)
+        area = check_area(area_raw, ann_id, width, height, path)
     if area < index.min_area or area < index.min_area_share * width * height:
         return
     if image_id not in index.images:

@@ -122,10 +122,18 @@ def check_bbox(bbox: Any, ann_id: int, width: int, height: int, path: Path) -> l
     return [float(v) for v in bbox]
 
 
-def check_area(area: Any, ann_id: int, path: Path) -> float:
+def check_area(area: Any, ann_id: int, width: int, height: int, path: Path) -> float:
+    """A finite number no larger than the image (with the geometry's margin) can hold: a
+    declared ``1e300`` is not an area anything on the image has."""
     if not _finite(area) or area < 0:
         raise CocoFileError(
             f"{path}: annotation {ann_id} has area {area!r}; expected a number >= 0"
+        )
+    most = (width + 2 * margin(width)) * (height + 2 * margin(height))
+    if area > most:
+        raise CocoFileError(
+            f"{path}: annotation {ann_id} has area {area:.6g}, more than its {width}x{height} "
+            f"image holds ({most:.0f} px at most)"
         )
     return float(area)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -117,6 +117,10 @@ def bounded_sample(items: Sequence[Item], limit: int | None, seed: int) -> list[
     return [items[i] for i in keep]
 
 
+def _item_key(it: Item) -> tuple[str, str, tuple[str, ...]]:
+    return (it.query.image, it.query.caption, tuple(it.choices))
+
+
 def measured_suite(
     train: Sequence[Item],
     test: Sequence[Item],
@@ -130,6 +134,10 @@ def measured_suite(
     queries that found no item), at most ``suite_sample`` items of each side."""
     from matching.adversaries import run_suite
 
+    # One order whatever order the items come in (build-dataset shuffles its files): the
+    # same items give the same figure.
+    train = sorted(train, key=_item_key)
+    test = sorted(test, key=_item_key)
     suite_train = bounded_sample(train, suite_sample, seed)
     suite_test = bounded_sample(test, suite_sample, seed + 1)
     relevance = None
@@ -150,10 +158,12 @@ def diagnose(
     relevance: RelevanceModel,
     adversaries: bool = True,
     suite_sample: int | None = SUITE_SAMPLE,
+    published: Callable[[Item], bool] | None = None,
 ) -> dict[str, Any]:
     """All figures of a run, JSON-ready (stored in MatchRun.diagnostics). ``adversaries``:
     run the held-out answer-only suite (matching.adversaries) on train -> test, on at most
-    ``suite_sample`` items of each (None or 0: all)."""
+    ``suite_sample`` items of each (None or 0: all); ``published``: which test items the
+    export writes (the suite is measured on those)."""
     p = result.params
     items = result.items
     n_distractors = sum(len(it.triples) - 1 for it in items)
@@ -172,6 +182,8 @@ def diagnose(
             known = result.known_true.get(it.query.image, ())
             known_true += int(any(is_implied(kt, d) for kt in known if kt != truth))
     train, test = result.items_in("train"), result.items_in("test")
+    if published is not None:
+        test = [it for it in test if published(it)]
     suite = (
         measured_suite(train, test, relevance.encoder, p.seed, suite_sample)
         if adversaries
@@ -232,9 +244,15 @@ def format_report(diag: dict[str, Any]) -> str:
     from matching.adversaries import format_suite
 
     p = diag["params"]
+
+    def shown(key: str) -> str:
+        # A figure that needs test items is None without them: said in words.
+        value = diag.get(key)
+        return "not measured (no test items)" if value is None else _cell(value)
+
     lines = [
         f"adversarial matching: h={p['h']} k={p['k']} remap={p['remap']} "
-        f"table_filter={p['table_filter']} balance={p.get('balance')}",
+        f"table_filter={p['table_filter']} balance={p.get('balance') or 'off'}",
         "  items per split: "
         + ", ".join(f"{s}={n}" for s, n in diag["items"].items())
         + "  (queries without k distractors: "
@@ -245,18 +263,18 @@ def format_report(diag: dict[str, Any]) -> str:
             or "none"
         )
         + ")",
-        f"  chance                      {diag['chance']}",
+        f"  chance                      {shown('chance')}",
         *format_suite(diag.get("answer_only_adversaries") or {"n_test": 0}),
-        f"  answer-only accuracy (test) {diag['answer_only_accuracy']}  (naive Bayes, "
+        f"  answer-only accuracy (test) {shown('answer_only_accuracy')}  (naive Bayes, "
         "relation/subject/object separately; the suite above is the honest figure)",
-        f"  text-only accuracy (test)   {diag['text_only_accuracy']}",
-        f"  distractors implied by truth (table) {diag['implied_by_truth_share']}",
-        f"  distractors known true for the image {diag['known_true_distractors']}",
+        f"  text-only accuracy (test)   {shown('text_only_accuracy')}",
+        f"  distractors implied by truth (table) {shown('implied_by_truth_share')}",
+        f"  distractors known true for the image {shown('known_true_distractors')}",
         f"  items with duplicate choices {diag['duplicate_choice_items']}, "
         f"equivalent choice pairs {diag['equivalent_choice_pairs']}",
-        f"  mean table P_sim(truth, distractor) {diag['mean_p_sim_table']}",
+        f"  mean table P_sim(truth, distractor) {shown('mean_p_sim_table')}",
         f"  relation distribution distractor vs correct: total variation "
-        f"{diag['relation_distribution']['total_variation']}",
+        f"{_cell(diag['relation_distribution']['total_variation'])}",
     ]
     return "\n".join(lines)
 

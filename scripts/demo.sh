@@ -6,6 +6,8 @@
 # every link printed: BASE_URL follows PORT unless set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A busy port is named first, in a second, with a free one to use (system Python, stdlib only).
+python3 -m vsr_cli.ports 127.0.0.1 "${PORT:-8000}" "PORT={port} bash scripts/demo.sh"
 bash scripts/setup.sh match
 . .venv/bin/activate
 export DATABASE_URL="${DATABASE_URL:-sqlite:///./vsr_demo.db}"

@@ -16,6 +16,9 @@ export BASE_URL="${BASE_URL:-http://127.0.0.1:${PORT:-8000}}"
 SITE="${BASE_URL%/}"
 vsr db upgrade
 vsr sample --coco demo/coco/annotations/instances_demo.json --min-area 10000 --pairs 34 --seed 0
+# One person walks the demo alone: writing batches are not limited to one a day (VSR's
+# default for a real collection), so a second batch after "Finish now" opens at once.
+vsr study set generate_batches_per_day=0 >/dev/null
 VSR_ADMIN_PASSWORD="${VSR_ADMIN_PASSWORD:-vsr-demo-admin-2026}" vsr admin create --username admin --update --study vsr --role owner >/dev/null
 # `vsr invite create` prints each link; the walk-through below prints them once, in order.
 vsr invite create --label "demo annotator" --roles generate --token demo-annotator >/dev/null
@@ -25,7 +28,8 @@ done
 cat <<EOT
 
 Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
-  1. write captions (one annotator; 10 or more, each with a different relation, so matching has enough):
+  1. write captions (one annotator; 10 or more, each with a different relation, so matching has enough;
+     after "Finish now", "Check for more work" opens another batch):
        $SITE/start/generate?token=demo-annotator
   2. validate them as three validators (each Example needs 3 votes; open the links one after
      another, in this browser or in private windows; a batch holds one image of each caption,
@@ -36,7 +40,7 @@ Demo site: $SITE   (Ctrl-C stops it)   database: $DATABASE_URL
   3. watch it on the admin dashboard: $SITE/admin   (user admin, password ${VSR_ADMIN_PASSWORD:-vsr-demo-admin-2026})
   4. then, in another terminal in $(pwd):
        . .venv/bin/activate
-       export DATABASE_URL=$DATABASE_URL
+       export DATABASE_URL=$DATABASE_URL BASE_URL=$SITE
        vsr match --k 3 --report          # multiple-choice distractors from the kept Examples
      then judge the distractors with the validator links again, and:
        build-dataset --out demo-dataset  # JSONL splits, stats.json, the dataset card, mc/

@@ -14,6 +14,15 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 . .venv/bin/activate
+# Nothing changed since the last install (same pyproject.toml, extras and Python): the
+# editable install already sees every source change, so pip is not run again.
+stamp=".venv/.vsr-installed"
+want="$(python -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest(), sys.version.split()[0])') extras=$EXTRAS"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && command -v vsr >/dev/null; then
+  step "already installed, pyproject.toml unchanged: $(command -v vsr) (rm $stamp to reinstall)"
+  exit 0
+fi
+rm -f "$stamp"
 step "updating pip"
 python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 case ",$EXTRAS," in
@@ -30,4 +39,5 @@ spec="."
 step "installing the project and its libraries ($spec: web site, database, COCO tools, export${EXTRAS:+; extras: $EXTRAS})"
 # pip's own lines show the progress; the hundred "already satisfied" of a re-run are left out.
 python -m pip install --progress-bar on -e "$spec" | { grep -v '^Requirement already satisfied' || true; }
+echo "$want" > "$stamp"
 step "installed: $(command -v vsr)"

@@ -31,7 +31,11 @@ os.environ.setdefault("API_DOCS", "1")
 for _name in ("NEW_WORKERS_PER_ADDRESS", "NEW_WORKERS_PER_STUDY", "NEW_BATCHES_PER_ADDRESS"):
     os.environ.setdefault(_name, "0")
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+# The real data (VSR release, COCO subsets): VSR_DATA_DIR, else a `shared` folder beside the
+# repository (`vsr data fetch` fills one, docs/dataset.md).
+SHARED = Path(
+    os.environ.get("VSR_DATA_DIR") or Path(__file__).resolve().parents[1].parent / "shared"
+)
 COCO_DIR = SHARED / "coco"
 VSR_DIR = SHARED / "vsr"
 PG_ADMIN_URL = os.environ.get(

@@ -18,7 +18,9 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from vsr_core.models import JOB_HEARTBEAT_SECONDS, Job, JobKind, JobStatus
+from vsr_core import audit
+from vsr_core.audit import Actor
+from vsr_core.models import JOB_HEARTBEAT_SECONDS, AuditKind, Job, JobKind, JobStatus
 from vsr_core.tables import JOB
 from vsr_core.types import utcnow
 
@@ -177,7 +179,19 @@ def run_build(
         )
         report(0.92, f"zipping {len(summary.files)} files")
         zip_export(out, target)  # writes a temporary name, then renames: never a partial zip
+        files = audit.digests(out)
+    zip_sha = audit.sha256_of(target)
+    who = Actor(str(params.get("_actor") or "job"), _int_or_none(params.get("_actor_id")))
+    audit.record_now(
+        engine,
+        who,
+        AuditKind.dataset_export,
+        study_id=study_id,
+        target=target.name,
+        change={"via": "dashboard job", "zip_sha256": zip_sha, "files": files},
+    )
     return {
+        "sha256": zip_sha,
         "zip": target.name,
         "bytes": target.stat().st_size,
         "files": summary.files,
@@ -186,6 +200,10 @@ def run_build(
         "keep_rule": summary.keep_rule_text(),
         "splits": _jsonable(summary.splits),
     }
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) else None
 
 
 def _jsonable(value: Any) -> Any:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,7 @@ from vsr_cli.failure import CliError, CliUsageError
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from vsr_core.audit import Actor
     from vsr_dataset.export import BuildOptions, BuildSummary
 
 
@@ -58,6 +61,19 @@ def build(
         help="Also write the matching items validators have not cleared, apart in "
         "mc_unvalidated/ (marked in each line and in the card); mc/ always holds only items "
         "whose every distractor validators rejected.",
+    ),
+    with_provenance: bool = typer.Option(
+        False,
+        "--with-provenance",
+        help="Also write provenance/: the Examples each multiple-choice item's distractors "
+        "came from and the judged negatives of its dev/test items. It holds the answers: "
+        "not for evaluation (the card and the configs say so).",
+    ),
+    allow_leaks: bool = typer.Option(
+        False,
+        "--allow-leaks",
+        help="Write the export even when its leak audit finds an evaluation answer "
+        "recoverable from the other files (the card then says so in its first lines).",
     ),
     with_negatives: bool = typer.Option(
         False,
@@ -110,6 +126,16 @@ def build(
             ) from None
     if split_unit not in ("annotation", "example"):
         raise CliUsageError("--split-unit must be annotation or example")
+    from vsr_core.models import ExampleOrigin
+    from vsr_dataset.export import ALL_PARTS
+
+    origins = [o.value for o in ExampleOrigin if o is not ExampleOrigin.revalidation]
+    for value in origin:
+        if value not in origins:
+            raise CliUsageError(f"--origin must be one of {', '.join(origins)} (got {value})")
+    for part in only if out != "-" else ():
+        if part not in ALL_PARTS:
+            raise CliUsageError(f"--only must be one of {', '.join(ALL_PARTS)} (got {part})")
     if label_model not in (None, "majority", "dawid-skene", "mace"):
         raise CliUsageError("--label-model must be majority, dawid-skene or mace")
     try:
@@ -128,28 +154,40 @@ def build(
         title=title,
         unvalidated_mc=unvalidated_mc,
         with_negatives=with_negatives,
+        with_provenance=with_provenance,
+        allow_leaks=allow_leaks,
         vsr_compatible=vsr_compatible,
         parquet=parquet,
         polygons=polygons,
     )
     engine = engine_for(database_url)
     try:
+        from vsr_cli.actor import require_role
+        from vsr_core import audit
         from vsr_core.models import AdminRole
 
         # Reading the study's data: a VSR_ADMIN needs at least viewer.
-        options = replace(options, study=study_for(engine, study_slug, AdminRole.viewer))
+        study = study_for(engine, study_slug, AdminRole.viewer)
+        options = replace(options, study=study)
+        actor = require_role(engine, study.id, AdminRole.viewer)
         if out == "-":
             if len(only) > 1:
                 raise CliUsageError("--out - streams one JSONL part: give at most one --only")
+            part = only[0] if only else "raw"
+            sink = HashingWriter(sys.stdout.buffer)
             try:
-                stream_part(engine, only[0] if only else "raw", sys.stdout.buffer, options)
+                stream_part(engine, part, sink, options)  # type: ignore[arg-type]
             except BrokenPipeError:
                 # `build-dataset --out - | head`: the reader left; that is not an error.
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            record_export(engine, actor, study.id, "-", {f"{part} (stdout)": sink.hexdigest()})
             return
         summary = _build_with_progress(engine, Path(out), options, overwrite, quiet)
+        files = audit.digests(Path(out))
         if zip_to is not None:
             zip_export(Path(out), zip_to)
+            files[str(zip_to)] = audit.sha256_of(Path(zip_to))
+        record_export(engine, actor, study.id, str(out), files)
     except (ExportError, SplitError) as exc:
         raise CliError(str(exc)) from None
     finally:
@@ -174,6 +212,45 @@ def build(
         typer.echo(mc_line)
 
 
+class HashingWriter:
+    """A binary stream that passes every write on and keeps the SHA-256 of what went by."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self._digest.update(data)
+        return int(self._inner.write(data))
+
+    def writelines(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def record_export(
+    engine: Any, actor: Actor, study_id: int, target: str, files: dict[str, str]
+) -> None:
+    """Every export is in the audit trail: who, which study, each file's SHA-256."""
+    from vsr_core import audit
+    from vsr_core.models import AuditKind
+
+    audit.record_now(
+        engine,
+        actor,
+        AuditKind.dataset_export,
+        study_id=study_id,
+        target=target,
+        change={"via": "build-dataset", "files": files},
+    )
+
+
 def mc_figure_line(mc: Any) -> str | None:
     """The exported items' strongest answer-only adversary, as stats.json has it (the
     dashboard sends people who build here for this figure)."""
@@ -182,7 +259,12 @@ def mc_figure_line(mc: Any) -> str | None:
     best = mc.get("strongest_adversary")
     where = mc.get("measured_on", "mc")
     if not best:
-        return f"multiple-choice: no adversary figure ({where}/ has no train and test items)"
+        # The adversaries train on train items and are scored on test items.
+        counts = mc.get("items_unvalidated" if where == "mc_unvalidated" else "items") or {}
+        missing = [p for p in ("train", "test") if not counts.get(p)]
+        held = ", ".join(f"{n:,} {p}" for p, n in counts.items() if n) or "no items"
+        why = f"no {' and no '.join(missing)} items" if missing else "too few items"
+        return f"multiple-choice: no adversary figure ({where}/ has {why}: {held})"
     lo, hi = best["ci95"]
     note = " (not validated)" if where == "mc_unvalidated" else ""
     return (

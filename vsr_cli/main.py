@@ -19,6 +19,7 @@ import typer
 
 from vsr_cli import audit_export as cli_audit
 from vsr_cli import build as cli_build
+from vsr_cli import data as cli_data
 from vsr_cli import db as cli_db
 from vsr_cli import import_release as cli_import
 from vsr_cli import invite as cli_invite
@@ -41,11 +42,31 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"vsr {version('vsr-pipeline')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Build VSR-style visual spatial reasoning datasets by crowdsourcing."""
+
+
 app.add_typer(cli_db.app, name="db")
 app.add_typer(cli_serve.admin_app, name="admin")
 cli_serve.admin_app.command("audit-export")(cli_audit.audit_export)
 app.add_typer(cli_invite.invite_app, name="invite")
 app.add_typer(cli_study.study_app, name="study")
+app.add_typer(cli_data.data_app, name="data")
 app.add_typer(cli_platform.platform_app, name="platform")
 app.add_typer(cli_label_models.label_models_app, name="label-models")
 app.command("sample")(cli_sample.sample)

@@ -247,7 +247,7 @@ def match(
         try:
             outcome = run_matching_over(engine, request, on_step=step, on_milestone=bar.write)
         except MatchRunError as exc:
-            raise CliError(str(exc)) from exc
+            raise CliError(f"{exc} (study {study.slug})") from exc
     diag = outcome.diagnostics
     items = len(outcome.result.items)
     if items == 0:

@@ -42,8 +42,7 @@ StaleOpt = Annotated[
     float,
     typer.Option(
         help="Settle actions a crash left 'sending' once they are this many "
-        "minutes old (younger ones may be in flight elsewhere)",
-        min=0,
+        "minutes old (younger ones may be in flight elsewhere; at least 5)",
     ),
 ]
 
@@ -127,12 +126,29 @@ def _plan(session: Any, study: Any, actor: Actor) -> None:
         typer.echo(
             f"{sub.external_id} {sub.status}: {q['batches']} batches, "
             f"{q['votes']} votes, {q['written']} written ({q['kept_captions']} kept); "
-            f"{credit}{elsewhere}"
+            f"{credit}{elsewhere}; {settlement.money_line(p, q, sub.status)}"
         )
+    _print_held(session, study, subs)
+    for a in settlement.cancelled_actions(session, study):
+        typer.echo(f"cancelled {a.kind} {a.target}: {(a.response or {}).get('cancelled', '')}")
     for a in added:
         cents = f" {a.amount_cents}c" if a.amount_cents else ""
         typer.echo(f"{a.kind} {a.target}{cents} {a.reason}".rstrip())
     typer.echo(f"{len(added)} new actions planned")
+
+
+def _print_held(session: Any, study: Any, subs: Any) -> None:
+    """The submissions held for a person's review, with the evidence (docs/quality.md)."""
+    from vsr_core.authenticity_db import held_for_review
+
+    held = held_for_review(session, study.study_id, {s.worker_id for s in subs if s.worker_id})
+    for sub in subs:
+        found = held.get(sub.worker_id)
+        if found is not None:
+            typer.echo(
+                f"held for review {sub.external_id} (worker #{sub.worker_id}, score "
+                f"{found.score:.2f}): {'; '.join(found.evidence)}"
+            )
 
 
 def _send(
@@ -217,6 +233,14 @@ def apply(
 ) -> None:
     """Send every planned action once (safe to re-run after a crash, and beside another
     apply: each action is claimed before it is sent)."""
+    from webapp.platforms.engine import MIN_STALE
+
+    floor = MIN_STALE.total_seconds() / 60
+    if not floor <= stale_minutes < 7 * 24 * 60:
+        raise CliError(
+            f"--stale-minutes must be at least {floor:g} (a younger claim may still be "
+            f"in flight in another apply) and under a week; got {stale_minutes:g}"
+        )
     _run(
         "apply", platform, platform_study, study, database_url, base_url, production, stale_minutes
     )

@@ -80,15 +80,17 @@ def serve(
 
 
 def _ensure_secret_key(key: str, host: str) -> None:
-    """Refuse to serve with a missing, short or public SECRET_KEY: whoever knows the key forges
-    admin cookies. Only a server bound to a loopback address (development on this machine)
+    """Refuse to serve with a missing, short or public SECRET_KEY, and off loopback one of too
+    little entropy or written in the repository: whoever knows the key forges admin cookies.
+    Only a server bound to a loopback address (development on this machine)
     starts without one, with a random key for this run that every worker process inherits."""
-    from vsr_core.settings import get_settings, secret_key_problem
+    from vsr_core.settings import exposed_key_problem, get_settings, secret_key_problem
 
-    problem = secret_key_problem(key)
+    loopback = is_loopback(host)
+    problem = secret_key_problem(key) if loopback else exposed_key_problem(key)
     if problem is None:
         return
-    if key or not is_loopback(host):
+    if key or not loopback:
         raise CliError(
             f"{problem}: set SECRET_KEY to a long random value (openssl rand -hex 32); only a "
             "server bound to 127.0.0.1 may start without one, for development"
@@ -117,19 +119,11 @@ def _check_port(host: str, port: int) -> None:
     """Fail in one line when the port is taken (uvicorn would log a traceback-like block and
     exit 3). A bind-and-release check: another process may still take it before uvicorn binds,
     then uvicorn's own error stands."""
-    import socket
+    from vsr_cli.ports import bind_error, busy_message
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        # As uvicorn binds: SO_REUSEADDR, so a port in TIME_WAIT is not mistaken for busy.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise CliError(
-                f"port {port} on {host} is not free ({exc.strerror}): stop what uses it or "
-                f"choose another (--port, or PORT=8100 bash scripts/demo.sh)"
-            ) from None
+    exc = bind_error(host, port)
+    if exc is not None:
+        raise CliError(busy_message(host, port, exc, "--port {port}"))
 
 
 def _check_database(database_url: str | None) -> None:
@@ -195,6 +189,31 @@ def _owner_of(session: Session, study_ids: Iterable[int]) -> Actor:
     return actor
 
 
+def _may_reset(session: Session, username: str) -> None:
+    """``admin create --update`` resets a password: as ``VSR_ADMIN``, one's own, or that of
+    an admin whose every study the actor owns (an admin with no role: an owner of some
+    study); the operator without ``VSR_ADMIN`` holds the database and may."""
+    from sqlmodel import select
+
+    from vsr_cli.actor import proven_admin
+    from vsr_core.models import AdminRole, AdminUser
+    from vsr_core.roles import studies_of
+
+    actor = proven_admin(session)
+    target = session.exec(select(AdminUser).where(AdminUser.username == username.strip())).first()
+    if actor is None or target is None or target.id == actor.id:
+        return
+    assert actor.id is not None and target.id is not None
+    mine = studies_of(session, actor.id)
+    theirs = studies_of(session, target.id)
+    owned = {s for s, r in mine.items() if r == AdminRole.owner}
+    if (theirs and not set(theirs) <= owned) or not owned:
+        raise CliError(
+            f"admin {actor.username!r} may not reset the password of {target.username!r}: "
+            "that needs the owner role in every study they hold a role in"
+        )
+
+
 def _no_tables(exc: Exception) -> bool:
     return "no such table" in str(exc) or "does not exist" in str(exc)
 
@@ -237,6 +256,8 @@ def admin_create(
         with Session(engine) as session:
             grants = _study_roles(session, study or [], role or [])
             actor = _owner_of(session, grants)
+            if update:
+                _may_reset(session, username)
             user = create_admin(
                 session, username, password, update=update, actor=actor, grants=grants
             )
@@ -340,6 +361,97 @@ def admin_revoke(
     finally:
         engine.dispose()
     typer.echo(f"{name} is no longer {before.value} of {slug}")
+
+
+token_app = typer.Typer(
+    help="Revocable tokens that prove VSR_ADMIN to the CLI instead of a password.",
+    no_args_is_help=True,
+)
+admin_app.add_typer(token_app, name="token")
+
+
+def _token_owner(session: Session) -> AdminUser:
+    from vsr_cli.actor import ADMIN_ENV, proven_admin
+
+    user = proven_admin(session)
+    if user is None:
+        raise CliError(f"set {ADMIN_ENV} to the admin whose tokens these are")
+    return user
+
+
+@token_app.command("create")
+def token_create(
+    label: Annotated[str, typer.Option(help="What the token is for (a script, a machine)")] = "",
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Make a token of VSR_ADMIN (proven by their password); printed once, stored hashed.
+    Scripts set it as VSR_ADMIN_SECRET."""
+    from sqlmodel import Session
+
+    from vsr_cli.actor import cli_actor
+    from vsr_cli.common import engine_for
+    from vsr_core import admin_tokens
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            user = _token_owner(session)
+            name = user.username
+            token_id, token = admin_tokens.create(
+                session, cli_actor(session, None, None), user, label
+            )
+            session.commit()
+    finally:
+        engine.dispose()
+    typer.echo(
+        f"token {token_id} of {name} (shown once; revoke: vsr admin token revoke {token_id}):",
+        err=True,
+    )
+    typer.echo(token)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[int, typer.Argument(help="The token's number (vsr admin token list)")],
+    database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Revoke one of VSR_ADMIN's tokens: it proves nothing from now on."""
+    from sqlmodel import Session
+
+    from vsr_cli.actor import cli_actor
+    from vsr_cli.common import engine_for
+    from vsr_core import admin_tokens
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            user = _token_owner(session)
+            name = user.username
+            if not admin_tokens.revoke(session, cli_actor(session, None, None), user, token_id):
+                raise CliError(f"{name} has no live token {token_id}")
+            session.commit()
+    finally:
+        engine.dispose()
+    typer.echo(f"token {token_id} revoked")
+
+
+@token_app.command("list")
+def token_list(database_url: Annotated[str | None, typer.Option(help=DB_HELP)] = None) -> None:
+    """VSR_ADMIN's live tokens: number, made, label."""
+    from sqlmodel import Session
+
+    from vsr_cli.common import engine_for
+    from vsr_core import admin_tokens
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            user = _token_owner(session)
+            assert user.id is not None
+            for row in admin_tokens.live(session, user.id):
+                typer.echo(f"{row.id}\t{row.created_at.isoformat()}\t{row.label}")
+    finally:
+        engine.dispose()
 
 
 @admin_app.command("roles")

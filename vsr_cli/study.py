@@ -1,4 +1,4 @@
-"""`vsr study check|show|create|update|archive|list`: study definition files
+"""`vsr study check|show|create|update|archive|unarchive|set|list`: study definition files
 (docs/studies.md) and the studies stored in the database.
 
 `check` and `show --file` read a file only; `create`, `list` and `show SLUG` use the
@@ -358,6 +358,92 @@ def archive(
     finally:
         engine.dispose()
     typer.echo(f"archived study {slug}: it takes no new workers or batches; its data stays")
+
+
+@study_app.command("unarchive")
+def unarchive(
+    slug: str = typer.Argument(..., help="The study's slug (see `vsr study list`)"),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Undo `vsr study archive`: the study takes new workers and batches again."""
+    from sqlmodel import Session
+
+    from vsr_cli.actor import cli_actor
+    from vsr_core import audit
+    from vsr_core.models import AdminRole, AuditKind
+    from vsr_core.studies.store import StudyError, find_study
+    from vsr_core.studies.versions import unarchive_study
+
+    engine = engine_for(database_url)
+    try:
+        with Session(engine) as session:
+            found = find_study(session, slug)
+            if found is None or found.id is None:
+                raise CliUsageError(f"no study {slug!r} (see `vsr study list`)")
+            actor = cli_actor(session, found.id, AdminRole.owner)  # it reopens recruitment
+            was_archived = found.archived_at is not None
+            try:
+                study = unarchive_study(session, slug)
+            except StudyError as exc:
+                raise CliError(str(exc)) from None
+            if was_archived:
+                audit.record(
+                    session,
+                    actor,
+                    AuditKind.study_archive,
+                    study_id=study.id,
+                    target=f"study {study.slug}",
+                    change=audit.changed({"archived": True}, {"archived": False}),
+                )
+            session.commit()
+    finally:
+        engine.dispose()
+    state = "reopened" if was_archived else "was not archived"
+    typer.echo(f"study {slug} {state}: it takes new workers and batches")
+
+
+@study_app.command("set")
+def set_(
+    assignments: list[str] = typer.Argument(
+        ..., help="KEY=VALUE, e.g. generate_batches_per_day=0 (the dashboard's settings)"
+    ),
+    study: str | None = typer.Option(None, "--study", help="The study's slug (default: vsr)"),
+    database_url: str | None = typer.Option(None, "--database-url", help=DB_HELP),
+) -> None:
+    """Change a study's run-time settings, as the dashboard's settings page does (a
+    researcher's to change; recorded in the audit trail)."""
+    from pydantic import ValidationError
+    from sqlmodel import Session
+
+    from vsr_cli.actor import cli_actor
+    from vsr_core.models import AdminRole
+    from vsr_core.studies.settings import StudyConfig, save_study_config
+
+    changes: dict[str, Any] = {}
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        if not sep or key not in StudyConfig.model_fields:
+            known = ", ".join(sorted(StudyConfig.model_fields))
+            raise CliUsageError(f"{item!r} is not KEY=VALUE with a study setting as KEY ({known})")
+        changes[key] = value
+    engine = engine_for(database_url)
+    try:
+        found = study_for(engine, study)
+        with Session(engine) as session:
+            actor = cli_actor(session, found.id, AdminRole.researcher)
+            try:
+                config = save_study_config(session, changes, found.id, actor=actor)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise CliUsageError(
+                    f"{first['loc'][0]}: {first['msg']} (got {first.get('input')!r})"
+                ) from None
+            except ValueError as exc:
+                raise CliUsageError(str(exc)) from None
+    finally:
+        engine.dispose()
+    shown = ", ".join(f"{k}={getattr(config, k)!r}" for k in changes)
+    typer.echo(f"study {found.slug}: {shown}")
 
 
 @study_app.command("list")

@@ -22,6 +22,7 @@ from sqlmodel import Session, col
 from sqlmodel import select as orm_select
 
 from vsr_core import audit
+from vsr_core.locks import hold
 from vsr_core.models import Adjudication, AdjudicationDecision, AuditKind, Example, Study
 from vsr_core.tables import ADJUDICATION
 from vsr_core.types import utcnow
@@ -98,6 +99,8 @@ def settle(
     Examples, an unknown Example, or one of another study."""
     decision = check_decision(decision)
     reason = clean_reason(reason)
+    # Two admins settling the same Example at once both found no row and both inserted one.
+    hold(session, f"adjudication:{study_id}")
     ids = sorted(set(int(i) for i in example_ids))
     if not ids:
         raise AdjudicationError("no Examples chosen")

@@ -9,12 +9,14 @@ nothing else is written then.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, and_, or_, select
 from sqlmodel import Session
 
 from vsr_core.models import AuditEvent, AuditKind
@@ -31,6 +33,7 @@ class Actor:
     name: str
     admin_id: int | None = None
     via: str = "dashboard"  # dashboard | cli
+    os_login: str | None = None  # the operating-system login that ran a CLI command
 
 
 def _fields(
@@ -50,6 +53,7 @@ def _fields(
         "target": str(target)[:MAX_TARGET],
         "change": dict(change or {}),
         "via": actor.via,
+        "os_login": actor.os_login[:64] if actor.os_login else None,
     }
 
 
@@ -97,6 +101,26 @@ def record_now(
         session.commit()
 
 
+def sha256_of(path: Path) -> str:
+    """The file's SHA-256 (hex), read in 1 MiB blocks: the digest an export record keeps."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def digests(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (a folder, or one file) -> its SHA-256, by relative name."""
+    if root.is_file():
+        return {root.name: sha256_of(root)}
+    return {
+        str(path.relative_to(root)): sha256_of(path)
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
 def changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
     """``{"before": {...}, "after": {...}}`` of the keys whose value differs."""
     keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
@@ -116,6 +140,7 @@ def as_json(event: AuditEvent | Mapping[str, Any]) -> dict[str, Any]:
         "actor": row["actor"],
         "actor_id": row["actor_id"],
         "via": row["via"],
+        "os_login": row.get("os_login"),
         "study_id": row["study_id"],
         "kind": row["kind"],
         "target": row["target"],
@@ -124,18 +149,41 @@ def as_json(event: AuditEvent | Mapping[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Admins:
+    """Admin accounts by id and by name (a record of no study may name one either way)."""
+
+    ids: tuple[int, ...]
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Filter:
     """Which records a reader asks for (the page, the JSONL export, the CLI): all the given
     conditions hold. ``study_ids``: records of these studies (None: any study);
-    ``unscoped``: also those of no study (logins, admin accounts); ``since``/``until``:
+    ``unscoped``: also those of no study (logins, admin accounts); ``unscoped_admins``: of
+    those, only the ones acted by or naming these admins (None: all); ``since``/``until``:
     ``since <= at < until``."""
 
     actor: str | None = None
     kind: AuditKind | None = None
     study_ids: tuple[int, ...] | None = None
     unscoped: bool = True
+    unscoped_admins: Admins | None = None
     since: datetime | None = None
     until: datetime | None = None
+
+    def _no_study(self) -> ColumnElement[bool]:
+        c = AUDIT_EVENT.c
+        if self.unscoped_admins is None:
+            return c.study_id.is_(None)
+        # A failed login has no acting admin: it names the account it tried.
+        return and_(
+            c.study_id.is_(None),
+            or_(
+                c.actor_id.in_(self.unscoped_admins.ids),
+                c.target.in_(self.unscoped_admins.names),
+            ),
+        )
 
     def conditions(self) -> list[ColumnElement[bool]]:
         c = AUDIT_EVENT.c
@@ -146,7 +194,7 @@ class Filter:
             out.append(c.kind == self.kind.value)
         if self.study_ids is not None:
             scoped = c.study_id.in_(self.study_ids)
-            out.append(or_(scoped, c.study_id.is_(None)) if self.unscoped else scoped)
+            out.append(or_(scoped, self._no_study()) if self.unscoped else scoped)
         elif not self.unscoped:
             out.append(c.study_id.is_not(None))
         if self.since is not None:

@@ -29,6 +29,12 @@ def normalise_url(url: str) -> str:
 # the limit).
 POOL_SIZE = 10
 MAX_OVERFLOW = 30
+# How long a SQLite writer waits for another's write lock before giving up with "database is
+# locked" (the web app then answers 503 with Retry-After, webapp.http.db_retry). At 30 s,
+# concurrent settings saves held every server thread waiting, clients timed out and even
+# /healthz took 9-20 s; a site's own writes are short, so a longer wait means a bulk job holds
+# the database and the client had better come back later.
+SQLITE_BUSY_TIMEOUT_SECONDS = 5.0
 
 
 def make_engine(settings: Settings | str) -> Engine:
@@ -37,7 +43,9 @@ def make_engine(settings: Settings | str) -> Engine:
     echo = False if isinstance(settings, str) else settings.sql_echo
     if url.startswith("sqlite"):
         engine = create_engine(
-            url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30}
+            url,
+            echo=echo,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
         )
         _configure_sqlite(engine)
         return engine
@@ -101,7 +109,7 @@ def _configure_sqlite(engine: Engine) -> None:
         if engine.url.database not in (None, "", ":memory:"):
             cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -25,6 +25,7 @@ from sqlmodel import Session
 from vsr_core import audit
 from vsr_core.agreement import ItemVotes
 from vsr_core.agreement_db import load_item_votes
+from vsr_core.locks import hold
 from vsr_core.models import AuditKind, KeepRule, LabelModelFit
 from vsr_core.tables import (
     EXAMPLE,
@@ -140,6 +141,9 @@ def fit_study(
     for m in wanted:
         if m not in MODELS:
             raise LabelFitError(f"unknown label model {m!r}: use {' or '.join(MODELS)}")
+    # Fits of one study take turns: each replaces the cached rows as a whole, and two at once
+    # inserted the same keys (labelmodelfit_pkey on PostgreSQL). SQLite serialises writers.
+    hold(session, f"label-fit:{study_id}")
     votes, last_id = _study_votes(session, study_id)
     items = load_item_votes(
         session,

@@ -149,13 +149,15 @@ class PlatformActionKind(StrEnum):
 
 
 class PlatformActionState(StrEnum):
-    """planned -> sending (committed before the call) -> done | failed | unknown."""
+    """planned -> sending (committed before the call) -> done | failed | unknown;
+    planned -> cancelled when the facts read at send time forbid it."""
 
     planned = "planned"
     sending = "sending"  # claimed; the call may be in flight or its answer lost
     done = "done"
     failed = "failed"  # refused by the platform: nothing happened
     unknown = "unknown"  # may have happened; never re-sent: a person checks the platform
+    cancelled = "cancelled"  # never sent: returned/rejected submission, flagged worker...
 
 
 class LedgerUnitKind(StrEnum):
@@ -202,6 +204,7 @@ class AuditKind(StrEnum):
     worker_block = "worker_block"
     worker_unblock = "worker_unblock"
     worker_flag = "worker_flag"
+    authenticity_approve = "authenticity_approve"  # a person cleared a worker's evidence
     gold_mark = "gold_mark"
     requeue = "requeue"
     revalidation_round = "revalidation_round"
@@ -219,6 +222,10 @@ class AuditKind(StrEnum):
     adjudicate = "adjudicate"
     label_fit = "label_fit"  # label models refitted: their decisions may change the counts
     audit_export = "audit_export"
+    dataset_export = "dataset_export"  # `build-dataset` wrote files (CLI or dashboard job)
+    download = "download"  # a job's output downloaded from the dashboard
+    token_create = "token_create"
+    token_revoke = "token_revoke"
 
 
 # --- studies ----------------------------------------------------------------------------
@@ -276,6 +283,20 @@ class Worker(WorkerBase, table=True):
     created_at: datetime = _ts()
 
 
+class WorkerStanding(SQLModel, table=True):
+    """A worker's standing in one study (vsr_core.standing): blocked and flagged there, with
+    the reasons typed there. ``Worker.blocked``/``flagged`` are the standing in every study
+    (a site-wide block, and what was recorded before standings were per study)."""
+
+    worker_id: int = Field(foreign_key="worker.id", primary_key=True)
+    study_id: int = Field(foreign_key="study.id", primary_key=True, index=True)
+    blocked: bool = False
+    block_reason: str | None = Field(default=None, max_length=500)
+    flagged: bool = False
+    flag_reason: str | None = Field(default=None, max_length=500)
+    changed_at: datetime = _ts()
+
+
 class InviteToken(SQLModel, table=True):
     """A link for in-house annotators: the token is the secret, the worker is made on use."""
 
@@ -310,6 +331,18 @@ class StudyRoleGrant(SQLModel, table=True):
     granted_at: datetime = _ts()
 
 
+class AdminToken(SQLModel, table=True):
+    """A revocable token an admin gives the CLI instead of their password (vsr_cli.actor):
+    only its SHA-256 is stored; revoking sets ``revoked_at``."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    admin_id: int = Field(foreign_key="adminuser.id", index=True)
+    token_hash: str = Field(max_length=64, unique=True)
+    label: str = Field(default="", max_length=200)
+    created_at: datetime = _ts()
+    revoked_at: datetime | None = _opt_ts()
+
+
 class AuditEvent(SQLModel, table=True):
     """One admin action, append-only: no route or command updates or deletes a row, and the
     database refuses both (triggers of migration 0017; docs/dashboard.md, "Audit trail")."""
@@ -328,6 +361,8 @@ class AuditEvent(SQLModel, table=True):
     # adjudication, the job's parameters, ...
     change: dict[str, Any] = _json(default=dict, nullable=False)
     via: str = Field(default="dashboard", max_length=16)  # dashboard | cli
+    # The operating-system login that ran a CLI command (None on the dashboard).
+    os_login: str | None = Field(default=None, max_length=64)
 
 
 # --- COCO -------------------------------------------------------------------------------
@@ -568,6 +603,27 @@ class Vote(VoteBase, table=True):
     created_at: datetime = _ts()
 
 
+class ItemSignal(SQLModel, table=True):
+    """How one answer was given, as the task page measured it (docs/quality.md): timing,
+    focus, whether any pointer or key activity happened (counts only, never content), a
+    paste into the caption, a hidden canary acted on. One row per vote or caption; the JSON
+    API sends none."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    study_id: int = Field(foreign_key="study.id", index=True)
+    worker_id: int = Field(foreign_key="worker.id", index=True)
+    vote_id: int | None = Field(default=None, foreign_key="vote.id", unique=True)
+    annotation_id: int | None = Field(default=None, foreign_key="annotation.id", unique=True)
+    shown_ms: int | None = None  # photo decoded and on screen -> answer
+    image_shown: bool = True
+    focus_changes: int = 0
+    pointer_events: int = 0
+    key_events: int = 0
+    canary: bool = False
+    pasted: bool = False
+    created_at: datetime = _ts()
+
+
 # --- adversarial matching ---------------------------------------------------------------
 
 
@@ -606,6 +662,8 @@ class RateEvent(SQLModel, table=True):
     kind: str = Field(max_length=32)
     key: str = Field(max_length=200)
     worker_id: int | None = Field(default=None, foreign_key="worker.id", index=True)
+    # The study a new identity was made entering (None: events of no study, admin logins).
+    study_id: int | None = Field(default=None)
     at: datetime = _ts(index=True)
 
 

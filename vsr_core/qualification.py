@@ -142,6 +142,27 @@ def status(
     return Status(QualState.pending, len(tries), task.attempts, last)
 
 
+def gold_shown(
+    session: Session, study_id: int, definition: StudyDefinition, worker_id: int
+) -> set[int]:
+    """The gold Examples the worker's qualification tries showed them (every try stored, and
+    the open one, whose page they may have seen): never their validation controls, since
+    they know those answers. A worker not asked for a check saw none."""
+    shown: set[int] = set()
+    for kind in ("generate", "validate"):
+        task = requirement(definition, kind)
+        if task is None or "gold" not in task.items:
+            continue
+        st = status(session, study_id, definition, worker_id, kind)
+        if st.state == QualState.not_required:
+            continue
+        last = st.used + 1 if st.state == QualState.pending else st.used
+        for attempt in range(1, min(last, task.attempts) + 1):
+            items = draw(session, study_id, definition, task, worker_id, kind, attempt)
+            shown |= {i.example_id for i in items if i.example_id is not None}
+    return shown
+
+
 def may_work(
     session: Session, study_id: int, definition: StudyDefinition, worker_id: int, kind: str
 ) -> bool:

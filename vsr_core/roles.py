@@ -7,7 +7,7 @@ from sqlmodel import Session, col, select
 
 from vsr_core import audit
 from vsr_core.audit import Actor
-from vsr_core.models import AdminRole, AdminUser, AuditKind, StudyRoleGrant
+from vsr_core.models import AdminRole, AdminUser, AuditKind, Study, StudyRoleGrant
 
 
 def role_in(session: Session, admin_id: int, study_id: int) -> AdminRole | None:
@@ -20,6 +20,14 @@ def studies_of(session: Session, admin_id: int) -> dict[int, AdminRole]:
     """study id -> role, for every study the admin may see."""
     rows = session.exec(select(StudyRoleGrant).where(StudyRoleGrant.admin_id == admin_id))
     return {g.study_id: AdminRole(g.role) for g in rows}
+
+
+def owns_every_study(session: Session, admin_id: int) -> bool:
+    """The admin is owner of every study there is (archived ones too): the one who may act on
+    a worker in every study at once (vsr_core.standing)."""
+    held = studies_of(session, admin_id)
+    every = [s for s in session.exec(select(Study.id)).all() if s is not None]
+    return bool(every) and all(held.get(s) == AdminRole.owner for s in every)
 
 
 class RoleError(ValueError):

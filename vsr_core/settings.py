@@ -6,7 +6,10 @@ yourself in tests) so tests can point anywhere.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from functools import lru_cache
+from itertools import groupby
 from pathlib import Path
 from typing import Literal
 
@@ -114,6 +117,20 @@ class Settings(BaseSettings):
 # read lets anyone forge an admin cookie, so these are refused like a missing one.
 PUBLIC_SECRET_KEYS = frozenset({"dev-insecure-secret-change-me"})
 MIN_SECRET_KEY_LENGTH = 32
+# Keys written in this repository's benches and tests that pass the entropy estimate below; a
+# server others can reach refuses them (tests/vsr_core/test_secret_keys.py finds every key
+# literal in the repository and checks that each is refused, so a new one must be listed).
+REPOSITORY_SECRET_KEYS = frozenset(
+    {
+        "bench-secret-key-0123456789abcdef",
+        "admin-test-secret-0123456789abcdef",
+        "audit-session-secret-0123456789abcdef",
+    }
+)
+# Below this estimate a key is guessable or a pattern (32 spaces: 0 bits; the tests'
+# "browser-archived-" + "k" * 32: 66). A random 32-character hex key (`openssl rand -hex 16`)
+# scored 75 or more in 20,000 tries; the 64 characters the docs ask for, 189 or more.
+MIN_SECRET_KEY_BITS = 72
 
 
 def secret_key_problem(key: str) -> str | None:
@@ -124,6 +141,30 @@ def secret_key_problem(key: str) -> str | None:
         return "SECRET_KEY is the old public development default"
     if len(key) < MIN_SECRET_KEY_LENGTH:
         return f"SECRET_KEY is shorter than {MIN_SECRET_KEY_LENGTH} characters"
+    return None
+
+
+def secret_key_bits(key: str) -> float:
+    """An upper bound of the key's entropy from its own characters: with each run of one
+    character counted once, their number times the Shannon entropy of their frequencies (a
+    repeated character or a narrow alphabet scores low)."""
+    runs = [c for c, _ in groupby(key)]
+    counts = Counter(runs)
+    n = len(runs)
+    return -n * sum(c / n * math.log2(c / n) for c in counts.values()) if n else 0.0
+
+
+def exposed_key_problem(key: str) -> str | None:
+    """Why this SECRET_KEY must not sign anything on a server other machines reach (None: it
+    may); a loopback server, used for development and the tests, takes any key
+    :func:`secret_key_problem` allows."""
+    problem = secret_key_problem(key)
+    if problem is not None:
+        return problem
+    if key in REPOSITORY_SECRET_KEYS:
+        return "SECRET_KEY is one written in this project's repository"
+    if secret_key_bits(key) < MIN_SECRET_KEY_BITS:
+        return "SECRET_KEY has too little entropy (a repeated character or a short alphabet)"
     return None
 
 

@@ -17,6 +17,7 @@ from sqlmodel import SQLModel
 
 from vsr_core.models import (
     Adjudication,
+    AdminToken,
     AdminUser,
     Annotation,
     Assignment,
@@ -27,6 +28,7 @@ from vsr_core.models import (
     ImagePair,
     Instance,
     InviteToken,
+    ItemSignal,
     Job,
     LabelModelDecision,
     LabelModelFit,
@@ -46,6 +48,7 @@ from vsr_core.models import (
     StudyVersion,
     Vote,
     Worker,
+    WorkerStanding,
 )
 
 
@@ -70,6 +73,7 @@ IMAGE = table_of(Image)
 IMAGE_PAIR = table_of(ImagePair)
 INSTANCE = table_of(Instance)
 INVITE_TOKEN = table_of(InviteToken)
+ITEM_SIGNAL = table_of(ItemSignal)
 JOB = table_of(Job)
 LABEL_MODEL_DECISION = table_of(LabelModelDecision)
 LABEL_MODEL_FIT = table_of(LabelModelFit)
@@ -89,3 +93,5 @@ STUDY_SETTING = table_of(StudySetting)
 STUDY_VERSION = table_of(StudyVersion)
 VOTE = table_of(Vote)
 WORKER = table_of(Worker)
+WORKER_STANDING = table_of(WorkerStanding)
+ADMIN_TOKEN = table_of(AdminToken)

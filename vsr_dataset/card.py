@@ -141,6 +141,7 @@ def render_card(stats: dict[str, Any], inputs: CardInputs) -> str:
         "unused": ", ".join(sorted(UNUSED)),
         "label_model": s.get("label_model"),
         "mc_lines": _mc_summary(s),
+        "blind_rows": _blind_rows(s),
         # mc/ counts, when the export has any: in mc/, in mc_unvalidated/, rejected
         "mc_counts": inputs.mc_counts if inputs.mc_counts and any(inputs.mc_counts) else None,
         "figures": [
@@ -152,6 +153,27 @@ def render_card(stats: dict[str, Any], inputs: CardInputs) -> str:
         "vsr_citation": VSR_CITATION,
     }
     return _ENV.get_template("card.md.j2").render(**context)
+
+
+def _blind_rows(s: dict[str, Any]) -> list[str]:
+    """The card's table of stats.json ``blind_baselines``: per evaluation file, its strongest
+    look-up or join attack and its blind baselines, each with its 95 % interval."""
+
+    def fig(name: str, f: dict[str, Any]) -> str:
+        lo, hi = f["ci95"]
+        return f"{name} {f['accuracy']:.3f} ({lo:.3f}-{hi:.3f})"
+
+    rows = []
+    for config, splits in sorted((s.get("blind_baselines") or {}).items()):
+        for split, r in sorted(splits.items()):
+            attacks = r.get("attacks") or {}
+            worst = max(attacks.items(), key=lambda kv: kv[1]["accuracy"], default=None)
+            base = "; ".join(fig(k, v) for k, v in sorted((r.get("baselines") or {}).items()))
+            rows.append(
+                f"| `{config}/{split}` | {r['n']:,} | {r['chance']:.2f} | "
+                f"{fig(*worst) if worst else '-'} | {base or '-'} |"
+            )
+    return rows
 
 
 def _count(n: int, noun: str) -> str:

@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # the card, figures and Hub modules load only when an export 
     from vsr_dataset.card import CardInputs
     from vsr_dataset.hub import Config, Feature
     from vsr_dataset.layout import Records
+    from vsr_dataset.mc_publish import McPublished
 
 INSTANCES_FILE = "instances.jsonl"
 ALL_PARTS = ("raw", "validated", "random", "zeroshot", "stats", "card", "meta", "mc")
@@ -103,6 +104,12 @@ class BuildOptions:
     parquet: bool = False
     # Also instances.jsonl: the marked COCO instances with their polygons.
     polygons: bool = False
+    # Write even when the leak audit finds an answer recoverable from the files (the card
+    # then says so in its first lines); by default such a build fails.
+    allow_leaks: bool = False
+    # Also provenance/: where each multiple-choice item's distractors came from and the
+    # judged negatives of its evaluation items (not for evaluation: it holds the answers).
+    with_provenance: bool = False
 
     def wants(self, part: str) -> bool:
         return self.only is None or part in self.only
@@ -163,6 +170,9 @@ class _Snapshot:
     instances: list[dict[str, Any]] = field(default_factory=list)  # --polygons
     qualification_csv: str | None = None  # who passed the study's qualification check
     keep_rule: str = "agreement"  # the study's keep rule (vsr_core.kept)
+    mc_published: McPublished | None = None  # every MC set and its provenance
+    held_back_negatives: list[dict[str, Any]] = field(default_factory=list)  # provenance only
+    authenticity_csv: str | None = None  # per-worker authenticity summary (docs/quality.md)
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -240,6 +250,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
             "(check --database-url, or import/collect data first)"
         )
     random_parts, zeroshot = None, None
+    published: McPublished | None = None
     if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card", "mc")):
         progress("splitting", 0.5)
         random_parts = binary_random_split(
@@ -248,20 +259,47 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         zeroshot = zeroshot_split(binary_items(every), options.seed, options.zeroshot_ratios)
         if options.wants("mc"):
             check_mc_truths(conn, study.id, random_parts)
+        # Before the negatives join: the MC sets follow the people's splits only.
+        published = _mc_published(conn, options, threshold, study.id, random_parts, zeroshot)
         if with_negatives:
-            random_parts, zeroshot = _with_negatives(every, machine, random_parts, zeroshot)
+            random_parts, zeroshot = _with_negatives(
+                every, machine, random_parts, zeroshot, published.held_back_negatives
+            )
     validated = [r for r in rows if r.kept]
-    mc, mc_unvalidated, mc_rejected = (
-        _mc_parts(conn, options, threshold, study.id) if options.wants("mc") else ({}, {}, 0)
+    # Whatever parts are written (machine_negatives.jsonl comes with --only raw too).
+    from vsr_dataset.mc_export import eval_negative_ids
+
+    held_back = (
+        published.held_back_negatives
+        if published is not None
+        else eval_negative_ids(conn, study.id)
     )
+    mc_rejected = 0
+    mc: dict[str, list[bytes]] = {}
+    mc_unvalidated: dict[str, list[bytes]] = {}
+    if options.wants("mc") and published is not None:
+        from vsr_dataset.mc_export import latest_run_id
+        from vsr_dataset.mc_verdicts import count_rejected
+
+        mc, mc_unvalidated = published.lines("mc"), published.lines("mc_unvalidated")
+        mc_rejected = count_rejected(conn, latest_run_id(conn, study.id), threshold)
     meta = _meta_csv(conn, study.id, _people(every)) if options.wants("meta") else None
     qualification = _qualification_csv(conn, study) if options.wants("meta") else None
+    authenticity = _authenticity_csv(conn, study.id) if options.wants("meta") else None
     from vsr_dataset.mc_stats import mc_summary
 
     mc_info = (
         mc_summary(conn, mc, mc_unvalidated, study_id=study.id) if options.wants("mc") else None
     )
-    negatives, negatives_info = _negatives(source, every, machine, random_parts, with_negatives)
+    if mc_info is not None and published is not None:
+        mc_info["sets"] = {
+            d: {split: len(v) for split, v in sorted(published.lines(d).items())}
+            for d in sorted(published.files)
+        }
+        mc_info["left_out_for_alignment"] = dict(sorted(published.left_out.items()))
+    negatives, negatives_info, held_back_records = _negatives(
+        source, every, machine, random_parts, with_negatives, held_back, options.seed
+    )
     collection: dict[str, Any] = {}
     if options.wants("card"):
         from vsr_dataset.datasheet import collection_facts
@@ -294,6 +332,9 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         instances,
         qualification,
         verdicts.rule,
+        published if options.wants("mc") else None,
+        held_back_records,
+        authenticity_csv=authenticity,
     )
 
 
@@ -316,19 +357,29 @@ def _label_model_labels(
     return {k: (a.label, a.confidence) for k, a in aggregate_labels(voted, model, seed).items()}
 
 
-def _mc_parts(
-    conn: Connection, options: BuildOptions, threshold: Fraction, study_id: int
-) -> tuple[dict[str, list[bytes]], dict[str, list[bytes]], int]:
-    """The multiple-choice lines of mc/ and (on request) mc_unvalidated/, and how many items
-    neither holds because validators judged a distractor true."""
-    from vsr_dataset.mc_export import latest_run_id, mc_lines
-    from vsr_dataset.mc_verdicts import count_rejected
+def _mc_published(
+    conn: Connection,
+    options: BuildOptions,
+    threshold: Fraction,
+    study_id: int,
+    random_parts: dict[str, list[int]],
+    zeroshot: ZeroShotSplit,
+) -> McPublished:
+    """The multiple-choice sets aligned with the splits (vsr_dataset.mc_publish)."""
+    from vsr_dataset.mc_export import eval_negative_ids, mc_rows
+    from vsr_dataset.mc_publish import publish_mc
 
-    mc = mc_lines(conn, threshold=threshold, study_id=study_id)
-    mc_unvalidated: dict[str, list[bytes]] = {}
-    if options.unvalidated_mc:
-        mc_unvalidated = mc_lines(conn, threshold=threshold, unvalidated=True, study_id=study_id)
-    return mc, mc_unvalidated, count_rejected(conn, latest_run_id(conn, study_id), threshold)
+    cleared = mc_rows(conn, threshold=threshold, study_id=study_id)
+    pending = mc_rows(conn, threshold=threshold, unvalidated=True, study_id=study_id)
+    return publish_mc(
+        cleared,
+        pending,
+        seed=options.seed,
+        random_parts=random_parts,
+        zeroshot_parts=zeroshot.parts,
+        with_unvalidated=options.unvalidated_mc,
+        held_back_negatives=eval_negative_ids(conn, study_id),
+    )
 
 
 def _with_negatives(
@@ -336,17 +387,20 @@ def _with_negatives(
     machine: list[ExportRow],
     random_parts: dict[str, list[int]],
     zeroshot: ZeroShotSplit,
+    held_back: frozenset[int],
 ) -> tuple[dict[str, list[int]], ZeroShotSplit]:
     """Kept machine negatives added to the splits of the people's Examples, each in its
     query's part (never moving a human Example); in zero-shot only when both its concepts
-    belong to that part's concepts. Their own split never decides anything."""
+    belong to that part's concepts. Their own split never decides anything. Distractors of
+    multiple-choice evaluation items (``held_back``) join no file: in a binary file, a
+    look-up of an option would name it a distractor."""
     random_of = {k: p for p, keys in random_parts.items() for k in keys}
     zs_of = {k: p for p, keys in zeroshot.parts.items() for k in keys}
     concepts = {p: set(cs) for p, cs in zeroshot.concepts.items()}
     rnd = {p: list(keys) for p, keys in random_parts.items()}
     zs = {p: list(keys) for p, keys in zeroshot.parts.items()}
     for r in machine:
-        if not r.kept or r.parent is None:
+        if not r.kept or r.parent is None or r.id in held_back:
             continue
         if r.parent in random_of:
             rnd[random_of[r.parent]].append(r.id)
@@ -357,7 +411,7 @@ def _with_negatives(
         for keys in parts.values():
             keys.sort()
     items = binary_items(every) + [
-        SplitItem(r.id, r.group, r.subj, r.obj) for r in machine if r.kept
+        SplitItem(r.id, r.group, r.subj, r.obj) for r in machine if r.kept and r.id not in held_back
     ]
     check_zeroshot(items, zs)
     return rnd, ZeroShotSplit(zs, zeroshot.concepts, zeroshot.excluded)
@@ -369,9 +423,15 @@ def _negatives(
     machine: list[ExportRow],
     random_parts: dict[str, list[int]] | None,
     joined: bool,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The judged machine negatives, each with its query (id, caption, random part) and the
-    validators' verdict; and how many there are."""
+    held_back: frozenset[int],
+    seed: int,
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """The judged machine negatives, each with its query (id, random part) and the
+    validators' verdict, in a seeded order; how many there are; and apart, the ones that are
+    distractors of multiple-choice evaluation items (``held_back``), with their query's
+    caption: provenance, written only on request."""
+    import random
+
     judged = [r for r in machine if r.n_votes != 0]
     parents = {r.parent for r in judged if r.parent is not None}
     # Only the negatives' and their queries' full records (a streamed pass, when any).
@@ -379,24 +439,32 @@ def _negatives(
     records = {rec["example_id"]: rec for rec in source.records(every, wanted)} if wanted else {}
     random_of = {k: p for p, keys in (random_parts or {}).items() for k in keys if k in parents}
     out: list[dict[str, Any]] = []
+    provenance: list[dict[str, Any]] = []
     for r in judged:
-        query = records.get(r.parent) if r.parent is not None else None
-        out.append(
-            {
-                **records[r.id],
-                "query_example_id": r.parent,
-                "query_caption": query["caption"] if query is not None else None,
-                "query_random_split": random_of.get(r.parent) if r.parent is not None else None,
-                "kept": r.kept,
-            }
-        )
+        record = {
+            **records[r.id],
+            "query_example_id": r.parent,
+            "query_random_split": random_of.get(r.parent) if r.parent is not None else None,
+            "kept": r.kept,
+        }
+        if r.id in held_back:
+            query = records.get(r.parent) if r.parent is not None else None
+            record["query_caption"] = query["caption"] if query is not None else None
+            record["not_for_evaluation"] = True
+            provenance.append(record)
+        else:
+            out.append(record)
+    # Not in id order: an order is a signal a look-up could use.
+    random.Random(f"{seed}/machine_negatives").shuffle(out)
     info = {
-        "judged": len(out),
-        "kept": sum(1 for r in out if r["kept"]),
+        "judged": len(out) + len(provenance),
+        "written": len(out),
+        "held_back_as_mc_distractors": len(provenance),
+        "kept": sum(1 for r in (*out, *provenance) if r["kept"]),
         "unjudged": sum(1 for r in machine if r.n_votes == 0),
         "in_splits": joined,
     }
-    return out, info
+    return out, info, provenance
 
 
 def _people(rows: list[ExportRow]) -> set[int]:
@@ -443,6 +511,7 @@ def build_dataset(
     stage = _Staging.next_to(out_dir)
     try:
         with _read(engine, options, report) as snap:
+            _refuse_empty(snap, options)
             report("writing", 0.6)
             records = _write_parts(stage, snap, options)
             configs, features = _write_configs(stage, records, out_dir, options)
@@ -452,6 +521,9 @@ def build_dataset(
         if options.wants("stats") or options.wants("card"):
             report("statistics", 0.7)
             stats = _export_stats(snap, options)
+            if options.only is None:
+                report("leak audit", 0.75)
+                stats.update(_leak_audit(stage, stats, options))
         if options.wants("stats"):
             stage.write(
                 "stats.json",
@@ -479,6 +551,46 @@ def build_dataset(
     )
 
 
+def _leak_audit(stage: _Staging, stats: dict[str, Any], options: BuildOptions) -> dict[str, Any]:
+    """``blind_baselines`` and ``leak_audit`` of stats.json (vsr_dataset.leak_audit); a
+    look-up or join attack above chance fails the build unless ``allow_leaks``."""
+    from vsr_dataset.leak_audit import audit, failures
+
+    blind = audit(stage.root, stage.files)
+    mc = stats.get("mc") or {}
+    strongest = mc.get("strongest_adversary")
+    measured = blind.get(mc.get("measured_on", "mc"), {}).get("test")
+    if strongest and measured is not None:
+        measured.setdefault("baselines", {})["answer_only_strongest"] = {
+            "name": strongest["name"],
+            "accuracy": strongest["accuracy"],
+            "ci95": strongest["ci95"],
+            "n": mc.get("adversaries_n_test"),
+            "chance": mc.get("chance"),
+        }
+    failed = failures(blind)
+    if failed and not options.allow_leaks:
+        raise ExportError(
+            f"leak audit: {len(failed)} look-up or join attack(s) above chance, first "
+            f"{failed[0]} (stats of every attack: build with --allow-leaks, which says so "
+            "in the card)"
+        )
+    return {"blind_baselines": blind, "leak_audit": {"failures": failed, "allowed": bool(failed)}}
+
+
+def _refuse_empty(snap: _Snapshot, options: BuildOptions) -> None:
+    """Nothing kept yet: the validated parts and the splits would be empty files that
+    `datasets` cannot open, so nothing is written (``--only raw`` still is)."""
+    if snap.validated or not any(
+        options.wants(kind) for kind in ("validated", "random", "zeroshot")
+    ):
+        return
+    raise ExportError(
+        f"no Example is validated yet ({len(snap.rows):,} written, none kept): nothing "
+        "written; let validators judge them first (or --only raw for the captions alone)"
+    )
+
+
 def _check_out_dir(out_dir: Path, options: BuildOptions, overwrite: bool) -> None:
     """Refuse an output that is a file, or a full directory a whole export would replace."""
     if out_dir.exists() and not out_dir.is_dir():
@@ -497,9 +609,13 @@ class _Staging:
     @classmethod
     def next_to(cls, out_dir: Path) -> _Staging:
         root = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-        if root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
+        try:
+            if root.exists():
+                shutil.rmtree(root)
+            root.mkdir(parents=True)
+        except OSError as exc:
+            # The staging folder is ours: the user named out_dir.
+            raise ExportError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
         return cls(root)
 
     def write(self, rel: str, lines: Iterable[bytes] | bytes) -> None:
@@ -534,8 +650,8 @@ def _write_parts(stage: _Staging, snap: _Snapshot, options: BuildOptions) -> dic
         if snap.zeroshot is not None
         else None,
         negatives=snap.negatives,
-        mc=snap.mc,
-        mc_unvalidated=snap.mc_unvalidated,
+        mc_sets=snap.mc_published.files if snap.mc_published is not None else {},
+        provenance=_provenance(snap) if options.with_provenance else {},
         vsr_compatible=options.vsr_compatible,
     )
     wanted = {rel: recs for rel, recs in records.items() if options.wants(kind_of(rel))}
@@ -552,9 +668,22 @@ def _write_parts(stage: _Staging, snap: _Snapshot, options: BuildOptions) -> dic
         stage.write("meta_data.csv", snap.meta_csv.encode())
     if options.wants("meta") and snap.qualification_csv is not None:
         stage.write(QUALIFICATION_FILE, snap.qualification_csv.encode())
+    if options.wants("meta") and snap.authenticity_csv is not None:
+        stage.write(AUTHENTICITY_FILE, snap.authenticity_csv.encode())
     if options.polygons and options.wants("raw"):
         stage.write(INSTANCES_FILE, jsonl(snap.instances))
     return records
+
+
+def _provenance(snap: _Snapshot) -> dict[str, Records]:
+    """provenance/ (on request): the MC items' sources and their held-back negatives."""
+    from vsr_dataset.mc_publish import MC_PROVENANCE_FILE, NEGATIVES_PROVENANCE_FILE
+
+    published = snap.mc_published
+    return {
+        MC_PROVENANCE_FILE: published.provenance if published is not None else [],
+        NEGATIVES_PROVENANCE_FILE: snap.held_back_negatives,
+    }
 
 
 class WrittenRecords(Sequence[dict[str, Any]]):
@@ -869,6 +998,54 @@ def _qualification_csv(conn: Connection, study: StudyContext) -> str | None:
     rows = sorted((ids[wid], kind, n, str(found[wid][kind])) for (wid, kind), n in tries.items())
     for export_id, kind, n, outcome in rows:
         writer.writerow([export_id, kind, n, int(outcome == "passed"), outcome])
+    return buf.getvalue()
+
+
+AUTHENTICITY_FILE = "worker_authenticity.csv"
+AUTHENTICITY_COLUMNS = (
+    "answers",
+    "true_share",
+    "answer_entropy",
+    "agreement",
+    "gold",
+    "gold_right",
+    "items_measured",
+    "median_ms",
+    "latency_cv",
+    "before_image",
+    "canary_hits",
+    "no_input_items",
+    "focus_away_items",
+    "pastes",
+)
+
+
+def _authenticity_csv(conn: Connection, study_id: int) -> str | None:
+    """Per worker who answered on this site's pages (the study has item signals), their
+    authenticity summary under the export id; None when no page measured anything."""
+    from sqlmodel import Session
+
+    from vsr_core.authenticity_db import assess_workers
+    from vsr_core.tables import ITEM_SIGNAL
+
+    who = [
+        int(w)
+        for (w,) in conn.execute(
+            select(ITEM_SIGNAL.c.worker_id).where(ITEM_SIGNAL.c.study_id == study_id).distinct()
+        )
+    ]
+    if not who:
+        return None
+    with Session(bind=conn) as session:
+        found = assess_workers(session, study_id, who)
+    ids = worker_export_ids(conn)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["worker_id", "score", "flags", *AUTHENTICITY_COLUMNS])
+    for wid in sorted(found, key=ids.__getitem__):
+        a = found[wid]
+        cells = [_cell(a.summary.get(c)) for c in AUTHENTICITY_COLUMNS]
+        writer.writerow([ids[wid], a.score, " ".join(map(str, a.flags)), *cells])
     return buf.getvalue()
 
 

@@ -13,6 +13,12 @@ from typing import Any, overload
 import orjson
 
 from vsr_dataset.hub import Config, Feature, front_matter_configs, infer_features
+from vsr_dataset.mc_publish import (
+    MC_DIRS,
+    MC_PROVENANCE_FILE,
+    NEGATIVES_PROVENANCE_FILE,
+    PROVENANCE_DIR,
+)
 from vsr_dataset.splits import PARTS
 from vsr_dataset.vsr_compat import compatible_record
 
@@ -22,8 +28,16 @@ CONFIG_DESCRIPTIONS = {
     "zeroshot": "zero-shot split: concepts of each part occur in no other part",
     "validated": "every validated Example (kept by the keep rule)",
     "raw": "every Example written by people, with every vote in full",
-    "mc": "multiple-choice items whose every distractor validators judged False",
-    "mc_unvalidated": "multiple-choice items with a distractor nobody has judged yet",
+    "mc": "multiple-choice items whose every distractor validators judged False, "
+    "aligned with the random split",
+    "mc_unvalidated": "multiple-choice items with a distractor nobody has judged yet, "
+    "aligned with the random split",
+    "mc_zeroshot": "multiple-choice items whose every distractor validators judged False, "
+    "aligned with the zero-shot split",
+    "mc_zeroshot_unvalidated": "multiple-choice items with a distractor nobody has judged yet, "
+    "aligned with the zero-shot split",
+    "provenance": "NOT FOR EVALUATION: where each multiple-choice item's distractors came from "
+    "and its judged negatives; it holds the answers",
     "machine_negatives": "machine-made False captions validators judged, with their query",
 }
 
@@ -62,8 +76,8 @@ def part_records(
     random_parts: Mapping[str, Records] | None,
     zeroshot_parts: Mapping[str, Records] | None,
     negatives: Records,
-    mc: Mapping[str, Sequence[bytes]],
-    mc_unvalidated: Mapping[str, Sequence[bytes]],
+    mc_sets: Mapping[str, Mapping[str, Sequence[bytes]]],
+    provenance: Mapping[str, Records],
     vsr_compatible: bool,
 ) -> dict[str, Records]:
     """File (relative path) -> its records, in writing order."""
@@ -81,11 +95,14 @@ def part_records(
         if parts is not None:
             for p in PARTS:
                 out[f"{name}/{p}.jsonl"] = fix(parts[p], is_raw=False)
-    for name, lines_of in (("mc", mc), ("mc_unvalidated", mc_unvalidated)):
+    for name, lines_of in sorted(mc_sets.items()):
         for split, lines in sorted(lines_of.items()):
             out[f"{name}/{split}.jsonl"] = [orjson.loads(ln) for ln in lines]
     if negatives:
         out[NEGATIVES_FILE] = fix(negatives, is_raw=False)
+    for rel, recs in sorted(provenance.items()):
+        if recs:
+            out[rel] = recs
     return out
 
 
@@ -97,6 +114,9 @@ def kind_of(rel: str) -> str:
         "all_validated.jsonl": "validated",
         NEGATIVES_FILE: "raw",
         "mc_unvalidated": "mc",
+        "mc_zeroshot": "mc",
+        "mc_zeroshot_unvalidated": "mc",
+        PROVENANCE_DIR: "mc",
     }.get(head, head)
 
 
@@ -123,7 +143,7 @@ def configs_of(files: Sequence[str], *, parquet: bool) -> list[Config]:
     ):
         if rel in present:
             out.append(Config(name, {"train": path(rel)}, CONFIG_DESCRIPTIONS[name]))
-    for name in ("mc", "mc_unvalidated"):
+    for name in MC_DIRS:
         splits = [p for p in PARTS if f"{name}/{p}.jsonl" in present]
         if splits:
             out.append(
@@ -131,6 +151,10 @@ def configs_of(files: Sequence[str], *, parquet: bool) -> list[Config]:
                     name, {p: path(f"{name}/{p}.jsonl") for p in splits}, CONFIG_DESCRIPTIONS[name]
                 )
             )
+    prov = [rel for rel in (MC_PROVENANCE_FILE, NEGATIVES_PROVENANCE_FILE) if rel in present]
+    for rel in prov:
+        name = "provenance_" + rel.rsplit("/", 1)[1].removesuffix(".jsonl")
+        out.append(Config(name, {"train": path(rel)}, CONFIG_DESCRIPTIONS["provenance"]))
     return out
 
 

@@ -189,7 +189,14 @@ def _run_matching_over(
     except ValueError as exc:
         raise MatchRunError(str(exc)) from exc
     report(0.85, "diagnostics")
-    diag = diagnose(result, relevance, suite_sample=request.suite_sample)
+    # The test items build-dataset publishes: none whose truth it writes to a train file.
+    published = None
+    if mapping is not None:
+        from vsr_dataset.match_splits import export_train_ids
+
+        train_ids = export_train_ids(engine, threshold, request.split_seed, request.study_id)
+        published = lambda it: it.query.id not in train_ids  # noqa: E731
+    diag = diagnose(result, relevance, suite_sample=request.suite_sample, published=published)
     diag["false_caption_rejection_rate"] = false_caption_rejection_rate(records, threshold)
     diag["similarity"] = getattr(scorer, "name", request.similarity)
     diag["model"] = request.model or "all-MiniLM-L6-v2 (packaged)"

@@ -10,7 +10,13 @@ from sqlalchemy.engine import Connection, Engine
 from vsr_core.agreement import as_fraction
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_dataset.export_rows import read_rows
-from vsr_dataset.splits import BINARY_ORIGINS, SplitError, binary_random_split
+from vsr_dataset.splits import (
+    BINARY_ORIGINS,
+    SplitError,
+    binary_items,
+    binary_random_split,
+    zeroshot_split,
+)
 
 
 def export_split_mapping(
@@ -26,6 +32,24 @@ def export_split_mapping(
             study_id=study_id,
         )
     return {k: part for part, keys in binary_random_split(rows, seed).items() for k in keys}
+
+
+def export_train_ids(
+    engine: Engine, threshold: float, seed: int, study_id: int = DEFAULT_STUDY_ID
+) -> frozenset[int]:
+    """The Examples build-dataset (its defaults) writes to random/train or zeroshot/train: a
+    multiple-choice dev/test item whose truth is one of them is left out of the export
+    (vsr_dataset.mc_publish), so `vsr match --report` leaves it out of its figure too."""
+    with engine.connect() as conn:
+        rows = read_rows(
+            conn,
+            threshold=as_fraction(threshold),
+            origins=sorted(BINARY_ORIGINS),
+            study_id=study_id,
+        )
+    random_train = binary_random_split(rows, seed)["train"]
+    zeroshot_train = zeroshot_split(binary_items(rows), seed).parts["train"]
+    return frozenset(random_train) | frozenset(zeroshot_train)
 
 
 def check_mc_truths(conn: Connection, study_id: int, random_parts: dict[str, list[int]]) -> None:

@@ -1,10 +1,14 @@
-"""Multiple-choice items of the latest adversarial matching run, as ``mc/{split}.jsonl``."""
+"""Multiple-choice items of the latest adversarial matching run, as ``mc/{split}.jsonl``.
+
+What a benchmark user reads must not give the answer away together with any other file of
+the same export (vsr_dataset.mc_publish does the aligning, shuffling and the provenance
+split): this module only reads the run's items with everything known about them.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
-import orjson
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
@@ -15,6 +19,25 @@ from vsr_core.tables import EXAMPLE, IMAGE, MATCH_RUN, MC_ITEM
 COCO_BASE = "http://images.cocodataset.org"
 
 
+@dataclass(frozen=True)
+class McRow:
+    """One item of a run: what the public record shows and its provenance (kept apart)."""
+
+    split: str  # the random part matching put it in
+    query_example_id: int  # the truth
+    image: str
+    image_link: str
+    subj: str
+    obj: str
+    choices: tuple[str, ...]
+    answer: int
+    relations: tuple[str, ...]
+    answer_caption: str
+    distractor_example_ids: tuple[int, ...]  # the Examples the distractors were made from
+    negative_example_ids: tuple[int, ...]  # the machine-made negatives sent to validators
+    run_id: int
+
+
 def latest_run_id(conn: Connection, study_id: int = DEFAULT_STUDY_ID) -> int | None:
     """The study's newest matching run."""
     return conn.execute(
@@ -22,29 +45,23 @@ def latest_run_id(conn: Connection, study_id: int = DEFAULT_STUDY_ID) -> int | N
     ).scalar()
 
 
-def mc_lines(
+def mc_rows(
     conn: Connection,
     run_id: int | None = None,
     threshold: Threshold = DEFAULT_THRESHOLD,
     *,
     unvalidated: bool = False,
     study_id: int = DEFAULT_STUDY_ID,
-) -> dict[str, list[bytes]]:
-    """Split name -> JSONL lines (ordered by query Example id); empty if matching never ran.
+) -> list[McRow]:
+    """The run's items (ordered by query Example id); empty if matching never ran.
 
     By default only the items whose every distractor validators rejected (``mc/``); with
-    ``unvalidated`` the items with a distractor nobody has judged yet (``mc_unvalidated/``),
-    each marked ``"validated": false``. Items with a distractor validators judged true are
-    in neither (``vsr_dataset.mc_verdicts``).
-
-    One line per item: the query image and concepts, the candidate captions (``choices``),
-    the index of the true one (``answer``), each choice's relation, the answer's caption and
-    Example id (``answer_caption``, ``answer_example_id``: the key, named as such) and the
-    ids of the Examples the distractors came from, sorted (``distractor_example_ids``).
+    ``unvalidated`` the items with a distractor nobody has judged yet (``mc_unvalidated/``).
+    Items with a distractor validators judged true are in neither (``vsr_dataset.mc_verdicts``).
     """
     run_id = latest_run_id(conn, study_id) if run_id is None else run_id
     if run_id is None:
-        return {}
+        return []
     from vsr_dataset.mc_verdicts import McState, item_states
 
     wanted = McState.pending if unvalidated else McState.cleared
@@ -57,6 +74,7 @@ def mc_lines(
             MC_ITEM.c.relations,
             MC_ITEM.c.answer_index,
             MC_ITEM.c.distractor_example_ids,
+            MC_ITEM.c.params,
             EXAMPLE.c.subj,
             EXAMPLE.c.obj,
             EXAMPLE.c.caption,
@@ -71,7 +89,7 @@ def mc_lines(
         .where(MC_ITEM.c.run_id == run_id)
         .order_by(MC_ITEM.c.split, MC_ITEM.c.query_example_id)
     )
-    out: dict[str, list[bytes]] = {}
+    out: list[McRow] = []
     for (
         split,
         qid,
@@ -79,6 +97,7 @@ def mc_lines(
         relations,
         answer,
         distractors,
+        params,
         subj,
         obj,
         caption,
@@ -87,23 +106,37 @@ def mc_lines(
     ) in conn.execute(stmt):
         if states.get(qid) is not wanted:
             continue
-        # Nothing but ``answer`` and the fields named answer_* tells which choice is true:
-        # the distractors' source Examples are listed sorted, not by choice position.
-        record: dict[str, Any] = {
-            "image": file_name,
-            "image_link": f"{COCO_BASE}/{coco_split}/{file_name}",
-            "subj": subj,
-            "obj": obj,
-            "choices": list(choices),
-            "answer": answer,
-            "relations": list(relations),
-            "split": split,
-            "answer_caption": caption,
-            "answer_example_id": qid,
-            "distractor_example_ids": sorted(d for d in distractors if d is not None),
-            "run_id": run_id,
-        }
-        if unvalidated:
-            record["validated"] = False
-        out.setdefault(split, []).append(orjson.dumps(record) + b"\n")
+        negatives = (params or {}).get("negative_example_ids", [])
+        out.append(
+            McRow(
+                split=split,
+                query_example_id=qid,
+                image=file_name,
+                image_link=f"{COCO_BASE}/{coco_split}/{file_name}",
+                subj=subj,
+                obj=obj,
+                choices=tuple(choices),
+                answer=answer,
+                relations=tuple(relations),
+                answer_caption=caption,
+                distractor_example_ids=tuple(sorted(d for d in distractors if d is not None)),
+                negative_example_ids=tuple(sorted(n for n in negatives if n)),
+                run_id=run_id,
+            )
+        )
     return out
+
+
+def eval_negative_ids(conn: Connection, study_id: int = DEFAULT_STUDY_ID) -> frozenset[int]:
+    """The machine-made negatives of the latest run's dev and test items, whatever
+    validators said of them: each is a distractor of an evaluation item (or of one that may
+    become one), so a file that lists it would name a wrong answer."""
+    run_id = latest_run_id(conn, study_id)
+    if run_id is None:
+        return frozenset()
+    rows = conn.execute(
+        select(MC_ITEM.c.params).where(MC_ITEM.c.run_id == run_id, MC_ITEM.c.split != "train")
+    )
+    return frozenset(
+        n for (params,) in rows for n in (params or {}).get("negative_example_ids", []) if n
+    )

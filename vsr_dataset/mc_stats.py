@@ -27,11 +27,11 @@ def items_from_lines(lines: dict[str, list[bytes]]) -> dict[str, list[Item]]:
 
     out: dict[str, list[Item]] = {}
     for split, rows in lines.items():
-        for line in rows:
+        for n, line in enumerate(rows):
             rec = orjson.loads(line)
             rels, answer = rec["relations"], rec["answer"]
             truth = Record(
-                id=rec["answer_example_id"],
+                id=n,  # the file holds no Example id (the item's position will do)
                 image=rec["image"],
                 subj=rec["subj"],
                 relation=rels[answer],

@@ -64,8 +64,10 @@ def create_server_app() -> FastAPI:
     Not in :func:`create_app`, which tests call many times in one process.
     """
     app = create_app()
+    from webapp.http import access_log
     from webapp.http.parent_watch import watch_parent
 
+    access_log.install()  # no participant ids or tokens in uvicorn's access log
     watch_parent()  # a worker of `vsr serve --workers N` ends with its supervisor
     gc.collect()
     gc.freeze()

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-VSR_RAW = ROOT.parent / "shared" / "vsr" / "data" / "data_files" / "all_vsr_raw_data.jsonl"
+VSR_RAW = (
+    Path(os.environ.get("VSR_SHARED") or ROOT.parent / "shared")
+    / "vsr"
+    / "data"
+    / "data_files"
+    / "all_vsr_raw_data.jsonl"
+)
 PG_ADMIN = os.environ.get(
     "VSR_BENCH_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )

@@ -15,6 +15,7 @@ measured round trips.
 
     python -m bench.load.inprocess                 # 60 validators, 3,000 round trips
     python -m bench.load.inprocess --profile 40    # and the 40 costliest functions
+    python -m bench.load.inprocess --signals       # each vote with the page's measurements
     python -m bench.load.inprocess --driver-ab 15  # statements on psycopg's cursor against
                                                    # SQLAlchemy's execute, ABBA blocks
 """
@@ -40,6 +41,9 @@ from bench.load.cpu import processes_cpu
 from bench.load.database import create_database, drop_database, seed
 from bench.load.validators import enter
 
+# With --signals each vote carries the task page's measurements, as the HTML page sends them
+# (one more INSERT per vote, docs/quality.md).
+SIGNALS: str | None = None
 Asgi = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
@@ -143,13 +147,14 @@ async def measure(
             p = p_true.get(
                 item["caption"] + "|" + str(item["image"]["src"]).rsplit("/", 1)[-1], 0.5
             )
-            body = orjson.dumps(
-                {
-                    "assignment_id": item["assignment_id"],
-                    "value": rng.random() < p,
-                    "duration_ms": 2000,
-                }
-            )
+            vote = {
+                "assignment_id": item["assignment_id"],
+                "value": rng.random() < p,
+                "duration_ms": 2000,
+            }
+            if SIGNALS is not None:
+                vote["signals"] = SIGNALS
+            body = orjson.dumps(vote)
             status, raw = await c.call("POST", "/api/validate/votes?next=1", body)
             assert status in (200, 201), (status, raw[:300])
             out = orjson.loads(raw)
@@ -334,7 +339,13 @@ def main() -> int:
         "execute in PAIRS alternating pairs of blocks",
     )
     ap.add_argument("--profile", type=int, default=0, help="print the N costliest functions")
+    ap.add_argument(
+        "--signals", action="store_true", help="each vote carries the page's measurements"
+    )
     args = ap.parse_args()
+    if args.signals:
+        global SIGNALS
+        SIGNALS = "shown=2310;focus=0;pointer=14;keys=1;canary=0"
     url = create_database()
     try:
         asyncio.run(main_async(args, url))

@@ -84,6 +84,7 @@ CASES = [
     ({"ann": {"bbox": [1, 2]}}, "annotation 1000 has bbox [1, 2]; expected 4 numbers"),
     ({"ann": {"bbox": [1, 2, 0, 5]}}, "annotation 1000 has a bbox without a positive width"),
     ({"ann": {"area": float("inf")}}, "annotation 1000 has area inf"),
+    ({"ann": {"area": 1e300}}, "annotation 1000 has area 1e+300, more than its 640x480 image"),
     ({"image": {"file_name": "/etc/hostname"}}, "image 1 has file_name '/etc/hostname'"),
     ({"image": {"file_name": "../../etc/hostname"}}, "image 1 has file_name '../../etc/hostname'"),
     ({"image": {"file_name": "a\x00.jpg"}}, "image 1 has file_name 'a\\x00.jpg'"),

@@ -14,12 +14,15 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 from sqlmodel import Session, col, select
 
 from tests.support.fake_prolific import TOKEN, running
@@ -121,7 +124,22 @@ def test_one_person_walks_the_demo_to_a_dataset_on_another_port(tmp_path: Path) 
     assert len(full) == len(set(full)), out  # every link printed once
     assert links.count("generate") == 1 and links.count("validate") >= 3, out
     assert ":8000" not in out and f"Demo site: {site}" in out and f"{site}/admin" in out
-    assert f"database: {db_url}" in out and f"export DATABASE_URL={db_url}" in out
+    assert f"database: {db_url}" in out
+    # Step 4's second terminal: only what the banner exports, and its links name the site.
+    (exports,) = re.findall(r"export (DATABASE_URL=\S+ BASE_URL=\S+)", out)
+    second = {k: v for k, v in env.items() if k not in ("PORT", "DATABASE_URL")}
+    second |= dict(pair.split("=", 1) for pair in exports.split())
+    assert second["DATABASE_URL"] == db_url
+    link = _run(["vsr", "invite", "create", "--label", "second terminal"], second, tmp_path)
+    assert f"{site}/start/" in link and ":8000" not in link, link
+    # The README's "Several studies" block, as written, in that terminal.
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Several studies on one server") :]
+    start = section.index("```bash\n") + 8
+    block = section[start : section.index("\n```", start)]
+    assert "vsr study create" in block
+    studies = _run(["bash", "-euo", "pipefail", "-c", block], second, ROOT)
+    assert "owner: admin" in studies and f"{site}/s/vsr-zh/start/" in studies, studies
     assert "vsr match" in out and "build-dataset --out" in out
     # Running the demo again changes nothing and still prints each link once.
     again = _run(["bash", str(ROOT / "scripts/demo_data.sh")], env, tmp_path)
@@ -162,6 +180,22 @@ def test_one_person_walks_the_demo_to_a_dataset_on_another_port(tmp_path: Path) 
         assert busy.returncode == 1 and busy.stdout == "", busy
         (line,) = busy.stderr.strip().splitlines()
         assert line.startswith(f"error: port {port} on 127.0.0.1 is not free"), line
+        free = re.search(r"PORT=(\d+)", line) or re.search(r"--port (\d+)", line)
+        assert free is not None and int(free.group(1)) != port, line
+        # scripts/demo.sh says so first, before installing anything, in under 2 s.
+        started = time.monotonic()
+        demo = subprocess.run(
+            ["bash", str(ROOT / "scripts/demo.sh")],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        took = time.monotonic() - started
+        assert demo.returncode == 1 and "==>" not in demo.stdout, demo
+        (line,) = demo.stderr.strip().splitlines()
+        assert line.startswith(f"error: port {port} on 127.0.0.1 is not free"), line
+        assert "bash scripts/demo.sh uses" in line and took < 2, (line, took)
         walk(tmp_path, db_url, env, site, full)
 
 
@@ -182,6 +216,10 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     )
     assert r.status_code in (200, 303), r.text
     settings_page = admin.get("/admin/settings").text
+    # The README's second study is the demo admin's to open (its block set VSR_ADMIN).
+    assert admin.get("/admin?study=vsr-zh").status_code == 200
+    # The switcher keeps the choice: back to the demo's study for the pages below.
+    assert admin.get("/admin?study=vsr").status_code == 200
     assert f"{site}/start/validate" in settings_page and ":8000" not in settings_page
 
     # One browser for every link, as one person would.
@@ -190,7 +228,15 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     assert annotator.startswith(site)
     csrf = enter(browser, urlsplit(annotator).query)
     assert browser.post("/begin/generate", data={"csrf": csrf}).status_code == 200
-    for relation in RELATIONS:
+    for n, relation in enumerate(RELATIONS):
+        if n == 4:
+            # "Finish now", then the done page's "Check for more work": a second batch opens
+            # (the demo's writing batches are not limited to one a day).
+            browser.post("/finish/generate", data={"csrf": csrf})
+            done = browser.get("/done/generate").text
+            assert 'id="more-work"' in done and "You finished early" in done, done
+            page = browser.post("/begin/generate", data={"csrf": csrf})
+            assert page.status_code == 200 and urlsplit(str(page.url)).path == "/generate"
         r = browser.post(
             "/generate",
             data=answer(task(browser), relation=relation, duration_ms="9000"),
@@ -275,17 +321,54 @@ def walk(tmp_path: Path, db_url: str, env: dict[str, str], site: str, full: list
     ]
     # No mc truth moves: each sits in the random part of its mc part.
     random_part = {
-        json.loads(line)["example_id"]: p
+        (rec["image"], rec["caption"]): p
         for p in ("train", "dev", "test")
-        for line in (export / "random" / f"{p}.jsonl").read_text().splitlines()
+        for rec in map(json.loads, (export / "random" / f"{p}.jsonl").read_text().splitlines())
     }
     for line in mc:
         item = json.loads(line)
-        assert random_part[item["answer_example_id"]] == item["split"], item
+        assert random_part[(item["image"], item["answer_caption"])] == item["split"], item
+    # Every item is in mc/ but dev/test ones whose truth is in zeroshot/train.
+    left_out = json.loads((export / "stats.json").read_text())["mc"]["left_out_for_alignment"]
     engine = make_engine(db_url)
     with Session(engine) as s:
-        assert len(mc) == len(s.exec(select(McItem)).all()) > 0
+        assert len(mc) + left_out.get("mc", 0) == len(s.exec(select(McItem)).all()) > 0
     engine.dispose()
-    # The Pipeline page counts what mc/ holds.
-    assert f"ready for mc/: {len(mc)} of" in admin.get("/admin/pipeline").text
+    # One count everywhere: the overview, the quality page and stats.json count the same
+    # Examples (people's captions), and the judged machine negatives apart, alike.
+    stats = json.loads((export / "stats.json").read_text())
+
+    def figures() -> tuple[dict[str, Any], dict[str, Any]]:
+        return (
+            admin.get("/admin/api/overview.json").json(),
+            admin.get("/admin/api/quality.json").json(),
+        )
+
+    expected = {
+        "examples": stats["n_raw"],
+        "kept": stats["n_validated"],
+        "rejected": stats["n_rejected"],
+        "voted": stats["n_with_votes"],
+    }
+
+    def counts(figure: dict[str, Any]) -> dict[str, Any]:
+        return {key: figure.get(key) for key in expected}
+
+    # The dashboard recounts in the background after new votes: wait for the recount.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        overview, quality = figures()
+        if counts(overview) == counts(quality) == expected:
+            break
+        time.sleep(1)
+    assert counts(overview) == expected and counts(quality) == expected, (overview, quality)
+    assert quality["fleiss_kappa"] == pytest.approx(stats["fleiss_kappa"]["raw"])
+    machine, negatives = overview["machine_negatives"], stats["machine_negatives"]
+    assert machine["voted"] == negatives["judged"] > 0 and machine["rejected"] == negatives["kept"]
+    assert machine["examples"] == negatives["judged"] + negatives["unjudged"]
+    assert quality["negatives"]["machine"] == machine
+    assert "Machine-made negatives vs people" in admin.get("/admin/quality").text
+    # The Pipeline page counts what mc/ holds before the export's split alignment.
+    ready = len(mc) + left_out.get("mc", 0)
+    assert f"ready for mc/: {ready} of" in admin.get("/admin/pipeline").text
     assert not (tmp_path / "vsr.db").exists()  # nothing fell back to the default database

@@ -30,7 +30,7 @@ def test_docker_compose_is_valid_against_the_compose_spec() -> None:
     services = doc["services"]
     assert {"db", "migrate", "web"} <= set(services)
     assert "healthcheck" in services["db"] and "healthcheck" in services["web"]
-    assert services["migrate"]["command"] == ["vsr", "db", "upgrade"]
+    assert services["migrate"]["command"] == ["vsr", "db", "upgrade", "--app-role", "vsr_app"]
     deps = services["web"]["depends_on"]
     assert deps["migrate"]["condition"] == "service_completed_successfully"
     assert deps["db"]["condition"] == "service_healthy"

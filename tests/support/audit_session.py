@@ -94,8 +94,10 @@ class Context:
         }
         full.pop("VSR_DEBUG", None)
         full.pop("VSR_ADMIN", None)
-        if admin is not None:
+        full.pop("VSR_ADMIN_SECRET", None)
+        if admin is not None:  # proven by their password (vsr_cli.actor)
             full["VSR_ADMIN"] = admin
+            full["VSR_ADMIN_SECRET"] = PASSWORD
         done = subprocess.run(
             [str(VSR_BIN), *args, "--database-url", self.db_url],
             capture_output=True,
@@ -401,7 +403,8 @@ def _platform(ctx: Context, client: TestClient, token: str) -> int:
     with Session(ctx.engine) as s:
         p1 = work.worker(s, "p1")
         work.worker(s, "p2")
-        b = work.batch(s, p1, work.prolific_entry(ext, "s1"))
+        # The batch's own size is the least work approved: two captions of two.
+        b = work.batch(s, p1, work.prolific_entry(ext, "s1"), size=2)
         work.captions(s, b, work.scene(s), kept=2)
     for sub, pid in (("s1", "p1"), ("s2", "p2")):
         ctx.prolific_state.add_submission(ext, sub, pid, "AWAITING REVIEW")

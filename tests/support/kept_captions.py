@@ -17,7 +17,8 @@ from vsr_core.models import Annotation, Example, ImagePair, Vote, Worker
 from vsr_core.relations import enabled_relations
 
 
-def write_kept_captions(engine: Engine, n: int, seed: int) -> None:
+def write_kept_captions(engine: Engine, n: int, seed: int, *, judged: bool = True) -> None:
+    """``judged=False`` writes the captions with no votes: nothing is kept yet."""
     from collection.sampler import sample_into_db
 
     sample_into_db(engine, [DEMO_COCO], 34, seed=0, min_area=10_000)  # as demo_data.sh
@@ -58,6 +59,6 @@ def write_kept_captions(engine: Engine, n: int, seed: int) -> None:
                 )
                 s.add(ex)
                 s.flush()
-                for judge in judges:
+                for judge in judges if judged else ():
                     s.add(Vote(example_id=ex.id, worker_id=judge.id, value=label))  # type: ignore[arg-type]
         s.commit()

@@ -23,9 +23,11 @@ PASSWORD = "correct horse battery staple"
 def vsr(db_url: str, *args: str, admin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "VSR_ADMIN_PASSWORD": PASSWORD, "DATABASE_URL": db_url}
     env.pop("VSR_ADMIN", None)
+    env.pop("VSR_ADMIN_SECRET", None)
     env.pop("VSR_DEBUG", None)
-    if admin is not None:
+    if admin is not None:  # proven by their password (vsr_cli.actor)
         env["VSR_ADMIN"] = admin
+        env["VSR_ADMIN_SECRET"] = PASSWORD
     return subprocess.run([VSR, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -180,3 +182,92 @@ def test_vsr_admin_role_is_checked_by_commands_that_change_a_study(
         ),
         "this command needs owner",
     )
+
+
+def _run(db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`vsr` with exactly the VSR_ADMIN / VSR_ADMIN_SECRET given (none inherited)."""
+    full = {**os.environ, "DATABASE_URL": db_url}
+    for name in ("VSR_ADMIN", "VSR_ADMIN_SECRET", "VSR_ADMIN_PASSWORD", "VSR_DEBUG"):
+        full.pop(name, None)
+    full.update(env)
+    return subprocess.run(
+        [VSR, *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_cli_admin_is_proven_and_checked_like_the_dashboard(
+    db_url: str, engine: Engine
+) -> None:
+    """VSR_ADMIN is a claim until their password or a live token proves it; a viewer of one
+    study cannot reset the password of another study's only owner; the trail keeps the
+    operating-system login next to the admin."""
+    import getpass
+
+    from webapp.admin.auth import verify_password
+
+    assert vsr(db_url, "study", "create", "--file", str(ZH_FILE)).returncode == 0
+    for name, study, role in (("viewer-a", "vsr", "viewer"), ("owner-b", "vsr-zh", "owner")):
+        res = vsr(db_url, "admin", "create", "--username", name, "--study", study, "--role", role)
+        assert res.returncode == 0, res.stderr
+    new = "a brand new long password"
+    reset = ("admin", "create", "--username", "owner-b", "--update")
+    # A name alone proves nothing, and a wrong secret is refused (and recorded).
+    one_line_error(
+        _run(db_url, *reset, VSR_ADMIN="viewer-a", VSR_ADMIN_PASSWORD=new), "VSR_ADMIN_SECRET"
+    )
+    wrong = _run(
+        db_url, *reset, VSR_ADMIN="viewer-a", VSR_ADMIN_SECRET="guess", VSR_ADMIN_PASSWORD=new
+    )
+    one_line_error(wrong, "not the password or a live token")
+    # Proven, the viewer still may not reset the owner's password.
+    proven = {"VSR_ADMIN": "viewer-a", "VSR_ADMIN_SECRET": PASSWORD, "VSR_ADMIN_PASSWORD": new}
+    one_line_error(_run(db_url, *reset, **proven), "owner role in every study")
+    with Session(engine) as s:
+        owner = s.exec(select(AdminUser).where(AdminUser.username == "owner-b")).one()
+        assert verify_password(owner.password_hash, PASSWORD)  # unchanged
+    # Their own password they may change.
+    mine = _run(db_url, "admin", "create", "--username", "viewer-a", "--update", **proven)
+    assert mine.returncode == 0, mine.stderr
+    # A token proves the owner; the audit row names them and the login that ran it.
+    made = _run(
+        db_url,
+        "admin",
+        "token",
+        "create",
+        "--label",
+        "ci",
+        VSR_ADMIN="owner-b",
+        VSR_ADMIN_SECRET=PASSWORD,
+    )
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("vsr_")
+    as_owner = {"VSR_ADMIN": "owner-b", "VSR_ADMIN_SECRET": token}
+    done = _run(
+        db_url, "admin", "grant", "viewer-a", "--study", "vsr-zh", "--role", "viewer", **as_owner
+    )
+    assert done.returncode == 0, done.stderr
+    with Session(engine) as s:
+        last = s.exec(select(AuditEvent).order_by(col(AuditEvent.id).desc())).first()
+        assert last is not None
+        assert (last.kind, last.actor, last.via) == ("role_grant", "owner-b", "cli")
+        assert last.os_login == getpass.getuser()
+        failed = s.exec(select(AuditEvent).where(AuditEvent.kind == "login_failed")).all()
+        assert [(e.target, e.via) for e in failed] == [("viewer-a", "cli")]
+    # Revoked, the token proves nothing.
+    listed = _run(db_url, "admin", "token", "list", **as_owner).stdout.split("\t")[0]
+    assert _run(db_url, "admin", "token", "revoke", listed, **as_owner).returncode == 0
+    again = _run(db_url, "admin", "revoke", "viewer-a", "--study", "vsr-zh", **as_owner)
+    one_line_error(again, "not the password or a live token")
+    # Without VSR_ADMIN the operator acts, recorded as cli:<login> with the login too.
+    op = _run(db_url, "admin", "revoke", "viewer-a", "--study", "vsr-zh")
+    assert op.returncode == 0, op.stderr
+    with Session(engine) as s:
+        last = s.exec(select(AuditEvent).order_by(col(AuditEvent.id).desc())).first()
+        assert last is not None and last.actor == f"cli:{getpass.getuser()}"
+        assert last.os_login == getpass.getuser()

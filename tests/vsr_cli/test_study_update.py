@@ -166,3 +166,16 @@ def test_an_archived_study_takes_no_new_work(db_url: str, engine: Engine, tmp_pa
     login(admin)
     page = admin.get("/admin?study=vsr-zh").text
     assert "(archived)</option>" in page
+
+
+def test_an_archived_study_can_be_reopened(db_url: str, engine: Engine) -> None:
+    _zh_with_captions(db_url, engine)
+    assert vsr("study", "archive", "vsr-zh", "--database-url", db_url).returncode == 0
+    r = vsr("study", "unarchive", "vsr-zh", "--database-url", db_url)
+    assert r.returncode == 0 and r.stdout.startswith("study vsr-zh reopened"), r.stderr
+    listed = vsr("study", "list", "--database-url", db_url).stdout
+    assert "(archived)" not in listed
+    r = vsr("invite", "create", "--study", "vsr-zh", "--database-url", db_url)
+    assert r.returncode == 0, r.stderr
+    r = vsr("study", "unarchive", "nope", "--database-url", db_url)
+    assert r.returncode == 2 and r.stderr.startswith("error: no study 'nope'"), r.stderr

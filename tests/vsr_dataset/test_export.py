@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from tests.support.mc_files import mc_records
 from vsr_core.models import (
     Annotation,
     Example,
@@ -346,24 +347,36 @@ def test_mc_export_and_label_model(engine: Engine, session: Session, tmp_path: P
                 )
             )
     session.commit()
-    run_id, first_id = run.id, exs[0].id
+    run_id, query_ids = run.id, {e.id for e in exs[:6]}
     session.close()
     out = tmp_path / "out"
-    build_dataset(engine, out, BuildOptions(label_model="dawid-skene", unvalidated_mc=True))
+    build_dataset(
+        engine,
+        out,
+        BuildOptions(label_model="dawid-skene", unvalidated_mc=True, with_provenance=True),
+    )
     # These runs never sent their distractors to validators: nothing reaches mc/ (docs/matching.md);
     # asked for, the items are written apart in mc_unvalidated/ and marked.
     assert not list((out / "mc").glob("*.jsonl"))
-    mc = {p.stem: read_jsonl(p) for p in (out / "mc_unvalidated").glob("*.jsonl")}
-    assert sum(len(v) for v in mc.values()) == 6
-    assert all(it["validated"] is False for v in mc.values() for it in v)
+    public = {p.stem: read_jsonl(p) for p in (out / "mc_unvalidated").glob("*.jsonl")}
+    left_out = json.loads((out / "stats.json").read_text())["mc"]["left_out_for_alignment"]
+    assert sum(len(v) for v in public.values()) + left_out.get("mc_unvalidated", 0) == 6
+    assert all(it["validated"] is False for v in public.values() for it in v)
     assert "not** cleared" in (out / "README.md").read_text()
-    item = mc[mapping[first_id]][0]
+    # Nothing but the answer fields points at the answer: no Example id, no source ids.
+    for recs in public.values():
+        for it in recs:
+            assert not {"caption", "example_id", "answer_example_id", "distractor_example_ids"} & (
+                set(it)
+            )
+    # Provenance (on request) says where each item came from.
+    mc = mc_records(out, "mc_unvalidated")
+    assert {it["answer_example_id"] for it in mc} <= query_ids and mc
+    item = mc[0]
     assert item["run_id"] == run_id  # the latest run only
     assert item["choices"][item["answer"]] == item["answer_caption"]
-    assert item["answer_example_id"] == first_id and len(item["relations"]) == 4
-    # Nothing else points at the answer: no plain "caption", no positional ids.
-    assert "caption" not in item and "example_id" not in item
-    ids: list[int] = item["distractor_example_ids"]  # type: ignore[assignment]
+    assert len(item["relations"]) == 4
+    ids: list[int] = item["distractor_example_ids"]
     assert ids == sorted(ids) and None not in ids
     raw = read_jsonl(out / "all_raw.jsonl")
     assert all(r["aggregate_label"] in (0, 1) for r in raw)

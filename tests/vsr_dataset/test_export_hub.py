@@ -82,6 +82,8 @@ def test_every_config_loads_with_datasets_and_croissant(
         "machine_negatives",
         "mc",
         "mc_unvalidated",
+        "mc_zeroshot",
+        "mc_zeroshot_unvalidated",
     ]
     assert {i["config_name"] for i in meta["dataset_info"]} == set(names)
     expected = {
@@ -108,7 +110,10 @@ def test_every_config_loads_with_datasets_and_croissant(
             k: v
             for k, v in read_jsonl(out / first["path"].replace(".parquet", ".jsonl"))[0].items()
         }
-    assert summary.n_negatives == 12  # 6 judged items x 2 distractors
+    # 6 judged items x 2 distractors; those of dev/test multiple-choice items only in provenance
+    held = json.loads((out / "stats.json").read_text())["machine_negatives"]
+    assert summary.n_negatives + held["held_back_as_mc_distractors"] == 12
+    assert held["held_back_as_mc_distractors"] > 0
     # The default config is the random split (what the Hub shows first).
     default = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "hf"))
     assert {k: len(v) for k, v in default.items()} == summary.splits["random"]

@@ -1,4 +1,4 @@
-# mypy: disable-error-code="arg-type,operator,index,misc,union-attr"
+# mypy: disable-error-code="arg-type,operator,index,misc,union-attr,type-var,attr-defined"
 """A dataset a lab can publish: machine negatives apart from the binary data, splits shared
 with matching, the study's keep rule, mc_unvalidated/ holding only unjudged items."""
 
@@ -112,25 +112,49 @@ def test_judging_negatives_changes_no_binary_file(
             )
         s.commit()
     after = tmp_path / "after"
-    summary = build_dataset(engine, after)
+    summary = build_dataset(engine, after, BuildOptions(with_provenance=True))
     for rel in BINARY:
         assert (before / rel).read_bytes() == (after / rel).read_bytes(), rel
     assert all(r["origin"] == "human" for r in read_jsonl(after / "all_raw.jsonl"))
-    # The negatives are written apart, each with its query and the validators' verdict.
+    # The negatives are written apart, each with its query and the validators' verdict;
+    # the distractors of dev/test items only in provenance/ (they would name the answer).
     neg = read_jsonl(after / "machine_negatives.jsonl")
-    assert summary.n_negatives == len(neg) == len(negs)
-    assert {r["example_id"] for r in neg} == set(negs)
+    held = read_jsonl(after / "provenance" / "machine_negatives.jsonl")
+    assert summary.n_negatives == len(neg) and len(neg) + len(held) == len(negs)
+    assert {r["example_id"] for r in neg} | {r["example_id"] for r in held} == set(negs)
+    assert neg and held
     for r in neg:
+        assert mapping[r["query_example_id"]] == "train" and "query_caption" not in r
+    for r in held:
+        assert mapping[r["query_example_id"]] in ("dev", "test") and r["not_for_evaluation"]
+    for r in neg + held:
         assert r["origin"] == "adversarial" and r["label"] == 0
         assert r["query_random_split"] == mapping[r["query_example_id"]]
         agree = len(r["vote_false_validator_id"])
         assert r["kept"] == (3 * agree >= 2 * (agree + len(r["vote_true_validator_id"])))
-    assert 0 < sum(r["kept"] for r in neg) < len(neg)
+    assert 0 < sum(r["kept"] for r in neg + held) < len(neg + held)
+    assert [r["example_id"] for r in neg] != sorted(r["example_id"] for r in neg)
     stats = json.loads((after / "stats.json").read_text())
     assert stats["machine_negatives"]["judged"] == len(negs)
+    assert stats["machine_negatives"]["held_back_as_mc_distractors"] == len(held)
     assert stats["machine_negatives"]["in_splits"] is False
+    # A partial build writes the same machine_negatives.jsonl (no distractor of dev/test).
+    raw_only = tmp_path / "raw_only"
+    build_dataset(engine, raw_only, BuildOptions(only=frozenset({"raw"})))
+    partial = read_jsonl(raw_only / "machine_negatives.jsonl")
+    assert [r["example_id"] for r in partial] == [r["example_id"] for r in neg]
+    # A look-up of the options of mc/ dev and test in machine_negatives.jsonl finds nothing.
+    shown = {(r["image"], r["caption"]) for r in neg}
+    for p in ("dev", "test"):
+        for item in (
+            read_jsonl(after / "mc" / f"{p}.jsonl")
+            if (after / "mc" / f"{p}.jsonl").exists()
+            else []
+        ):
+            assert not {(item["image"], c) for c in item["choices"]} & shown
 
-    # Asked for, kept negatives join the splits in their query's part; no human moves.
+    # Asked for, kept negatives join the splits in their query's part (but the distractors
+    # of dev/test items); no human moves.
     joined = tmp_path / "joined"
     build_dataset(engine, joined, BuildOptions(with_negatives=True))
     kept_negs = {r["example_id"]: r for r in neg if r["kept"]}
@@ -231,7 +255,8 @@ def test_mc_unvalidated_holds_only_unjudged_items(
     session.close()
     mapping = export_split_mapping(engine, 2 / 3, 0)
     with Session(engine) as s:
-        q = _kept_true(s, mapping)[:3]
+        # Train items: a dev/test item whose truth is in zeroshot/train is left out of mc*/.
+        q = [e for e in _kept_true(s, mapping) if mapping[e.id] == "train"][:3]
         workers = s.query(Worker).filter(Worker.source == "prolific").all()[1:4]
         negs = [
             [_negative(s, x, q[(i + 1) % 3], 10 * i + j) for j in range(2)] for i, x in enumerate(q)
@@ -243,13 +268,13 @@ def test_mc_unvalidated_holds_only_unjudged_items(
         _judge(s, negs[2][0], [False, False, False], workers)  # negs[2][1]: nobody judged it
         _match_run(s, [(x, mapping[x.id], negs[i]) for i, x in enumerate(q)])
         s.commit()
-        ids = [x.id for x in q]
+        captions = [x.caption for x in q]
     out = tmp_path / "out"
     build_dataset(engine, out, BuildOptions(unvalidated_mc=True))
     mc = [r for p in (out / "mc").glob("*.jsonl") for r in read_jsonl(p)]
     pending = [r for p in (out / "mc_unvalidated").glob("*.jsonl") for r in read_jsonl(p)]
-    assert [r["answer_example_id"] for r in mc] == [ids[0]]
-    assert [r["answer_example_id"] for r in pending] == [ids[2]]
+    assert [r["answer_caption"] for r in mc] == [captions[0]]
+    assert [r["answer_caption"] for r in pending] == [captions[2]]
     card = (out / "README.md").read_text()
     assert "1 items are left out of both: validators judged one of their distractors true" in card
     assert "nobody has judged yet" in card

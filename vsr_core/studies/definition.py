@@ -184,6 +184,10 @@ class Qualification(_Strict):
             self.generate if kind == "generate" else self.validate_ if kind == "validate" else None
         )
 
+    def uses_gold(self) -> bool:
+        """A check of some task draws the study's gold Examples."""
+        return any(t is not None and "gold" in t.items for t in (self.generate, self.validate_))
+
 
 class StudyDefinition(_Strict):
     name: str = Field(min_length=1, max_length=200)

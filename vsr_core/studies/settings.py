@@ -13,6 +13,8 @@ from sqlmodel import Session, select
 
 from vsr_core import audit
 from vsr_core.audit import Actor
+from vsr_core.codes import give_study_codes
+from vsr_core.locks import hold
 from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, Study, StudySetting
 from vsr_core.types import utcnow
 
@@ -71,8 +73,10 @@ class StudyConfig(BaseModel):
     fast_vote_seconds: float = Field(1.0, ge=0.0, le=600.0)
     fast_caption_seconds: float = Field(5.0, ge=0.0, le=3600.0)
     block_on_gold_failure: bool = False
-    completion_code: str = Field("VSRDONE", min_length=1, max_length=64)
-    screenout_code: str = Field("VSRSCREEN", min_length=1, max_length=64)
+    # Each study's own random codes (vsr_core.codes, stored when the study is made and by
+    # migration 0022 for older ones); no fixed word a past participant could reuse.
+    completion_code: str = Field("", min_length=1, max_length=64)
+    screenout_code: str = Field("", min_length=1, max_length=64)
     relations_enabled: list[str] | None = Field(None, description="None = Table 1 less unused")
     consent_text: str = Field(
         DEFAULT_CONSENT,
@@ -138,6 +142,10 @@ def save_study_config(
     """Validate and store one study's changed settings (raises pydantic.ValidationError on
     bad input). With ``actor``, the audit trail's record of the change (the before and
     after values of the keys whose value changed) commits with it."""
+    # One save of a study's settings at a time: the audit's "before" is then the value this
+    # save replaced, and two first saves of a key never both insert it.
+    hold(session, f"study-settings:{study_id}")
+    give_study_codes(session, study_id)  # a study made before its codes existed gets its own
     current = load_study_config(session, study_id)
     merged = current.model_dump() | changes
     config = StudyConfig(**merged)  # validates the whole config, including cross-field rules

@@ -11,6 +11,7 @@ import hashlib
 
 from sqlmodel import Session, col, select
 
+from vsr_core.codes import give_study_codes
 from vsr_core.models import DEFAULT_STUDY_ID, Study, StudyVersion
 from vsr_core.studies.context import StudyContext, parsed_definition
 from vsr_core.studies.definition import default_study_path
@@ -44,6 +45,7 @@ def create_study(session: Session, text: str, source: str = "<study>") -> Study:
     session.add(study)
     session.flush()
     add_version(session, study, 1)
+    give_study_codes(session, study.id or 0)  # its own random codes, never a fixed word
     return study
 
 
@@ -135,5 +137,6 @@ def ensure_default_study(session: Session) -> Study:
     session.add(study)
     session.flush()
     add_version(session, study, 1)
+    give_study_codes(session, DEFAULT_STUDY_ID)
     session.commit()
     return study

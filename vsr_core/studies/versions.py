@@ -127,3 +127,16 @@ def archive_study(session: Session, slug: str) -> Study:
         session.add(study)
         session.flush()
     return study
+
+
+def unarchive_study(session: Session, slug: str) -> Study:
+    """Undo ``archive_study`` (flushed, not committed): the study takes workers and batches
+    again."""
+    study = find_study(session, slug)
+    if study is None:
+        raise StudyError(f"no study {slug!r}")
+    if study.archived_at is not None:
+        study.archived_at = None
+        session.add(study)
+        session.flush()
+    return study

@@ -9,12 +9,13 @@ never a reason typed by the admin.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import func, true
 from sqlmodel import Session, col, select
 
-from vsr_core import audit
+from vsr_core import audit, standing
 from vsr_core.audit import Actor
 from vsr_core.models import (
     Adjudication,
@@ -26,24 +27,92 @@ from vsr_core.models import (
     Vote,
     Worker,
 )
+from webapp.crowd import workers
 
 log = logging.getLogger(__name__)
 
 
-def unblock_worker(session: Session, worker: Worker, *, actor: Actor, study_id: int) -> None:
-    was = worker.blocked
-    worker.blocked = False
-    session.add(worker)
+def block_in_study(
+    session: Session,
+    worker: Worker,
+    reason: str | None,
+    strategies: Mapping[str, Any],
+    *,
+    actor: Actor,
+    study_id: int,
+) -> int:
+    """Block the worker in this study only (their work elsewhere goes on) and hand their
+    leased items of this study back; returns leases released. Recorded, commits once."""
+    before = standing.standing(session, worker, study_id)
+    audit.record(
+        session,
+        actor,
+        AuditKind.worker_block,
+        study_id=study_id,
+        target=f"worker {worker.id}",
+        change={
+            **audit.changed({"blocked": before.blocked}, {"blocked": True}),
+            "reason": reason or None,
+            "scope": "study",
+        },
+    )
+    return workers.block_worker(session, worker, strategies, reason, study_id=study_id)
+
+
+def unblock_in_study(session: Session, worker: Worker, *, actor: Actor, study_id: int) -> None:
+    """Lift this study's block; a block in every study stays (a separate act)."""
+    before = standing.standing(session, worker, study_id)
+    standing.set_blocked(session, worker, study_id, False)
     audit.record(
         session,
         actor,
         AuditKind.worker_unblock,
         study_id=study_id,
         target=f"worker {worker.id}",
-        change=audit.changed({"blocked": was}, {"blocked": False}),
+        change={
+            **audit.changed(
+                {"blocked": before.blocked, "block_reason": before.block_reason},
+                {"blocked": worker.blocked, "block_reason": None},
+            ),
+            "scope": "study",
+        },
     )
     session.commit()
-    log.info("admin %s unblocked worker %s", actor.admin_id, worker.id)
+    log.info("admin %s unblocked worker %s in study %s", actor.admin_id, worker.id, study_id)
+
+
+def set_everywhere(
+    session: Session,
+    worker: Worker,
+    blocked: bool,
+    reason: str | None,
+    strategies: Mapping[str, Any],
+    *,
+    actor: Actor,
+    studies: list[int],
+) -> int:
+    """Block (or unblock) the worker in every study at once: the site-wide act, for an admin
+    who owns every study (the route checks). Recorded in the trail of each study in
+    ``studies`` (where the worker took part), so each study's owners see it. Commits."""
+    for study_id in studies:
+        audit.record(
+            session,
+            actor,
+            AuditKind.worker_block if blocked else AuditKind.worker_unblock,
+            study_id=study_id,
+            target=f"worker {worker.id}",
+            change={
+                **audit.changed({"blocked": worker.blocked}, {"blocked": blocked}),
+                "reason": reason or None,
+                "scope": "every study",
+            },
+        )
+    if blocked:
+        return workers.block_worker(session, worker, strategies, reason, study_id=None)
+    worker.blocked = False
+    session.add(worker)
+    session.commit()
+    return 0
 
 
 def set_flag(
@@ -55,21 +124,25 @@ def set_flag(
     actor: Actor,
     study_id: int,
 ) -> None:
-    before = {"flagged": worker.flagged, "reason": worker.flag_reason}
-    worker.flagged = flagged
-    worker.flag_reason = (reason or "")[:500] or None if flagged else None
-    session.add(worker)
+    """Flag or unflag the worker in this study only, with this study's reason."""
+    before = standing.standing(session, worker, study_id)
+    standing.set_flagged(session, worker, study_id, flagged, reason)
+    after = {"flagged": flagged, "reason": (reason or "")[:500] or None if flagged else None}
     audit.record(
         session,
         actor,
         AuditKind.worker_flag,
         study_id=study_id,
         target=f"worker {worker.id}",
-        change=audit.changed(before, {"flagged": worker.flagged, "reason": worker.flag_reason}),
+        change=audit.changed({"flagged": before.flagged, "reason": before.flag_reason}, after),
     )
     session.commit()
     log.info(
-        "admin %s %s worker %s", actor.admin_id, "flagged" if flagged else "unflagged", worker.id
+        "admin %s %s worker %s in study %s",
+        actor.admin_id,
+        "flagged" if flagged else "unflagged",
+        worker.id,
+        study_id,
     )
 
 

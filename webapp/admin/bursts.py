@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import func, or_
 from sqlmodel import Session, col, select
 
-from vsr_core import audit
+from vsr_core import audit, standing
 from vsr_core.audit import Actor
-from vsr_core.models import Assignment, AuditKind, LeaseStatus, RateEvent, Worker
+from vsr_core.models import Assignment, AuditKind, Batch, LeaseStatus, RateEvent, Worker
+from vsr_core.standing import study_members
 from vsr_core.types import utcnow
 from webapp.crowd import workers
 from webapp.http.rate_limits import NEW_WORKER, STUDY_KEY
@@ -36,11 +37,21 @@ class Burst:
     active_leases: int
 
 
-def recent_bursts(session: Session, hours: float = 24.0, min_size: int = MIN_BURST) -> list[Burst]:
+def recent_bursts(
+    session: Session, study_id: int, hours: float = 24.0, min_size: int = MIN_BURST
+) -> list[Burst]:
+    """The bursts of new identities that took part in the study ``study_id``: identities
+    made only in other studies are not this study's to see (their addresses neither)."""
     since = utcnow() - timedelta(hours=hours)
     rows = session.exec(
         select(RateEvent.key, func.count(), func.min(RateEvent.at), func.max(RateEvent.at))
-        .where(RateEvent.kind == NEW_WORKER, RateEvent.key != STUDY_KEY, col(RateEvent.at) > since)
+        .join(Worker, col(Worker.id) == RateEvent.worker_id)
+        .where(
+            RateEvent.kind == NEW_WORKER,
+            RateEvent.key != STUDY_KEY,
+            col(RateEvent.at) > since,
+            made_here(study_id),
+        )
         .group_by(RateEvent.key)
         .having(func.count() >= min_size)
         .order_by(func.count().desc())
@@ -48,21 +59,18 @@ def recent_bursts(session: Session, hours: float = 24.0, min_size: int = MIN_BUR
     ).all()
     out = []
     for key, n, first, last in rows:
-        ids = _worker_ids(session, key, since)
-        blocked = (
-            int(
-                session.exec(
-                    select(func.count()).where(col(Worker.id).in_(ids), col(Worker.blocked))
-                ).one()
-            )
-            if ids
-            else 0
-        )
+        ids = _worker_ids(session, key, since, study_id)
+        blocked = sum(1 for w in ids if _blocked_here(session, w, study_id))
         leases = (
             int(
                 session.exec(
-                    select(func.count()).where(
-                        col(Assignment.worker_id).in_(ids), Assignment.status == LeaseStatus.active
+                    select(func.count())
+                    .select_from(Assignment)
+                    .join(Batch, col(Batch.id) == Assignment.batch_id)
+                    .where(
+                        col(Assignment.worker_id).in_(ids),
+                        Assignment.status == LeaseStatus.active,
+                        Batch.study_id == study_id,
                     )
                 ).one()
             )
@@ -73,15 +81,28 @@ def recent_bursts(session: Session, hours: float = 24.0, min_size: int = MIN_BUR
     return out
 
 
-def _worker_ids(session: Session, address: str, since: datetime) -> list[int]:
+def made_here(study_id: int) -> Any:
+    """The identity was made entering the study, or has taken part in it since."""
+    return or_(col(RateEvent.study_id) == study_id, study_members(study_id))
+
+
+def _blocked_here(session: Session, worker_id: int, study_id: int) -> bool:
+    worker = session.get(Worker, worker_id)
+    return worker is not None and standing.standing(session, worker, study_id).blocked
+
+
+def _worker_ids(session: Session, address: str, since: datetime, study_id: int) -> list[int]:
+    """The identities first seen from ``address`` since then that took part in the study."""
     return [
         wid
         for wid in session.exec(
-            select(RateEvent.worker_id).where(
+            select(RateEvent.worker_id)
+            .join(Worker, col(Worker.id) == RateEvent.worker_id)
+            .where(
                 RateEvent.kind == NEW_WORKER,
                 RateEvent.key == address,
                 col(RateEvent.at) > since,
-                col(RateEvent.worker_id).is_not(None),
+                made_here(study_id),
             )
         ).all()
         if wid is not None
@@ -97,17 +118,14 @@ def cut_burst(
     study_id: int,
     hours: float = 24.0,
 ) -> tuple[int, int]:
-    """Block every worker first seen from ``address`` in the last ``hours`` and return
-    their leased items to the pool; returns (workers blocked, leases released).
+    """Block in the study ``study_id`` every worker first seen from ``address`` in the last
+    ``hours`` who took part in it, and return their leased items of the study to the pool;
+    returns (workers blocked, leases released). Their work in other studies goes on.
 
     The audit record names the workers to block; it commits with the first block (each
     block is its own transaction), or alone when there was nothing left to block."""
-    ids = sorted(set(_worker_ids(session, address, utcnow() - timedelta(hours=hours))))
-    to_block = (
-        [w.id for w in session.exec(select(Worker).where(col(Worker.id).in_(ids))) if not w.blocked]
-        if ids
-        else []
-    )
+    ids = sorted(set(_worker_ids(session, address, utcnow() - timedelta(hours=hours), study_id)))
+    to_block = [w for w in ids if not _blocked_here(session, w, study_id)]
     audit.record(
         session,
         actor,
@@ -117,12 +135,16 @@ def cut_burst(
         change={"workers": to_block, "hours": hours},
     )
     blocked = released = 0
-    for worker_id in ids:
+    for worker_id in to_block:
         worker = session.get(Worker, worker_id)
-        if worker is None or worker.blocked:
+        if worker is None:
             continue
         released += workers.block_worker(
-            session, worker, strategies, f"burst of new identities from {address}"
+            session,
+            worker,
+            strategies,
+            f"burst of new identities from {address}",
+            study_id=study_id,
         )
         blocked += 1
     session.commit()

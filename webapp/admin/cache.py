@@ -8,6 +8,12 @@ a million Examples) never makes an admin wait for a recomputation; how old a ser
 is, is the page's to say. A stale entry that is quick to compute again (a small study) is
 recomputed in the request, so it never trails the data. Admin actions clear the cache.
 
+A figure nobody has computed yet (a sort order or chart no one asked for, the first start on
+a new database) is computed in a background thread too: the request waits at most
+``wait_first`` seconds for it (a small study's figure is ready by then, as before), and
+otherwise answers at once with the caller's ``pending`` stand-in, which says the figure is
+being computed and for how long (``started``); the next request gets the figure.
+
 With a ``directory``, every stored figure is also written there (signed with the server's
 secret key), so a restarted server does not count a million Examples again before its first
 page: a figure read back from the directory is treated as stale (served, and recomputed in
@@ -24,11 +30,19 @@ import pickle
 import threading
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger("webapp.admin.cache")
+
+
+@dataclass(frozen=True)
+class Computing:
+    """A figure's stand-in while its first computation runs: for how long it has run."""
+
+    seconds: float
 
 
 class FigureCache:
@@ -39,8 +53,10 @@ class FigureCache:
         sync_below: float = 0.0,
         directory: Path | None = None,
         secret: bytes = b"",
+        wait_first: float = 0.25,
     ) -> None:
         self.ttl = ttl_seconds
+        self.wait_first = wait_first
         self.max_entries = max_entries
         self.sync_below = sync_below
         self.directory = directory
@@ -48,6 +64,8 @@ class FigureCache:
         # key -> (stored at, data version, value, seconds its computation took)
         self._data: dict[Hashable, tuple[float, Hashable, Any, float]] = {}
         self._refreshing: set[Hashable] = set()
+        # key -> (monotonic start, thread) of a first computation running in the background
+        self._first: dict[Hashable, tuple[float, threading.Thread]] = {}
         self._lock = threading.Lock()
 
     def get(
@@ -56,9 +74,13 @@ class FigureCache:
         version: Hashable,
         compute_now: Callable[[], T],
         compute_later: Callable[[], T],
+        pending: Callable[[float], T] | None = None,
     ) -> T:
         """The cached value; ``compute_now`` when there is none, else a stale value while
-        ``compute_later`` (which must open its own DB session) runs in a thread."""
+        ``compute_later`` (which must open its own DB session) runs in a thread. With
+        ``pending``, a figure there is none of yet is computed by ``compute_later`` in a
+        thread too, and ``pending(seconds it has been computing)`` is answered once
+        ``wait_first`` has passed without it."""
         now = time.monotonic()
         if key not in self._data and self.directory is not None:
             self._load(key)
@@ -76,10 +98,46 @@ class FigureCache:
                         target=self._refresh, args=(key, version, compute_later), daemon=True
                     ).start()
                 return value  # type: ignore[no-any-return]
+        if pending is not None:
+            return self._first_value(key, version, compute_later, pending)
         t0 = time.monotonic()
         value = compute_now()
         self._store(key, version, value, time.monotonic() - t0)
         return value
+
+    def _first_value(
+        self,
+        key: Hashable,
+        version: Hashable,
+        compute: Callable[[], T],
+        pending: Callable[[float], T],
+    ) -> T:
+        with self._lock:
+            running = self._first.get(key)
+            if running is None:
+                thread = threading.Thread(
+                    target=self._compute_first, args=(key, version, compute), daemon=True
+                )
+                running = self._first[key] = (time.monotonic(), thread)
+                thread.start()
+        started, thread = running
+        thread.join(max(0.0, self.wait_first - (time.monotonic() - started)))
+        with self._lock:
+            hit = self._data.get(key)
+        if hit is not None:
+            return hit[2]  # type: ignore[no-any-return]
+        return pending(time.monotonic() - started)
+
+    def _compute_first(self, key: Hashable, version: Hashable, compute: Callable[[], Any]) -> None:
+        try:
+            t0 = time.monotonic()
+            value = compute()
+            self._store(key, version, value, time.monotonic() - t0)
+        except Exception:  # the next request starts it again
+            log.warning("computing dashboard figure %r failed", key, exc_info=True)
+        finally:
+            with self._lock:
+                self._first.pop(key, None)
 
     def _refresh(self, key: Hashable, version: Hashable, compute: Callable[[], Any]) -> None:
         try:

@@ -139,6 +139,17 @@ def bar_chart(
     return "".join(out).encode()
 
 
+def computing_chart(seconds: float, width: int = 640, height: int = 120) -> bytes:
+    """The stand-in of a chart whose figures are being computed (webapp.admin.cache)."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'role="img" aria-label="computing"><rect width="{width}" height="{height}" '
+        f'fill="#f3f4f6"/><text x="{width // 2}" y="{height // 2}" {FONT} font-size="14" '
+        f'fill="#4b5563" text-anchor="middle">Computing this chart ({seconds:.0f} s so far): '
+        "reload in a moment.</text></svg>"
+    ).encode()
+
+
 def throughput_chart(hours: Sequence[str], votes: Sequence[int], captions: Sequence[int]) -> bytes:
     return bar_chart(
         [h[5:] for h in hours],  # "MM-DD HH:00"

@@ -13,6 +13,8 @@ import secrets
 
 from fastapi import HTTPException, Request
 
+from webapp.http.tokens import same_token
+
 PRELOGIN_COOKIE = "vsr_admin_pre"
 FIELD = "csrf_token"
 
@@ -27,11 +29,7 @@ def new_nonce() -> str:
 
 def check(secret_key: str, nonce: str | None, submitted: str | None) -> None:
     """Raise 403 unless ``submitted`` is the token for ``nonce``."""
-    if (
-        not nonce
-        or not submitted
-        or not hmac.compare_digest(token_for(secret_key, nonce), submitted)
-    ):
+    if not nonce or not same_token(token_for(secret_key, nonce), submitted):
         raise HTTPException(
             status_code=403,
             detail=(

@@ -180,7 +180,13 @@ def create_job(
     log.info("job %s (%s) of study %s queued", job.id, kind, study_id)
     if kind == JobKind.build:
         assert job.id is not None
-        job.params = {**data, "zip": str(export_dir(settings) / f"vsr-dataset-job{job.id}.zip")}
+        # Who started it: the build's export record names them (vsr_cli.admin_jobs).
+        job.params = {
+            **data,
+            "zip": str(export_dir(settings) / f"vsr-dataset-job{job.id}.zip"),
+            "_actor": actor.name,
+            "_actor_id": actor.admin_id,
+        }
         session.add(job)
         session.commit()
         session.refresh(job)

@@ -18,7 +18,7 @@ from vsr_core.studies.context import StudyContext
 from vsr_core.studies.settings import StudyConfig, load_study_config
 from webapp.admin import csrf
 from webapp.admin.auth import AdminSession
-from webapp.admin.cache import FigureCache
+from webapp.admin.cache import Computing, FigureCache
 from webapp.admin.stats import data_version
 from webapp.http.errors import TITLES
 from webapp.http.study import current_study
@@ -42,6 +42,10 @@ CACHE_TTL_SECONDS = 60.0
 # A figure computed faster than this is recomputed in the request once the data changed
 # (never stale); a slower one (a large study) is served stale while it is recomputed.
 CACHE_SYNC_BELOW_SECONDS = 0.15
+# Below this many Examples (the newest Example's id, read with the data version) a figure no
+# one has computed yet is computed in the request, as it takes milliseconds; above it, in
+# the background while the page says it is computing (webapp.admin.cache).
+IN_REQUEST_BELOW_EXAMPLES = 20_000
 
 
 def figure_cache(request: Request) -> FigureCache:
@@ -68,12 +72,19 @@ def figure_cache_dir(settings: Any) -> Path:
 
 
 def cached(
-    request: Request, session: Session, name: Hashable, compute: Callable[[Session], T]
+    request: Request,
+    session: Session,
+    name: Hashable,
+    compute: Callable[[Session], T],
+    pending: Callable[[float], T] | None = None,
 ) -> T:
     """``compute(session)`` through the figure cache (see webapp.admin.cache).
 
     The first computation uses the request's session (on SQLite a second connection would
-    wait for this request's own lock); background refreshes open their own.
+    wait for this request's own lock); background refreshes open their own. With
+    ``pending`` the first computation runs in the background too, and the request gets
+    ``pending(seconds computing)`` if it is not ready within a moment (a large study);
+    ``cached_or_computing`` is that with the cache's Computing as the stand-in.
     """
     engine = request.app.state.engine
     name = (admin_study(request).id, name)  # figures are per study
@@ -82,7 +93,19 @@ def cached(
         with Session(engine) as own:
             return compute(own)
 
-    return figure_cache(request).get(name, data_version(session), lambda: compute(session), later)
+    version = data_version(session)
+    if (version[1] or 0) < IN_REQUEST_BELOW_EXAMPLES:
+        pending = None  # a small database: its figures are computed in the request, in ms
+    return figure_cache(request).get(name, version, lambda: compute(session), later, pending)
+
+
+def cached_or_computing(
+    request: Request, session: Session, name: Hashable, compute: Callable[[Session], T]
+) -> T | Computing:
+    """``cached`` whose first computation never holds the request: the figure, or a
+    Computing (for how long it has been computed) while it is not ready."""
+    either: Callable[[Session], T | Computing] = compute
+    return cached(request, session, name, either, pending=Computing)
 
 
 def render(

@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from vsr_core.models import (
@@ -110,11 +109,13 @@ def open_or_resume(
     entry: dict[str, Any] | None = None,
     now: datetime | None = None,
     study_id: int = DEFAULT_STUDY_ID,
+    refuse_empty: bool = False,
 ) -> Batch:
     """Return the worker's open batch of this kind in this study, or open a new one (the
     per-day limit counts the study's batches: a worker may take part in several).
 
-    Raises BatchError("daily_limit") when the per-day limit is used up, and
+    Raises BatchError("daily_limit") when the per-day limit is used up (``next_batch_at``),
+    BatchError("no_work") with ``refuse_empty`` when nothing is there to serve, and
     BatchError("qualification") for a worker the study's check has not admitted to this
     task (docs/studies.md): whatever page or API asks, no batch opens for them. The worker
     row is locked first so two tabs opening at once cannot both create a batch.
@@ -132,24 +133,10 @@ def open_or_resume(
         raise BatchError(
             "qualification", "Please pass the short check of this task before a batch."
         )
-    size, minutes, per_day = limits(config, kind)
-    if per_day:
-        since = now - DAY
-        used = session.exec(
-            select(func.count()).where(
-                Batch.worker_id == worker.id,
-                Batch.kind == kind,
-                Batch.study_id == study_id,
-                col(Batch.created_at) >= since,
-                Batch.status != BatchStatus.returned,
-            )
-        ).one()
-        if int(used) >= per_day:
-            raise BatchError(
-                "daily_limit",
-                f"You have already done {per_day} {kind} batch(es) in the last 24 hours. "
-                "Thank you! Please come back tomorrow.",
-            )
+    size, minutes, _ = limits(config, kind)
+    reset = next_batch_at(session, worker.id, kind, config, study_id, now)
+    if reset is not None:
+        raise BatchError("daily_limit", f"The daily limit of {kind} batches resets at {reset}.")
     batch = Batch(
         study_id=study_id,
         worker_id=worker.id,
@@ -164,9 +151,48 @@ def open_or_resume(
     session.flush()
     # Sized with the new batch in place: what it can hold follows from the worker's batches.
     batch.size = _sized_to_pool(session, strategy, worker.id, size, study_id)
+    if batch.size == 0:
+        if refuse_empty:
+            # No batch at all (the caller rolls back): an empty "Check for more work" leaves
+            # no row that reads as a batch someone returned.
+            raise BatchError("no_work", "There is no work available right now.")
+        batch.size = size  # it ends at once (``give_up``)
     session.add(batch)
     session.flush()
     return batch
+
+
+def next_batch_at(
+    session: Session,
+    worker_id: int,
+    kind: str,
+    config: StudyConfig,
+    study_id: int = DEFAULT_STUDY_ID,
+    now: datetime | None = None,
+) -> datetime | None:
+    """When the worker may open their next batch of this kind, if the study's batches per
+    rolling 24 h are used up now; None when they may open one now. Batches that ended with
+    nothing done (``returned``) do not count."""
+    per_day = limits(config, kind)[2]
+    if not per_day:
+        return None
+    now = now or utcnow()
+    recent = session.exec(
+        select(Batch.created_at)
+        .where(
+            Batch.worker_id == worker_id,
+            Batch.kind == kind,
+            Batch.study_id == study_id,
+            col(Batch.created_at) >= now - DAY,
+            Batch.status != BatchStatus.returned,
+        )
+        .order_by(col(Batch.created_at).desc())
+        .limit(per_day)
+    ).all()
+    if len(recent) < per_day:
+        return None
+    # The oldest of the last per_day batches leaves the window first.
+    return recent[-1] + DAY
 
 
 def _qualified(session: Session, study_id: int, worker_id: int, kind: str) -> bool:
@@ -182,13 +208,13 @@ def _sized_to_pool(
 ) -> int:
     """The batch's size: the study's, but no more than the items this worker can have in it,
     so the header reads "Pair 1 of 34" when 34 exist, not 200, and the counter can be
-    reached. Nothing available keeps the study's size (the batch then ends at once, see
-    ``give_up``). Strategies without an ``available`` count (tests' own) keep the study's size."""
+    reached; 0 when nothing is available. Strategies without an ``available`` count (tests'
+    own) keep the study's size."""
     available = getattr(strategy, "available", None)
     if available is None:
         return size
     count = int(available(session, worker_id, size, study_id))
-    return min(size, count) if count > 0 else size
+    return min(size, count)
 
 
 def expire_if_due(

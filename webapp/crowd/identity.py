@@ -19,10 +19,12 @@ from fastapi import Depends, Request
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from vsr_core import standing
 from vsr_core.models import DEFAULT_STUDY_ID, InviteToken, Worker, WorkerSource
 from vsr_core.types import utcnow
 from webapp.http.deps import SessionDep
 from webapp.http.errors import PageError
+from webapp.http.tokens import same_token
 
 # Checked with fullmatch (``$`` would also match before a final newline, so ``id\n`` would
 # be a second identity), ASCII only ([0-9] is not \d: no full-width digits), nothing
@@ -229,11 +231,7 @@ def csrf_token(request: Request) -> str:
 
 def check_csrf(request: Request, submitted: str | None) -> None:
     expected = request.session.get("csrf")
-    if (
-        not expected
-        or not submitted
-        or not secrets.compare_digest(str(expected).encode(), submitted.encode("utf-8", "replace"))
-    ):
+    if not isinstance(expected, str) or not same_token(expected, submitted):
         raise PageError(
             403,
             "This form has expired or did not come from this site. Reload the page and try again.",
@@ -269,7 +267,10 @@ def get_current_worker(request: Request, session: SessionDep) -> Worker:
             "We do not know who you are yet. Please open the study through the link on "
             "Prolific, MTurk or your invitation.",
         )
-    if worker.blocked:
+    study = getattr(request.state, "study", None)
+    if worker.blocked or (
+        study is not None and standing.standing(session, worker, study.id).blocked
+    ):
         raise PageError(403, "This account cannot take part in the study.", page="screenout")
     return worker
 

@@ -6,12 +6,14 @@ the task itself lives at ``/{kind}``.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session
 
+from vsr_core import standing
 from vsr_core.models import Batch, BatchStatus, ImagePair, PairStatus, Worker
 from vsr_core.qualification import QualState
 from vsr_core.qualification import status as qualification_status
@@ -38,7 +40,7 @@ from webapp.crowd.tasks import page, redirect, strategy_for, task_previews, task
 from webapp.http import rate_limits
 from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep
 from webapp.http.errors import PageError, screenout_context
-from webapp.http.i18n import N_
+from webapp.http.i18n import N_, gettext
 from webapp.http.study import current_study
 
 router = APIRouter(tags=["entry"])
@@ -50,6 +52,36 @@ def _check_roles(worker: Worker, kind: str) -> None:
 
 
 CLOSED = N_("This study is closed: it takes no new participants or batches.")
+
+# The daily limit in the task's words, with the moment it resets.
+DAILY_LIMIT = {
+    "generate": N_(
+        "You have done as many caption-writing batches as this study allows in 24 hours "
+        "({per_day} per person). You can start the next one at {time}. Thank you!"
+    ),
+    "validate": N_(
+        "You have done as many caption-checking batches as this study allows in 24 hours "
+        "({per_day} per person). You can start the next one at {time}. Thank you!"
+    ),
+}
+
+
+def daily_limit_message(request: Request, kind: str, per_day: int, reset: datetime) -> str:
+    """The worker's language's sentence saying the limit is used up and when it resets."""
+    text = gettext(request, DAILY_LIMIT.get(kind, DAILY_LIMIT["generate"]))
+    return text.format(per_day=per_day, time=f"{reset:%Y-%m-%d %H:%M} UTC")
+
+
+def _refuse_if_limited(request: Request, session: Session, worker: Worker, kind: str) -> None:
+    """A 409 naming the reset time when the worker may open no new batch of this kind now:
+    checked on entry, before the consent and instructions, not after them."""
+    study = current_study(request)
+    assert worker.id is not None
+    config = load_study_config(session, study.id)
+    reset = batches.next_batch_at(session, worker.id, kind, config, study.id)
+    if reset is not None:
+        per_day = batches.limits(config, kind)[2]
+        raise PageError(409, daily_limit_message(request, kind, per_day, reset))
 
 
 @router.get("/start/{kind}", summary="Entry from a Prolific, MTurk or invite link")
@@ -92,8 +124,8 @@ def start(
         rate_limits.check_new_worker(session, settings, address)
     worker = resolve_worker(session, entry, study.id)
     if new:
-        rate_limits.record_new_worker(session, address, worker.id)
-    if worker.blocked:
+        rate_limits.record_new_worker(session, address, worker.id, study.id)
+    if standing.standing(session, worker, study.id).blocked:
         session.commit()
         raise PageError(403, "This account cannot take part in the study.", page="screenout")
     _check_roles(worker, kind)
@@ -114,6 +146,7 @@ def start(
         return redirect(f"/done/{kind}")
     if study.archived:  # no batch to finish here: nothing to consent to
         raise PageError(403, CLOSED)
+    _refuse_if_limited(request, session, worker, kind)
     return redirect(f"/instructions/{kind}" if has_consented(request, kind) else f"/consent/{kind}")
 
 
@@ -192,7 +225,10 @@ def consent_submit(
         record_consent(request, kind)
         return redirect(f"/instructions/{kind}")
     if decision == "decline":
-        return page(templates, request, "declined.html", kind)
+        source = entry_for(request, kind).get("source")
+        return page(
+            templates, request, "declined.html", kind, platform=source in ("prolific", "mturk")
+        )
     raise PageError(400, "Please choose whether you agree to take part.")
 
 
@@ -258,9 +294,15 @@ def begin(
     try:
         # The batch keeps the platform ids and the consent time: the study's audit trail.
         entry = entry_for(request, kind) | {"consented_at": consent_time(request, kind)}
-        batches.open_or_resume(session, worker, kind, config, strategy, entry, study_id=study.id)
+        batches.open_or_resume(
+            session, worker, kind, config, strategy, entry, study_id=study.id, refuse_empty=True
+        )
     except batches.BatchError as exc:
         session.rollback()
+        if exc.reason == "no_work":
+            return _no_work(request, session, worker, kind)
+        if exc.reason == "daily_limit":
+            _refuse_if_limited(request, session, worker, kind)
         raise PageError(409, exc.message) from exc
     if new_batch:
         rate_limits.record(session, rate_limits.NEW_BATCH, address, worker.id)
@@ -329,6 +371,25 @@ def finish(
     return redirect(f"/done/{kind}")
 
 
+def _no_work(request: Request, session: Session, worker: Worker, kind: str) -> Response:
+    """Nothing to serve this worker now: the page says so and no batch is made."""
+    study = current_study(request)
+    assert worker.id is not None
+    earlier = batches.latest_completed(session, worker.id, kind, study.id)
+    source = entry_for(request, kind).get("source")
+    templates = request.app.state.templates
+    return page(
+        templates,
+        request,
+        "done.html",
+        kind,
+        batch=None,
+        no_work=True,
+        platform=source in ("prolific", "mturk"),
+        earlier_code=earlier.completion_code if earlier is not None else None,
+    )
+
+
 def _end_reason(batch: Batch, done_count: int) -> str:
     """Why a finished batch ended, as the done page explains it."""
     if (batch.entry or {}).get("finished_early"):
@@ -374,6 +435,13 @@ def done(
         # Nothing was left for them: if they did work before, that is what happened.
         earlier = batches.latest_completed(session, worker.id, kind, study.id)
         ctx["earlier_code"] = earlier.completion_code if earlier is not None else None
+    if entry.get("source") not in ("prolific", "mturk"):
+        # "Check for more work" only when a batch could open: else when it can.
+        config = load_study_config(session, study.id)
+        reset = batches.next_batch_at(session, worker.id, kind, config, study.id)
+        if reset is not None:
+            per_day = batches.limits(config, kind)[2]
+            ctx["limit_note"] = daily_limit_message(request, kind, per_day, reset)
     if batch.completion_code:
         ctx["prolific_url"] = (
             settings.prolific_completion_url.format(code=batch.completion_code)

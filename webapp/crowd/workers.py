@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy import true
 from sqlmodel import Session, col, select
 
+from vsr_core import standing
 from vsr_core.models import (
     Assignment,
     Batch,
@@ -25,23 +27,37 @@ from webapp.crowd import leases as lease_mod
 
 
 def block_worker(
-    session: Session, worker: Worker, strategies: Mapping[str, Any], reason: str | None = None
+    session: Session,
+    worker: Worker,
+    strategies: Mapping[str, Any],
+    reason: str | None = None,
+    *,
+    study_id: int | None,
 ) -> int:
-    """Block a worker and hand their leased items back to the pool; returns leases released.
+    """Block a worker in one study (``study_id``; None: in every study, the site-wide act) and
+    hand their leased items of that study back to the pool; returns leases released. Commits.
 
     Leases go back through the site's lease strategies (``app.state.strategies``) so each kind
     of work restores its own item state; open batches end as "returned".
     """
-    worker.blocked = True
-    if reason:
-        worker.flagged = True
-        worker.flag_reason = reason[:500]
-    session.add(worker)
+    if study_id is None:
+        worker.blocked = True
+        if reason:
+            worker.flagged = True
+            worker.flag_reason = reason[:500]
+        session.add(worker)
+    else:
+        standing.set_blocked(session, worker, study_id, True, reason)
+    in_study = col(Batch.study_id) == study_id if study_id is not None else true()
     # FOR UPDATE on PostgreSQL (waiting): a submit in flight on one of these leases either
     # finishes first (and the lease is no longer active when re-read) or sees it released.
     stmt = (
         select(Assignment)
-        .where(Assignment.worker_id == worker.id, Assignment.status == LeaseStatus.active)
+        .where(
+            Assignment.worker_id == worker.id,
+            Assignment.status == LeaseStatus.active,
+            col(Assignment.batch_id).in_(select(Batch.id).where(in_study)),
+        )
         .order_by(col(Assignment.id))
         .execution_options(populate_existing=True)  # re-read rows this session already holds
     )
@@ -63,7 +79,9 @@ def block_worker(
                     session.add(pair)
     now = utcnow()
     for batch in session.exec(
-        select(Batch).where(Batch.worker_id == worker.id, Batch.status == BatchStatus.open)
+        select(Batch).where(
+            Batch.worker_id == worker.id, Batch.status == BatchStatus.open, in_study
+        )
     ):
         batch.status = BatchStatus.returned
         batch.finished_at = now

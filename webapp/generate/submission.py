@@ -35,6 +35,8 @@ from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.crowd.lease_tokens import MAX_LENGTH
 from webapp.crowd.leases import finish, lock_row_wait
+from webapp.crowd.signals import MAX_LENGTH as SIGNALS_MAX
+from webapp.crowd.signals import SignalsError, parse_signals, signal_values, store_signals
 from webapp.http.i18n import N_
 
 SKIP_REASONS: dict[str, str] = {
@@ -57,8 +59,13 @@ class _AnswerFields(BaseModel):
     skip_reason: Literal["unidentifiable", "no_contrast"] | None = None
     skip_comment: str | None = Field(default=None, max_length=1000)
     duration_ms: int | None = Field(default=None, ge=0, le=24 * 3600 * 1000)
+    signals: str | None = Field(
+        default=None, max_length=SIGNALS_MAX, description="the page's measurements"
+    )
 
-    @field_validator("relation", "ent1", "true_image", "skip_reason", "skip_comment", mode="before")
+    @field_validator(
+        "relation", "ent1", "true_image", "skip_reason", "skip_comment", "signals", mode="before"
+    )
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         # An unticked radio group or empty textarea arrives as "" from a plain HTML form.
@@ -200,6 +207,12 @@ def _submit(
     language: Language | None = None,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> tuple[Annotation, bool]:
+    try:
+        signals = parse_signals(sub.signals)
+    except SignalsError as exc:
+        raise SubmissionError(
+            422, "The page's measurements of this answer were not understood. Please reload it."
+        ) from exc
     existing = _existing(session, sub)
     if existing is not None:
         return _replay(session, existing, worker_id, study_id), False
@@ -286,4 +299,8 @@ def _submit(
     finish(session, lease, now)
     session.add(pair)
     session.flush()
+    if signals is not None:
+        assert annotation.id is not None
+        values = signal_values(signals, now, study_id, worker_id, annotation_id=annotation.id)
+        store_signals(session, values)
     return annotation, True

@@ -15,12 +15,12 @@ request from counting:
 
 from __future__ import annotations
 
-import secrets
 from urllib.parse import urlsplit
 
 from fastapi import Request
 
 from webapp.http.errors import PageError
+from webapp.http.tokens import same_token
 
 CSRF_HEADER = "X-CSRF-Token"
 
@@ -55,11 +55,7 @@ def check_json_post(request: Request) -> None:
     check_origin(request)
     expected = request.session.get("csrf")
     submitted = request.headers.get(CSRF_HEADER)
-    if (
-        not isinstance(expected, str)
-        or not submitted
-        or not secrets.compare_digest(expected.encode(), submitted.encode("utf-8", "replace"))
-    ):
+    if not isinstance(expected, str) or not same_token(expected, submitted):
         raise PageError(
             403,
             "This request did not come from this site (missing or wrong X-CSRF-Token "

@@ -97,9 +97,15 @@ def retry_after(session: Session, kind: str, key: str, limit: int, window_second
     return max(1, int((oldest_counted - since).total_seconds()) + 1)
 
 
-def record(session: Session, kind: str, key: str, worker_id: int | None = None) -> None:
+def record(
+    session: Session,
+    kind: str,
+    key: str,
+    worker_id: int | None = None,
+    study_id: int | None = None,
+) -> None:
     """Add one event (flushed; the caller commits)."""
-    session.add(RateEvent(kind=kind, key=key[:200], worker_id=worker_id))
+    session.add(RateEvent(kind=kind, key=key[:200], worker_id=worker_id, study_id=study_id))
     if random.random() < 0.01:  # prune now and then; the index keeps counting cheap meanwhile
         session.execute(delete(RateEvent).where(col(RateEvent.at) < utcnow() - KEEP))
     session.flush()
@@ -144,9 +150,13 @@ def check_new_worker(session: Session, settings: Settings, address: str) -> None
             raise _too_many(wait, "new participants")
 
 
-def record_new_worker(session: Session, address: str, worker_id: int | None) -> None:
-    record(session, NEW_WORKER, address, worker_id)
-    record(session, NEW_WORKER, STUDY_KEY, worker_id)
+def record_new_worker(
+    session: Session, address: str, worker_id: int | None, study_id: int | None = None
+) -> None:
+    """A new identity from ``address``, made entering the study ``study_id`` (the dashboard's
+    bursts of one study show only the identities made entering it)."""
+    record(session, NEW_WORKER, address, worker_id, study_id)
+    record(session, NEW_WORKER, STUDY_KEY, worker_id, study_id)
 
 
 def check_new_batch(session: Session, settings: Settings, address: str) -> None:

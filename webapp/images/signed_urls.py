@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from webapp.http.tokens import same_token
+
 
 def pair_image_signature(secret_key: str, pair_id: int, slot: int) -> str:
     message = f"pair-image:{pair_id}:{slot}".encode()
@@ -26,7 +28,4 @@ def pair_image_url(secret_key: str, pair_id: int, slot: int, prefix: str = "") -
 
 
 def pair_image_allowed(secret_key: str, pair_id: int, slot: int, signature: str | None) -> bool:
-    if not signature:
-        return False
-    expected = pair_image_signature(secret_key, pair_id, slot)
-    return hmac.compare_digest(expected, signature.encode("ascii", "replace").decode())
+    return same_token(pair_image_signature(secret_key, pair_id, slot), signature)

@@ -14,15 +14,15 @@ import logging
 import re
 import secrets
 import statistics
-import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlmodel import Session, col, select
 
-from vsr_core import audit
+from vsr_core import audit, standing
 from vsr_core.audit import Actor
+from vsr_core.codes import new_code
 from vsr_core.models import (
     AuditKind,
     Batch,
@@ -53,14 +53,8 @@ PROLIFIC_PARAMS = (
 REAL_SOURCES = (WorkerSource.prolific, WorkerSource.mturk, WorkerSource.invite)
 # Distinct workers measured before their time per item is trusted for the pay check.
 MIN_MEASUREMENTS = 5
-CODE_ALPHABET = string.ascii_uppercase + string.digits
 MTURK_QUALIFICATION_ID = re.compile(r"[A-Z0-9]{20,40}")  # e.g. 3XQ8Z6F9... (MTurk's ids)
-CODE_LENGTH = 12  # 62 bits from `secrets`: not guessable, not shared between studies
 log = logging.getLogger(__name__)
-
-
-def new_code() -> str:
-    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
 
 
 @dataclass(frozen=True)
@@ -156,7 +150,7 @@ def item_seconds(session: Session, study_id: int, kind: str) -> ItemTime:
             col(Batch.done_count) >= Batch.size,
             Batch.size > 0,
             col(Worker.source).in_(REAL_SOURCES),
-            col(Worker.flagged).is_(False),
+            ~standing.flagged_clause(Worker.id, study_id, on_worker=Worker.flagged),
         )
     ).all()
     by_worker: dict[int, list[float]] = {}

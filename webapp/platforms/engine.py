@@ -38,6 +38,7 @@ from sqlmodel import Session, col, select
 from vsr_core import audit
 from vsr_core.agreement import DEFAULT_THRESHOLD
 from vsr_core.audit import Actor
+from vsr_core.authenticity_db import held_for_review
 from vsr_core.models import (
     Assignment,
     AuditKind,
@@ -58,9 +59,11 @@ from vsr_core.types import utcnow
 from webapp.crowd import leases as lease_mod
 from webapp.platforms import settlement
 from webapp.platforms.base import GONE, Platform, PlatformError
+from webapp.platforms.standing import worker_standing
 
 # Statuses that wait for our decision, and those that show a decision was already taken.
 REVIEWABLE = frozenset({"AWAITING REVIEW", "Submitted"})
+APPROVED = frozenset({"APPROVED", "Approved"})
 DECIDED: dict[str, set[str]] = {
     PlatformActionKind.approve: {"APPROVED", "Approved"},
     PlatformActionKind.reject: {"REJECTED", "Rejected"},
@@ -79,6 +82,9 @@ DECIDED_WORD: dict[str, dict[str, str]] = {
 # A 'sending' row younger than this may still be in flight in another apply; older ones are
 # a crash's leftovers. Longer than the slowest call (10 s timeouts, a few 429 waits).
 STALE_AFTER = timedelta(minutes=15)
+# The least a person may ask for (`vsr platform apply --stale-minutes`): below the longest a
+# live call can take, a second apply would settle a claim still in flight.
+MIN_STALE = timedelta(minutes=5)
 PLAN_ATTEMPTS = 3
 PAY_SENT = "pay_sent"  # in a bonus action's response: the paying request was sent
 log = logging.getLogger(__name__)
@@ -88,7 +94,9 @@ log = logging.getLogger(__name__)
 class Rules:
     min_gold_accuracy: float = 0.7
     min_gold_answers: int = 5
-    min_items: int = 1
+    # Items a submission must have done in its own batches; None: the batches' own targets
+    # (their sizes), so "Finish now" after one item of four is not approved.
+    min_items: int | None = None
     bonus_cents_per_kept: int = 0
     reject_flagged: bool = True
     bonus_cents_per_vote: int = 0
@@ -234,11 +242,9 @@ def _verdict(q: dict[str, Any], rules: Rules) -> str | None:
         and acc < rules.min_gold_accuracy
     ):
         return f"gold accuracy {acc:.0%} below {rules.min_gold_accuracy:.0%}"
-    if q["items"] < max(1, rules.min_items):  # approval needs work done in this study
-        return (
-            f"{q['items']} items done in this study's batches, fewer than the "
-            f"{max(1, rules.min_items)} required"
-        )
+    need = max(1, rules.min_items if rules.min_items is not None else q["target"])
+    if q["items"] < need:  # approval needs the work asked for, in this study
+        return f"{q['items']} items done in this study's batches, fewer than the {need} required"
     return None
 
 
@@ -286,7 +292,9 @@ def _plan_once(
 ) -> list[PlatformAction]:
     """One plan in one transaction and a fixed number of statements: the work in four
     grouped reads, the new actions and ledger rows each in one multi-row INSERT."""
-    subs, work = settlement.work_by_submission(session, study, REVIEWABLE, rules.keep_threshold)
+    subs, work = settlement.work_by_submission(
+        session, study, REVIEWABLE | APPROVED, rules.keep_threshold
+    )
     have = set(
         session.exec(
             select(PlatformAction.idempotency_key).where(
@@ -294,18 +302,31 @@ def _plan_once(
             )
         )
     )
+    # A worker flagged by the authenticity evidence is held for a person's review: no
+    # approve, reject or bonus is planned for their work until someone decides.
+    held = held_for_review(session, study.study_id, {s.worker_id for s in subs if s.worker_id})
+    standing = _standings(session, study, subs)
     added: list[PlatformAction] = []
     # (submission id, unit, its cents, the key of the bonus action that pays it)
     credit: list[tuple[int, settlement.Unit, int, str | None]] = []
     qualities: list[dict[str, Any]] = []
     for sub in subs:
+        if sub.worker_id in held:
+            continue
         w = work[sub.id or 0]
         q = w.quality()
-        reason = _verdict(q, rules)
+        approved = sub.status in APPROVED
+        if approved and standing.get(sub.id or 0):
+            continue  # no new money for a worker who may not be paid; their work stays open
+        reason = None if approved else _verdict(q, rules)
+        # Only decided units are credited: an Example validation has not settled yet stays
+        # pending and is credited (and paid, if kept) by a later plan.
         units = [] if reason else w.new_units()
         cents = [_unit_cents(u, rules) for u in units]
         wanted: list[tuple[PlatformActionKind, int | None, str]] = (
-            [(PlatformActionKind.reject, None, reason)]
+            []
+            if approved
+            else [(PlatformActionKind.reject, None, reason)]
             if reason
             else [(PlatformActionKind.approve, None, "")]
         )
@@ -314,6 +335,8 @@ def _plan_once(
         bonus_key: str | None = None
         for kind, amount, why in wanted:
             k = key(study, kind, sub.external_id)
+            if kind == PlatformActionKind.bonus:
+                k = _next_key(k, have)  # each settlement's kept work gets its own bonus
             if k in have:
                 continue
             added.append(
@@ -328,10 +351,6 @@ def _plan_once(
                 )
             )
             bonus_key = k if kind == PlatformActionKind.bonus else bonus_key
-        if bonus_key is None:
-            # No bonus now, or this submission's bonus was planned before: these units are
-            # paid by the reward only, never by a second bonus.
-            cents = [0] * len(units)
         credit += [
             (sub.id or 0, u, c, bonus_key if c else None) for u, c in zip(units, cents, strict=True)
         ]
@@ -392,6 +411,30 @@ def _plan_once(
     return added
 
 
+def _next_key(base: str, have: set[str]) -> str:
+    """The first of ``base``, ``base-2``, ``base-3``... not used yet (ids stay under 128)."""
+    k, n = base, 1
+    while k in have:
+        n += 1
+        k = f"{base[:120]}-{n}"
+    return k
+
+
+def _standings(
+    session: Session, study: PlatformStudy, subs: list[PlatformSubmission]
+) -> dict[int, str | None]:
+    """Per approved submission, why its worker may not be paid (None: may be). The workers
+    are read in one statement first, so each standing is read from the session."""
+    ids = {s.worker_id for s in subs if s.status in APPROVED and s.worker_id is not None}
+    if ids:
+        session.exec(select(Worker).where(col(Worker.id).in_(ids))).all()
+    return {
+        s.id or 0: worker_standing(session, study.study_id, s.worker_id)
+        for s in subs
+        if s.status in APPROVED
+    }
+
+
 def _unit_cents(unit: settlement.Unit, rules: Rules) -> int:
     if unit.kind == LedgerUnitKind.example:
         return rules.bonus_cents_per_kept if unit.kept else 0
@@ -418,10 +461,25 @@ class _Claimed:
     reason: str
     key: str
     worker_external_id: str
+    sent_at: datetime  # this claim's mark: every later state change is pinned to it
+
+
+class ClaimLost(Exception):
+    """Another apply (a reconcile of a claim it took for a crash's) owns the action now:
+    this one must not send its paying request."""
+
+
+# What a claimed action's facts say at send time: send it, wait (a bonus whose approve is
+# not confirmed yet), or cancel it with a reason.
+_WAIT = "wait"
 
 
 def _send(
-    session: Session, platform: Platform, study_external_id: str, a: _Claimed
+    session: Session,
+    platform: Platform,
+    study_external_id: str,
+    a: _Claimed,
+    pinned: dict[int, datetime],
 ) -> dict[str, Any]:
     if a.kind == PlatformActionKind.approve:
         return platform.approve(a.target, a.key)
@@ -431,15 +489,24 @@ def _send(
         return platform.request_return(a.target, a.reason, a.key)
 
     def record(note: dict[str, Any]) -> None:
-        """Write-ahead: what the pay request is about to do, committed before it is sent."""
-        _set_state(
+        """Write-ahead: what the pay request is about to do, committed before it is sent,
+        and only while this apply still owns the claim (compare-and-set on the claim's
+        mark). The mark moves on, so a reconcile that read the row before this write can no
+        longer re-plan it."""
+        moved = utcnow()
+        owned = _set_state(
             session,
             a.id,
             PlatformActionState.sending,
             PlatformActionState.sending,
             {**note, PAY_SENT: True},
+            sent_at=moved,
+            old_sent_at=a.sent_at,
         )
         session.commit()
+        if not owned:
+            raise ClaimLost(f"bonus {a.target}: claimed by another apply before its pay")
+        pinned[a.id] = moved
 
     return platform.bonus(
         study_external_id, a.target, a.worker_external_id, a.amount_cents, a.reason, a.key, record
@@ -485,20 +552,41 @@ def _set_state(
 def _claim(session: Session, action_id: int) -> _Claimed | None:
     """Take one planned action for this process: planned -> sending, committed before the
     call (the write-ahead record of the intent). Returns None when another apply claimed it
-    first. On SQLite the transaction is BEGIN IMMEDIATE (vsr_core.db), so the read and the
-    update are one writer's step."""
+    first, or when the facts read in the same transaction forbid sending it now: the
+    submission's last synced status and the worker's standing (then it is cancelled with
+    the reason), or, for a bonus, an approve not confirmed yet (then it stays planned). On
+    SQLite the transaction is BEGIN IMMEDIATE (vsr_core.db), so the reads and the update
+    are one writer's step; on PostgreSQL the update locks the row first."""
     try:
+        mark = utcnow()
         if not _set_state(
             session,
             action_id,
             PlatformActionState.planned,
             PlatformActionState.sending,
             {},
-            sent_at=utcnow(),
+            sent_at=mark,
         ):
             return None
         action = session.get(PlatformAction, action_id)
         assert action is not None and action.id is not None
+        session.refresh(action)
+        sub = _submission(session, action.platform, action.target)
+        verdict = _send_time_check(session, action, sub)
+        if verdict == _WAIT:
+            return None  # the rollback below puts it back to planned, untouched
+        if verdict is not None:
+            _set_state(
+                session,
+                action.id,
+                PlatformActionState.sending,
+                PlatformActionState.cancelled,
+                {"cancelled": verdict},
+                old_sent_at=mark,
+            )
+            session.commit()
+            log.info("%s %s cancelled: %s", action.kind, action.target, verdict)
+            return None
         claimed = _Claimed(
             action.id,
             action.kind,
@@ -506,12 +594,62 @@ def _claim(session: Session, action_id: int) -> _Claimed | None:
             action.amount_cents or 0,
             action.reason,
             action.idempotency_key,
-            _worker_ext(session, action.platform, action.target),
+            sub.worker_external_id if sub else "",
+            mark,
         )
         session.commit()
         return claimed
     finally:
         session.rollback()  # a no-op after the commit; ends the read when nothing was claimed
+
+
+def _submission(session: Session, platform: str, target: str) -> PlatformSubmission | None:
+    return session.exec(
+        select(PlatformSubmission).where(
+            PlatformSubmission.platform == platform,
+            PlatformSubmission.external_id == target,
+        )
+    ).first()
+
+
+def _send_time_check(
+    session: Session, action: PlatformAction, sub: PlatformSubmission | None
+) -> str | None:
+    """The facts at the moment of sending: None to send, ``_WAIT`` to leave it planned, or
+    the reason it is cancelled. Money (approve, bonus) never goes to a submission the
+    platform reports returned, timed out or rejected, nor to a worker who may not be paid;
+    a bonus goes only after its submission's approve is confirmed."""
+    if action.kind == PlatformActionKind.return_:
+        return None
+    status = sub.status if sub is not None else ""
+    if status in GONE and not (
+        action.kind == PlatformActionKind.reject and status in DECIDED[PlatformActionKind.reject]
+    ):
+        return f"submission {status.lower()} on the platform"
+    if action.kind == PlatformActionKind.reject:
+        return None
+    study = session.get(PlatformStudy, action.platform_study_id)
+    standing = worker_standing(
+        session, study.study_id if study else 0, sub.worker_id if sub is not None else None
+    )
+    if standing is not None:
+        return standing
+    if action.kind != PlatformActionKind.bonus:
+        return None
+    if status in DECIDED[PlatformActionKind.approve]:
+        return None
+    approve = session.exec(
+        select(PlatformAction.state).where(
+            PlatformAction.platform_study_id == action.platform_study_id,
+            PlatformAction.kind == PlatformActionKind.approve,
+            PlatformAction.target == action.target,
+        )
+    ).first()
+    if approve == PlatformActionState.done:
+        return None
+    if approve in (PlatformActionState.planned, PlatformActionState.sending):
+        return _WAIT
+    return f"its approve is {approve or 'not planned'}; a bonus needs a confirmed approve"
 
 
 def _settle_lost(
@@ -657,10 +795,21 @@ def apply(
         claimed = _claim(session, action_id or 0)
         if claimed is None:
             continue
-        state, response = _outcome(session, platform, study_ext, claimed)
+        pinned = {claimed.id: claimed.sent_at}
+        outcome = _outcome(session, platform, study_ext, claimed, pinned)
+        if outcome is None:
+            continue  # another apply owns it now: it records the outcome
+        state, response = outcome
         if state != PlatformActionState.sending:
             if (
-                _set_state(session, claimed.id, PlatformActionState.sending, state, response)
+                _set_state(
+                    session,
+                    claimed.id,
+                    PlatformActionState.sending,
+                    state,
+                    response,
+                    old_sent_at=pinned[claimed.id],
+                )
                 and state == PlatformActionState.done
             ):
                 _record_decision(session, platform.name, claimed.kind, claimed.target)
@@ -671,6 +820,7 @@ def apply(
                 PlatformActionState.sending,
                 state,
                 {**_response_of(session, claimed.id), **response},
+                old_sent_at=pinned[claimed.id],
             )
         if actor is not None:
             audit.record(
@@ -719,11 +869,19 @@ def _response_of(session: Session, action_id: int) -> dict[str, Any]:
 
 
 def _outcome(
-    session: Session, platform: Platform, study_ext: str, a: _Claimed
-) -> tuple[PlatformActionState, dict[str, Any]]:
-    """Send one claimed action; its new state and what to record."""
+    session: Session,
+    platform: Platform,
+    study_ext: str,
+    a: _Claimed,
+    pinned: dict[int, datetime],
+) -> tuple[PlatformActionState, dict[str, Any]] | None:
+    """Send one claimed action; its new state and what to record (None: the claim was
+    lost to another apply before anything that pays was sent)."""
     try:
-        return PlatformActionState.done, _send(session, platform, study_ext, a)
+        return PlatformActionState.done, _send(session, platform, study_ext, a, pinned)
+    except ClaimLost as exc:
+        log.warning("%s", exc)
+        return None
     except PlatformError as exc:
         if not exc.maybe_sent:
             if _already_done(platform, a):

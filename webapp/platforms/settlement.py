@@ -22,6 +22,7 @@ from sqlalchemy import and_
 from sqlalchemy import select as sa_select
 from sqlmodel import Session, col, select
 
+from vsr_core import standing
 from vsr_core.agreement import DEFAULT_THRESHOLD, Threshold, keep_rule
 from vsr_core.models import (
     Annotation,
@@ -30,6 +31,8 @@ from vsr_core.models import (
     CrowdPlatform,
     Example,
     LedgerUnitKind,
+    PlatformAction,
+    PlatformActionState,
     PlatformLedger,
     PlatformStudy,
     PlatformSubmission,
@@ -51,6 +54,7 @@ class Unit:
     id: int
     batch_id: int
     kept: bool = False  # an Example validation has settled and kept
+    settled: bool = True  # decided: a vote, or an Example validation has settled
     gold_correct: bool | None = None  # a vote on a gold Example: right or wrong
     credited_to: int | None = None  # the submission the ledger credits it to, if any
 
@@ -63,6 +67,7 @@ class Work:
     submission_id: int
     flagged: bool = False
     batches: list[int] = field(default_factory=list)
+    target: int = 0  # items its batches asked for (their sizes)
     units: list[Unit] = field(default_factory=list)
     elsewhere: int = 0
 
@@ -79,6 +84,8 @@ class Work:
             "votes": votes,
             "written": written,
             "items": votes + written,
+            "target": self.target,
+            "pending": sum(not u.settled for u in self.units if u.credited_to is None),
             "kept_captions": kept,
             "gold_answered": len(gold),
             "gold_accuracy": sum(gold) / len(gold) if gold else None,
@@ -87,8 +94,9 @@ class Work:
         }
 
     def new_units(self) -> list[Unit]:
-        """Units not in the ledger yet (those credited to this submission already are)."""
-        return [u for u in self.units if u.credited_to is None]
+        """Decided units not in the ledger yet (those credited to this submission already
+        are; undecided ones wait for their verdict)."""
+        return [u for u in self.units if u.credited_to is None and u.settled]
 
 
 def _owner(
@@ -114,7 +122,10 @@ def work_by_submission(
     """The platform study's submissions (those in ``statuses`` when given) and, by
     submission id, the work each is paid for. Four statements, whatever the count."""
     stmt = (
-        select(PlatformSubmission, Worker.flagged)
+        select(
+            PlatformSubmission,
+            standing.flagged_clause(Worker.id, study.study_id, on_worker=Worker.flagged),
+        )
         .outerjoin(Worker, col(Worker.id) == col(PlatformSubmission.worker_id))
         .where(PlatformSubmission.platform_study_id == study.id)
         .order_by(col(PlatformSubmission.id))
@@ -134,13 +145,16 @@ def work_by_submission(
         Batch.study_id == study.study_id, col(Batch.worker_id).in_(workers)
     )
     owner: dict[int, int] = {}
-    for batch_id, worker_id, entry in session.exec(
-        select(Batch.id, Batch.worker_id, Batch.entry).where(col(Batch.id).in_(batch_ids))
+    for batch_id, worker_id, entry, size in session.exec(
+        select(Batch.id, Batch.worker_id, Batch.entry, Batch.size).where(
+            col(Batch.id).in_(batch_ids)
+        )
     ):
         sub_id = _owner(study.platform, study.external_id, dict(entry or {}), by_session, worker_id)
         if sub_id is not None and batch_id is not None and sub_id in work:
             owner[batch_id] = sub_id
             work[sub_id].batches.append(batch_id)
+            work[sub_id].target += size or 0
     kept_rule = keep_rule(keep_threshold)
     for unit in _units(session, batch_ids, kept_rule):
         sub_id = owner.get(unit.batch_id)
@@ -201,7 +215,12 @@ def _units(session: Session, batch_ids: Any, kept_rule: Any) -> Iterable[Unit]:
         # settled ones count as kept (vsr_core.kept's rule).
         kept = bool(settled) and n > 0 and bool(kept_rule(agree, n))
         yield Unit(
-            LedgerUnitKind.example, example_id or 0, batch_id, kept=kept, credited_to=credited
+            LedgerUnitKind.example,
+            example_id or 0,
+            batch_id,
+            kept=kept,
+            settled=bool(settled),
+            credited_to=credited,
         )
 
 
@@ -215,12 +234,86 @@ def ledger_rows(session: Session, study: PlatformStudy) -> list[PlatformLedger]:
     )
 
 
-def paid_for(session: Session, study: PlatformStudy) -> dict[int, dict[str, int]]:
-    """Per submission id, what the ledger credits it with: votes, written, kept, cents."""
-    out: dict[int, dict[str, int]] = {}
-    for row in ledger_rows(session, study):
-        d = out.setdefault(row.submission_id, {"votes": 0, "written": 0, "kept": 0, "cents": 0})
+# What a bonus action's state means for the money the ledger credits through it.
+_MONEY_OF_STATE: dict[str | None, str] = {
+    PlatformActionState.done: "paid",
+    PlatformActionState.planned: "pending",
+    PlatformActionState.sending: "pending",
+    PlatformActionState.unknown: "unknown",
+    PlatformActionState.failed: "closed",
+    PlatformActionState.cancelled: "closed",
+}
+
+
+def paid_for(session: Session, study: PlatformStudy) -> dict[int, dict[str, Any]]:
+    """Per submission id, what the ledger credits it with (votes, written, kept, cents) and
+    where that money stands: ``paid`` (its bonus confirmed), ``pending`` (planned or in
+    flight), ``unknown`` (a person checks), ``closed`` (never to be paid) with the reasons.
+    One statement."""
+    out: dict[int, dict[str, Any]] = {}
+    rows = session.exec(
+        select(PlatformLedger, PlatformAction.state, PlatformAction.response, PlatformAction.reason)
+        .outerjoin(PlatformAction, col(PlatformAction.id) == col(PlatformLedger.bonus_action_id))
+        .where(PlatformLedger.platform_study_id == study.id)
+        .order_by(col(PlatformLedger.id))
+    )
+    for row, state, response, _ in rows:
+        d = out.setdefault(
+            row.submission_id,
+            {
+                "votes": 0,
+                "written": 0,
+                "kept": 0,
+                "cents": 0,
+                "paid": 0,
+                "pending": 0,
+                "unknown": 0,
+                "closed": 0,
+                "closed_why": set(),
+            },
+        )
         d["votes" if row.unit_kind == LedgerUnitKind.vote else "written"] += 1
         d["kept"] += row.kept
         d["cents"] += row.cents
+        if row.cents:
+            where = _MONEY_OF_STATE.get(state, "pending")
+            d[where] += row.cents
+            if where == "closed":
+                r = dict(response or {})
+                d["closed_why"].add(str(r.get("cancelled") or r.get("error") or state))
     return out
+
+
+# Platform statuses under which undecided work will never be paid.
+_CLOSED_STATUSES = frozenset({"RETURNED", "TIMED-OUT", "REJECTED", "Rejected"})
+
+
+def money_line(paid: dict[str, Any] | None, quality: dict[str, Any], status: str) -> str:
+    """One submission's money in words: paid, pending (planned, or work not decided yet),
+    unknown and closed with the reasons (the page and `vsr platform plan` say the same)."""
+    p = paid or {"paid": 0, "pending": 0, "unknown": 0, "closed": 0, "closed_why": set()}
+    undecided = int(quality.get("pending", 0))
+    parts = [f"paid {p['paid']}c", f"pending {p['pending']}c"]
+    if undecided:
+        closed = status in _CLOSED_STATUSES
+        why = f"closed (submission {status.lower()})" if closed else "pending (not validated yet)"
+        parts.append(f"{undecided} units {why}")
+    if p["unknown"]:
+        parts.append(f"unknown {p['unknown']}c (check on the platform)")
+    if p["closed"]:
+        parts.append(f"closed {p['closed']}c ({'; '.join(sorted(p['closed_why']))})")
+    return ", ".join(parts)
+
+
+def cancelled_actions(session: Session, study: PlatformStudy) -> list[PlatformAction]:
+    """The actions cancelled at send time, with the reason in ``response['cancelled']``."""
+    return list(
+        session.exec(
+            select(PlatformAction)
+            .where(
+                PlatformAction.platform_study_id == study.id,
+                PlatformAction.state == PlatformActionState.cancelled,
+            )
+            .order_by(col(PlatformAction.id))
+        )
+    )

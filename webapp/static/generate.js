@@ -120,11 +120,28 @@
 
   // One click, one submission: the button is disabled while the request is in flight (the
   // server is idempotent anyway, via client_token).
+  // How the answer was given (docs/quality.md; disclosed on the consent page): focus
+  // changes, counts of pointer and key events and whether anything was pasted, never content.
+  const seen = { focus: 0, pointer: 0, keys: 0, paste: 0 };
+  window.addEventListener("blur", function () { seen.focus++; });
+  document.addEventListener("visibilitychange", function () { if (document.hidden) seen.focus++; });
+  document.addEventListener("pointerdown", function () { seen.pointer++; }, { passive: true });
+  document.addEventListener("pointermove", function () { seen.pointer++; }, { passive: true });
+  document.addEventListener("keydown", function () { seen.keys++; }, true);
+  document.addEventListener("paste", function () { seen.paste = 1; }, true);
+  function signals() {
+    const cap = function (n, max) { return String(Math.min(Math.max(0, n), max)); };
+    return "shown=" + cap(Date.now() - started, 86400000) + ";focus=" + cap(seen.focus, 9999) +
+      ";pointer=" + cap(seen.pointer, 999999) + ";keys=" + cap(seen.keys, 999999) +
+      ";canary=0;paste=" + seen.paste;
+  }
   document.querySelectorAll("form").forEach(function (f) {
     f.addEventListener("submit", function (e) {
       if (f.dataset.sent) { e.preventDefault(); return; }
       const d = f.querySelector('input[name="duration_ms"]');
       if (d) d.value = String(Date.now() - started);
+      const sig = f.querySelector('input[name="signals"]');
+      if (sig) sig.value = signals();
       f.dataset.sent = "1";
       f.querySelectorAll("button[type=submit], button:not([type])").forEach(function (b) { b.disabled = true; });
     });

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import case, func, true
 from sqlmodel import Session, col, select
 
+from vsr_core import standing
 from vsr_core.models import Example, Vote, Worker
 from vsr_core.studies.settings import StudyConfig
 
@@ -41,8 +42,12 @@ def _score_query() -> Any:
     )
 
 
-def gold_score(session: Session, worker_id: int) -> GoldScore:
-    row = session.exec(_score_query().where(Vote.worker_id == worker_id)).first()
+def gold_score(session: Session, worker_id: int, study_id: int | None = None) -> GoldScore:
+    """The worker's gold answers (in one study, when given)."""
+    query = _score_query().where(Vote.worker_id == worker_id)
+    if study_id is not None:
+        query = query.where(Example.study_id == study_id)
+    row = session.exec(query).first()
     if row is None:
         return GoldScore(worker_id, 0, 0)
     return GoldScore(worker_id, int(row[1]), int(row[2] or 0))
@@ -63,29 +68,34 @@ def failing(score: GoldScore, config: StudyConfig) -> bool:
 
 
 def check_gold_accuracy(
-    session: Session, worker: Worker, config: StudyConfig, strategies: dict[str, Any]
+    session: Session,
+    worker: Worker,
+    config: StudyConfig,
+    strategies: dict[str, Any],
+    study_id: int,
 ) -> bool:
-    """Flag (and maybe block) the worker if their gold accuracy fell below the threshold.
+    """Flag (and maybe block) the worker in the study if their gold accuracy there fell below
+    the threshold (vsr_core.standing: the flag and block hold in this study only).
 
     Returns True when this call flagged them. Runs inside the caller's transaction (right
     after a gold vote), so the flag lands with the vote or not at all.
     """
     assert worker.id is not None
-    score = gold_score(session, worker.id)
-    if not failing(score, config) or (worker.flagged and not config.block_on_gold_failure):
+    score = gold_score(session, worker.id, study_id)
+    now = standing.standing(session, worker, study_id)
+    if not failing(score, config) or (now.flagged and not config.block_on_gold_failure):
         return False
-    newly = not worker.flagged
-    worker.flagged = True
-    worker.flag_reason = (
+    newly = not now.flagged
+    reason = (
         f"gold accuracy {score.correct}/{score.answered} = {score.accuracy:.0%} is below "
         f"{config.gold_accuracy_threshold:.0%}"
     )
-    if config.block_on_gold_failure and not worker.blocked:
+    standing.set_flagged(session, worker, study_id, True, reason)
+    if config.block_on_gold_failure and not now.blocked:
         # The dashboard's own block action: leases back through each kind's strategy, open
         # batches end as returned. It commits, taking this vote and the flag along with it.
         from webapp.crowd.workers import block_worker
 
-        block_worker(session, worker, strategies)
+        block_worker(session, worker, strategies, reason, study_id=study_id)
         return True
-    session.add(worker)
     return newly

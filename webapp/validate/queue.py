@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from vsr_core.authenticity import ItemSignals
 from vsr_core.models import (
     DEFAULT_STUDY_ID,
     Batch,
@@ -36,6 +37,7 @@ from vsr_core.models import (
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.crowd import batches, leases
+from webapp.crowd.signals import signal_values, store_signals
 from webapp.validate.gold import check_gold_accuracy
 from webapp.validate.rules import (
     DECISION_OF_CHAR,
@@ -283,6 +285,7 @@ def record_vote(
     then_next: bool = False,
     display: Display | None = None,
     study_id: int = DEFAULT_STUDY_ID,
+    signals: ItemSignals | None = None,
 ) -> VoteOutcome:
     """Record a validator's vote for the item leased to them. Commits, or changes nothing.
 
@@ -293,7 +296,8 @@ def record_vote(
     a vote on a lease of that study takes the one-statement path (the same rules either way),
     one of another study is refused.
     Raises :class:`VoteError` (404 not this worker's item or not this study's, 409 no longer
-    acceptable, 403 a blocked worker).
+    acceptable, 403 a blocked worker). ``signals``, the page's measurements of how the
+    answer was given, are stored with a new vote in the same transaction (not on a replay).
     """
     if reference_frame is not None and reference_frame not in REFERENCE_FRAMES:
         raise VoteError(422, "The reference frame must be intrinsic, relative or both.")
@@ -314,6 +318,11 @@ def record_vote(
             now,
             study_id,
         )
+        if signals is not None and outcome.created:
+            store_signals(
+                session,
+                signal_values(signals, now, study_id, worker_id, vote_id=outcome.vote.id),
+            )
         if then_next and outcome.batch_status == BatchStatus.open:
             active = (state.active_id, state.active_example_id) if state.active_id else None
             outcome.next = _advance(
@@ -520,7 +529,7 @@ def _after_vote(
         who = worker if isinstance(worker, Worker) else session.get(Worker, worker_id)
         assert who is not None
         outcome.flagged = check_gold_accuracy(
-            session, who, config, strategies={strategy.kind: strategy}
+            session, who, config, strategies={strategy.kind: strategy}, study_id=lease.batch_study
         )
         if outcome.flagged:  # blocking ends the batch (and commits): read it again
             batch = session.get(Batch, lease.batch_id, populate_existing=True)

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session
 
+from vsr_core.authenticity import ItemSignals
 from vsr_core.caption_language import concept_name
 from vsr_core.db import is_dropped_connection, make_lean_engine
 from vsr_core.models import Assignment, Batch, Example, Image, Worker
@@ -30,6 +31,8 @@ from vsr_core.types import utcnow
 from webapp.crowd import batches
 from webapp.crowd.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
 from webapp.crowd.lease_tokens import MAX_LENGTH, lease_from_token, lease_token
+from webapp.crowd.signals import MAX_LENGTH as SIGNALS_MAX
+from webapp.crowd.signals import SignalsError, parse_signals
 from webapp.crowd.tasks import redirect, strategy_for
 from webapp.http.api_guard import CSRF_HEADER, check_json_post
 from webapp.http.deps import SessionDep, SettingsDep, TemplatesDep, app_owned
@@ -179,12 +182,22 @@ def _task_page(
     return templates.TemplateResponse(request, "validate.html", ctx)
 
 
+def _signals(text: str | None) -> ItemSignals | None:
+    try:
+        return parse_signals(text)
+    except SignalsError as exc:
+        raise PageError(
+            422, "The page's measurements of this answer were not understood. Please reload it."
+        ) from exc
+
+
 class VoteForm(BaseModel):
     csrf: str = Field(max_length=128)
     assignment_id: str = Field(max_length=MAX_LENGTH, description="the lease's opaque token")
     answer: Literal["true", "false"]
     reference_frame: Literal["", "intrinsic", "relative", "both"] = ""
     duration_ms: str = Field("", max_length=12)
+    signals: str = Field("", max_length=SIGNALS_MAX, description="how the answer was given")
 
 
 @router.post("/validate", summary="Submit one True/False judgement (HTML form)")
@@ -199,6 +212,7 @@ def task_submit(
         assert worker.id is not None
         lease_id = _lease_id(request, worker.id, form.assignment_id)
         duration = ascii_int(form.duration_ms, 0, 24 * 3600 * 1000)  # "²".isdigit() is true
+        signals = _signals(form.signals)
         try:
             record_vote(
                 session,
@@ -209,6 +223,7 @@ def task_submit(
                 reference_frame=form.reference_frame or None,
                 duration_ms=duration,
                 study_id=current_study(request).id,
+                signals=signals,
             )
         except VoteError as exc:
             if exc.status == 409:
@@ -254,6 +269,9 @@ class VoteIn(BaseModel):
     value: bool
     reference_frame: Literal["intrinsic", "relative", "both"] | None = None
     duration_ms: int | None = Field(None, ge=0, le=24 * 3600 * 1000)
+    signals: str | None = Field(
+        None, max_length=SIGNALS_MAX, description="the task page's measurements (docs/quality.md)"
+    )
 
 
 class VoteResult(BaseModel):
@@ -460,6 +478,7 @@ def _api_vote(request: Request, session: Session, body: VoteIn, then_next: bool)
             then_next=then_next,
             display=_display(request),
             study_id=current_study(request).id,
+            signals=_signals(body.signals),
         )
     except VoteError as exc:
         raise _refused(request, session, exc) from exc

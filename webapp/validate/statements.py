@@ -37,6 +37,7 @@ from vsr_core.models import (
     LeaseStatus,
     Vote,
 )
+from vsr_core.standing import blocked_clause
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import ASSIGNMENT, BATCH, EXAMPLE, VOTE, WORKER
 from vsr_core.types import UTCDateTime
@@ -265,15 +266,16 @@ def statements_for(dialect: str) -> Statements:
     )
     lease_param = bindparam("q_lease", type_=Integer)
     # One statement per request for who and where: the lease (locked: two submits of one
-    # lease serialise here), its worker's blocked flag, its batch with the leases done and
-    # any other active lease, and a vote already stored for it (an idempotent replay).
+    # lease serialise here), its worker's block (everywhere or in the batch's study), its
+    # batch with the leases done and any other active lease, and a vote already stored for
+    # it (an idempotent replay).
     lock_lease = (
         sa_select(
             ASSIGNMENT.c.worker_id,
             ASSIGNMENT.c.kind,
             ASSIGNMENT.c.status,
             ASSIGNMENT.c.example_id,
-            WORKER.c.blocked,
+            blocked_clause(ASSIGNMENT.c.worker_id, BATCH.c.study_id).label("blocked"),
             *batch_columns(exclude_lease=ASSIGNMENT.c.id),
             VOTE.c.id.label("vote_id"),
             VOTE.c.value,
@@ -282,15 +284,18 @@ def statements_for(dialect: str) -> Statements:
             VOTE.c.created_at,
         )
         .select_from(
-            ASSIGNMENT.join(BATCH, BATCH.c.id == ASSIGNMENT.c.batch_id)
-            .join(WORKER, WORKER.c.id == ASSIGNMENT.c.worker_id)
-            .outerjoin(VOTE, VOTE.c.assignment_id == ASSIGNMENT.c.id)
+            ASSIGNMENT.join(BATCH, BATCH.c.id == ASSIGNMENT.c.batch_id).outerjoin(
+                VOTE, VOTE.c.assignment_id == ASSIGNMENT.c.id
+            )
         )
         .where(ASSIGNMENT.c.id == lease_param)
     )
     # The worker (None: unknown) and their open batch of this kind, if any, in one row.
     batch_state = (
-        sa_select(WORKER.c.blocked, *batch_columns())
+        sa_select(
+            blocked_clause(WORKER.c.id, STUDY_PARAM, WORKER.c.blocked).label("blocked"),
+            *batch_columns(),
+        )
         .select_from(
             WORKER.outerjoin(
                 BATCH,
@@ -545,7 +550,6 @@ def _vote_on_active(value: Any) -> Any:
     """
     lease_id = bindparam("q_lease", type_=Integer)
     now = bindparam("q_now", type_=UTCDateTime())
-    blocked = sa_select(literal(1)).where(WORKER.c.id == WORKER_PARAM, WORKER.c.blocked == true())
     in_study = sa_select(BATCH.c.id).where(BATCH.c.study_id == STUDY_PARAM)
     finished = (
         update(Assignment)
@@ -556,7 +560,7 @@ def _vote_on_active(value: Any) -> Any:
             col(Assignment.status) == literal_column(f"'{LeaseStatus.active.value}'"),
             col(Assignment.example_id).is_not(None),
             col(Assignment.batch_id).in_(in_study),
-            ~blocked.exists(),
+            ~blocked_clause(WORKER_PARAM, STUDY_PARAM),
         )
         .values(status=LeaseStatus.done.value, finished_at=now)
         .returning(col(Assignment.batch_id), col(Assignment.example_id))

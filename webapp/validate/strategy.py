@@ -3,6 +3,7 @@ validator gets next, gold mixed in at ``gold_rate``, and expiry in Example id or
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Sequence
@@ -16,7 +17,10 @@ from vsr_core.models import (
     Assignment,
     BatchKind,
     LeaseStatus,
+    Study,
 )
+from vsr_core.qualification import gold_shown
+from vsr_core.studies.definition import StudyDefinition, parse_study
 from vsr_core.studies.settings import StudyConfig, load_study_config
 from vsr_core.types import utcnow
 from webapp.crowd import leases
@@ -33,6 +37,25 @@ from webapp.validate.statements import (
 )
 
 # --- the lease strategy ---------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _definition(definition_hash: str, text: str) -> StudyDefinition:
+    """A study file parsed once per version (keyed by its hash)."""
+    return parse_study(text)
+
+
+def unseen_gold(session: Session, worker_id: int, limit: int, study_id: int) -> list[int]:
+    """Gold items the worker has not had, leaving out those their qualification check showed
+    them (vsr_core.qualification.gold_shown): a control whose answer is known measures
+    nothing."""
+    study = session.get(Study, study_id)
+    definition = _definition(study.definition_hash, study.definition) if study else None
+    if definition is None or not definition.qualification.uses_gold():
+        return gold_candidates(session, worker_id, limit, study_id)
+    shown = gold_shown(session, study_id, definition, worker_id)
+    found = gold_candidates(session, worker_id, limit + len(shown), study_id)
+    return [i for i in found if i not in shown][:limit]
 
 
 @dataclass
@@ -117,7 +140,7 @@ class ExampleStrategy:
         gold = 0
         if config.gold_rate > 0 and regular:
             share = config.gold_rate / max(1e-9, 1 - config.gold_rate)
-            seen = gold_candidates(session, worker_id, limit, study_id)
+            seen = unseen_gold(session, worker_id, limit, study_id)
             gold = min(round(regular * share), len(seen))
         return min(limit, regular + gold)
 
@@ -126,7 +149,7 @@ class ExampleStrategy:
         or when the worker has seen every gold item."""
         config = self.study(session, study_id)
         if config.gold_rate > 0 and self.rng.random() < config.gold_rate:
-            return gold_candidates(session, worker_id, limit, study_id)
+            return unseen_gold(session, worker_id, limit, study_id)
         return []
 
     def lease_next(

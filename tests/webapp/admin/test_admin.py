@@ -38,9 +38,12 @@ from vsr_core.models import (
     StudySetting,
     Vote,
     Worker,
+    WorkerStanding,
 )
 from vsr_core.settings import DEMO_DATA_DIR, Settings
+from vsr_core.standing import standing
 from vsr_core.studies.settings import load_study_config
+from vsr_core.types import utcnow
 from webapp.admin.auth import verify_password
 from webapp.app import create_app
 
@@ -334,6 +337,7 @@ def test_every_admin_url_refuses_anonymous_visitors_and_workers(app: Any, engine
     assert checked >= 3 * 24
     with Session(engine) as s:  # nothing changed
         assert not s.exec(select(Worker).where(Worker.blocked)).all()
+        assert not s.exec(select(WorkerStanding)).all()
         assert not s.exec(select(Job)).all()
 
 
@@ -346,11 +350,14 @@ def test_state_changing_forms_need_the_csrf_token(
         s.add(w)
         s.commit()
         wid = w.id
+        assert wid is not None
+        s.add(Batch(worker_id=wid, kind="validate", size=5, deadline=utcnow()))  # took part
+        s.commit()
     for data in ({}, {"csrf_token": "0" * 64}, {"csrf_token": token + "x"}):
         r = client.post(f"/admin/workers/{wid}/block", data=data, follow_redirects=False)
         assert r.status_code == 403 and "reload the page" in r.text
     with Session(engine) as s:
-        assert not s.get(Worker, wid).blocked  # type: ignore[union-attr]
+        assert not standing(s, s.get(Worker, wid), 1).blocked  # type: ignore[arg-type]
     # A token from another admin session does not work either.
     other = TestClient(client.app)
     other_token = login(other)
@@ -364,7 +371,7 @@ def test_state_changing_forms_need_the_csrf_token(
     )
     assert ok.status_code == 303
     with Session(engine) as s:
-        assert s.get(Worker, wid).blocked  # type: ignore[union-attr]
+        assert standing(s, s.get(Worker, wid), 1).blocked  # type: ignore[arg-type]
 
 
 # --- pages on real VSR records --------------------------------------------------------------
@@ -698,7 +705,9 @@ def test_block_releases_leases_and_unblock(
     assert "1 leased item(s) returned" in client.get(r.headers["location"]).text
     with Session(engine) as s:
         worker = s.get(Worker, wid)
-        assert worker is not None and worker.blocked and worker.flag_reason == "random answers"
+        assert worker is not None
+        here = standing(s, worker, 1)
+        assert here.blocked and here.flag_reason == "random answers" and not worker.blocked
         assert s.get(ImagePair, pair_id).status == "available"  # type: ignore[union-attr]
         (a,) = s.exec(select(Assignment).where(Assignment.worker_id == wid)).all()
         assert a.status == "released"
@@ -708,7 +717,8 @@ def test_block_releases_leases_and_unblock(
     client.post(f"/admin/workers/{wid}/flag", data={"csrf_token": token, "flagged": "false"})
     with Session(engine) as s:
         worker = s.get(Worker, wid)
-        assert worker is not None and not worker.blocked and not worker.flagged
+        assert worker is not None
+        assert not standing(s, worker, 1).blocked and not standing(s, worker, 1).flagged
     assert client.post("/admin/workers/999999/block", data={"csrf_token": token}).status_code == 404
 
 

@@ -42,7 +42,17 @@ ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 VSR_BIN = Path(sys.executable).parent / "vsr"
 # `vsr match` loads the matching models: its record is checked by tests/vsr_cli/
 # test_first_use_round2.py, where the command is run anyway.
-NOT_IN_SESSION = {AuditKind.match_run}
+# Recorded and checked by their own tests: exports and downloads
+# (tests/webapp/admin/test_exports_recorded.py), CLI tokens (tests/vsr_cli/test_admin_roles.py),
+# a reviewed worker's approval (tests/webapp/admin/test_authenticity.py).
+NOT_IN_SESSION = {
+    AuditKind.authenticity_approve,
+    AuditKind.match_run,
+    AuditKind.dataset_export,
+    AuditKind.download,
+    AuditKind.token_create,
+    AuditKind.token_revoke,
+}
 
 
 def _subset(want: Any, got: Any) -> bool:
@@ -344,6 +354,7 @@ def test_jsonl_export_over_http(db_url: str, engine: Engine, tmp_path: Path) -> 
         "actor",
         "actor_id",
         "via",
+        "os_login",
         "study_id",
         "kind",
         "target",
@@ -367,6 +378,7 @@ def _vsr(db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str
     full = {**os.environ, **env}
     full.pop("VSR_DEBUG", None)
     full.pop("VSR_ADMIN", None)
+    full["VSR_ADMIN_SECRET"] = PASSWORD  # proves VSR_ADMIN when a call names one
     full.update(env)
     return subprocess.run(
         [str(VSR_BIN), "admin", "audit-export", *args, "--database-url", db_url],

@@ -22,6 +22,7 @@ from tests.support.browser import launch_chromium, require_chromium, running_sit
 from vsr_core.captions import render_caption
 from vsr_core.db import make_engine
 from vsr_core.models import Example, ImagePair, Worker
+from vsr_core.standing import standing
 from vsr_core.studies.settings import load_study_config
 
 PASSWORD = "browser-admin-password"
@@ -165,7 +166,7 @@ def test_admin_runs_the_study_in_chromium(
         expect(page.get_by_role("heading", name="Batches")).to_be_visible()
         page.get_by_placeholder("reason (optional)").fill("random answers")
         page.once("dialog", lambda dialog: dialog.accept())  # Block asks for confirmation
-        page.get_by_role("button", name="Block and release leases").click()
+        page.get_by_role("button", name="Block in this study").click()
         expect(page.get_by_role("status")).to_contain_text("1 leased item(s) returned")
         expect(page.locator(".page-head")).to_contain_text("blocked")
         page.screenshot(path=str(shots / "worker_after_block.png"), full_page=True)
@@ -189,7 +190,7 @@ def test_admin_runs_the_study_in_chromium(
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
         worker = s.get(Worker, ids["worker"])
-        assert worker is not None and worker.blocked
+        assert worker is not None and standing(s, worker, 1).blocked  # in the study
         pair = s.get(ImagePair, ids["pair"])
         assert pair is not None and pair.status == "available"
     engine.dispose()

@@ -23,6 +23,7 @@ from tests.support.admins import create_owner
 from tests.support.browser import launch_chromium, require_chromium, running_site, watch_errors
 from vsr_core.db import make_engine
 from vsr_core.models import Example, Worker
+from vsr_core.standing import standing
 
 PASSWORD = "browser-admin-password"
 pytestmark = pytest.mark.browser
@@ -198,7 +199,7 @@ def test_dashboard_first_use_in_chromium(
     engine = make_engine(sqlite_url)
     with Session(engine) as s:
         worker = s.get(Worker, ids["validator"])
-        assert worker is not None and worker.blocked
+        assert worker is not None and standing(s, worker, 1).blocked  # in the study
         copies = s.exec(select(Example).where(Example.origin == "revalidation")).all()
         assert len(copies) == 5
     engine.dispose()

@@ -36,7 +36,7 @@ def _race(
                 worker = s.get(Worker, worker_id)
                 assert worker is not None
                 barrier.wait()
-                block_worker(s, worker, strategies, "race test")
+                block_worker(s, worker, strategies, "race test", study_id=None)
         except BaseException as exc:  # noqa: BLE001 - reported by the caller
             errors.append(exc)
 

@@ -24,6 +24,7 @@ from tests.webapp.admin.test_admin import login, make_admin_app
 from vsr_core.models import Example, Worker
 from vsr_core.studies.settings import StudyConfig
 from webapp.admin import stats
+from webapp.admin.routes import data as data_routes
 from webapp.admin.routes.data import PAGE
 
 # A row: its tick box (the bulk adjudication form's), then the Example's id as a link.
@@ -43,7 +44,12 @@ def seeded(engine: Engine, records: list[dict[str, Any]]) -> Seeded:
 
 
 @pytest.fixture
-def client(db_url: str, engine: Engine, tmp_path: Path, seeded: Seeded) -> TestClient:
+def client(
+    db_url: str, engine: Engine, tmp_path: Path, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> TestClient:
+    # The keyset walk itself: no filter here is paged from its cached matches
+    # (test_data_few.py covers those).
+    monkeypatch.setattr(data_routes, "FEW_MATCHES", 0)
     with Session(engine) as s:
         create_owner(s, "alice", "correct horse battery")
     c = TestClient(make_admin_app(db_url, engine, tmp_path))

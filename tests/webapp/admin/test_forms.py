@@ -11,9 +11,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from tests.webapp.admin.test_admin import admin, app, wait_job  # noqa: F401  (fixtures)
+from vsr_core.codes import STUDY_CODE_KEYS
 from vsr_core.models import ImagePair, Job, MatchRun, StudySetting
 from vsr_core.studies.settings import load_study_config
 
@@ -60,7 +61,10 @@ def test_settings_keep_typed_values_and_speak_plainly(
     assert _field_error(r.text, "votes_per_example") == "must be at least 1"
     assert "Value error" not in r.text and 'class="admin-nav"' in r.text
     with Session(engine) as s:
-        assert s.exec(select(StudySetting)).all() == []
+        # Nothing of the refused save; the study's own codes (vsr_core.codes) are not settings
+        # the admin typed.
+        typed = select(StudySetting).where(col(StudySetting.key).not_in(STUDY_CODE_KEYS))
+        assert s.exec(typed).all() == []
     r = client.post("/admin/settings", data={**form, "votes_per_example": "9"})
     assert r.status_code == 422
     assert "at least" in _field_error(r.text, "max_votes_per_example")
@@ -115,6 +119,8 @@ def test_pipeline_sample_form_results_and_warnings(
     assert f">{DEMO}</textarea>" in page and 'placeholder="/' not in page and DEMO.is_file()
     for name in ("min_area", "max_per_concept_pair", "concepts", "prefer_contrast"):
         assert f'name="{name}"' in page
+    # The minimum area is the study's own rule (the shipped file's 10,000 px), not VSR's.
+    assert 'name="min_area" type="number" min="0" step="any" value="10000"' in page
     # the VSR threshold on the demo slice: nothing to store, a warning with the reason
     r = client.post(
         "/admin/jobs/sample",

@@ -9,6 +9,7 @@ routes are read from the app, so a new admin route without an entry here fails t
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,27 @@ from sqlmodel import Session, col, select
 
 from tests.webapp.admin.test_admin import PASSWORD, _admin_routes, csrf_of, make_admin_app
 from tests.webapp.http.test_studies import make_two_studies
-from vsr_core.models import AdminRole, Example, Job, Study, Worker
+from vsr_core.models import (
+    AdminRole,
+    AuditEvent,
+    Batch,
+    BatchKind,
+    BatchStatus,
+    Example,
+    Job,
+    PlatformStudy,
+    Study,
+    Worker,
+)
+from vsr_core.standing import standing
+from vsr_core.types import utcnow
 from webapp.admin.auth import create_admin
 
 PUBLIC = "public"  # the login form: anyone
 ANY_ADMIN = "any admin"  # logout: any logged-in admin, whatever their roles
+# A worker's block in every study: researcher in the chosen study (else the usual 403) and
+# owner of every study (else a 403 that says so); nobody here owns both studies.
+EVERY_STUDY_OWNER = "owner of every study"
 VIEWER, RESEARCHER, OWNER = AdminRole.viewer, AdminRole.researcher, AdminRole.owner
 
 # (method, path) -> the least role it needs in the chosen study.
@@ -66,6 +83,8 @@ EXPECTED: dict[tuple[str, str], str | AdminRole] = {
     ("POST", "/admin/workers/{worker_id}/block"): RESEARCHER,
     ("POST", "/admin/workers/{worker_id}/unblock"): RESEARCHER,
     ("POST", "/admin/workers/{worker_id}/flag"): RESEARCHER,
+    ("POST", "/admin/workers/{worker_id}/everywhere"): EVERY_STUDY_OWNER,
+    ("POST", "/admin/workers/{worker_id}/authenticity-approve"): RESEARCHER,
     ("POST", "/admin/revalidation"): RESEARCHER,
     ("POST", "/admin/bursts/cut"): RESEARCHER,
     ("POST", "/admin/examples/{example_id}/adjudicate"): RESEARCHER,
@@ -105,6 +124,8 @@ def _login(client: TestClient, username: str) -> str:
 def _allowed(expected: str | AdminRole, role: AdminRole | None) -> bool:
     if expected in (PUBLIC, ANY_ADMIN):
         return True
+    if expected == EVERY_STUDY_OWNER:
+        return False
     assert isinstance(expected, AdminRole)
     return role is not None and role.allows(expected)
 
@@ -121,27 +142,47 @@ def world(db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path) -> dict[s
             if name == "other-owner":
                 grants = {zh_id: OWNER}
             create_admin(s, name, PASSWORD, grants=grants)
-        worker = Worker(source="prolific", external_id="w-matrix", roles=["validate"])
-        job = Job(study_id=1, kind="build", status="succeeded")
-        s.add(worker)
-        s.add(job)
-        s.commit()
-        example = s.exec(
-            select(Example).where(Example.study_id == 1).order_by(col(Example.id))
-        ).first()
-        assert example is not None and worker.id is not None and job.id is not None
-        ids = {
-            "example_id": str(example.id),
-            "worker_id": str(worker.id),
-            "job_id": str(job.id),
+        ids = _study_rows(s, 1)
+        ids |= {
             "kind": "nosuch",  # a job kind that does not exist: nothing starts
             "name": "relations",
             "ps": "999999",  # no such platform study: nothing is sent anywhere
             "what": "sync",
         }
+        others = _study_rows(s, zh_id)  # the same kinds of rows, in vsr-zh
+        platform = PlatformStudy(study_id=zh_id, platform="prolific", external_id="zh-matrix")
+        s.add(platform)
+        s.commit()
+        others |= {"kind": "build", "name": "relations", "ps": str(platform.id), "what": "sync"}
         slugs = (default.slug, zh.slug)
     app = make_admin_app(db_url, engine, tmp_path)
-    return {"app": app, "ids": ids, "slugs": slugs}
+    return {"app": app, "ids": ids, "others": others, "slugs": slugs, "zh_id": zh_id}
+
+
+def _study_rows(s: Session, study_id: int) -> dict[str, str]:
+    """A worker who took part in the study (a validation batch), a finished job and an
+    Example of the study, by the names the routes' paths give them."""
+    worker = Worker(source="prolific", external_id=f"w-matrix-{study_id}", roles=["validate"])
+    job = Job(study_id=study_id, kind="build", status="succeeded")
+    s.add(worker)
+    s.add(job)
+    s.commit()
+    assert worker.id is not None and job.id is not None
+    s.add(
+        Batch(
+            study_id=study_id,
+            worker_id=worker.id,
+            kind=BatchKind.validate.value,
+            size=5,
+            deadline=utcnow() + timedelta(hours=1),
+        )
+    )
+    s.commit()
+    example = s.exec(
+        select(Example).where(Example.study_id == study_id).order_by(col(Example.id))
+    ).first()
+    assert example is not None
+    return {"example_id": str(example.id), "worker_id": str(worker.id), "job_id": str(job.id)}
 
 
 def test_every_admin_route_answers_each_role(world: dict[str, Any]) -> None:
@@ -184,6 +225,9 @@ def test_every_admin_route_answers_each_role(world: dict[str, Any]) -> None:
                         assert "no role in any study yet" in r.text, where
                     elif role is None:
                         assert f"no role in the study {study_a}" in r.text, where
+                    elif expected == EVERY_STUDY_OWNER:
+                        needed = "this needs researcher" if role == VIEWER else "every study"
+                        assert needed in r.text, where
                     else:
                         assert isinstance(expected, AdminRole)
                         assert (
@@ -240,3 +284,59 @@ def test_switcher_lists_only_studies_with_a_role(world: dict[str, Any]) -> None:
     _login(nobody, "nobody")
     r = nobody.get("/admin", headers={"accept": "text/html"})
     assert r.status_code == 403 and "no role in any study yet" in r.text
+
+
+def test_every_route_refuses_another_studys_ids(world: dict[str, Any], engine: Engine) -> None:
+    """Each route with an id in its path, asked in vsr by its owner (and by an owner of
+    vsr-zh working in vsr) with vsr-zh's worker, Example, job and platform study: a 403 or
+    404 in plain words, and nothing of vsr-zh changes or is recorded."""
+    app, others, zh_id = world["app"], world["others"], world["zh_id"]
+    study_a, _ = world["slugs"]
+    with Session(engine) as s:
+        create_admin(s, "both-owner", PASSWORD, grants={1: OWNER, zh_id: OWNER})
+        trail_before = len(s.exec(select(AuditEvent.id)).all())
+    routes = [r for r in _admin_routes(app) if "{" in r[1]]
+    assert routes
+    asked = 0
+    for name in ("owner", "both-owner"):
+        client = TestClient(app)
+        token = _login(client, name)
+        for method, path in routes:
+            url = re.sub(r"\{(\w+)\}", lambda m: others[m.group(1)], path)
+            if "{name}" in path or "{kind}" in path:
+                continue  # a chart's or a job kind's name belongs to no study
+            data = {
+                "csrf_token": token,
+                "reason": "cross",
+                "flagged": "true",
+                "extra_votes": "1",
+                "decision": "true",
+                "gold": "true",
+            }
+            r = client.request(
+                method,
+                f"{url}?study={study_a}",
+                data=data if method == "POST" else None,
+                headers={"accept": "text/html"},
+                follow_redirects=False,
+            )
+            where = (name, method, url, r.status_code, r.text[:200])
+            assert r.status_code in (403, 404), where
+            assert "Traceback" not in r.text, where
+            asked += 1
+    assert asked >= 2 * 15
+    with Session(engine) as s:
+        worker = s.get(Worker, int(others["worker_id"]))
+        example = s.get(Example, int(others["example_id"]))
+        job = s.get(Job, int(others["job_id"]))
+        assert worker is not None and example is not None and job is not None
+        assert standing(s, worker, zh_id) == standing(s, worker, 1)
+        assert not standing(s, worker, zh_id).blocked and not standing(s, worker, zh_id).flagged
+        assert not example.is_gold and example.target_votes is None and job.status == "succeeded"
+        open_batches = s.exec(
+            select(Batch).where(Batch.worker_id == worker.id, Batch.status == BatchStatus.open)
+        ).all()
+        assert len(open_batches) == 1
+        # Only the logins are recorded: no action reached vsr-zh.
+        kinds = {e.kind for e in s.exec(select(AuditEvent)).all()[trail_before:]}
+        assert kinds <= {"login"}, kinds

@@ -100,7 +100,7 @@ def test_settings_are_per_study(dashboard: tuple[TestClient, str, int], engine: 
     assert r.status_code == 303, r.text
     with Session(engine) as s:
         assert load_study_config(s, zh_id).completion_code == "ZHDONE"
-        assert load_study_config(s, 1).completion_code == "VSRDONE"
+        assert load_study_config(s, 1).completion_code not in ("ZHDONE", "VSRDONE", "")
 
 
 def test_a_dashboard_job_runs_in_the_chosen_study(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tests.support.webapp_coco import (
     task,
 )
 from vsr_core.models import Assignment, Batch, ImagePair, InviteToken, Worker
+from vsr_core.studies.settings import load_study_config
 
 
 def _workers(engine) -> list[Worker]:  # type: ignore[no-untyped-def]
@@ -215,9 +217,15 @@ def test_one_generation_batch_per_day(site, engine, db_url: str) -> None:  # typ
     done = client.get("/done/generate")
     assert "DONE-1" in done.text and "cc=DONE-1" in done.text
     r = begin(client, csrf)
-    assert r.status_code == 409 and "come back tomorrow" in r.text
     with Session(engine) as s:
-        assert len(s.exec(select(Batch)).all()) == 1
+        (batch,) = s.exec(select(Batch)).all()
+    reset = f"{batch.created_at + timedelta(hours=24):%Y-%m-%d %H:%M} UTC"
+    assert r.status_code == 409 and "caption-writing batches" in r.text and reset in r.text
+    assert "batch(es)" not in r.text and " generate " not in r.text
+    # The same person on a new platform session is told at the link, before any consent.
+    again = client_for(site)
+    r = again.get("/start/generate?PROLIFIC_PID=daily&STUDY_ID=study1&SESSION_ID=s2")
+    assert r.status_code == 409 and reset in r.text and "consent" not in r.url.path
     # the limit is configurable
     set_study(db_url, generate_batches_per_day=2)
     assert begin(client, csrf).status_code == 303
@@ -239,22 +247,26 @@ def test_batch_time_limit_ends_the_batch(site, engine, db_url: str) -> None:  # 
         s.commit()
     r = client.get("/generate", follow_redirects=False)
     assert r.headers["location"] == "/done/generate"
-    assert "VSRDONE" in client.get("/done/generate").text
+    with Session(engine) as s:
+        code = load_study_config(s, 1).completion_code  # the study's own random code
+    assert re.fullmatch(r"[A-Z0-9]{12}", code) and code in client.get("/done/generate").text
     with Session(engine) as s:
         batch = s.exec(select(Batch)).one()
-        assert batch.status == "completed" and batch.completion_code == "VSRDONE"
+        assert batch.status == "completed" and batch.completion_code == code
         statuses = sorted(p.status for p in s.exec(select(ImagePair)))
         # the finished pair stays annotated; the unfinished lease went back to the pool
         assert statuses.count("annotated") == 1 and "leased" not in statuses
 
 
 def test_empty_pool_asks_the_worker_to_return(db_url: str, tmp_path: Path) -> None:
-    client = client_for(make_app(db_url, tmp_path))
-    start_prolific(client, "nobody-home")
-    r = client.get("/generate", follow_redirects=False)
-    assert r.headers["location"] == "/done/generate"
-    page = client.get("/done/generate")
-    assert "No work available" in page.text and "completion-code" not in page.text
+    app = make_app(db_url, tmp_path)
+    client = client_for(app)
+    csrf = enter(client, "PROLIFIC_PID=nobody-home&STUDY_ID=study1&SESSION_ID=s1")
+    page = begin(client, csrf)
+    assert page.status_code == 200 and "No work available" in page.text
+    assert "return" in page.text and "completion-code" not in page.text
+    with Session(app.state.engine) as s:
+        assert s.exec(select(Batch)).all() == []  # nothing made that reads as returned
 
 
 def test_unknown_kind_and_error_pages(site) -> None:  # type: ignore[no-untyped-def]
@@ -295,8 +307,9 @@ def test_a_worker_blocked_mid_batch_is_stopped(site, engine) -> None:  # type: i
         worker.blocked = True
         s.add(worker)
         s.commit()
+        screenout = load_study_config(s, 1).screenout_code  # the study's own random code
     r = client.post("/generate", data=answer(fields))
-    assert r.status_code == 403 and "VSRSCREEN" in r.text
+    assert r.status_code == 403 and screenout in r.text
     assert client.get("/api/generate/task").status_code == 403
     with Session(engine) as s:
         from vsr_core.models import Annotation
@@ -347,3 +360,47 @@ def test_the_same_link_after_finishing_shows_the_code_again(site, engine, db_url
         follow_redirects=False,
     )
     assert r.headers["location"] == "/consent/generate"
+
+
+def test_limit_is_checked_before_consent_and_named_on_done_page(site, engine, db_url) -> None:  # type: ignore[no-untyped-def]
+    """An invited annotator who used the day's writing batch: the done page says when the
+    next one can start instead of offering "Check for more work", and the link refuses at
+    once (the consent and instructions would lead nowhere)."""
+    set_study(db_url, generate_batch_size=1)
+    with Session(engine) as s:
+        s.add(InviteToken(token="invite-limit-1", label="lab", roles=["generate"]))
+        s.commit()
+    client = client_for(site)
+    csrf = enter(client, "token=invite-limit-1")
+    assert begin(client, csrf).status_code == 303
+    client.post("/generate", data=answer(task(client)))
+    done = client.get("/done/generate")
+    assert "You can start the next one at" in done.text and 'id="more-work"' not in done.text
+    r = client_for(site).get("/start/generate?token=invite-limit-1", follow_redirects=False)
+    assert r.status_code == 409 and "caption-writing" in r.text
+    set_study(db_url, generate_batches_per_day=0)
+    done = client.get("/done/generate")
+    assert 'id="more-work"' in done.text and "You can start the next one" not in done.text
+    r = client_for(site).get("/start/generate?token=invite-limit-1", follow_redirects=False)
+    assert r.status_code == 303
+
+
+def test_checking_for_more_work_with_none_left_creates_no_batch(site, engine, db_url: str) -> None:  # type: ignore[no-untyped-def]
+    set_study(db_url, generate_batches_per_day=0)
+    with Session(engine) as s:
+        s.add(InviteToken(token="invite-more-1", label="lab", roles=["generate"]))
+        s.commit()
+    client = client_for(site)
+    csrf = enter(client, "token=invite-more-1")
+    assert begin(client, csrf).status_code == 303
+    while client.get("/generate", follow_redirects=False).status_code == 200:
+        client.post("/generate", data=answer(task(client)))
+    with Session(engine) as s:
+        batches_before = [(b.id, b.status) for b in s.exec(select(Batch))]
+    assert [status for _, status in batches_before] == ["completed"]
+    for _ in range(3):
+        r = begin(client, csrf)
+        assert r.status_code == 200 and "every pair available right now" in r.text
+        assert 'id="completion-code"' in r.text and 'id="more-work"' in r.text
+    with Session(engine) as s:
+        assert [(b.id, b.status) for b in s.exec(select(Batch))] == batches_before

@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 from tests.support.admins import create_owner
 from tests.support.webapp_coco import (
     answer,
+    begin,
     client_for,
     enter,
     form_field,
@@ -137,13 +138,13 @@ def test_a_validator_who_judged_everything_is_told_so(site: Any) -> None:
         served.append(in_batch)
         done = client.get("/done/validate")
         assert "FIRST-USE" in done.text
-        client.post("/begin/validate", data={"csrf": csrf})
+        more = client.post("/begin/validate", data={"csrf": csrf})
     # The other half of the item just judged never comes first in the next batch (back to
     # back) but later in it: 2, 2 and then none.
     assert served == [2, 2, 0], served
-    # Back for more: nothing is left for them.
+    # Back for more: nothing is left for them, and no batch was made for it.
     assert client.get("/validate", follow_redirects=False).headers["location"] == "/done/validate"
-    done = client.get("/done/validate")
+    done = more
     assert "You have judged every item available right now" in done.text
     assert "come back later" in done.text and "FIRST-USE" in done.text
     assert "No work available" not in done.text
@@ -155,16 +156,11 @@ def test_an_annotator_who_captioned_every_pair_is_told_so(site: Any, db_url: str
     csrf = start_prolific(client, "cap2")
     for _ in range(2):
         assert client.post("/generate", data=answer(task(client))).status_code == 200
-    client.post("/begin/generate", data={"csrf": csrf})
-    done = client.get("/done/generate")
+    done = client.post("/begin/generate", data={"csrf": csrf})
     assert "You have captioned every pair available right now" in done.text
     # With no earlier work and nothing free, the message says so, not "you judged all".
     newcomer = client_for(site)
-    start_prolific(newcomer, "late1")
-    assert newcomer.get("/generate", follow_redirects=False).headers["location"] == (
-        "/done/generate"
-    )
-    done = newcomer.get("/done/generate")
+    done = begin(newcomer, enter(newcomer, "PROLIFIC_PID=late1&STUDY_ID=study1&SESSION_ID=s1"))
     assert "No work available right now" in done.text and "captioned every" not in done.text
 
 

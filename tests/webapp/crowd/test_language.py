@@ -21,6 +21,7 @@ from sqlmodel import Session, col, select
 
 from tests.support.webapp_coco import client_for, form_field, make_app, make_pairs
 from vsr_core.caption_language import render_concepts
+from vsr_core.codes import CODE_ALPHABET, CODE_LENGTH
 from vsr_core.models import Annotation, Example, ImagePair
 from vsr_core.studies.definition import load_study
 from vsr_core.studies.settings import save_study_config
@@ -34,22 +35,34 @@ ZH_LANG = load_study(ZH_FILE).default_language
 ALLOWED = re.compile(
     r"COCO \d+|Flickr[^\n]*License|Prolific|Amazon Mechanical Turk|MTurk|HIT|ENT1|ENT2|Enter|"
     r"Ctrl\+C|JSON|ID|"
-    r"X-CSRF-Token|\b[A-Z0-9]\b|VSR[A-Z]*|MS-COCO|Content-Type: application/json"
+    r"X-CSRF-Token|\b[A-Z0-9]\b|VSR[A-Z]*|MS-COCO|Content-Type: application/json|"
+    # a study's completion or screen-out code (vsr_core.codes): no words, nothing to translate
+    rf"\b[{CODE_ALPHABET}]{{{CODE_LENGTH}}}\b"
 )
 ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 
 
+VOID = {"area", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+
+
 class _Visible(HTMLParser):
-    """Text a worker reads or hears: text nodes and alt/title/placeholder/aria-label."""
+    """Text a worker reads or hears: text nodes and alt/title/placeholder/aria-label, outside
+    blocks hidden from everyone (``aria-hidden="true"`` + ``inert``: the agent canaries,
+    docs/quality.md)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.parts: list[str] = []
         self._skip = 0
+        self._hidden = 0  # open elements inside an aria-hidden, inert block
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in ("script", "style"):
             self._skip += 1
+        names = dict(attrs)
+        if self._hidden or (names.get("aria-hidden") == "true" and "inert" in names):
+            self._hidden += tag not in VOID
+            return
         for name, value in attrs:
             if name in ("alt", "title", "placeholder", "aria-label") and value:
                 self.parts.append(value)
@@ -57,9 +70,11 @@ class _Visible(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in ("script", "style"):
             self._skip -= 1
+        if self._hidden and tag not in VOID:
+            self._hidden -= 1
 
     def handle_data(self, data: str) -> None:
-        if not self._skip and data.strip():
+        if not self._skip and not self._hidden and data.strip():
             self.parts.append(data.strip())
 
 

@@ -291,3 +291,29 @@ def test_id_order_of_the_two_examples_does_not_follow_the_label(  # type: ignore
     assert r.status_code == 303
     _, examples = _rows(engine)
     assert [e.label for e in examples] == ([True, False] if coin == 0 else [False, True])
+
+
+def test_caption_signals_stored_with_the_caption_and_checked(site, engine) -> None:  # type: ignore[no-untyped-def]
+    from vsr_core.models import ItemSignal
+
+    client = client_for(site)
+    start_prolific(client, "gen9")
+    fields = task(client)
+    bad = client.post(
+        "/generate",
+        data=answer(fields, relation="near", ent1="a", true_image="1", signals="paste=1"),
+    )
+    assert bad.status_code == 422 and "not understood" in bad.text
+    assert _rows(engine) == ([], [])
+    good = "shown=5100;focus=2;pointer=40;keys=3;canary=0;paste=1"
+    r = client.post(
+        "/generate",
+        data=answer(fields, relation="near", ent1="a", true_image="1", signals=good),
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    (ann,), _ = _rows(engine)
+    with Session(engine) as s:
+        (row,) = s.exec(select(ItemSignal)).all()
+    assert (row.annotation_id, row.vote_id, row.worker_id) == (ann.id, None, ann.worker_id)
+    assert (row.pasted, row.focus_changes, row.shown_ms) == (True, 2, 5100)

@@ -43,9 +43,16 @@ HOSTILE = {
     "negative huge": "-99999999999999999999",
     "unicode digit": "\u00b2",
     "arabic digit": "\u0663",
+    "full-width digits": "\uff11\uff12",
+    "lone surrogate": "\ud800",
     "oversized": "9" * 5000,
 }
 BODY_OVERSIZED = "a" * 200_000
+# What a header can carry (latin-1; a NUL is refused by the HTTP parser, which closes the
+# connection as it must): the CSRF header of every POST gets these.
+HOSTILE_HEADER = {k: v for k, v in HOSTILE.items() if k in ("unicode digit", "oversized")}
+CSRF_HEADER = "X-CSRF-Token"
+SURROGATES = "surrogatepass"  # a lone surrogate is sent as its (invalid) UTF-8 bytes
 # Launching real build/sample jobs per request is another test's job (test_admin); logging
 # out would end the admin session the other requests need.
 SKIP_BODY = {("POST", "/admin/jobs/{kind}")}
@@ -189,11 +196,11 @@ def _url(
         value = PATH_DEFAULTS.get(name, "1")
         if hostile and hostile[0] == ("path", name):
             value = hostile[1]
-        path = path.replace("{" + name + "}", quote(value, safe=""))
+        path = path.replace("{" + name + "}", quote(value, safe="", errors=SURROGATES))
     query = {n: "1" for n in query_names if n == "page"}
     if hostile and hostile[0][0] == "query":
         query[hostile[0][1]] = hostile[1]
-    return path + ("?" + urlencode(query) if query else "")
+    return path + ("?" + urlencode(query, errors=SURROGATES) if query else "")
 
 
 def _cases(
@@ -217,9 +224,13 @@ def _cases(
             targets = [("path", n) for n in path_names] + [("query", n) for n in query_names]
             targets += [("body", n) for n in (fields or {})]
             plain = _url(template, path_names, query_names)
+            if method == "POST":
+                targets.append(("header", CSRF_HEADER))
             for where, name in targets:
-                for label, value in HOSTILE.items():
-                    if where == "body":
+                for label, value in (HOSTILE_HEADER if where == "header" else HOSTILE).items():
+                    if where == "header":
+                        yield method, template, plain, kind, fields, f"header {name}={label}"
+                    elif where == "body":
                         assert fields is not None
                         sent = dict(fields)
                         sent[name] = BODY_OVERSIZED if label == "oversized" else value
@@ -242,17 +253,24 @@ def _request(
     body: dict[str, Any] | None,
     cookie: str,
     csrf: dict[str, str],
+    hostile_header: str | None = None,
 ) -> tuple[Any, bytes]:
     # The crowd's JSON API checks the worker session's token, the admin's fetch() calls the
     # admin session's (webapp.http.api_guard, webapp.admin.csrf).
     token = csrf["csrf"] if _bare(url).startswith("/api/") else csrf["csrf_token"]
-    headers = {"Cookie": cookie, "Accept": "text/html", "X-CSRF-Token": token}
+    headers = {"Cookie": cookie, "Accept": "text/html"}
+    # A form carries its token in the body (the field is fuzzed there); the header, which
+    # the site's checks read first, goes with JSON and bodiless requests, or is the hostile one.
+    if hostile_header is not None:
+        headers[CSRF_HEADER] = hostile_header
+    elif body is None or kind == "json":
+        headers[CSRF_HEADER] = token
     data = None
     if body is not None and kind == "json":
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
     elif body is not None:
-        data = urlencode(body).encode()
+        data = urlencode(body, errors=SURROGATES).encode()
         headers["Content-Type"] = "application/x-www-form-urlencoded"
     conn.request(method, url, body=data, headers=headers)
     response = conn.getresponse()
@@ -279,13 +297,17 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
     assert {(m, STUDY_PREFIX + p) for m, p in expected} <= covered  # every route, prefixed too
     failures: list[str] = []
     guarded: dict[tuple[str, str], bool] = {}
+    statuses: dict[int, int] = {}  # answers per class (2 for 2xx...), for the report below
     for port in _server(fuzz_site):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         conn.connect()
         local = conn.sock.getsockname()
         for method, template, url, kind, body, what in cases:
             try:
-                r, body_read = _request(conn, method, url, kind, body, cookie, csrf)
+                header = None
+                if what.startswith(f"header {CSRF_HEADER}="):
+                    header = HOSTILE_HEADER[what.split("=", 1)[1]]
+                r, body_read = _request(conn, method, url, kind, body, cookie, csrf, header)
             except (http.client.HTTPException, OSError) as exc:
                 failures.append(f"{method} {template} {what}: connection dropped ({exc!r})")
                 conn.close()
@@ -293,7 +315,8 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
                 conn.connect()
                 local = conn.sock.getsockname()
                 continue
-            if _bare(template).startswith("/api/") and method == "POST":
+            statuses[r.status // 100] = statuses.get(r.status // 100, 0) + 1
+            if _bare(template).startswith("/api/") and method == "POST" and header is None:
                 stopped = r.status == 415 or b"X-CSRF-Token" in body_read
                 guarded[(method, template)] = guarded.get((method, template), False) or stopped
             if r.status >= 500:
@@ -305,6 +328,7 @@ def test_every_parameter_of_every_route_survives_hostile_values(fuzz_site: Any) 
                 conn.connect()
                 local = conn.sock.getsockname()
         conn.close()
+    print(f"fuzz: {len(cases)} requests, answers by class {sorted(statuses.items())}")
     assert failures == [], "\n".join(failures[:60])
     # Every JSON API request carried the worker's token and the JSON type, so each reached the
     # route's own checks: none was stopped by the CSRF / content-type guard.

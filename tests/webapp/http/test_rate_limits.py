@@ -16,6 +16,7 @@ from tests.support.admins import create_owner
 from tests.support.webapp_coco import begin, enter, make_app, make_pairs, task
 from tests.webapp.admin.test_admin import PASSWORD, login
 from vsr_core.models import Assignment, ImagePair, LeaseStatus, PairStatus, Worker
+from vsr_core.standing import standing
 
 ATTACKER = "198.51.100.7"
 LIMITS = {"new_workers_per_address": 5, "new_workers_per_study": 0, "new_batches_per_address": 0}
@@ -89,9 +90,9 @@ def test_invented_pids_cannot_drain_the_pool(
     assert "5 worker(s) first seen from" in admin.get(cut.headers["location"]).text
     with Session(engine) as s:
         fakes = s.exec(select(Worker).where(col(Worker.external_id).startswith("fake"))).all()
-        assert len(fakes) == 5 and all(w.blocked for w in fakes)
+        assert len(fakes) == 5 and all(standing(s, w, 1).blocked for w in fakes)
         real_row = s.exec(select(Worker).where(Worker.external_id == "realworker")).one()
-        assert not real_row.blocked
+        assert not standing(s, real_row, 1).blocked
         leased = s.exec(select(ImagePair).where(ImagePair.status == PairStatus.leased)).all()
     assert _active_leases(engine) == 1 and len(leased) == 1  # only the real worker's
     # Forged cut without the CSRF token does nothing.

@@ -19,7 +19,7 @@ from sqlmodel import Session, col, select
 from tests.support.webapp_coco import client_for, form_field, make_app
 from tests.webapp.validate.test_routes import seed_examples
 from vsr_core.models import Annotation, Assignment, Batch, Example, ImagePair
-from vsr_core.studies.settings import save_study_config
+from vsr_core.studies.settings import load_study_config, save_study_config
 from vsr_core.studies.store import create_study
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
@@ -116,7 +116,10 @@ def test_a_validator_in_one_study_never_gets_the_others_items(
     assert validate_all(client, "/s/vsr-zh") == 4
     assert _served_studies(engine, zh_id) == {zh_id}
     done = client.get("/s/vsr-zh/done/validate")
-    assert done.status_code == 200 and "VSRDONE" in done.text
+    with Session(engine) as s:
+        zh_code = load_study_config(s, zh_id).completion_code  # its own, not the default's
+        assert zh_code != load_study_config(s, 1).completion_code
+    assert done.status_code == 200 and zh_code in done.text
 
     # The same person in the default study, through the old unprefixed link: its own
     # consent, its own batch, its own items.

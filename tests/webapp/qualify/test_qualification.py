@@ -14,7 +14,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from tests.support.qualification import (
     PREFIX,
@@ -27,6 +27,7 @@ from tests.support.qualification import (
 from tests.support.webapp_coco import client_for, form_field, make_app
 from vsr_core.models import (
     Batch,
+    Example,
     PlatformCall,
     PlatformStudy,
     QualificationAttempt,
@@ -34,6 +35,7 @@ from vsr_core.models import (
     Worker,
 )
 from vsr_core.studies.settings import StudyConfig
+from vsr_core.types import utcnow
 from webapp.crowd import batches
 from webapp.crowd.leases import PairStrategy
 from webapp.platforms.mturk import SANDBOX
@@ -296,8 +298,10 @@ def test_gold_items_for_validation(site: Any, engine: Engine, known: dict[str, b
     assert "You passed the check" in after.text
     # Once passed, the try's photos are gone with it.
     assert client.get(f"{PREFIX}/images/qualify/validate/0.jpg").status_code == 404
+    # Past the check, no second check: the pool holds only the two gold Examples the check
+    # showed, never this worker's controls, so there is no work and no empty batch.
     r = client.post(f"{PREFIX}/begin/validate", data={"csrf": csrf}, follow_redirects=False)
-    assert r.headers["location"] == f"{PREFIX}/validate"
+    assert r.status_code == 200 and "No work available right now" in r.text, r.status_code
     # A check of one task says nothing about the other: caption writing still asks for its own.
     r = client.post(f"{PREFIX}/begin/generate", data={"csrf": csrf}, follow_redirects=False)
     assert r.status_code == 303
@@ -435,3 +439,57 @@ def test_two_tabs_sending_the_last_try_at_once_make_one_try(
         follow_redirects=False,
     )
     assert r.status_code in (303, 409) and len(_tries(engine)) == 2
+
+
+def test_gold_shown_in_the_check_is_no_control_for_that_worker(
+    site: Any, engine: Engine, known: dict[str, bool], lab: Study
+) -> None:
+    """A worker knows the answers of the gold items their check showed: validation never
+    serves those to them as controls, only gold the check did not show; another worker's
+    controls are not changed by it."""
+    from webapp.validate.strategy import unseen_gold
+
+    with Session(engine) as s:  # a third gold Example: the check of two shows two of three
+        first = s.exec(
+            select(Example).where(Example.study_id == lab.id, col(Example.is_gold))
+        ).first()
+        assert first is not None
+        extra = Example(
+            **first.model_dump(exclude={"id", "caption"}), caption="The cat is near the dog."
+        )
+        s.add(extra)
+        s.commit()
+        golds = s.exec(select(Example).where(Example.study_id == lab.id, col(Example.is_gold)))
+        every_gold = {e.id for e in golds}
+        assert extra.gold_label is not None
+        known = {**known, f"g{extra.id}": extra.gold_label}
+    client = client_for(site)
+    enter(client, prolific("p-controls"), kind="validate")
+    page = client.get(f"{PREFIX}/qualify/validate")
+    shown = {int(i[1:]) for i in item_ids(page.text)}
+    assert len(shown) == 2 and shown < every_gold
+    with Session(engine) as s:
+        worker = s.exec(select(Worker).where(Worker.external_id == "p-controls")).one()
+        assert worker.id is not None and lab.id is not None
+        # Seen on the open try's page already: not a control for them.
+        assert set(unseen_gold(s, worker.id, 10, lab.id)) == every_gold - shown
+    assert "You passed the check" in try_check(client, "validate", known, right=True).text
+    with Session(engine) as s:
+        assert set(unseen_gold(s, worker.id, 10, lab.id)) == every_gold - shown
+        # A worker who took no check (one from before it) keeps every gold item as control.
+        other = Worker(source="prolific", external_id="p-before", roles=["validate"])
+        s.add(other)
+        s.commit()
+        assert other.id is not None
+        s.add(
+            Batch(
+                study_id=lab.id,
+                worker_id=other.id,
+                kind="validate",
+                size=5,
+                deadline=utcnow(),
+                status="returned",
+            )
+        )
+        s.commit()
+        assert set(unseen_gold(s, other.id, 10, lab.id)) == every_gold

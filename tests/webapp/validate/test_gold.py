@@ -10,6 +10,7 @@ from sqlmodel import Session, select
 from tests.webapp.validate.support import make_example, make_image, make_worker
 from vsr_core.audit import Actor
 from vsr_core.models import Assignment, Example, Worker
+from vsr_core.standing import standing
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import utcnow
 from webapp.admin.actions import set_gold
@@ -85,12 +86,14 @@ def test_accuracy_below_threshold_flags_after_min_answers(session: Session) -> N
     s = strat(gold_rate=1.0, gold_min_answers=3, gold_accuracy_threshold=0.7)
     answer(session, w, s, True)  # right
     answer(session, w, s, False)  # wrong: 1/2, but fewer than 3 answers yet
-    session.refresh(w)
-    assert not w.flagged
+    assert not standing(session, w, 1).flagged
     answer(session, w, s, False)  # wrong: 1/3 = 33% < 70% after 3 answers
+    here = standing(session, w, 1)
+    assert here.flagged and not here.blocked
+    assert here.flag_reason is not None and "1/3" in here.flag_reason
+    # Flagged in this study only: another study sees the worker as before.
     session.refresh(w)
-    assert w.flagged and not w.blocked
-    assert w.flag_reason is not None and "1/3" in w.flag_reason
+    assert not w.flagged and not standing(session, w, 2).flagged
     assert w.id is not None
     score = gold.gold_score(session, w.id)
     assert (score.answered, score.correct) == (3, 1)
@@ -117,9 +120,11 @@ def test_block_on_failure_releases_open_leases(session: Session) -> None:
     assert regular.queue_leases == 1
     out = vq.record_vote(session, w, late.id, False, s)  # the late gold answer: wrong again
     assert out.created and out.flagged
-    session.refresh(w)
     session.refresh(regular)
-    assert w.blocked and w.flagged and regular.queue_leases == 0
+    here = standing(session, w, 1)
+    assert here.blocked and here.flagged and regular.queue_leases == 0
+    session.refresh(w)
+    assert not w.blocked  # blocked in this study, not in every study
     active = session.exec(
         select(Assignment).where(Assignment.worker_id == w.id, Assignment.status == "active")
     ).all()

@@ -12,11 +12,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import Response, StreamingResponse
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from vsr_core import audit
 from vsr_core.limits import INT32_MAX
-from vsr_core.models import AdminRole, AuditKind
+from vsr_core.models import AdminRole, AdminUser, AuditKind, StudyRoleGrant
 from vsr_core.roles import studies_of
 from vsr_core.studies.store import list_studies
 from webapp.admin.auth import AdminSession, actor_of
@@ -82,12 +82,16 @@ def _filter(
         raise HTTPException(422, f"'to' ({q.until}) is before 'from' ({q.since})")
     roles = studies_of(session, admin.user_id)
     chosen = admin_study(request).id
+    colleagues: audit.Admins | None = None
     if q.scope == "study":
         ids: tuple[int, ...] | None = (chosen,)
         unscoped = False
     elif roles:
         ids = tuple(sorted(set(roles) | {chosen}))
         unscoped = AdminRole.owner in roles.values()
+        # Of the records of no study, an owner reads only those of admins who share a study
+        # with them: another lab's logins are not theirs to watch.
+        colleagues = _admins_of(session, tuple(roles)) if unscoped else None
     else:
         # No grant at all: roles are not in use on this site yet, and every admin sees
         # every study (as every other page shows them).
@@ -97,8 +101,22 @@ def _filter(
         kind=AuditKind(q.kind) if q.kind else None,
         study_ids=ids,
         unscoped=unscoped,
+        unscoped_admins=colleagues,
         since=start,
         until=end + timedelta(days=1) if end is not None else None,  # 'to' is inclusive
+    )
+
+
+def _admins_of(session: Session, study_ids: tuple[int, ...]) -> audit.Admins:
+    """Every admin holding a role in one of these studies."""
+    rows = session.exec(
+        select(AdminUser.id, AdminUser.username)
+        .join(StudyRoleGrant, col(StudyRoleGrant.admin_id) == col(AdminUser.id))
+        .where(col(StudyRoleGrant.study_id).in_(study_ids))
+        .distinct()
+    ).all()
+    return audit.Admins(
+        ids=tuple(i for i, _ in rows if i is not None), names=tuple(n for _, n in rows)
     )
 
 

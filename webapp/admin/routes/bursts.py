@@ -26,7 +26,7 @@ def bursts_page(request: Request, admin: ViewerDep, session: SessionDep) -> Resp
         admin,
         "bursts.html",
         "bursts",
-        bursts=recent_bursts(session),
+        bursts=recent_bursts(session, admin_study(request).id),
         per_address=settings.new_workers_per_address,
         per_study=settings.new_workers_per_study,
         window_minutes=settings.rate_window_seconds // 60,

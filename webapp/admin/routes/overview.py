@@ -55,5 +55,6 @@ def throughput_svg(request: Request, session: SessionDep) -> Response:
         t = stats.throughput(s, study_id=study_id)
         return charts.throughput_chart(t["hours"], t["votes"], t["captions"])
 
-    body = cached(request, session, "throughput", draw)
+    # A chart no one has drawn yet is drawn in the background (a pass over every vote).
+    body = cached(request, session, "throughput", draw, pending=charts.computing_chart)
     return Response(body, media_type=SVG, headers={"Cache-Control": "no-store"})

@@ -12,7 +12,8 @@ from fastapi.responses import FileResponse, Response
 from pydantic import ValidationError
 from sqlmodel import Session, col, select
 
-from vsr_core.models import ACTIVE_JOB_STATUSES, Job, JobKind, JobStatus, MatchRun
+from vsr_core import audit
+from vsr_core.models import ACTIVE_JOB_STATUSES, AuditKind, Job, JobKind, JobStatus, MatchRun
 from vsr_core.settings import DEMO_DATA_DIR, Settings
 from webapp.admin import export_figure, jobs, stats
 from webapp.admin.auth import actor_of
@@ -81,6 +82,8 @@ def _pipeline(
     # Filled in, never a grey placeholder that looks filled: the last job's files, else the
     # bundled demo's.
     values[JobKind.sample]["coco_files"] = jobs.last_coco_files(session) or str(DEMO_COCO)
+    # The study's own sampling rule (the shipped file's demo slice: 10,000 px), not VSR's.
+    values[JobKind.sample]["min_area"] = f"{admin_study(request).definition.sampling.min_area_px:g}"
     if kind is not None and typed is not None:
         values[kind] = typed
     return render(
@@ -187,7 +190,11 @@ def cancel_job(
 
 @router.get("/jobs/{job_id}/download", include_in_schema=False)
 def download(
-    job_id: DbId, request: Request, session: SessionDep, settings: SettingsDep
+    job_id: DbId,
+    request: Request,
+    admin: ViewerDep,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> Response:
     job = _job(session, job_id, request)
     if job.kind != JobKind.build or job.status != JobStatus.succeeded:
@@ -196,4 +203,14 @@ def download(
     # Only files inside the export folder, whatever the Job row says.
     if jobs.export_dir(settings) not in path.parents or not path.is_file():
         raise HTTPException(status_code=410, detail="The zip file of this job is gone.")
+    # Every download is recorded (who took which study's data), with the file's digest.
+    audit.record(
+        session,
+        actor_of(admin),
+        AuditKind.download,
+        study_id=job.study_id,
+        target=f"job {job_id}",
+        change={"file": path.name, "sha256": audit.sha256_of(path)},
+    )
+    session.commit()
     return FileResponse(path, media_type="application/zip", filename=path.name)

@@ -113,6 +113,9 @@ def _submissions(
             "sub": s,
             "q": work[s.id or 0].quality(),
             "paid": paid.get(s.id or 0),
+            "money": settlement.money_line(
+                paid.get(s.id or 0), work[s.id or 0].quality(), s.status
+            ),
             "actions": by_target.get(s.external_id, []),
         }
         for s in subs[:SUBMISSIONS_SHOWN]

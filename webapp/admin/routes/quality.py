@@ -11,7 +11,8 @@ from sqlmodel import Session
 
 from vsr_core.qualification import pass_rates
 from webapp.admin import charts, stats
-from webapp.admin.pages import admin_study, cached, render, study_config
+from webapp.admin.cache import Computing
+from webapp.admin.pages import admin_study, cached, cached_or_computing, render, study_config
 from webapp.admin.roles import ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 
@@ -26,7 +27,8 @@ def _min_examples(total: int) -> int:
     return 20 if total >= 1000 else 0
 
 
-def quality_data(request: Request, session: Session) -> dict[str, Any]:
+def quality_data(request: Request, session: Session) -> dict[str, Any] | Computing:
+    """The quality figures, or a Computing while they are first computed (a large study)."""
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
 
@@ -36,6 +38,7 @@ def quality_data(request: Request, session: Session) -> dict[str, Any]:
         q["relations"] = relations
         q["concepts"] = stats.concept_counts(s, study_id=study_id)
         q["frames"] = stats.frame_answers(s, study_id)
+        q["negatives"] = stats.negatives_check(s, cfg, study_id)
         q["qualification"] = pass_rates(s, study_id, admin_study(request).definition)
         q["min_examples"] = _min_examples(q["examples"])
         q["keep_threshold"] = cfg.keep_threshold
@@ -43,7 +46,7 @@ def quality_data(request: Request, session: Session) -> dict[str, Any]:
         q["stamp"] = time.monotonic_ns()  # identifies this computation for the charts
         return q
 
-    return cached(
+    return cached_or_computing(
         request,
         session,
         ("quality", cfg.keep_threshold, cfg.keep_rule, cfg.votes_per_example),
@@ -54,6 +57,17 @@ def quality_data(request: Request, session: Session) -> dict[str, Any]:
 @router.get("/quality", include_in_schema=False)
 def quality_page(request: Request, admin: ViewerDep, session: SessionDep) -> Response:
     q = quality_data(request, session)
+    if isinstance(q, Computing):
+        what = "the data quality figures"
+        return render(
+            request,
+            admin,
+            "computing.html",
+            "quality",
+            title="Data quality",
+            what=what,
+            computing=q,
+        )
     by_cat: dict[str, list[dict[str, Any]]] = {}
     for row in q["relations"]:
         by_cat.setdefault(row["category"], []).append(row)
@@ -62,7 +76,9 @@ def quality_page(request: Request, admin: ViewerDep, session: SessionDep) -> Res
 
 @router.get("/api/quality.json")
 def quality_json(request: Request, session: SessionDep) -> dict[str, Any]:
-    return quality_data(request, session)
+    q = quality_data(request, session)
+    # While first computed: for how long, and no figures.
+    return {"computing_seconds": round(q.seconds, 1)} if isinstance(q, Computing) else q
 
 
 @router.get("/charts/{name}.svg", include_in_schema=False)
@@ -70,6 +86,8 @@ def quality_chart(name: str, request: Request, session: SessionDep) -> Response:
     if name not in CHARTS:
         raise HTTPException(status_code=404, detail=f"no chart called {name!r}")
     q = quality_data(request, session)
+    if isinstance(q, Computing):
+        return Response(charts.computing_chart(q.seconds), media_type=SVG)
 
     def draw(_: Session) -> bytes:
         if name == "relations":

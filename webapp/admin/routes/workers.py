@@ -9,14 +9,24 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Query, Request
 from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
-from vsr_core import audit, label_fit
-from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Vote, Worker
+from vsr_core import audit, label_fit, standing
+from vsr_core.authenticity_db import approval_target, assess_workers, held_for_review
+from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Study, Vote, Worker
 from vsr_core.qualification import outcomes
+from vsr_core.roles import owns_every_study
 from webapp.admin import actions, stats
 from webapp.admin.auth import actor_of
-from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
+from webapp.admin.cache import Computing
+from webapp.admin.pages import (
+    admin_study,
+    back,
+    cached,
+    cached_or_computing,
+    figure_cache,
+    render,
+    study_config,
+)
 from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
-from webapp.crowd import workers
 from webapp.http.deps import SessionDep
 from webapp.http.inputs import DbId
 
@@ -27,10 +37,15 @@ PAGE = 50
 ORDERS = ("votes", "captions", "agreement", "gold", "id")
 
 
-def _worker(session: Session, worker_id: int) -> Worker:
+def _worker(request: Request, session: Session, worker_id: int) -> Worker:
+    """The worker, if they took part in the dashboard's study; a worker of other studies
+    only is not this study's to see or act on (a 404, as for no worker at all)."""
+    study = admin_study(request)
     worker = session.get(Worker, worker_id)
-    if worker is None:
-        raise HTTPException(status_code=404, detail=f"There is no worker #{worker_id}.")
+    if worker is None or not standing.is_member(session, worker_id, study.id):
+        raise HTTPException(
+            status_code=404, detail=f"There is no worker #{worker_id} in the study {study.slug}."
+        )
     return worker
 
 
@@ -44,7 +59,7 @@ def workers_page(
     msg: str | None = None,
 ) -> Response:
     cfg = study_config(session, admin_study(request).id)
-    rows, total = _table(request, session, cfg, page, order)
+    rows, total, computing = _table(request, session, cfg, page, order)
     return render(
         request,
         admin,
@@ -52,6 +67,7 @@ def workers_page(
         "workers",
         rows=rows,
         total=total,
+        computing=computing,
         page=page,
         pages=max(1, -(-total // PAGE)),
         order=order,
@@ -69,19 +85,23 @@ def workers_json(
     order: Annotated[str, Query(pattern="^(" + "|".join(ORDERS) + ")$")] = "votes",
 ) -> dict[str, Any]:
     cfg = study_config(session, admin_study(request).id)
-    rows, total = _table(request, session, cfg, page, order)
-    return {"total": total, "page": page, "workers": rows}
+    rows, total, computing = _table(request, session, cfg, page, order)
+    # While the table in this order is first computed: no rows yet, and for how long.
+    busy = None if computing is None else round(computing.seconds, 1)
+    return {"total": total, "page": page, "workers": rows, "computing_seconds": busy}
 
 
 def _table(
     request: Request, session: Session, cfg: Any, page: int, order: str
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[dict[str, Any]], int, Computing | None]:
     """One page of the chosen study's worker table. The whole table in this order is cached
     (it aggregates every vote of the study), so any page, the last included, is a slice of
-    it; each worker's pace is read for that page's workers only, and cached too."""
+    it; each worker's pace is read for that page's workers only, and cached too. A table
+    in an order no one asked for yet is computed in the background: no rows meanwhile, and
+    the Computing that says for how long."""
     study = admin_study(request)
     study_id = study.id
-    everyone, total = cached(
+    table = cached_or_computing(
         request,
         session,
         ("workers", order, cfg.gold_accuracy_threshold),
@@ -89,6 +109,9 @@ def _table(
             s, cfg, offset=0, limit=None, order=order, study_id=study_id, paced=False
         ),
     )
+    if isinstance(table, Computing):
+        return [], 0, table
+    everyone, total = table
     rows = everyone[(page - 1) * PAGE : page * PAGE]
     # The busiest workers' pace reads all their votes (640,000 for the first page at 100x).
     paced = cached(
@@ -101,14 +124,20 @@ def _table(
     # estimate at its last fit (vsr_core.label_fit).
     found = outcomes(session, study.id, study.definition, [int(r["id"]) for r in paced])
     skills = label_fit.worker_skills(session, study_id)
-    return [
-        r
-        | {
-            "qualification": {k: str(v) for k, v in sorted(found.get(int(r["id"]), {}).items())},
-            "model_skill": skills.get(int(r["id"]), {}),
-        }
-        for r in paced
-    ], total
+    return (
+        [
+            r
+            | {
+                "qualification": {
+                    k: str(v) for k, v in sorted(found.get(int(r["id"]), {}).items())
+                },
+                "model_skill": skills.get(int(r["id"]), {}),
+            }
+            for r in paced
+        ],
+        total,
+        None,
+    )
 
 
 @router.get("/workers/{worker_id}", include_in_schema=False)
@@ -119,8 +148,8 @@ def worker_page(
     session: SessionDep,
     msg: str | None = None,
 ) -> Response:
-    # The worker's work in the chosen study; blocking and flagging are per person.
-    worker = _worker(session, worker_id)
+    # The worker's work and standing in the chosen study (vsr_core.standing).
+    worker = _worker(request, session, worker_id)
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
     # Their totals through the figure cache, like the Workers table: a pass over all their
@@ -153,10 +182,14 @@ def worker_page(
         "worker.html",
         "workers",
         worker=worker,
+        standing=standing.standing(session, worker, study_id),
+        everywhere=owns_every_study(session, admin.user_id),
         summary=summary[0] if summary else None,
         votes=votes,
         captions=captions,
         batches=actions.open_batches(session, worker_id, study_id),
+        authenticity=assess_workers(session, study_id, [worker_id])[worker_id],
+        held=bool(held_for_review(session, study_id, [worker_id])),
         msg=msg,
     )
 
@@ -170,27 +203,22 @@ def block(
     reason: Annotated[str, Form(max_length=500)] = "",
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
-    worker = _worker(session, worker_id)
-    # Recorded first: block_worker commits it with the block (or a failure rolls both back).
-    audit.record(
+    """Block the worker in the dashboard's study; their work in other studies goes on."""
+    study = admin_study(request)
+    released = actions.block_in_study(
         session,
-        actor_of(admin),
-        AuditKind.worker_block,
-        study_id=admin_study(request).id,
-        target=f"worker {worker_id}",
-        change={
-            **audit.changed({"blocked": worker.blocked}, {"blocked": True}),
-            "reason": reason or None,
-        },
-    )
-    released = workers.block_worker(
-        session, worker, getattr(request.app.state, "strategies", {}), reason or None
+        _worker(request, session, worker_id),
+        reason or None,
+        getattr(request.app.state, "strategies", {}),
+        actor=actor_of(admin),
+        study_id=study.id,
     )
     log.info("admin %s blocked worker %s; %s leases returned", admin.user_id, worker_id, released)
     figure_cache(request).clear()
     return back(
         _next(next, worker_id),
-        f"Worker #{worker_id} blocked; {released} leased item(s) returned to the pool.",
+        f"Worker #{worker_id} blocked in {study.slug}; {released} leased item(s) returned to "
+        "the pool.",
     )
 
 
@@ -202,14 +230,51 @@ def unblock(
     session: SessionDep,
     next: Annotated[str, Form(max_length=300)] = "",
 ) -> Response:
-    actions.unblock_worker(
+    study = admin_study(request)
+    worker = _worker(request, session, worker_id)
+    actions.unblock_in_study(session, worker, actor=actor_of(admin), study_id=study.id)
+    figure_cache(request).clear()
+    still = (
+        " (still blocked in every study: lifting that is a separate act)" if worker.blocked else ""
+    )
+    return back(_next(next, worker_id), f"Worker #{worker_id} unblocked in {study.slug}{still}.")
+
+
+@router.post("/workers/{worker_id}/everywhere", include_in_schema=False)
+def block_everywhere(
+    worker_id: DbId,
+    request: Request,
+    admin: ResearcherPostDep,
+    session: SessionDep,
+    blocked: Annotated[bool, Form()] = True,
+    reason: Annotated[str, Form(max_length=500)] = "",
+    next: Annotated[str, Form(max_length=300)] = "",
+) -> Response:
+    """Block (or unblock) the worker in every study: only an admin who owns every study."""
+    worker = _worker(request, session, worker_id)
+    if not owns_every_study(session, admin.user_id):
+        raise HTTPException(
+            status_code=403,
+            detail="Blocking a worker in every study needs the owner role in every study; "
+            "block them in this study instead.",
+        )
+    every = [s for s in session.exec(select(Study.id).order_by(col(Study.id))).all()]
+    released = actions.set_everywhere(
         session,
-        _worker(session, worker_id),
+        worker,
+        blocked,
+        reason or None,
+        getattr(request.app.state, "strategies", {}),
         actor=actor_of(admin),
-        study_id=admin_study(request).id,
+        studies=[s for s in every if s is not None and standing.is_member(session, worker_id, s)],
     )
     figure_cache(request).clear()
-    return back(_next(next, worker_id), f"Worker #{worker_id} unblocked.")
+    done = (
+        f"blocked in every study; {released} leased item(s) returned"
+        if blocked
+        else ("unblocked in every study (blocks made in one study stay)")
+    )
+    return back(_next(next, worker_id), f"Worker #{worker_id} {done}.")
 
 
 @router.post("/workers/{worker_id}/flag", include_in_schema=False)
@@ -224,7 +289,7 @@ def flag(
 ) -> Response:
     actions.set_flag(
         session,
-        _worker(session, worker_id),
+        _worker(request, session, worker_id),
         flagged,
         reason,
         actor=actor_of(admin),
@@ -232,6 +297,31 @@ def flag(
     )
     state = "flagged" if flagged else "unflagged"
     return back(_next(next, worker_id), f"Worker #{worker_id} {state}.")
+
+
+@router.post("/workers/{worker_id}/authenticity-approve", include_in_schema=False)
+def authenticity_approve(
+    worker_id: DbId,
+    request: Request,
+    admin: ResearcherPostDep,
+    session: SessionDep,
+) -> Response:
+    """A person looked at the evidence and vouches for the worker: the flags shown now no
+    longer hold their submissions (new kinds of evidence would again). Audited."""
+    worker = _worker(request, session, worker_id)
+    study_id = admin_study(request).id
+    found = assess_workers(session, study_id, [worker_id])[worker_id]
+    audit.record(
+        session,
+        actor_of(admin),
+        AuditKind.authenticity_approve,
+        study_id=study_id,
+        target=approval_target(worker_id),
+        change={"flags": [str(f) for f in found.flags], "evidence": found.evidence},
+    )
+    session.commit()
+    assert worker.id is not None
+    return back(_next("", worker_id), f"Worker #{worker_id} approved after review.")
 
 
 def _next(url: str, worker_id: int) -> str:

@@ -9,6 +9,7 @@ re-exported here, so callers write ``stats.overview(...)`` whichever module hold
 
 from __future__ import annotations
 
+from vsr_core.standing import study_members
 from webapp.admin.stats.data import (
     AGREEMENT_FILTERS,
     FLIP_RULES,
@@ -16,9 +17,13 @@ from webapp.admin.stats.data import (
     browse_examples,
     browse_offset,
     browse_page,
+    count_and_few,
     count_examples,
+    count_statement,
     distinct_values,
     example_filters,
+    offset_statement,
+    page_statement,
     parse_filters,
     validators_left,
 )
@@ -35,6 +40,7 @@ from webapp.admin.stats.quality import (
     agreement_coefficients,
     concept_counts,
     frame_answers,
+    negatives_check,
     quality,
     relation_table,
 )
@@ -43,7 +49,6 @@ from webapp.admin.stats.shared import (
     data_version,
     example_agreement,
     invite_labels,
-    study_members,
     vote_counts,
 )
 from webapp.admin.stats.workers import (
@@ -68,6 +73,10 @@ __all__ = [
     "browse_offset",
     "browse_page",
     "count_examples",
+    "count_and_few",
+    "count_statement",
+    "offset_statement",
+    "page_statement",
     "concept_counts",
     "data_version",
     "flip_preview",
@@ -82,6 +91,7 @@ __all__ = [
     "invite_labels",
     "median_seconds",
     "mc_summary",
+    "negatives_check",
     "overview",
     "quality",
     "relation_table",

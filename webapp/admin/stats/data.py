@@ -6,14 +6,16 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy import Select, and_, false, func, or_, select
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
+from vsr_core.kept import EXCLUDED, model_of
 from vsr_core.models import DEFAULT_STUDY_ID
+from vsr_core.standing import blocked_clause, study_members
 from vsr_core.studies.settings import StudyConfig
-from vsr_core.tables import EXAMPLE, VOTE, WORKER
-from webapp.admin.stats.shared import example_agreement, study_members
+from vsr_core.tables import EXAMPLE, LABEL_MODEL_DECISION, VOTE, WORKER
+from webapp.admin.stats.shared import example_agreement
 
 AGREEMENT_FILTERS = (
     "kept",
@@ -64,10 +66,12 @@ def example_filters(
     q: str | None = None,
     study_id: int = DEFAULT_STUDY_ID,
     flips: str | None = None,
+    ids: list[int] | None = None,
 ) -> tuple[Subquery, list[Any]]:
     # Conditions on the Example itself go inside the agreement subquery, so only the matching
     # Examples' votes are grouped; conditions on the agreement apply to its rows.
-    rows: list[Any] = []
+    # ``ids``: only these Examples (a page of a filter's cached matches: read by primary key).
+    rows: list[Any] = [] if ids is None else [EXAMPLE.c.id.in_(ids)]
     if relation:
         rows.append(EXAMPLE.c.relation == relation)
     if concept:
@@ -85,8 +89,23 @@ def example_filters(
     )
     conds = [] if agreement is None else _agreement_conditions(ea, agreement, cfg)
     if flips is not None:  # the Examples a switch of keep rule would decide otherwise
-        conds.append(ea.c.verdict != ea.c.verdict_alt)
+        conds += [ea.c.verdict != ea.c.verdict_alt, *_could_flip(ea, cfg.keep_rule, flips)]
     return ea, conds
+
+
+def _could_flip(ea: Subquery, rule: str, other: str) -> list[Any]:
+    """Conditions implied by ``verdict != verdict_alt`` that PostgreSQL can plan with: the
+    two rules decide an Example differently only when no adjudication settles it and one of
+    them reads a label model that labelled it (with no label both fall back to the
+    agreement rule). Two rules that read no model never differ: a constant false, so the
+    page answers without reading a row."""
+    models = sorted({m for m in (model_of(rule), model_of(other)) if m is not None})
+    if not models:
+        return [false()]
+    labelled = select(LABEL_MODEL_DECISION.c.example_id).where(
+        LABEL_MODEL_DECISION.c.model.in_(models)
+    )
+    return [ea.c.adjudication.is_(None), ea.c.id.in_(labelled)]
 
 
 def _agreement_conditions(ea: Subquery, agreement: str, cfg: StudyConfig) -> list[Any]:
@@ -99,7 +118,10 @@ def _agreement_conditions(ea: Subquery, agreement: str, cfg: StudyConfig) -> lis
         "unanimous": c.unanimous == 1,
         "kept": c.verdict == "kept",
         "rejected": c.verdict == "rejected",
-        "excluded": c.verdict == "excluded",
+        # The verdict is excluded exactly when the adjudication says so; compared on the
+        # adjudication column the filter is planned from the (small) adjudication table
+        # instead of evaluating the verdict of every Example.
+        "excluded": and_(c.adjudication == EXCLUDED, c.verdict == "excluded"),
         "adjudicated": c.adjudication.is_not(None),
         "split": and_(c.t > 0, c.t < c.n),
     }
@@ -120,8 +142,12 @@ def browse_offset(
     session: Session, cfg: StudyConfig, offset: int, limit: int, **filters: Any
 ) -> list[dict[str, Any]]:
     """One page by OFFSET: what a bare ``?page=N`` (an old bookmark) still gets."""
+    return _rows(session, offset_statement(cfg, offset, limit, **filters))
+
+
+def offset_statement(cfg: StudyConfig, offset: int, limit: int, **filters: Any) -> Select[Any]:
     base, ea = _browse_base(cfg, **filters)
-    return _rows(session, base.order_by(ea.c.id).offset(offset).limit(limit))
+    return base.order_by(ea.c.id).offset(offset).limit(limit)
 
 
 def _browse_base(cfg: StudyConfig, **filters: Any) -> tuple[Select[Any], Subquery]:
@@ -139,11 +165,30 @@ def _rows(session: Session, stmt: Select[Any]) -> list[dict[str, Any]]:
 def count_examples(session: Session, cfg: StudyConfig, **filters: Any) -> int:
     """How many Examples match the filters (a pass over the study's Examples unless an index
     narrows them: the data page caches it)."""
+    return int(session.connection().execute(count_statement(cfg, **filters)).scalar_one())
+
+
+def count_and_few(
+    session: Session, cfg: StudyConfig, few: int, **filters: Any
+) -> tuple[int, list[int] | None]:
+    """How many Examples match, and their ids in order when there are at most ``few``: a
+    filter that selects a handful of a million Examples is then paged from this list by
+    primary key, not by walking the study in search of its rows (the data page caches
+    both, computed off the request)."""
+    conn = session.connection()
+    total = int(conn.execute(count_statement(cfg, **filters)).scalar_one())
+    if total > few:
+        return total, None
+    ea, conds = example_filters(cfg, **filters)
+    stmt = select(ea.c.id).where(*conds).order_by(ea.c.id).limit(few + 1)
+    ids = [int(i) for (i,) in conn.execute(stmt)]
+    return (total, ids) if len(ids) <= few else (total, None)
+
+
+def count_statement(cfg: StudyConfig, **filters: Any) -> Select[Any]:
     ea, conds = example_filters(cfg, **filters)
     stmt = select(func.count()).select_from(ea)
-    if conds:
-        stmt = stmt.where(*conds)
-    return int(session.connection().execute(stmt).scalar_one())
+    return stmt.where(*conds) if conds else stmt
 
 
 class Direction(enum.Enum):
@@ -167,6 +212,18 @@ def browse_page(
     page: key 0), those just before ``key``, or the last ``limit``. The cost is that of
     the page, however deep, not of the rows before it (OFFSET walked them all). Also says
     whether there are more rows beyond the page in its direction (one extra row is read)."""
+    rows = _rows(session, page_statement(cfg, direction, key, limit, **filters))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if direction is not Direction.AFTER:
+        rows.reverse()
+    return rows, more
+
+
+def page_statement(
+    cfg: StudyConfig, direction: Direction, key: int, limit: int, **filters: Any
+) -> Select[Any]:
+    """``browse_page``'s statement: the page's rows and one more."""
     base, ea = _browse_base(cfg, **filters)
     if direction is Direction.AFTER:
         stmt = base.where(ea.c.id > key).order_by(ea.c.id)
@@ -174,12 +231,7 @@ def browse_page(
         stmt = base.where(ea.c.id < key).order_by(ea.c.id.desc())
     else:
         stmt = base.order_by(ea.c.id.desc())
-    rows = _rows(session, stmt.limit(limit + 1))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if direction is not Direction.AFTER:
-        rows.reverse()
-    return rows, more
+    return stmt.limit(limit + 1)
 
 
 def distinct_values(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, list[str]]:
@@ -205,7 +257,7 @@ def validators_left(session: Session, example_id: int, author_id: int | None, st
     rows = session.connection().execute(
         select(WORKER.c.id, WORKER.c.roles).where(
             study_members(study_id),
-            WORKER.c.blocked.is_(False),
+            ~blocked_clause(WORKER.c.id, study_id, WORKER.c.blocked),
             WORKER.c.id.not_in(voted),
         )
     )

@@ -11,11 +11,13 @@ from sqlmodel import Session
 
 from vsr_core.kept import KeptCounts, kept_counts
 from vsr_core.models import ACTIVE_JOB_STATUSES, DEFAULT_STUDY_ID, LeaseStatus
+from vsr_core.standing import blocked_clause, flagged_clause, study_members
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import ANNOTATION, ASSIGNMENT, BATCH, EXAMPLE, IMAGE_PAIR, JOB, VOTE, WORKER
 from vsr_core.types import utcnow
 from webapp.admin.stats.label_models import rule_fit
-from webapp.admin.stats.shared import example_agreement, study_members
+from webapp.admin.stats.quality import negatives_check
+from webapp.admin.stats.shared import MACHINE, example_agreement
 
 PAIR_STATUSES = ("available", "leased", "annotated", "skipped", "retired")
 
@@ -43,9 +45,9 @@ def overview(
     counted: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One study's progress; the workers KPI counts the study's members (``study_members``);
-    blocked and flagged are per person, across studies. ``counted``: ``counted_figures``
-    computed earlier (the dashboard caches them: they read every Example of the study);
-    pairs, batches, leases and jobs are always read now."""
+    blocked and flagged as this study sees them (vsr_core.standing). ``counted``:
+    ``counted_figures`` computed earlier (the dashboard caches them: they read every
+    Example of the study); pairs, batches, leases and jobs are always read now."""
     conn = session.connection()
     pairs = {s: 0 for s in PAIR_STATUSES}
     for status, n in conn.execute(
@@ -108,8 +110,18 @@ def counted_figures(
     workers = conn.execute(
         select(
             func.count(),
-            func.coalesce(func.sum(case((WORKER.c.blocked.is_(True), 1), else_=0)), 0),
-            func.coalesce(func.sum(case((WORKER.c.flagged.is_(True), 1), else_=0)), 0),
+            func.coalesce(
+                func.sum(
+                    case((blocked_clause(WORKER.c.id, study_id, WORKER.c.blocked), 1), else_=0)
+                ),
+                0,
+            ),
+            func.coalesce(
+                func.sum(
+                    case((flagged_clause(WORKER.c.id, study_id, WORKER.c.flagged), 1), else_=0)
+                ),
+                0,
+            ),
         ).where(study_members(study_id))
     ).one()
     skipped_annotations = conn.execute(
@@ -135,6 +147,10 @@ def counted_figures(
         # Kept or rejected while the queue still wants votes: the decision may still change.
         "provisional": max(0, counts.judged - decided),
         "skipped_annotations": int(skipped_annotations),
+        # Counted apart from every figure above, as the export writes them apart.
+        "machine_negatives": negatives_check(session, cfg, study_id)["machine"]
+        if origins.get(MACHINE)
+        else {"examples": 0, "voted": 0, "rejected": 0, "rate": None},
         "workers": int(workers[0]),
         "workers_blocked": int(workers[1]),
         "workers_flagged": int(workers[2]),

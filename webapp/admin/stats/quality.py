@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Float, and_, cast, func, select
+from sqlalchemy import Float, and_, case, cast, func, select
 from sqlmodel import Session
 
 from vsr_core.kept import KeptCounts, kept_counts
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import EXAMPLE, VOTE
-from webapp.admin.stats.shared import REVALIDATION, example_agreement, vote_counts
+from webapp.admin.stats.shared import MACHINE, REVALIDATION, example_agreement, vote_counts
 
 
 def agreement_coefficients(
@@ -30,7 +30,9 @@ def agreement_coefficients(
     against vsr_core.agreement and the krippendorff package.
     """
     vc = vote_counts(
-        select(EXAMPLE.c.id).where(EXAMPLE.c.study_id == study_id, EXAMPLE.c.origin != REVALIDATION)
+        select(EXAMPLE.c.id).where(
+            EXAMPLE.c.study_id == study_id, EXAMPLE.c.origin.not_in((REVALIDATION, MACHINE))
+        )
     )
     n, t = vc.c.n, vc.c.t
     f = n - t
@@ -186,7 +188,7 @@ def concept_counts(
 ) -> list[dict[str, Any]]:
     """Concepts by how often they are ENT1 (subj) and ENT2 (obj), most frequent first."""
     conn = session.connection()
-    data = and_(EXAMPLE.c.origin != REVALIDATION, EXAMPLE.c.study_id == study_id)
+    data = and_(EXAMPLE.c.origin.not_in((REVALIDATION, MACHINE)), EXAMPLE.c.study_id == study_id)
     subj: dict[str, int] = dict(
         conn.execute(
             select(EXAMPLE.c.subj, func.count()).where(data).group_by(EXAMPLE.c.subj)
@@ -214,7 +216,7 @@ def frame_answers(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[di
         .select_from(VOTE.join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id))
         .where(
             EXAMPLE.c.study_id == study_id,
-            EXAMPLE.c.origin != REVALIDATION,
+            EXAMPLE.c.origin.not_in((REVALIDATION, MACHINE)),
             VOTE.c.reference_frame.in_(FRAMES),
         )
         .group_by(EXAMPLE.c.relation, VOTE.c.reference_frame)
@@ -234,3 +236,34 @@ def frame_answers(session: Session, study_id: int = DEFAULT_STUDY_ID) -> list[di
             }
         )
     return sorted(out, key=lambda r: (-r["answers"], r["relation"]))
+
+
+def negatives_check(
+    session: Session, cfg: StudyConfig, study_id: int = DEFAULT_STUDY_ID
+) -> dict[str, dict[str, Any]]:
+    """Machine-made negatives beside the human captions whose label is False: how many have
+    votes and how many validators rejected (kept as False), per origin. Validators who can
+    tell machine captions apart reject them at a rate unlike the human False ones'."""
+    ea = example_agreement(cfg, study_id=study_id, with_negatives=True)
+    rows = session.connection().execute(
+        select(
+            ea.c.origin,
+            func.count(),
+            func.sum(case((ea.c.n > 0, 1), else_=0)),
+            func.sum(case((and_(ea.c.n > 0, ea.c.kept == 1), 1), else_=0)),
+        )
+        .where(ea.c.label.is_(False), ea.c.is_gold.is_not(True))
+        .group_by(ea.c.origin)
+    )
+    out: dict[str, dict[str, Any]] = {
+        "machine": {"examples": 0, "voted": 0, "rejected": 0},
+        "human": {"examples": 0, "voted": 0, "rejected": 0},
+    }
+    for origin, total, voted, rejected in rows:
+        row = out["machine" if origin == MACHINE else "human"]
+        row["examples"] += int(total)
+        row["voted"] += int(voted or 0)
+        row["rejected"] += int(rejected or 0)
+    for row in out.values():
+        row["rate"] = row["rejected"] / row["voted"] if row["voted"] else None
+    return out

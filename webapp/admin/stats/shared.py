@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Integer, and_, case, exists, func, literal_column, null, or_, select, true
+from sqlalchemy import Integer, and_, case, func, literal_column, null, or_, select, true
 from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
@@ -19,46 +19,19 @@ from vsr_core.studies.settings import StudyConfig
 from vsr_core.tables import (
     ADJUDICATION,
     ANNOTATION,
-    BATCH,
     EXAMPLE,
     IMAGE_PAIR,
     INVITE_TOKEN,
     LABEL_MODEL_DECISION,
     LABEL_MODEL_FIT,
-    QUALIFICATION_ATTEMPT,
     VOTE,
-    WORKER,
 )
 
 REVALIDATION = "revalidation"
-
-
-def study_members(study_id: int) -> Any:
-    """A condition on the worker table: the worker took part in the study (a batch, a
-    caption, an Example, a vote, a redeemed invite or a try of its qualification check in
-    it; imported authors and validators have no batch). A worker may be a member of several
-    studies. Correlated EXISTS probes on the per-worker indexes stop at the first hit, so the
-    cost grows with the number of workers, not of votes."""
-    w = WORKER.c.id
-    # "study_id + 0": SQLite would otherwise walk the whole study by its study_id index for
-    # every worker instead of the worker's own rows (on the VSR release: 0.4 ms instead of
-    # 32; PostgreSQL 18 ms instead of 45, a UNION of ids 38).
-    return or_(
-        exists().where(BATCH.c.worker_id == w, BATCH.c.study_id + 0 == study_id),
-        exists().where(
-            VOTE.c.worker_id == w, EXAMPLE.c.id == VOTE.c.example_id, EXAMPLE.c.study_id == study_id
-        ),
-        exists().where(EXAMPLE.c.author_id == w, EXAMPLE.c.study_id + 0 == study_id),
-        exists().where(
-            ANNOTATION.c.worker_id == w,
-            IMAGE_PAIR.c.id == ANNOTATION.c.pair_id,
-            IMAGE_PAIR.c.study_id == study_id,
-        ),
-        exists().where(INVITE_TOKEN.c.worker_id == w, INVITE_TOKEN.c.study_id == study_id),
-        exists().where(
-            QUALIFICATION_ATTEMPT.c.worker_id == w, QUALIFICATION_ATTEMPT.c.study_id == study_id
-        ),
-    )
+# Machine-made negatives (vsr match's distractors sent to validators): counted apart, as the
+# export writes them apart (machine_negatives.jsonl), so every kept count, kappa and
+# relation table here is of the same Examples as stats.json and the card.
+MACHINE = "adversarial"
 
 
 def vote_counts(example_ids: Any = None) -> Subquery:
@@ -89,6 +62,7 @@ def example_agreement(
     cfg: StudyConfig,
     *,
     with_revalidation: bool = False,
+    with_negatives: bool = False,
     where: list[Any] | None = None,
     study_id: int = DEFAULT_STUDY_ID,
     compare_rule: str | None = None,
@@ -106,9 +80,10 @@ def example_agreement(
     more (then the decision is provisional). ``compare_rule``: also the verdict under that
     keep rule (``verdict_alt``), for the preview of a switch.
     Re-validation copies (vsr_core.revalidation) are left out unless ``with_revalidation``: they
-    are a study of the imported data, not more data. ``where``: conditions on Example columns;
-    only those Examples' votes are counted (at 10x VSR, grouping all 390,000 votes to show one
-    relation's 14,000 Examples cost most of the data page's time).
+    are a study of the imported data, not more data; so are machine-made negatives unless
+    ``with_negatives`` (``MACHINE``: the export keeps them apart too). ``where``: conditions
+    on Example columns; only those Examples' votes are counted (at 10x VSR, grouping all
+    390,000 votes to show one relation's 14,000 Examples cost most of the data page's time).
     """
     where = [EXAMPLE.c.study_id == study_id, *(where or ())]  # one study's Examples only
     # Votes and agreeing votes from the Example's own counters, not by grouping the vote
@@ -168,7 +143,11 @@ def example_agreement(
     return (
         select(*columns)
         .select_from(source)
-        .where(true() if with_revalidation else EXAMPLE.c.origin != REVALIDATION, *(where or ()))
+        .where(
+            true() if with_revalidation else EXAMPLE.c.origin != REVALIDATION,
+            true() if with_negatives else EXAMPLE.c.origin != MACHINE,
+            *(where or ()),
+        )
         .subquery("ea")
     )
 

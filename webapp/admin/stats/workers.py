@@ -6,13 +6,22 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from sqlalchemy import Float, and_, case, cast, func, select, true
+from sqlalchemy import Float, and_, case, cast, func, or_, select, true
 from sqlmodel import Session
 
 from vsr_core.models import DEFAULT_STUDY_ID, Worker
+from vsr_core.standing import study_members
 from vsr_core.studies.settings import StudyConfig
-from vsr_core.tables import ANNOTATION, EXAMPLE, IMAGE_PAIR, INVITE_TOKEN, VOTE, WORKER
-from webapp.admin.stats.shared import invite_labels, study_members
+from vsr_core.tables import (
+    ANNOTATION,
+    EXAMPLE,
+    IMAGE_PAIR,
+    INVITE_TOKEN,
+    VOTE,
+    WORKER,
+    WORKER_STANDING,
+)
+from webapp.admin.stats.shared import invite_labels
 
 
 def worker_table(
@@ -46,6 +55,7 @@ def worker_table(
     gold_target = func.coalesce(EXAMPLE.c.gold_label, EXAMPLE.c.label)
     gold_hit = case((and_(EXAMPLE.c.is_gold.is_(True), VOTE.c.value == gold_target), 1), else_=0)
     gold_seen = case((EXAMPLE.c.is_gold.is_(True), 1), else_=0)
+    here = WORKER_STANDING.alias("here")
     votes_q = (
         select(
             VOTE.c.worker_id.label("worker_id"),
@@ -115,9 +125,10 @@ def worker_table(
             WORKER.c.external_id,
             inv_q.c.label.label("invite_label"),
             WORKER.c.roles,
-            WORKER.c.blocked,
-            WORKER.c.flagged,
-            WORKER.c.flag_reason,
+            # Their standing in this study (vsr_core.standing): its own, or every study's.
+            or_(WORKER.c.blocked, func.coalesce(here.c.blocked, False)).label("blocked"),
+            or_(WORKER.c.flagged, func.coalesce(here.c.flagged, False)).label("flagged"),
+            func.coalesce(here.c.flag_reason, WORKER.c.flag_reason).label("flag_reason"),
             captions.label("captions"),
             func.coalesce(ex_q.c.examples_written, 0).label("examples_written"),
             func.coalesce(ann_q.c.skips, 0).label("skips"),
@@ -132,6 +143,7 @@ def worker_table(
         .outerjoin(ann_q, ann_q.c.worker_id == WORKER.c.id)
         .outerjoin(ex_q, ex_q.c.worker_id == WORKER.c.id)
         .outerjoin(inv_q, inv_q.c.worker_id == WORKER.c.id)
+        .outerjoin(here, and_(here.c.worker_id == WORKER.c.id, here.c.study_id == study_id))
     )
     base = base.where(WORKER.c.id == only if only is not None else study_members(study_id))
     rows = (
