@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -114,7 +115,24 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # type: ignore[no-untyped-def]
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # A long reader (an export's snapshot) begins DEFERRED: under WAL it reads one
+        # snapshot without the write lock, so the site's writers are not kept waiting.
+        deferred = conn.get_execution_options().get(READ_SNAPSHOT_OPTION, False)
+        conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
+
+
+# Execution option of a connection that only reads, for as long as it takes (see
+# read_snapshot_options).
+READ_SNAPSHOT_OPTION = "vsr_read_snapshot"
+
+
+def read_snapshot_options(engine: Engine) -> dict[str, Any]:
+    """Execution options of a connection that reads one consistent snapshot and writes
+    nothing: REPEATABLE READ on PostgreSQL; on SQLite a DEFERRED transaction (WAL keeps its
+    snapshot) that leaves the write lock to the site."""
+    if is_postgres(engine):
+        return {"isolation_level": "REPEATABLE READ"}
+    return {READ_SNAPSHOT_OPTION: True}
 
 
 def is_postgres(engine: Engine) -> bool:

@@ -33,7 +33,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from vsr_core.agreement import DEFAULT_THRESHOLD, LabelModel, aggregate_labels
 from vsr_core.agreement_db import load_item_votes
-from vsr_core.db import is_postgres
+from vsr_core.db import read_snapshot_options
 from vsr_core.studies.context import StudyContext
 from vsr_core.tables import EXAMPLE, VOTE, WORKER
 from vsr_dataset.export_rows import (
@@ -487,9 +487,8 @@ def _ids(rows: list[ExportRow], every: list[ExportRow]) -> array[int] | None:
 def _read(engine: Engine, options: BuildOptions, progress: Progress) -> Iterator[_Snapshot]:
     """The snapshot, its transaction open until the files are written: the full records are
     read again from it while each file is written."""
-    conn_opts = {"isolation_level": "REPEATABLE READ"} if is_postgres(engine) else {}
     with engine.connect() as conn:
-        conn = conn.execution_options(**conn_opts) if conn_opts else conn
+        conn = conn.execution_options(**read_snapshot_options(engine))
         with conn.begin():
             yield _snapshot(conn, options, progress)
 

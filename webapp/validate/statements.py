@@ -98,6 +98,16 @@ def _not_seen_by(worker: Any, floor: Any = None) -> list[Any]:
     ]
 
 
+# 1: the other half of the previous batch's last item is kept from a new batch's first item;
+# 0: it is not (the retry when nothing else can be served).
+BOUNDARY_PARAM = bindparam("q_boundary", type_=Integer)
+
+
+def sibling_params(across_boundary: bool = True) -> dict[str, int]:
+    """The candidate statements' parameter for the batch-boundary half of the sibling rule."""
+    return {"q_boundary": int(across_boundary)}
+
+
 def _no_sibling_nearby(worker: Any) -> Any:
     """Condition: the other Example of the same annotation (the same caption on its other
     image) was not leased to this validator in their current validation batch, nor, for the
@@ -112,6 +122,10 @@ def _no_sibling_nearby(worker: Any) -> Any:
     the previous batch's last lease are uncorrelated subqueries (evaluated once, by the
     (batch_id, id) index), and each candidate's sibling is read by ix_example_annotation_id
     and ix_assignment_worker_example.
+
+    The boundary half of the rule yields when it is all that stands in the way
+    (``BOUNDARY_PARAM`` 0, see ``sibling_params``): a validator whose only item left is the
+    other half of their last one gets it in their next batch, rather than no batch at all.
     """
     sibling = EXAMPLE.alias("sibling")
     lease = ASSIGNMENT.alias("sibling_lease")
@@ -132,7 +146,11 @@ def _no_sibling_nearby(worker: Any) -> Any:
     current_is_empty = ~sa_select(literal(1)).where(in_current.c.batch_id == batch_back(0)).exists()
     previous_last_lease = (
         sa_select(func.max(last_of_previous.c.id))
-        .where(last_of_previous.c.batch_id == batch_back(1), current_is_empty)
+        .where(
+            last_of_previous.c.batch_id == batch_back(1),
+            current_is_empty,
+            literal(1) == BOUNDARY_PARAM,
+        )
         .scalar_subquery()
     )
     seen_sibling = (
@@ -375,6 +393,8 @@ def regular_candidates(
     floor: int = 0,
     study_id: int = DEFAULT_STUDY_ID,
 ) -> list[int]:
+    """The next regular items for the worker; when none, those the batch-boundary half of
+    the sibling rule alone held back (``_no_sibling_nearby``)."""
     params = {
         "q_worker": worker_id,
         "q_limit": limit,
@@ -382,8 +402,13 @@ def regular_candidates(
         "q_study": study_id,
         **room_params(config),
     }
-    rows = run_prebuilt(session, statements_for(dialect_of(session)).regular, params).scalars()
-    return [i for i in rows if i is not None]
+    stmt = statements_for(dialect_of(session)).regular
+    for across_boundary in (True, False):
+        rows = run_prebuilt(session, stmt, params | sibling_params(across_boundary)).scalars()
+        found = [i for i in rows if i is not None]
+        if found:
+            return found
+    return []
 
 
 def servable_count(

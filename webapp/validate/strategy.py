@@ -33,6 +33,7 @@ from webapp.validate.statements import (
     regular_candidates,
     run_prebuilt,
     servable_count,
+    sibling_params,
     statements_for,
 )
 
@@ -178,20 +179,20 @@ class ExampleStrategy:
                 session, batch_id, worker_id, batch_deadline, self, lease_minutes, now, gold[0]
             )
             return lease_id, gold[0]
-        row = run_prebuilt(
-            session,
-            statements_for("postgresql").lease_regular,
-            {
-                "q_worker": worker_id,
-                "q_limit": 1,
-                "q_floor": self.open_floor(session, study_id),
-                "q_study": study_id,
-                **room_params(self.study(session, study_id)),
-                "q_batch": batch_id,
-                "q_now": now,
-                "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
-            },
-        ).first()
+        params = {
+            "q_worker": worker_id,
+            "q_limit": 1,
+            "q_floor": self.open_floor(session, study_id),
+            "q_study": study_id,
+            **room_params(self.study(session, study_id)),
+            "q_batch": batch_id,
+            "q_now": now,
+            "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
+        }
+        stmt = statements_for("postgresql").lease_regular
+        row = run_prebuilt(session, stmt, params | sibling_params()).first()
+        if row is None:  # what only the batch-boundary half of the sibling rule held back
+            row = run_prebuilt(session, stmt, params | sibling_params(False)).first()
         return (row.id, row.example_id) if row is not None else None
 
     def on_leased(self, session: Session, item_id: int) -> None:

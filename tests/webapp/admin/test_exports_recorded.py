@@ -14,13 +14,13 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from tests.webapp.http.test_studies import make_two_studies
 from vsr_cli.admin_jobs import run_job
 from vsr_core import audit
-from vsr_core.models import AdminRole, Job, JobKind, JobStatus
+from vsr_core.models import AdminRole, Example, Job, JobKind, JobStatus, Vote, Worker
 from webapp.admin import jobs
 from webapp.admin.auth import create_admin
 
@@ -35,10 +35,26 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _judge_right(engine: Engine, study_id: int) -> None:
+    """Three validators judge each of the study's Examples right: all are kept (an export
+    with nothing kept is refused)."""
+    with Session(engine) as s:
+        judges = [
+            Worker(source="invite", external_id=f"judge-{i}", roles=["validate"]) for i in range(3)
+        ]
+        s.add_all(judges)
+        s.flush()
+        for ex in s.exec(select(Example).where(Example.study_id == study_id)):
+            for judge in judges:
+                s.add(Vote(example_id=ex.id, worker_id=judge.id, value=ex.label))  # type: ignore[arg-type]
+        s.commit()
+
+
 def test_builds_and_downloads_are_recorded(
     db_url: str, engine: Engine, coco_dir: Path, tmp_path: Path
 ) -> None:
     zh = make_two_studies(engine, coco_dir)
+    _judge_right(engine, zh)
     with Session(engine) as s:
         viewer = create_admin(s, "viewer", PASSWORD, grants={zh: AdminRole.viewer})
         researcher = create_admin(s, "res", PASSWORD, grants={zh: AdminRole.researcher})

@@ -325,10 +325,11 @@ def test_caption_and_validate_in_chinese(server: str, sqlite_url: str, tmp_path:
     engine.dispose()
 
     # The Chinese export: its rows, Chinese multiple-choice items the validators cleared;
-    # the English study's export beside it holds only the English caption.
+    # the English study's captions beside it (nothing validated there: only its raw part)
+    # hold only the English caption.
     zh_out, en_out = tmp_path / "zh-dataset", tmp_path / "en-dataset"
     cli("build-dataset", "--study", "vsr-zh", "--out", str(zh_out), "--database-url", sqlite_url)
-    cli("build-dataset", "--out", str(en_out), "--database-url", sqlite_url)
+    cli("build-dataset", "--only", "raw", "--out", str(en_out), "--database-url", sqlite_url)
     raw = [json.loads(x) for x in (zh_out / "all_raw.jsonl").read_text().splitlines()]
     assert {r["caption"] for r in raw if r.get("origin", "human") == "human"} >= set(captions)
     assert {(r["study"], r["language"]) for r in raw} == {("vsr-zh", "zh-Hans")}

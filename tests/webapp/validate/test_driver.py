@@ -77,6 +77,7 @@ def _reads(ids: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
                 "q_worker": ids["worker"],
                 "q_limit": 5,
                 "q_floor": 0,
+                "q_boundary": 1,
                 "q_study": ids["study"],
                 **room_params(CONFIG),
             },

@@ -94,6 +94,7 @@ def test_candidates_walk_the_open_index_in_order_at_10x(backend: str, engine: En
         "q_worker": worker,
         "q_limit": 1,
         "q_floor": floor,
+        "q_boundary": 1,
         "q_study": 1,
         **room_params(StudyConfig()),
     }
@@ -161,6 +162,7 @@ def test_the_lease_statement_keeps_one_generic_plan_that_walks_in_order(
     params = {
         "q_worker": worker,
         "q_floor": floor,
+        "q_boundary": 1,
         "q_study": 1,
         "q_batch": 1,
         "q_now": now,
