@@ -5,24 +5,79 @@ platform plan is about, the export's worker file). A vote agrees when it matches
 majority of its Example's other votes plus the author's label (the Example's own counters,
 kept equal to the vote table by the queue), the leave-one-out reading of the label model
 that ``bench/authenticity_vsr.py`` measures; ties are undecided.
+
+Identities from one address: the site keeps, for its rate limits, each new identity and each
+new batch under the client address it came from (``rateevent``, kept two days); identities
+sharing an address there are compared with :func:`vsr_core.authenticity.shared_patterns`.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from vsr_core.authenticity import Assessment, ItemSignals, WorkerRecord, assess
+from vsr_core.authenticity import (
+    Assessment,
+    ItemSignals,
+    WorkerRecord,
+    assess,
+    shared_patterns,
+)
 from vsr_core.models import AuditKind
-from vsr_core.tables import AUDIT_EVENT, EXAMPLE, ITEM_SIGNAL, VOTE
+from vsr_core.tables import AUDIT_EVENT, EXAMPLE, ITEM_SIGNAL, RATE_EVENT, VOTE
+
+# The rate-limit events keyed by client address that name a worker (webapp.http.rate_limits'
+# NEW_WORKER and NEW_BATCH), and the key of its site-wide counts, which is no address.
+ADDRESS_EVENTS = ("new_worker", "new_batch")
+SITE_KEY = "study"
+# Identities compared per address: a university NAT can put hundreds behind one address,
+# and every pair is compared; the newest identities are kept.
+MAX_ADDRESS_GROUP = 60
+
+
+def address_groups(session: Session, worker_ids: Iterable[int]) -> list[set[int]]:
+    """The identities seen from each address any of ``worker_ids`` came from (one set per
+    address, at most MAX_ADDRESS_GROUP each, always holding the asked-for ones)."""
+    ids = set(worker_ids)
+    if not ids:
+        return []
+    by_address = RATE_EVENT.c.kind.in_(ADDRESS_EVENTS) & (RATE_EVENT.c.key != SITE_KEY)
+    keys = select(RATE_EVENT.c.key).where(by_address, RATE_EVENT.c.worker_id.in_(ids)).distinct()
+    members: dict[str, set[int]] = defaultdict(set)
+    for key, worker in session.execute(
+        select(RATE_EVENT.c.key, RATE_EVENT.c.worker_id)
+        .where(by_address, RATE_EVENT.c.key.in_(keys), RATE_EVENT.c.worker_id.is_not(None))
+        .distinct()
+    ):
+        members[key].add(worker)
+    groups = []
+    for group in members.values():
+        if len(group) < 2:
+            continue
+        asked = group & ids
+        others = sorted(group - ids, reverse=True)[: max(0, MAX_ADDRESS_GROUP - len(asked))]
+        groups.append(asked | set(others))
+    return groups
 
 
 def worker_records(
     session: Session, study_id: int, worker_ids: Iterable[int]
 ) -> dict[int, WorkerRecord]:
-    """Each worker's answers in the study in the order given, and the page's measurements."""
+    """Each worker's answers in the study in the order given, the page's measurements, and
+    the identities from the same address that answered near-identically."""
+    ids = set(worker_ids)
+    groups = address_groups(session, ids)
+    records = _records(session, study_id, set().union(ids, *groups))
+    shared = shared_patterns(groups, records)
+    for w in ids:
+        records[w].shared_with = shared.get(w, [])
+    return {w: records[w] for w in sorted(ids)}
+
+
+def _records(session: Session, study_id: int, worker_ids: Iterable[int]) -> dict[int, WorkerRecord]:
     ids = sorted(set(worker_ids))
     records: dict[int, WorkerRecord] = {w: WorkerRecord() for w in ids}
     if not ids:
@@ -30,9 +85,11 @@ def worker_records(
     answers: dict[int, list[bool]] = {w: [] for w in ids}
     agrees: dict[int, list[bool | None]] = {w: [] for w in ids}
     gold: dict[int, list[bool]] = {w: [] for w in ids}
+    examples: dict[int, list[int]] = {w: [] for w in ids}
     rows = session.execute(
         select(
             VOTE.c.worker_id,
+            VOTE.c.example_id,
             VOTE.c.value,
             EXAMPLE.c.label,
             EXAMPLE.c.queue_votes,
@@ -53,6 +110,7 @@ def worker_records(
         others_true = trues - int(r.value) + int(r.label)
         others_false = (r.queue_votes - trues) - int(not r.value) + int(not r.label)
         answers[r.worker_id].append(r.value)
+        examples[r.worker_id].append(r.example_id)
         agrees[r.worker_id].append(
             None if others_true == others_false else r.value == (others_true > others_false)
         )
@@ -74,7 +132,7 @@ def worker_records(
             )
         )
     for w in ids:
-        records[w] = WorkerRecord(answers[w], agrees[w], gold[w], items[w])
+        records[w] = WorkerRecord(answers[w], agrees[w], gold[w], items[w], examples[w])
     return records
 
 
