@@ -46,7 +46,7 @@ MIN_ANSWERS = 10
 # (89 % agreement over 3,141 items); one agent under two names agrees on every item.
 SHARED_MIN_AGREEMENT = 0.90
 # ... or their answer times match position by position (within 5 % or 50 ms) far more often
-# than two people's do (about 6 % by chance for log-normal latencies): the lower bound of the
+# than two people's do (5-10 % by chance for log-normal latencies): the lower bound of the
 # matching share above this, over at least MIN_ANSWERS timed items.
 SHARED_MIN_TIMING_MATCH = 0.40
 TIMING_MATCH_MS = 50
