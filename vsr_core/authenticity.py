@@ -306,3 +306,11 @@ def shared_patterns(
                     out.setdefault(x, []).append((y, why))
                     out.setdefault(y, []).append((x, why))
     return out
+
+
+def batch_line(batch_id: int, found: Assessment) -> str:
+    """One batch's evidence in one line (``vsr platform plan``, the worker page)."""
+    s = found.summary
+    counts = f"{s.get('answers', 0)} answers, {s.get('items_measured', 0)} measured"
+    detail = "; ".join(found.evidence) if found.flagged else "nothing unusual"
+    return f"batch #{batch_id} (score {found.score:.2f}): {counts}; {detail}"
