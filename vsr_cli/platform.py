@@ -139,7 +139,8 @@ def _plan(session: Any, study: Any, actor: Actor) -> None:
 
 def _print_held(session: Any, study: Any, subs: Any) -> None:
     """The submissions held for a person's review, with the evidence (docs/quality.md)."""
-    from vsr_core.authenticity_db import held_for_review
+    from vsr_core.authenticity import batch_line
+    from vsr_core.authenticity_db import batch_assessments, held_for_review
 
     held = held_for_review(session, study.study_id, {s.worker_id for s in subs if s.worker_id})
     for sub in subs:
@@ -149,6 +150,10 @@ def _print_held(session: Any, study: Any, subs: Any) -> None:
                 f"held for review {sub.external_id} (worker #{sub.worker_id}, score "
                 f"{found.score:.2f}): {'; '.join(found.evidence)}"
             )
+            # Which batches the evidence comes from: each one's signals counted alone.
+            batches = batch_assessments(session, study.study_id, sub.worker_id)
+            for batch_id in sorted(batches):
+                typer.echo(f"  {batch_line(batch_id, batches[batch_id])}")
 
 
 def _send(

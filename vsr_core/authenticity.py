@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -40,6 +40,17 @@ MAX_FAST_SHARE = 0.5
 MAX_FOCUS_LOSS_SHARE = 0.8
 # No test runs on fewer answers than this.
 MIN_ANSWERS = 10
+# Two identities from one address answer alike beyond what two people do: the Wilson lower
+# bound (z ``Z``) of their agreement (on the Examples both answered, or position by position)
+# above this. Of the 489 pairs of VSR validators sharing 10+ items the highest bound is 0.87
+# (89 % agreement over 3,141 items); one agent under two names agrees on every item.
+SHARED_MIN_AGREEMENT = 0.90
+# ... or their answer times match position by position (within 5 % or 50 ms) far more often
+# than two people's do (5-10 % by chance for log-normal latencies): the lower bound of the
+# matching share above this, over at least MIN_ANSWERS timed items.
+SHARED_MIN_TIMING_MATCH = 0.40
+TIMING_MATCH_MS = 50
+TIMING_MATCH_SHARE = 0.05
 
 
 class Signal(StrEnum):
@@ -80,7 +91,10 @@ class WorkerRecord:
     agrees: Sequence[bool | None] = ()
     gold: Sequence[bool] = ()  # each gold answer: right or wrong
     items: Sequence[ItemSignals] = ()
-    shared_with: int = 0  # other identities from the same address with the same answers
+    examples: Sequence[int] = ()  # the Example of each answer (same order), when known
+    # Other identities from the same address whose answers or timings are near-identical,
+    # each with what matched (:func:`shared_pattern`).
+    shared_with: Sequence[tuple[int, str]] = ()
 
 
 @dataclass
@@ -211,10 +225,13 @@ def assess(rec: WorkerRecord) -> Assessment:
     out = Assessment(score=1.0)
     _vote_tests(rec, out)
     _page_tests(rec, out)
+    out.summary["shared_pattern_with"] = len(rec.shared_with)
     if rec.shared_with:
         out.flags.append(Signal.shared_pattern)
+        others = "; ".join(f"worker {w}: {why}" for w, why in rec.shared_with)
         out.evidence.append(
-            f"{rec.shared_with} other identity(ies) from the same address gave the same answers"
+            f"{len(rec.shared_with)} other identity(ies) from the same address answered "
+            f"near-identically ({others})"
         )
     out.score = round(0.5 ** len(out.flags), 3)
     return out
@@ -235,3 +252,65 @@ def first_flag(answers: Sequence[bool], agrees: Sequence[bool | None], limit: in
         if decided >= MIN_ANSWERS and wilson(agree, decided)[1] < MIN_AGREEMENT:
             return k
     return None
+
+
+def _alike(agree: int, n: int) -> bool:
+    return n >= MIN_ANSWERS and wilson(agree, n)[0] > SHARED_MIN_AGREEMENT
+
+
+def shared_pattern(a: WorkerRecord, b: WorkerRecord) -> str | None:
+    """What two identities' records share beyond what two people's do (None: nothing): the
+    same answers on the Examples both answered, the same answer sequence position by
+    position (a script answering without regard to the item), or the same answer times
+    position by position (one script's clock). Only ever asked of identities from one
+    address; docs/quality.md lists its false-positive risks."""
+    mine = dict(zip(a.examples, a.answers, strict=False))
+    theirs = dict(zip(b.examples, b.answers, strict=False))
+    both = mine.keys() & theirs.keys()
+    same = sum(mine[e] == theirs[e] for e in both)
+    if _alike(same, len(both)):
+        return f"same answer on {same} of {len(both)} shared items"
+    n = min(len(a.answers), len(b.answers))
+    same = sum(x == y for x, y in zip(a.answers[:n], b.answers[:n], strict=True))
+    if _alike(same, n):
+        return f"same answer sequence at {same} of {n} positions"
+    ta = [i.shown_ms for i in a.items if i.shown_ms is not None]
+    tb = [i.shown_ms for i in b.items if i.shown_ms is not None]
+    n = min(len(ta), len(tb))
+    close = sum(
+        abs(x - y) <= max(TIMING_MATCH_MS, TIMING_MATCH_SHARE * max(x, y))
+        for x, y in zip(ta[:n], tb[:n], strict=True)
+    )
+    if n >= MIN_ANSWERS and wilson(close, n)[0] > SHARED_MIN_TIMING_MATCH:
+        return f"answer times within 5 % at {close} of {n} positions"
+    return None
+
+
+def shared_patterns(
+    groups: Iterable[Collection[int]], records: Mapping[int, WorkerRecord]
+) -> dict[int, list[tuple[int, str]]]:
+    """For each identity, the others of any of its address groups (``groups``: the identities
+    seen from one address) that :func:`shared_pattern` matches; identities without a record
+    are skipped. Pairs are compared once however many addresses they share."""
+    out: dict[int, list[tuple[int, str]]] = {}
+    seen: set[tuple[int, int]] = set()
+    for group in groups:
+        ids = sorted(w for w in set(group) if w in records)
+        for i, x in enumerate(ids):
+            for y in ids[i + 1 :]:
+                if (x, y) in seen:
+                    continue
+                seen.add((x, y))
+                why = shared_pattern(records[x], records[y])
+                if why is not None:
+                    out.setdefault(x, []).append((y, why))
+                    out.setdefault(y, []).append((x, why))
+    return out
+
+
+def batch_line(batch_id: int, found: Assessment) -> str:
+    """One batch's evidence in one line (``vsr platform plan``, the worker page)."""
+    s = found.summary
+    counts = f"{s.get('answers', 0)} answers, {s.get('items_measured', 0)} measured"
+    detail = "; ".join(found.evidence) if found.flagged else "nothing unusual"
+    return f"batch #{batch_id} (score {found.score:.2f}): {counts}; {detail}"

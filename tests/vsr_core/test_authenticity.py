@@ -7,7 +7,15 @@ import random
 from pathlib import Path
 
 from bench import authenticity_vsr
-from vsr_core.authenticity import ItemSignals, Signal, WorkerRecord, assess, first_flag, wilson
+from vsr_core.authenticity import (
+    ItemSignals,
+    Signal,
+    WorkerRecord,
+    assess,
+    first_flag,
+    shared_patterns,
+    wilson,
+)
 
 
 def _person(n: int = 60, seed: int = 1) -> WorkerRecord:
@@ -82,3 +90,33 @@ def test_release_bots_flagged_and_people_not(vsr_dir: Path) -> None:
     for kind, firsts in to_flag.items():
         hit = sum(k is not None for k in firsts)
         assert hit >= 14, (kind, firsts)  # 15 injected of each kind
+
+
+def test_one_lab_behind_one_address_is_not_matched(vsr_dir: Path) -> None:
+    """All 45 VSR validators as if behind one university NAT: no two of them answer alike
+    enough (489 pairs share 10+ items, agreeing up to 92 %); one agent under two names on
+    the same items does, and so do two identities driven by one clock."""
+    records = authenticity_vsr._load(vsr_dir / "data" / "data_files" / "all_vsr_raw_data.jsonl")
+    people: dict[int, WorkerRecord] = {}
+    for i, r in enumerate(records):
+        for value, key in ((True, "vote_true_validator_id"), (False, "vote_false_validator_id")):
+            for w in r[key]:
+                rec = people.setdefault(int(w), WorkerRecord(answers=[], examples=[]))
+                rec.answers.append(value)  # type: ignore[attr-defined]
+                rec.examples.append(i)  # type: ignore[attr-defined]
+    assert len(people) == 45
+    assert shared_patterns([set(people)], people) == {}
+    agent = authenticity_vsr.CaptionPrior(records[1000:])
+    blind = [agent.answer(r) for r in records[:300]]
+    twins = {
+        1: WorkerRecord(answers=blind, examples=range(300)),
+        2: WorkerRecord(answers=blind[::-1], examples=range(299, -1, -1)),
+    }
+    assert set(shared_patterns([{1, 2}], twins)) == {1, 2}
+    rng = random.Random(4)
+    beat = [ItemSignals(shown_ms=1000 + rng.randint(0, 30)) for _ in range(20)]
+    clock = {7: WorkerRecord(items=beat), 8: WorkerRecord(items=beat[::-1])}
+    (why,) = shared_patterns([{7, 8}], clock)[7]
+    assert why[0] == 8 and "answer times" in why[1]
+    humans = {9: _person(20, seed=9), 10: _person(20, seed=10)}
+    assert shared_patterns([{9, 10}], humans) == {}

@@ -120,20 +120,39 @@
 
   // One click, one submission: the button is disabled while the request is in flight (the
   // server is idempotent anyway, via client_token).
-  // How the answer was given (docs/quality.md; disclosed on the consent page): focus
-  // changes, counts of pointer and key events and whether anything was pasted, never content.
-  const seen = { focus: 0, pointer: 0, keys: 0, paste: 0 };
+  // How the answer was given (docs/quality.md; disclosed on the consent page): when both
+  // photos were decoded and on screen, focus changes, counts of pointer and key events,
+  // whether anything was pasted (never content) and whether a hidden canary was acted on.
+  const seen = { shownAt: null, focus: 0, pointer: 0, keys: 0, paste: 0, canary: 0 };
+  const markShown = function () {
+    requestAnimationFrame(function () { if (seen.shownAt === null) seen.shownAt = Date.now(); });
+  };
+  // A fresh Image of each photo's source decodes whether or not the page's copy already
+  // loaded (an SVG <image> has no "complete" to ask); a failed decode still counts as shown,
+  // as the broken photo is on screen and the person can say so by skipping.
+  const sources = Array.from(document.querySelectorAll(".photo img, .photo svg image")).map(
+    function (el) { return el.tagName.toLowerCase() === "img" ? el.currentSrc || el.src : el.href.baseVal; }
+  );
+  Promise.all(sources.map(function (src) {
+    const im = new Image();
+    im.src = src;
+    return im.decode().catch(function () { return null; });
+  })).then(markShown);
   window.addEventListener("blur", function () { seen.focus++; });
   document.addEventListener("visibilitychange", function () { if (document.hidden) seen.focus++; });
   document.addEventListener("pointerdown", function () { seen.pointer++; }, { passive: true });
   document.addEventListener("pointermove", function () { seen.pointer++; }, { passive: true });
   document.addEventListener("keydown", function () { seen.keys++; }, true);
   document.addEventListener("paste", function () { seen.paste = 1; }, true);
+  const canary = document.getElementById("g-canary-btn");
+  if (canary) canary.addEventListener("click", function () { seen.canary = 1; });
   function signals() {
     const cap = function (n, max) { return String(Math.min(Math.max(0, n), max)); };
-    return "shown=" + cap(Date.now() - started, 86400000) + ";focus=" + cap(seen.focus, 9999) +
+    const now = Date.now();
+    const shown = seen.shownAt === null ? "none" : cap(now - seen.shownAt, 86400000);
+    return "shown=" + shown + ";focus=" + cap(seen.focus, 9999) +
       ";pointer=" + cap(seen.pointer, 999999) + ";keys=" + cap(seen.keys, 999999) +
-      ";canary=0;paste=" + seen.paste;
+      ";canary=" + seen.canary + ";paste=" + seen.paste;
   }
   document.querySelectorAll("form").forEach(function (f) {
     f.addEventListener("submit", function (e) {

@@ -8,13 +8,13 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from tests.support import platform_work as work
 from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
-from vsr_core.authenticity_db import held_for_review
-from vsr_core.models import AuditEvent, AuditKind, ItemSignal, Vote
+from vsr_core.authenticity_db import assess_workers, batch_assessments, held_for_review
+from vsr_core.models import Assignment, AuditEvent, AuditKind, Example, ItemSignal, Vote
 
 
 def _seed(engine: Engine) -> tuple[int, int]:
@@ -67,3 +67,66 @@ def test_evidence_hold_and_audited_approval(db_url: str, engine: Engine, tmp_pat
         assert held_for_review(s, 2, [bot]) == {}  # no votes there: nothing to hold
     after = client.get(f"/admin/workers/{bot}").text
     assert "approved after review" in after and "answered True 40 of 40 times" in after
+
+
+def test_each_batch_has_its_own_evidence(db_url: str, engine: Engine, tmp_path: Path) -> None:
+    """Signals counted per batch: a clean validation batch, one where the hidden canary was
+    pressed, and a caption batch with a paste (its items reach the batch through the
+    caption's lease), on the worker page; the worker as a whole carries both flags."""
+    with Session(engine) as s:
+        create_owner(s, "alice", PASSWORD)
+        scene = work.scene(s)
+        w = work.worker(s, "mixed")
+        assert w.id is not None
+        clean, pressed = (work.batch(s, w, {}, kind="validate") for _ in range(2))
+        written = work.batch(s, w, {}, kind="generate")
+        for b, canary in ((clean, False), (pressed, True)):
+            work.votes(s, b, scene, 12)
+            mine = (
+                select(Vote)
+                .join(Assignment, col(Assignment.id) == Vote.assignment_id)
+                .where(Assignment.batch_id == b.id)
+                .order_by(col(Vote.id))
+            )
+            for i, vote in enumerate(s.exec(mine).all()):
+                signal = ItemSignal(
+                    study_id=1,
+                    worker_id=w.id,
+                    vote_id=vote.id,
+                    shown_ms=1500 + 211 * i,
+                    key_events=1,
+                    canary=canary and i == 0,
+                )
+                s.add(signal)
+            s.commit()
+        (example,) = work.captions(s, written, scene, 1)
+        ann = s.get(Example, example)
+        assert ann is not None and ann.annotation_id is not None
+        s.add(
+            ItemSignal(
+                study_id=1,
+                worker_id=w.id,
+                annotation_id=ann.annotation_id,
+                shown_ms=9000,
+                key_events=30,
+                pasted=True,
+            )
+        )
+        s.commit()
+        per_batch = batch_assessments(s, 1, w.id)
+        whole = assess_workers(s, 1, [w.id])[w.id]
+        ids = (clean.id or 0, pressed.id or 0, written.id or 0)
+    assert {str(f) for f in whole.flags} >= {"canary", "paste"}
+    assert set(per_batch) == set(ids)
+    flags = [sorted(str(f) for f in per_batch[b].flags) for b in ids]
+    counts = [
+        (per_batch[b].summary["answers"], per_batch[b].summary["items_measured"]) for b in ids
+    ]
+    assert counts == [(12, 12), (12, 12), (0, 1)]
+    assert "canary" in flags[1] and "canary" not in flags[0] and flags[2] == ["paste"]
+    client = TestClient(make_admin_app(db_url, engine, tmp_path))
+    login(client)
+    page = client.get(f"/admin/workers/{w.id}").text
+    assert "authenticity (this batch alone)" in page
+    assert "12 answers, 12 measured" in page and "0 answers, 1 measured" in page
+    assert "pasted text into 1 caption(s)" in page

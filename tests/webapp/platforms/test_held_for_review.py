@@ -40,6 +40,9 @@ def test_flagged_worker_is_held_then_approved_after_review(
     _print_held(session, row, subs)
     out = capsys.readouterr().out
     assert "held for review sB" in out and "answered True 40 of 40 times" in out
+    # The evidence batch by batch, each batch's signals counted alone.
+    (line,) = [x for x in out.splitlines() if x.startswith("  batch #")]
+    assert line.endswith("40 answers, 0 measured; answered True 40 of 40 times (entropy 0.00 bits)")
     assert "sP" not in out
     audit.record(
         session,

@@ -10,7 +10,12 @@ from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
 from vsr_core import audit, label_fit, standing
-from vsr_core.authenticity_db import approval_target, assess_workers, held_for_review
+from vsr_core.authenticity_db import (
+    approval_target,
+    assess_workers,
+    batch_assessments,
+    held_for_review,
+)
 from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Study, Vote, Worker
 from vsr_core.qualification import outcomes
 from vsr_core.roles import owns_every_study
@@ -189,6 +194,7 @@ def worker_page(
         captions=captions,
         batches=actions.open_batches(session, worker_id, study_id),
         authenticity=assess_workers(session, study_id, [worker_id])[worker_id],
+        batch_authenticity=batch_assessments(session, study_id, worker_id),
         held=bool(held_for_review(session, study_id, [worker_id])),
         msg=msg,
     )
