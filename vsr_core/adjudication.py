@@ -26,6 +26,7 @@ from vsr_core.locks import hold
 from vsr_core.models import Adjudication, AdjudicationDecision, AuditKind, Example, Study
 from vsr_core.tables import ADJUDICATION
 from vsr_core.types import utcnow
+from vsr_core.upsert import upsert
 
 MAX_REASON = 500
 MIN_REASON = 3
@@ -99,7 +100,9 @@ def settle(
     Examples, an unknown Example, or one of another study."""
     decision = check_decision(decision)
     reason = clean_reason(reason)
-    # Two admins settling the same Example at once both found no row and both inserted one.
+    # The settlement is written by upsert, so two admins settling one Example at once cannot
+    # both insert it (adjudication_pkey). They still take turns, so each audit record's
+    # "before" is the settlement its write replaced.
     hold(session, f"adjudication:{study_id}")
     ids = sorted(set(int(i) for i in example_ids))
     if not ids:
@@ -136,6 +139,7 @@ def settle(
     }
     now = utcnow()
     changed = 0
+    settled: list[dict[str, Any]] = []
     for eid in ids:
         row = current.get(eid)
         before = {"decision": row.decision, "reason": row.reason} if row else None
@@ -147,13 +151,17 @@ def settle(
         else:
             if row is not None and row.decision == decision and row.reason == reason:
                 continue
-            if row is None:
-                row = Adjudication(
-                    example_id=eid, study_id=study_id, decision=decision, reason="", admin_name=""
-                )
-            row.decision, row.reason, row.at = decision, reason, now
-            row.admin_id, row.admin_name = actor.admin_id, actor.name[:128]
-            session.add(row)
+            settled.append(
+                {
+                    "example_id": eid,
+                    "study_id": study_id,
+                    "decision": decision,
+                    "reason": reason,
+                    "admin_id": actor.admin_id,
+                    "admin_name": actor.name[:128],
+                    "at": now,
+                }
+            )
             ex = examples[eid]
             if ex.queue_open:  # decided: the validation queue stops serving it
                 ex.queue_open = False
@@ -168,6 +176,8 @@ def settle(
             change={"before": before, "after": after, "reason": reason},
         )
         changed += 1
+    for k in range(0, len(settled), 1000):
+        upsert(session.connection(), ADJUDICATION, settled[k : k + 1000])
     session.commit()
     return changed
 

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, select
 from sqlmodel import Session
 
 from vsr_core import audit
 from vsr_core.agreement import ItemVotes
 from vsr_core.agreement_db import load_item_votes
 from vsr_core.locks import hold
-from vsr_core.models import AuditKind, KeepRule, LabelModelFit
+from vsr_core.models import AuditKind, KeepRule
 from vsr_core.tables import (
     EXAMPLE,
     LABEL_MODEL_DECISION,
@@ -35,6 +35,7 @@ from vsr_core.tables import (
     VOTE,
 )
 from vsr_core.types import utcnow
+from vsr_core.upsert import upsert
 
 MODELS: tuple[str, ...] = (KeepRule.dawid_skene.value, KeepRule.mace.value)
 SKILL_NAMES = {
@@ -141,8 +142,10 @@ def fit_study(
     for m in wanted:
         if m not in MODELS:
             raise LabelFitError(f"unknown label model {m!r}: use {' or '.join(MODELS)}")
-    # Fits of one study take turns: each replaces the cached rows as a whole, and two at once
-    # inserted the same keys (labelmodelfit_pkey on PostgreSQL). SQLite serialises writers.
+    # Every row is written by upsert, so two fits at once cannot collide on a key
+    # (labelmodelfit_pkey). They still take turns, so the cached rows are one fit's whole
+    # set: interleaved, an Example only the earlier fit labelled would keep its row.
+    # SQLite serialises writers anyway.
     hold(session, f"label-fit:{study_id}")
     votes, last_id = _study_votes(session, study_id)
     items = load_item_votes(
@@ -167,19 +170,23 @@ def fit_study(
             for eid, (lab, conf) in fitted.labels.items()
         ]
         for k in range(0, len(decisions), 5000):
-            conn.execute(insert(LABEL_MODEL_DECISION), decisions[k : k + 5000])
+            upsert(conn, LABEL_MODEL_DECISION, decisions[k : k + 5000])
         skills = [
             {"study_id": study_id, "model": model, "worker_id": int(str(w)), "skill": s, "votes": n}
             for w, (s, n) in fitted.skills.items()
         ]
         for k in range(0, len(skills), 5000):
-            conn.execute(insert(LABEL_MODEL_WORKER), skills[k : k + 5000])
-        fit = session.get(LabelModelFit, (study_id, model)) or LabelModelFit(
-            study_id=study_id, model=model
-        )
-        fit.fitted_at, fit.votes, fit.last_vote_id = utcnow(), votes, last_id
-        fit.examples, fit.workers = len(decisions), len(skills)
-        session.add(fit)
+            upsert(conn, LABEL_MODEL_WORKER, skills[k : k + 5000])
+        fit_row = {
+            "study_id": study_id,
+            "model": model,
+            "fitted_at": utcnow(),
+            "votes": votes,
+            "last_vote_id": last_id,
+            "examples": len(decisions),
+            "workers": len(skills),
+        }
+        upsert(conn, LABEL_MODEL_FIT, [fit_row])
         out.append(
             FitSummary(model, len(decisions), len(skills), votes, time.perf_counter() - started)
         )

@@ -6,6 +6,10 @@ no row and the second INSERT raised UniqueViolation (a 500). :func:`hold` takes 
 transaction-scoped advisory lock on a name, so a second writer of the same name waits for the
 first's COMMIT and then sees its rows. SQLite needs nothing: every transaction begins with
 BEGIN IMMEDIATE (vsr_core.db) and so already holds the database's only write lock.
+
+The rows themselves are now written by upsert (vsr_core.upsert), which alone prevents the
+collision; the lock stays for order (an audit "before" that is the value replaced, a fit's
+rows all from one fit).
 """
 
 from __future__ import annotations

@@ -6,10 +6,17 @@ examples, ``e<index>``, and/or the study's gold Examples, ``g<id>``), how many a
 the pass threshold and the number of tries. The items of a try are drawn from a seed of
 (study, worker, kind, try), so the page and the server that scores it agree without storing
 anything until the answers come back; the known answers stay here, never in a page.
+
+The page names an item by an opaque id, an HMAC of (study, worker, kind, try, item) under the
+server's key: ``g<id>`` would tell a candidate which Examples are gold, and an HMAC needs no
+row stored before the answers come back. Another worker's or another try's ids do not verify.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import random
 import re
 from dataclasses import dataclass
@@ -22,7 +29,8 @@ from sqlmodel import Session, col, select
 from vsr_core.models import Batch, Example, QualificationAttempt
 from vsr_core.studies.definition import StudyDefinition, TaskQualification
 
-ITEM_ID = re.compile(r"(e|g)([0-9]{1,9})")
+# 16 bytes of HMAC-SHA256, base64url without padding.
+OPAQUE_ID = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
 class QualState(StrEnum):
@@ -172,21 +180,36 @@ def may_work(
     )
 
 
-def parse_answers(form: dict[str, str], items: list[Item]) -> dict[str, bool]:
-    """The answers of a try from form fields ``a_<item id>`` = ``true`` | ``false``: every
-    item drawn for this try answered, and nothing else."""
-    drawn = {item.id for item in items}
+def opaque_id(key: str, study_id: int, worker_id: int, kind: str, attempt: int, item: Item) -> str:
+    """What the page calls ``item`` in this try: nothing in it names the Example."""
+    message = f"qualification:{study_id}:{worker_id}:{kind}:{attempt}:{item.id}".encode()
+    digest = hmac.new(key.encode(), message, hashlib.sha256).digest()[:16]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def opaque_items(
+    key: str, study_id: int, worker_id: int, kind: str, attempt: int, items: list[Item]
+) -> dict[str, Item]:
+    """Opaque id -> item, for every item of one try."""
+    return {opaque_id(key, study_id, worker_id, kind, attempt, item): item for item in items}
+
+
+def parse_answers(form: dict[str, str], items: dict[str, Item]) -> dict[str, bool]:
+    """The answers of a try from form fields ``a_<opaque id>`` = ``true`` | ``false`` (ids
+    of :func:`opaque_items`): every item drawn for this try answered, and nothing else.
+    Returned by the items' own ids, which stay on the server."""
     answers: dict[str, bool] = {}
     for key, value in form.items():
         if not key.startswith("a_"):
             continue
-        item_id = key[2:]
-        if not ITEM_ID.fullmatch(item_id) or item_id not in drawn:
+        name = key[2:]
+        item = items.get(name) if OPAQUE_ID.fullmatch(name) else None
+        if item is None:
             raise QualificationError("An answer names an item that is not in this check.")
         if value not in ("true", "false"):
             raise QualificationError("Each answer must be True or False.")
-        answers[item_id] = value == "true"
-    if set(answers) != drawn:
+        answers[item.id] = value == "true"
+    if set(answers) != {item.id for item in items.values()}:
         raise QualificationError("Please answer every item of the check.")
     return answers
 

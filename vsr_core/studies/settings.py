@@ -16,7 +16,9 @@ from vsr_core.audit import Actor
 from vsr_core.codes import give_study_codes
 from vsr_core.locks import hold
 from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, Study, StudySetting
+from vsr_core.tables import STUDY_SETTING
 from vsr_core.types import utcnow
+from vsr_core.upsert import upsert
 
 # What a participant agrees to. The [bracketed] parts are for the researcher to replace in
 # the dashboard's study settings before the study goes live; {minutes} and {items} are
@@ -142,8 +144,9 @@ def save_study_config(
     """Validate and store one study's changed settings (raises pydantic.ValidationError on
     bad input). With ``actor``, the audit trail's record of the change (the before and
     after values of the keys whose value changed) commits with it."""
-    # One save of a study's settings at a time: the audit's "before" is then the value this
-    # save replaced, and two first saves of a key never both insert it.
+    # Each key is written by upsert, so two first saves of it cannot collide
+    # (studysetting_pkey). Saves still take turns: the audit's "before" is then the value
+    # this save replaced, and the cross-field checks see the other save's values.
     hold(session, f"study-settings:{study_id}")
     give_study_codes(session, study_id)  # a study made before its codes existed gets its own
     current = load_study_config(session, study_id)
@@ -151,17 +154,13 @@ def save_study_config(
     config = StudyConfig(**merged)  # validates the whole config, including cross-field rules
     if config.max_votes_per_example < config.votes_per_example:
         raise ValueError("max_votes_per_example must be at least votes_per_example")
+    rows = []
     for key in changes:
         if key not in StudyConfig.model_fields:
             raise ValueError(f"unknown study setting {key!r}")
-        row = session.get(StudySetting, (study_id, key))
         value = getattr(config, key)
-        if row is None:
-            session.add(StudySetting(study_id=study_id, key=key, value=value))
-        else:
-            row.value = value
-            row.updated_at = utcnow()
-            session.add(row)
+        rows.append({"study_id": study_id, "key": key, "value": value, "updated_at": utcnow()})
+    upsert(session.connection(), STUDY_SETTING, rows)
     if actor is not None:
         diff = audit.changed(
             {k: getattr(current, k) for k in changes},

@@ -3,7 +3,8 @@
 (the batch) or a last failed try (a clear page and the platform's screen-out path).
 
 Known answers never reach the page: it gets captions (and a gold item's photo, addressed by
-its place in the try) and the server scores what comes back (``vsr_core.qualification``).
+its place in the try), each item named by an opaque id of this try, never by an Example's
+id, and the server scores what comes back (``vsr_core.qualification``).
 The platform's part of a screen-out lives above this room; the app factory hands it over as
 ``app.state.screenout`` (a ``ScreenOut``).
 """
@@ -29,6 +30,7 @@ from vsr_core.qualification import (
     QualState,
     Status,
     draw,
+    opaque_items,
     parse_answers,
     requirement,
     status,
@@ -83,15 +85,16 @@ def _task(study: StudyContext, kind: str) -> TaskQualification | None:
 
 
 def _shown(
-    request: Request, session: Session, study: StudyContext, kind: str, items: list[Item]
+    request: Request, session: Session, study: StudyContext, kind: str, items: dict[str, Item]
 ) -> list[dict[str, Any]]:
-    """What the page shows of each item: caption, and for a gold item its photo with the
-    two objects outlined (addressed by its place in the try, never by the Example's id)."""
+    """What the page shows of each item: its opaque id, caption, and for a gold item its
+    photo with the two objects outlined (addressed by its place in the try, never by the
+    Example's or the image's id)."""
     local = request.app.state.settings.image_root is not None
     prefix = request.scope.get("root_path", "")
     out: list[dict[str, Any]] = []
-    for n, item in enumerate(items):
-        shown: dict[str, Any] = {"id": item.id, "caption": item.caption, "image": None}
+    for n, (opaque, item) in enumerate(items.items()):
+        shown: dict[str, Any] = {"id": opaque, "caption": item.caption, "image": None}
         if item.example_id is not None:
             display = display_one(session, item.example_id, local)
             image = dict(display["image"])
@@ -171,12 +174,14 @@ def qualify_page(
     if not items:
         raise PageError(503, "The check of this task is not ready yet. Please try again later.")
     last = st.last
+    key = request.app.state.settings.secret_key
+    named = opaque_items(key, study.id, worker.id, kind, st.next_attempt, items)
     return page(
         templates,
         request,
         "qualify.html",
         kind,
-        items=_shown(request, session, study, kind, items),
+        items=_shown(request, session, study, kind, named),
         attempt=st.next_attempt,
         attempts=task.attempts,
         needed=task.needed(len(items)),
@@ -224,9 +229,11 @@ def _submit(kind: str, request: Request, form: FormData) -> Response:
         items = draw(session, study.id, study.definition, task, worker.id, kind, attempt)
         if not items:
             raise PageError(503, "The check of this task is not ready yet. Please try again later.")
+        key = request.app.state.settings.secret_key
+        named = opaque_items(key, study.id, worker.id, kind, attempt, items)
         try:
             answers = parse_answers(
-                {k: v for k, v in fields.items() if k not in ("csrf", "attempt")}, items
+                {k: v for k, v in fields.items() if k not in ("csrf", "attempt")}, named
             )
         except QualificationError as exc:
             raise PageError(422, str(exc)) from None

@@ -439,3 +439,39 @@ def test_label_models_cli_fits_and_previews(db_url: str, engine: Engine, seeded:
     )
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert bad.returncode != 0 and len(lines) == 1 and "oracle" in lines[0], bad.stderr
+
+
+def test_parallel_adjudications_of_one_example_answer_without_5xx(
+    dash: tuple[TestClient, str], engine: Engine, seeded: Seeded
+) -> None:
+    """Eight admins' tabs settle one Example at the same instant, each its own way: every
+    request is answered (303, no 5xx), one settlement stands, and it is the last one the
+    audit trail records."""
+    import threading
+
+    client, token = dash
+    eid = seeded.example_ids[0]
+    decisions = ["true", "false", "excluded"]
+    barrier = threading.Barrier(8)
+    codes: list[int] = []
+
+    def tab(i: int) -> None:
+        mine = TestClient(client.app)
+        mine.cookies.update(client.cookies)
+        barrier.wait()
+        r = _settle(mine, token, eid, decisions[i % 3], f"looked again, tab {i}")
+        codes.append(r.status_code)
+
+    tabs = [threading.Thread(target=tab, args=(i,)) for i in range(8)]
+    for t in tabs:
+        t.start()
+    for t in tabs:
+        t.join(60)
+    assert sorted(codes) == [303] * 8, codes
+    with Session(engine) as s:
+        (row,) = s.exec(select(Adjudication).where(Adjudication.example_id == eid)).all()
+        trail = s.exec(
+            select(AuditEvent).where(AuditEvent.kind == "adjudicate").order_by(col(AuditEvent.id))
+        ).all()
+    assert trail and trail[-1].change["reason"] == row.reason
+    assert trail[-1].change["after"] == {"decision": row.decision}

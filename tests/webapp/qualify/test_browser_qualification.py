@@ -67,12 +67,15 @@ def shoot(page: Any, tmp_path: Path, name: str) -> None:
 
 
 def answer(page: Any, known: dict[str, bool], right: bool) -> None:
-    """Pick an answer for every item the page shows, as a careful (or careless) worker."""
-    items = page.locator('input[type="radio"][value="true"]')
+    """Pick an answer for every item the page shows, as a careful (or careless) worker: by
+    the caption it reads (the fields are named by opaque ids)."""
+    items = page.locator(".q-item")
     for n in range(items.count()):
-        name = items.nth(n).get_attribute("name")
-        assert name is not None and re.fullmatch(r"a_[eg][0-9]+", name)
-        value = known[name[2:]] if right else not known[name[2:]]
+        item = items.nth(n)
+        name = item.locator('input[type="radio"][value="true"]').get_attribute("name")
+        assert name is not None and re.fullmatch(r"a_[A-Za-z0-9_-]{22}", name)
+        caption = item.locator(".q-caption").inner_text()
+        value = known[caption] if right else not known[caption]
         page.locator(f'input[name="{name}"][value="{"true" if value else "false"}"]').check()
 
 

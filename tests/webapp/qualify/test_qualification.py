@@ -6,6 +6,7 @@ never gets a batch, whichever route asks; hostile tries are refused in plain wor
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,12 @@ from sqlmodel import Session, col, select
 from tests.support.qualification import (
     PREFIX,
     answers_form,
+    item_answers,
+    item_captions,
     item_ids,
     known_answers,
     make_study,
+    page_items,
     try_check,
 )
 from tests.support.webapp_coco import client_for, form_field, make_app
@@ -40,6 +44,7 @@ from webapp.crowd import batches
 from webapp.crowd.leases import PairStrategy
 from webapp.platforms.mturk import SANDBOX
 
+OPAQUE = re.compile(r"[A-Za-z0-9_-]{22}")
 PROLIFIC_STUDY = "plst1"
 HIT = "HITQUAL1"
 QUAL_TYPE = "3QUALFAILED0000000000000000000"
@@ -120,7 +125,10 @@ def test_a_pass_leads_to_the_first_batch(site: Any, engine: Engine, known: dict[
     csrf = enter(client, prolific("p1"))
     page = client.get(f"{PREFIX}/qualify/generate")
     # Three worked examples, drawn in some order; nothing on the page gives the answer away.
-    assert sorted(item_ids(page.text)) == ["e0", "e1", "e2"]
+    with Session(engine) as s:
+        study = s.exec(select(Study).where(Study.slug == "lab")).one()
+        captions, answers = item_captions(s, study), item_answers(s, study)
+    assert sorted(page_items(page.text).values()) == sorted(captions[f"e{i}"] for i in range(3))
     assert "Try 1 of 2." in page.text and "You need 3 right" in page.text
     for phrase in ("Photo: a cat lying under", "Not useful: true for both"):  # the "why"s
         assert phrase not in page.text
@@ -128,7 +136,7 @@ def test_a_pass_leads_to_the_first_batch(site: Any, engine: Engine, known: dict[
     assert "You passed the check" in after.text and "You had 3 of 3 right." in after.text
     (row,) = _tries(engine)
     assert (row.attempt, row.score, row.shown, row.passed) == (1, 3, 3, True)
-    assert row.answers == {k: known[k] for k in ("e0", "e1", "e2")}
+    assert row.answers == {k: answers[k] for k in ("e0", "e1", "e2")}  # stored by the item
     r = client.post(f"{PREFIX}/begin/generate", data={"csrf": csrf}, follow_redirects=False)
     assert r.headers["location"] == f"{PREFIX}/generate"
     (batch,) = _batches(engine)
@@ -202,8 +210,6 @@ def test_two_failed_tries_screen_out_on_prolific(
 
 
 def form_code(html: str) -> str:
-    import re
-
     m = re.search(r'id="screenout-code">([^<]+)<', html)
     assert m, "no screen-out code on the page"
     return m.group(1)
@@ -288,7 +294,7 @@ def test_gold_items_for_validation(site: Any, engine: Engine, known: dict[str, b
     csrf = enter(client, prolific("p5"), kind="validate")
     page = client.get(f"{PREFIX}/qualify/validate")
     ids = item_ids(page.text)
-    assert len(ids) == 2 and all(i.startswith("g") for i in ids)
+    assert len(ids) == 2 and all(OPAQUE.fullmatch(i) for i in ids)
     assert "/images/qualify/validate/0.jpg" in page.text
     img = client.get(f"{PREFIX}/images/qualify/validate/0.jpg")
     assert img.status_code == 200 and img.headers["content-type"] == "image/jpeg"
@@ -307,6 +313,58 @@ def test_gold_items_for_validation(site: Any, engine: Engine, known: dict[str, b
     assert r.status_code == 303
 
 
+ATTRIBUTE_RE = re.compile(r'\s([a-z][a-z-]*)="([^"]*)"')
+
+
+def test_the_check_names_no_gold_example(
+    site: Any, engine: Engine, known: dict[str, bool], lab: Study
+) -> None:
+    """A candidate's page of gold items carries no Example's or image's id (fields, image
+    addresses, alt text, attributes), so nothing joins it to the validation page; each
+    worker's try has ids of its own, another worker's are refused and store nothing, and
+    the real answers are scored by the item."""
+    from vsr_core.models import Image
+
+    with Session(engine) as s:
+        golds = s.exec(select(Example).where(Example.study_id == lab.id, col(Example.is_gold)))
+        gold = {e.id: s.get(Image, e.image_id) for e in golds}
+        answers = item_answers(s, lab)
+    pages = []
+    for pid in ("p-opaque1", "p-opaque2"):
+        client = client_for(site)
+        enter(client, prolific(pid), kind="validate")
+        pages.append((client, client.get(f"{PREFIX}/qualify/validate").text))
+    (client, html), (other, other_html) = pages
+    # Both tries show the study's two gold Examples, under ids that differ per worker.
+    assert sorted(page_items(html).values()) == sorted(page_items(other_html).values())
+    assert set(item_ids(html)).isdisjoint(item_ids(other_html))
+    form = html[html.index('id="q-form"') : html.index("</form>")]
+    for name, value in ATTRIBUTE_RE.findall(form):
+        assert not name.startswith("data-"), name
+        if name == "name":
+            assert value in ("csrf", "attempt") or (
+                value.startswith("a_") and OPAQUE.fullmatch(value[2:])
+            ), value
+        if name in ("src", "href") and "/images/" in value:
+            assert re.fullmatch(rf"{PREFIX}/images/qualify/validate/[01]\.jpg", value), value
+        if name in ("alt", "aria-label"):
+            assert not re.search(r"[0-9]", value), value
+    for example_id, image in gold.items():
+        assert image is not None
+        for leak in (f"g{example_id}", str(image.coco_id), image.file_name, image.coco_url):
+            assert leak and leak not in html, leak
+    # The other worker's ids, sent by this worker: refused in plain words, nothing stored.
+    data = answers_form(other_html, known, right=True)
+    data["csrf"] = form_field(html, "csrf")
+    r = client.post(f"{PREFIX}/qualify/validate", data=data, follow_redirects=False)
+    assert r.status_code == 422 and "not in this check" in r.text
+    assert _tries(engine, "validate") == []
+    # The real answers pass, stored under the server's own item ids.
+    assert "You passed the check" in try_check(client, "validate", known, right=True).text
+    (row,) = _tries(engine, "validate")
+    assert row.passed and row.answers == {f"g{i}": answers[f"g{i}"] for i in gold}
+
+
 def test_hostile_tries_are_refused_in_plain_words(
     site: Any, engine: Engine, known: dict[str, bool]
 ) -> None:
@@ -314,6 +372,7 @@ def test_hostile_tries_are_refused_in_plain_words(
     csrf = enter(client, prolific("p6"))
     page = client.get(f"{PREFIX}/qualify/generate").text
     good = answers_form(page, known, right=True)
+    first, second, third = (f"a_{i}" for i in item_ids(page))
     url = f"{PREFIX}/qualify/generate"
 
     def post(data: Any, **kw: Any) -> Any:
@@ -322,14 +381,16 @@ def test_hostile_tries_are_refused_in_plain_words(
     cases: list[tuple[dict[str, str], int, str]] = [
         (good | {"a_e99": "true"}, 422, "not in this check"),  # an item never drawn
         (good | {"a_g1": "true"}, 422, "not in this check"),
+        (good | {"a_e0": "true"}, 422, "not in this check"),  # the item's own id: not on pages
         (good | {"a_e0x": "true"}, 422, "not in this check"),  # not an item id at all
-        (good | {"a_e0": "maybe"}, 422, "True or False"),
-        ({k: v for k, v in good.items() if k != "a_e1"}, 422, "answer every item"),
+        (good | {first + "x": "true"}, 422, "not in this check"),
+        (good | {first: "maybe"}, 422, "True or False"),
+        ({k: v for k, v in good.items() if k != second}, 422, "answer every item"),
         (good | {"attempt": "0"}, 400, "check your answer"),
         (good | {"attempt": "1 "}, 400, "check your answer"),
         (good | {"attempt": "2"}, 409, "not open"),  # a try that is not the next one
         (good | {"csrf": "forged"}, 403, "did not come from this site"),
-        (good | {"a_e2": "t" * 200}, 400, "check your answer"),
+        (good | {third: "t" * 200}, 400, "check your answer"),
     ]
     for data, status, words in cases:
         r = post(data)
@@ -339,7 +400,7 @@ def test_hostile_tries_are_refused_in_plain_words(
     # A field sent twice is one answer too many.
     r = client.post(
         url,
-        content="&".join(f"{k}={v}" for k, v in good.items()) + "&a_e0=false",
+        content="&".join(f"{k}={v}" for k, v in good.items()) + f"&{first}=false",
         headers={"content-type": "application/x-www-form-urlencoded"},
         follow_redirects=False,
     )
@@ -462,11 +523,13 @@ def test_gold_shown_in_the_check_is_no_control_for_that_worker(
         golds = s.exec(select(Example).where(Example.study_id == lab.id, col(Example.is_gold)))
         every_gold = {e.id for e in golds}
         assert extra.gold_label is not None
-        known = {**known, f"g{extra.id}": extra.gold_label}
+        known = {**known, extra.caption: extra.gold_label}
     client = client_for(site)
     enter(client, prolific("p-controls"), kind="validate")
     page = client.get(f"{PREFIX}/qualify/validate")
-    shown = {int(i[1:]) for i in item_ids(page.text)}
+    with Session(engine) as s:
+        by_caption = {c: int(i[1:]) for i, c in item_captions(s, lab).items() if i[0] == "g"}
+    shown = {by_caption[c] for c in page_items(page.text).values()}
     assert len(shown) == 2 and shown < every_gold
     with Session(engine) as s:
         worker = s.exec(select(Worker).where(Worker.external_id == "p-controls")).one()
