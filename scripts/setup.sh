@@ -14,11 +14,23 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 . .venv/bin/activate
-# Nothing changed since the last install (same pyproject.toml, extras and Python): the
+# Nothing changed since the last install (same pyproject.toml and Python, the extras asked
+# for among those installed: scripts/demo.sh's "match" after the default "match,test"): the
 # editable install already sees every source change, so pip is not run again.
 stamp=".venv/.vsr-installed"
-want="$(python -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest(), sys.version.split()[0])') extras=$EXTRAS"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && command -v vsr >/dev/null; then
+base="$(python -c 'import hashlib,sys; print(hashlib.sha256(open("pyproject.toml","rb").read()).hexdigest(), sys.version.split()[0])')"
+want="$base extras=$EXTRAS"
+installed() {
+  [ -f "$stamp" ] && command -v vsr >/dev/null || return 1
+  local have
+  have="$(cat "$stamp")"
+  [ "${have% extras=*}" = "$base" ] || return 1
+  local extra
+  for extra in ${EXTRAS//,/ }; do
+    case ",${have##* extras=}," in *",$extra,"*) ;; *) return 1 ;; esac
+  done
+}
+if installed; then
   step "already installed, pyproject.toml unchanged: $(command -v vsr) (rm $stamp to reinstall)"
   exit 0
 fi

@@ -33,7 +33,7 @@ def main() -> int:
     from vsr_core.studies.settings import StudyConfig
     from vsr_core.types import utcnow
     from webapp.validate.rules import room_params
-    from webapp.validate.statements import statements_for
+    from webapp.validate.statements import sibling_params, statements_for
 
     engine = make_engine(args.url)
     st = statements_for("postgresql")
@@ -73,6 +73,7 @@ def main() -> int:
                 "q_floor": open_ex,
                 "q_study": DEFAULT_STUDY_ID,
                 **room,
+                **sibling_params(),
             },
             "gold": {"q_worker": worker, "q_limit": 1, "q_study": DEFAULT_STUDY_ID},
             "batch_state": {"q_worker": worker, "q_study": DEFAULT_STUDY_ID},
@@ -86,6 +87,7 @@ def main() -> int:
                 "q_now": now,
                 "q_expires": now + timedelta(minutes=10),
                 **room,
+                **sibling_params(),
             },
             "count_vote": {"q_id": open_ex, "q_value": True, "q_release": 1},
         }

@@ -34,6 +34,7 @@ from vsr_core.models import (
     BatchKind,
     BatchStatus,
     Example,
+    ExampleOrigin,
     LeaseStatus,
     Vote,
 )
@@ -103,9 +104,77 @@ def _not_seen_by(worker: Any, floor: Any = None) -> list[Any]:
 BOUNDARY_PARAM = bindparam("q_boundary", type_=Integer)
 
 
+# 1: machine negatives alternate with other items in a batch (see _machine_negatives_apart);
+# 0: no preference (the retry).
+MIX_PARAM = bindparam("q_mix", type_=Integer)
+
+
 def sibling_params(across_boundary: bool = True) -> dict[str, int]:
     """The candidate statements' parameter for the batch-boundary half of the sibling rule."""
     return {"q_boundary": int(across_boundary)}
+
+
+def _batch_back(worker: Any, offset: int) -> Any:
+    """The worker's validation batch ``offset`` back from the newest (0: the current one)."""
+    return (
+        sa_select(BATCH.c.id)
+        .where(BATCH.c.worker_id == worker, BATCH.c.kind == BatchKind.validate.value)
+        .order_by(BATCH.c.id.desc())
+        .limit(1)
+        .offset(offset)
+        .scalar_subquery()
+    )
+
+
+MACHINE_ORIGIN: Any = literal_column(f"'{ExampleOrigin.adversarial.value}'")
+
+
+def _machine_negatives_apart(worker: Any) -> list[Any]:
+    """Conditions that keep machine negatives (``vsr match``'s distractors, origin
+    adversarial) from looking machine-made to a validator.
+
+    A query's distractors are False captions on the query's photo with its subject and
+    object: two of them in one batch, or one next to the query, show which captions belong
+    together. So a batch never holds two Examples on one photo when either is a machine
+    negative. And with ``MIX_PARAM`` 1 they alternate with the other items: first in a
+    batch and after a machine negative the next item is not one, after anything else it is
+    one; the caller retries with 0 when that finds nothing, so the rule only orders what is
+    there.
+
+    Every subquery is uncorrelated, read once per statement (a hashed ``NOT IN``, an
+    InitPlan) from the current batch's leases. They are in their own variant of the
+    candidate statements, used while the study has a machine negative open
+    (``ExampleStrategy.machines_open``): each filter of the walk lowers the planner's
+    estimate of how many rows it keeps, and with these five the plan reads and sorts every
+    open Example instead of walking ix_example_open to the first free one, a cost a study
+    with no machine negative need not pay.
+    """
+    current = _batch_back(worker, 0)
+    machine = col(Example.origin) == MACHINE_ORIGIN
+    leased = ASSIGNMENT.alias("batch_lease")
+    item = EXAMPLE.alias("batch_item")
+    batch_items = leased.join(item, item.c.id == leased.c.example_id)
+    photos = sa_select(item.c.image_id).select_from(batch_items).where(leased.c.batch_id == current)
+    machine_photos = photos.where(item.c.origin == MACHINE_ORIGIN)
+    newest = ASSIGNMENT.alias("mix_newest_lease")
+    newest_item = EXAMPLE.alias("mix_newest_item")
+    newest_id = sa_select(func.max(newest.c.id)).where(newest.c.batch_id == current)
+    newest_origin = (
+        sa_select(newest_item.c.origin)
+        .select_from(ASSIGNMENT.join(newest_item, newest_item.c.id == ASSIGNMENT.c.example_id))
+        .where(ASSIGNMENT.c.id == newest_id.scalar_subquery())
+        .scalar_subquery()
+    )
+    # Whether the next item must not be a machine negative (else: must be one); a batch
+    # opens with another item, as after a machine negative. No row: no preference.
+    not_machine_next = sa_select(
+        func.coalesce(newest_origin, MACHINE_ORIGIN) == MACHINE_ORIGIN
+    ).where(MIX_PARAM == 1)
+    return [
+        or_(~machine, col(Example.image_id).not_in(photos)),
+        col(Example.image_id).not_in(machine_photos),
+        machine.not_in(not_machine_next),
+    ]
 
 
 def _no_sibling_nearby(worker: Any) -> Any:
@@ -132,14 +201,7 @@ def _no_sibling_nearby(worker: Any) -> Any:
     last_of_previous = ASSIGNMENT.alias("previous_batch_lease")
 
     def batch_back(offset: int) -> Any:
-        return (
-            sa_select(BATCH.c.id)
-            .where(BATCH.c.worker_id == worker, BATCH.c.kind == BatchKind.validate.value)
-            .order_by(BATCH.c.id.desc())
-            .limit(1)
-            .offset(offset)
-            .scalar_subquery()
-        )
+        return _batch_back(worker, offset)
 
     in_current = ASSIGNMENT.alias("current_batch_lease")
     # Only for the current batch's first item: later items already sit between them.
@@ -170,6 +232,7 @@ def _no_sibling_nearby(worker: Any) -> Any:
 @dataclass(frozen=True)
 class Statements:
     regular: Any
+    regular_machines: Any  # with _machine_negatives_apart
     servable: Any
     open_floor: Any
     gold: Any
@@ -178,6 +241,7 @@ class Statements:
     lock_lease: Any
     batch_state: Any
     lease_regular: Any  # PostgreSQL only
+    lease_regular_machines: Any  # PostgreSQL only, with _machine_negatives_apart
     write_vote: Any  # PostgreSQL only
     vote_on_active: Any  # PostgreSQL only
     late_ok: Any
@@ -260,11 +324,13 @@ def statements_for(dialect: str) -> Statements:
         .where(*unseen, _no_sibling_nearby(WORKER_PARAM))
         .order_by(col(Example.id))
     )
+    candidates_machines = candidates.where(*_machine_negatives_apart(WORKER_PARAM))
     regular = candidates.limit(bindparam("q_limit", type_=Integer))
+    regular_machines = candidates_machines.limit(bindparam("q_limit", type_=Integer))
     # What a new batch could hold (read without locking, once per batch): the unseen open
     # Examples with their caption, since a batch holds one half of a caption at most.
     servable = (
-        select(Example.id, Example.annotation_id)
+        select(Example.id, Example.annotation_id, Example.image_id, Example.origin)
         .where(*unseen)
         .order_by(col(Example.id))
         .limit(bindparam("q_limit", type_=Integer))
@@ -337,6 +403,7 @@ def statements_for(dialect: str) -> Statements:
         # PostgreSQL: skip rows other transactions hold (as webapp.crowd.leases.lock_rows does);
         # SQLite's BEGIN IMMEDIATE already serialises writers.
         regular = regular.with_for_update(skip_locked=True)
+        regular_machines = regular_machines.with_for_update(skip_locked=True)
         lock_lease = lock_lease.with_for_update(of=ASSIGNMENT)
         late_ok = late_ok.with_for_update()
     value = bindparam("q_value", type_=Boolean)
@@ -346,19 +413,35 @@ def statements_for(dialect: str) -> Statements:
     # same validator, another lease of this Example) returns no row. Both backends have it.
     insert = pg_insert if postgres else sqlite_insert
     insert_vote = insert(Vote).on_conflict_do_nothing().returning(col(Vote.id))
-    lease_regular = write_vote = vote_on_active = None
+    lease_regular = lease_regular_machines = write_vote = vote_on_active = None
     if postgres:
         lease_regular = _lease_regular(candidates)
+        lease_regular_machines = _lease_regular(candidates_machines)
         write_vote = _write_vote(count_vote)
         vote_on_active = _vote_on_active(value)
     return Statements(
         regular=regular,
+        regular_machines=regular_machines,
         servable=servable,
         lease_regular=lease_regular,
+        lease_regular_machines=lease_regular_machines,
         write_vote=write_vote,
         vote_on_active=vote_on_active,
-        open_floor=sa_select(func.min(col(Example.id))).where(
-            col(Example.study_id) == STUDY_PARAM, *open_non_gold
+        # The lowest open Example id, and whether a machine negative is open (then the queue
+        # mixes them in), in one statement.
+        open_floor=sa_select(
+            sa_select(func.min(col(Example.id)))
+            .where(col(Example.study_id) == STUDY_PARAM, *open_non_gold)
+            .scalar_subquery()
+            .label("floor"),
+            sa_select(literal(1))
+            .where(
+                col(Example.study_id) == STUDY_PARAM,
+                *open_non_gold,
+                col(Example.origin) == MACHINE_ORIGIN,
+            )
+            .exists()
+            .label("machine"),
         ),
         gold=gold,
         lease_taken=update(Example)
@@ -392,9 +475,10 @@ def regular_candidates(
     limit: int,
     floor: int = 0,
     study_id: int = DEFAULT_STUDY_ID,
+    machines: bool = False,
 ) -> list[int]:
-    """The next regular items for the worker; when none, those the batch-boundary half of
-    the sibling rule alone held back (``_no_sibling_nearby``)."""
+    """The next regular items for the worker; when none, those the preference rules alone
+    held back (``candidate_attempts``)."""
     params = {
         "q_worker": worker_id,
         "q_limit": limit,
@@ -402,13 +486,29 @@ def regular_candidates(
         "q_study": study_id,
         **room_params(config),
     }
-    stmt = statements_for(dialect_of(session)).regular
-    for across_boundary in (True, False):
-        rows = run_prebuilt(session, stmt, params | sibling_params(across_boundary)).scalars()
+    prebuilt = statements_for(dialect_of(session))
+    stmt = prebuilt.regular_machines if machines else prebuilt.regular
+    for attempt in candidate_attempts(machines):
+        rows = run_prebuilt(session, stmt, params | attempt).scalars()
         found = [i for i in rows if i is not None]
         if found:
             return found
     return []
+
+
+def candidate_attempts(machines: bool) -> list[dict[str, int]]:
+    """The candidate statement's parameters to try in turn: every rule, then without those
+    that yield when nothing else can be served, one by one: the mixing of machine negatives
+    with other items (``_machine_negatives_apart``, in the statements for a study with one
+    open, ``machines``), then the batch-boundary half of the sibling rule
+    (``_no_sibling_nearby``)."""
+    if not machines:
+        return [sibling_params(True), sibling_params(False)]
+    return [
+        sibling_params(True) | {"q_mix": 1},
+        sibling_params(True) | {"q_mix": 0},
+        sibling_params(False) | {"q_mix": 0},
+    ]
 
 
 def servable_count(
@@ -420,7 +520,8 @@ def servable_count(
 ) -> int:
     """How many regular items (up to ``limit``) one new validation batch of this worker can
     hold: the open Examples they have not seen, each caption counted once (its two halves
-    never share a batch). Called with the new, still empty batch in place."""
+    never share a batch), machine negatives once per photo (_machine_negatives_apart).
+    Called with the new, still empty batch in place."""
     params = {
         "q_worker": worker_id,
         "q_limit": 2 * limit,
@@ -430,7 +531,11 @@ def servable_count(
     }
     rows = run_prebuilt(session, statements_for(dialect_of(session)).servable, params).all()
     captions = {
-        ("caption", r.annotation_id) if r.annotation_id is not None else ("example", r.id)
+        ("photo", r.image_id)
+        if r.origin == ExampleOrigin.adversarial.value
+        else ("caption", r.annotation_id)
+        if r.annotation_id is not None
+        else ("example", r.id)
         for r in rows
     }
     return min(limit, len(captions))

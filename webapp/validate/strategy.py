@@ -28,12 +28,12 @@ from webapp.validate.rules import (
     room_params,
 )
 from webapp.validate.statements import (
+    candidate_attempts,
     dialect_of,
     gold_candidates,
     regular_candidates,
     run_prebuilt,
     servable_count,
-    sibling_params,
     statements_for,
 )
 
@@ -86,7 +86,7 @@ class ExampleStrategy:
     # the server saturated after ~40 s at 300 round trips/s on PostgreSQL without
     # autovacuum). An Example re-opened below the floor waits at most this long.
     floor_seconds: float = 0.0
-    _floor: dict[int, tuple[float, int]] = field(default_factory=dict, repr=False)
+    _floor: dict[int, tuple[float, int, bool]] = field(default_factory=dict, repr=False)
 
     def sweep_due(self) -> bool:
         now = time.monotonic()
@@ -95,15 +95,25 @@ class ExampleStrategy:
         self._last_sweep = now
         return True
 
-    def open_floor(self, session: Session, study_id: int = DEFAULT_STUDY_ID) -> int:
+    def _open_state(self, session: Session, study_id: int) -> tuple[float, int, bool]:
+        """(when read, the open floor, whether a machine negative is open), reused
+        ``floor_seconds``."""
         now = time.monotonic()
         found = self._floor.get(study_id)
         if found is None or now - found[0] >= self.floor_seconds:
             prebuilt = statements_for(dialect_of(session))
-            floor = run_prebuilt(session, prebuilt.open_floor, {"q_study": study_id}).scalar()
-            found = (now, int(floor or 0))
+            row = run_prebuilt(session, prebuilt.open_floor, {"q_study": study_id}).one()
+            found = (now, int(row.floor or 0), bool(row.machine))
             self._floor[study_id] = found
-        return found[1]
+        return found
+
+    def open_floor(self, session: Session, study_id: int = DEFAULT_STUDY_ID) -> int:
+        return self._open_state(session, study_id)[1]
+
+    def machines_open(self, session: Session, study_id: int = DEFAULT_STUDY_ID) -> bool:
+        """Whether machine negatives are open in the study, to be mixed with other items
+        (statements._machine_negatives_apart); read with the floor."""
+        return self._open_state(session, study_id)[2]
 
     def study(self, session: Session, study_id: int = DEFAULT_STUDY_ID) -> StudyConfig:
         """One study's settings (cached ``cache_seconds``)."""
@@ -123,9 +133,9 @@ class ExampleStrategy:
         if gold:
             return gold
         config = self.study(session, study_id)
-        return regular_candidates(
-            session, worker_id, config, limit, self.open_floor(session, study_id), study_id
-        )
+        floor = self.open_floor(session, study_id)
+        machines = self.machines_open(session, study_id)
+        return regular_candidates(session, worker_id, config, limit, floor, study_id, machines)
 
     def available(
         self, session: Session, worker_id: int, limit: int, study_id: int = DEFAULT_STUDY_ID
@@ -136,7 +146,8 @@ class ExampleStrategy:
         the gold share that comes with them at ``gold_rate``, no more than the gold items
         they have not seen."""
         config = self.study(session, study_id)
-        first = regular_candidates(session, worker_id, config, 1, 0, study_id)
+        machines = self.machines_open(session, study_id)
+        first = regular_candidates(session, worker_id, config, 1, 0, study_id, machines)
         regular = servable_count(session, worker_id, config, limit, study_id) if first else 0
         gold = 0
         if config.gold_rate > 0 and regular:
@@ -189,11 +200,15 @@ class ExampleStrategy:
             "q_now": now,
             "q_expires": leases.lease_expiry(now, lease_minutes, batch_deadline),
         }
-        stmt = statements_for("postgresql").lease_regular
-        row = run_prebuilt(session, stmt, params | sibling_params()).first()
-        if row is None:  # what only the batch-boundary half of the sibling rule held back
-            row = run_prebuilt(session, stmt, params | sibling_params(False)).first()
-        return (row.id, row.example_id) if row is not None else None
+        machines = self.machines_open(session, study_id)
+        prebuilt = statements_for("postgresql")
+        stmt = prebuilt.lease_regular_machines if machines else prebuilt.lease_regular
+        # Each later attempt: what only a rule that yields held back (candidate_attempts).
+        for attempt in candidate_attempts(machines):
+            row = run_prebuilt(session, stmt, params | attempt).first()
+            if row is not None:
+                return row.id, row.example_id
+        return None
 
     def on_leased(self, session: Session, item_id: int) -> None:
         run_prebuilt(session, statements_for(dialect_of(session)).lease_taken, {"q_id": item_id})

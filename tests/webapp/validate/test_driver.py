@@ -82,6 +82,18 @@ def _reads(ids: dict[str, int]) -> list[tuple[str, dict[str, Any]]]:
                 **room_params(CONFIG),
             },
         ),
+        (
+            "regular_machines",
+            {
+                "q_worker": ids["worker"],
+                "q_limit": 5,
+                "q_floor": 0,
+                "q_boundary": 1,
+                "q_mix": 1,
+                "q_study": ids["study"],
+                **room_params(CONFIG),
+            },
+        ),
         ("gold", {"q_worker": ids["worker"], "q_limit": 5, "q_study": ids["study"]}),
         ("open_floor", {"q_study": ids["study"]}),
         ("late_ok", {"q_id": ids["example"], **room_params(CONFIG)}),

@@ -171,3 +171,60 @@ def test_every_caption_in_two_batches_whose_size_is_reached(
         ).all()
         # The third batch finds nothing and keeps the study's size (it ends at once).
         assert list(sizes[:2]) == [7, 7], sizes
+
+
+def add_machine_negatives(session: Session, queries: list[Example], per_query: int) -> set[int]:
+    """``per_query`` False captions on each query's photo, made and ordered as ``vsr match``
+    writes them (matching.store.save_run: origin adversarial, parent the query, ids in
+    turns); returns their ids."""
+    made: list[Example] = []
+    for turn in range(per_query):
+        for q in queries:
+            ex = Example(
+                image_id=q.image_id,
+                caption=f"{q.subj} distractor {turn} {q.obj}",
+                relation=f"distractor {turn}",
+                subj=q.subj,
+                obj=q.obj,
+                label=False,
+                origin="adversarial",
+                parent_example_id=q.id,
+            )
+            session.add(ex)
+            made.append(ex)
+    session.commit()
+    return {ex.id for ex in made if ex.id is not None}
+
+
+def test_machine_negatives_apart_and_mixed_with_human_captions(
+    session: Session, vsr_dir: Path, coco_dir: Path
+) -> None:
+    """Three distractors of each of four queries, queued after 16 human Examples (their ids
+    come last, as after a match run): a batch never holds two Examples on one photo among
+    the machine negatives, and machine negatives alternate with human captions while both
+    are left; every Example is still served."""
+    sibling_of = seed_queue(session, vsr_dir, coco_dir, 8)
+    humans = session.exec(select(Example).where(col(Example.id).in_(sibling_of))).all()
+    queries = [e for e in humans if e.label][:4]
+    machine = add_machine_negatives(session, queries, 3)
+    photo = {e.id: e.image_id for e in session.exec(select(Example)).all()}
+    strat = ExampleStrategy(
+        config=StudyConfig(gold_rate=0.0, validate_batch_size=8), rng=random.Random(0)
+    )
+    for name in ("v1", "v2"):
+        batches = drive(session, strat, name)
+        flat = [e for b in batches for e in b]
+        assert len(flat) == len(set(flat))
+        assert machine <= set(flat), machine - set(flat)
+        for served in batches:
+            # No photo twice where a machine negative is one of the two.
+            for i, a in enumerate(served):
+                for b in served[i + 1 :]:
+                    if a in machine or b in machine:
+                        assert photo[a] != photo[b], (served, a, b)
+            # Never two machine negatives back to back while a human caption follows.
+            for i, (a, b) in enumerate(zip(served, served[1:], strict=False)):
+                later_human = any(e not in machine for e in served[i + 2 :])
+                assert not (a in machine and b in machine and later_human), served
+        # Mixed: the first batch has both, though every human caption has the lower id.
+        assert machine & set(batches[0]) and set(batches[0]) - machine, batches[0]

@@ -52,7 +52,8 @@ def test_serves_only_votable_examples_never_to_author(session: Session) -> None:
     validator = make_worker(session, "v1")
     mine = make_example(session, img, author=author)
     make_example(session, img, origin="imported")
-    adv = make_example(session, img, origin="adversarial")
+    # On a photo of its own: a machine negative never shares a batch with its photo.
+    adv = make_example(session, make_image(session), origin="adversarial")
     strat = strategy()
     assert lease_for(session, author, strat) is not None
     served_author = session.exec(select(Assignment).where(Assignment.worker_id == author.id)).one()
