@@ -430,3 +430,30 @@ def pause(
 ) -> None:
     """Pause the study (MTurk: expire the HIT)."""
     _transition("pause", platform, platform_study, study, database_url, base_url, production)
+
+
+@platform_app.command("override-minutes")
+def override_minutes(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    minutes: Annotated[
+        int, typer.Option(help="The minutes per batch you state, shorter than measured")
+    ],
+    reason: Annotated[str, typer.Option(help="Why the measurement does not apply (audited)")],
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+) -> None:
+    """Owner only: state a duration shorter than the measured one for a draft; recorded in
+    the audit trail and shown in its pay line (publishing then uses it)."""
+    from sqlmodel import Session
+
+    from webapp.platforms import drafts
+    from webapp.platforms.base import PlatformError
+
+    with Session(engine_for(database_url)) as session:
+        row = _platform_study(session, platform, platform_study, study)
+        actor = _owner(session, row.study_id)
+        try:
+            typer.echo(drafts.override_minutes(session, row, minutes, reason, actor).line())
+        except PlatformError as exc:
+            raise CliError(str(exc)) from None
