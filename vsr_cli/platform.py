@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from vsr_core.audit import Actor
 
 platform_app = typer.Typer(
-    help="Crowd platforms: create, publish, pause, resume, sync, plan, apply.", no_args_is_help=True
+    help="Crowd platforms: create, publish, pause, resume, sync, plan, apply, reconcile.",
+    no_args_is_help=True,
 )
 
 
@@ -435,3 +436,64 @@ def pause(
 ) -> None:
     """Pause the study (MTurk: expire the HIT)."""
     _transition("pause", platform, platform_study, study, database_url, base_url, production)
+
+
+@platform_app.command("override-minutes")
+def override_minutes(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    minutes: Annotated[
+        int, typer.Option(help="The minutes per batch you state, shorter than measured")
+    ],
+    reason: Annotated[str, typer.Option(help="Why the measurement does not apply (audited)")],
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+) -> None:
+    """Owner only: state a duration shorter than the measured one for a draft; recorded in
+    the audit trail and shown in its pay line (publishing then uses it)."""
+    from sqlmodel import Session
+
+    from webapp.platforms import drafts
+    from webapp.platforms.base import PlatformError
+
+    with Session(engine_for(database_url)) as session:
+        row = _platform_study(session, platform, platform_study, study)
+        actor = _owner(session, row.study_id)
+        try:
+            typer.echo(drafts.override_minutes(session, row, minutes, reason, actor).line())
+        except PlatformError as exc:
+            raise CliError(str(exc)) from None
+
+
+@platform_app.command("reconcile")
+def reconcile(
+    platform: PlatformOpt,
+    platform_study: PlatformStudyOpt,
+    study: SiteStudyOpt = None,
+    database_url: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    production: ProductionOpt = False,
+) -> None:
+    """Compare the ledger with what the platform reports (submissions; MTurk: every bonus
+    of the HIT): one line per mismatch, and a non-zero exit when there is any."""
+    from sqlmodel import Session
+
+    from webapp.platforms.base import PlatformError
+    from webapp.platforms.engine import CallLog
+    from webapp.platforms.reconcile import reconcile as compare
+
+    with Session(engine_for(database_url)) as session:
+        row = _platform_study(session, platform, platform_study, study)
+        log = CallLog(platform.value, row.id)
+        try:
+            mismatches = compare(session, _client(platform, base_url, production, log), row)
+        except PlatformError as exc:
+            raise CliError(str(exc)) from None
+        finally:
+            session.rollback()
+            log.save(session)
+    for line in mismatches:
+        typer.echo(line)
+    if mismatches:
+        raise CliError(f"{len(mismatches)} mismatches between the ledger and {platform.value}")
+    typer.echo(f"the ledger agrees with {platform.value}")

@@ -216,6 +216,7 @@ class AuditKind(StrEnum):
     platform_apply = "platform_apply"
     platform_action = "platform_action"  # one approve/reject/bonus sent by an apply
     platform_step = "platform_step"  # publish, pause, resume, sync of a platform study
+    platform_override = "platform_override"  # an owner's duration shorter than measured
     sample_run = "sample_run"  # `vsr sample` stored pairs (a dashboard job is job_start)
     match_run = "match_run"  # `vsr match` wrote a run (a dashboard job is job_start)
     release_import = "release_import"  # `vsr import-vsr` imported a release file

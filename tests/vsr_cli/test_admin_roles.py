@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from vsr_core.models import AdminUser, AuditEvent, InviteToken, Study
+from vsr_core.models import AdminUser, AuditEvent, InviteToken, PlatformStudy, Study
 from vsr_core.roles import role_in
 
 VSR = str(Path(sys.executable).parent / "vsr")
@@ -182,6 +182,20 @@ def test_vsr_admin_role_is_checked_by_commands_that_change_a_study(
         ),
         "this command needs owner",
     )
+    with Session(engine) as s:
+        default = s.exec(select(Study).where(Study.slug == "vsr")).one()
+        ps = PlatformStudy(study_id=default.id or 0, platform="prolific", external_id="x1")
+        s.add(ps)
+        s.commit()
+        common = ("--platform", "prolific", "--platform-study", str(ps.id))
+    for command in (
+        ("reconcile", *common),
+        ("override-minutes", *common, "--minutes", "5", "--reason", "pilot"),
+    ):
+        one_line_error(
+            vsr(db_url, "platform", *command, admin="rita"),
+            "admin 'rita' is researcher in this study; this command needs owner",
+        )
 
 
 def _run(db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

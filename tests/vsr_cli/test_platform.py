@@ -13,7 +13,16 @@ from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from tests.support.fake_prolific import TOKEN, State, running
-from vsr_core.models import PlatformCall, PlatformStudy, Worker
+from vsr_core.models import (
+    AuditEvent,
+    AuditKind,
+    PlatformAction,
+    PlatformCall,
+    PlatformStudy,
+    PlatformSubmission,
+    Worker,
+)
+from vsr_core.studies.store import default_study
 
 VSR = str(Path(sys.executable).parent / "vsr")
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,3 +189,91 @@ def test_create_publish_pause(db_url: str, engine: Engine, fake: tuple[str, Stat
         **env,
     )
     assert r.returncode == 1 and r.stderr.strip() == "error: no study 'nope' (see `vsr study list`)"
+
+
+def test_reconcile(db_url: str, engine: Engine, fake: tuple[str, State]) -> None:
+    url, state = fake
+    state.studies["st1"] = {"id": "st1", "status": "ACTIVE"}
+    state.add_submission("st1", "s1", "p1", "APPROVED")
+    with Session(engine) as session:
+        study = PlatformStudy(platform="prolific", external_id="st1", state="published")
+        session.add(study)
+        session.commit()
+        session.add(
+            PlatformSubmission(
+                platform_study_id=study.id or 0,
+                platform="prolific",
+                external_id="s1",
+                worker_external_id="p1",
+                status="APPROVED",
+            )
+        )
+        session.add(
+            PlatformAction(
+                platform_study_id=study.id or 0,
+                platform="prolific",
+                kind="approve",
+                target="s1",
+                idempotency_key="k1",
+                state="done",
+            )
+        )
+        session.commit()
+        sid = str(study.id)
+    common = ["--platform", "prolific", "--platform-study", sid, "--database-url", db_url]
+    env = {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url}
+    r = _vsr("reconcile", *common, **env)
+    assert (r.returncode, r.stdout) == (0, "the ledger agrees with prolific\n"), r.stderr
+    state.add_submission("st1", "s2", "p2", "APPROVED")  # approved by hand on Prolific
+    r = _vsr("reconcile", *common, **env)
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == ["s2: APPROVED on prolific, not in the ledger (not synced)"]
+    assert r.stderr.strip() == "error: 1 mismatches between the ledger and prolific"
+
+
+def test_override_minutes(db_url: str, engine: Engine, fake: tuple[str, State]) -> None:
+    """A stated 10 min against a measured 90: publishing is refused until the owner
+    overrides, with a reason; the override is audited and shown in the pay line."""
+    from tests.webapp.platforms.test_drafts import _batches
+
+    url, state = fake
+    state.studies["st9"] = {"id": "st9", "status": "UNPUBLISHED"}
+    with Session(engine) as session:
+        site = default_study(session)
+        _batches(session, site.id or 0, [10.8] * 5, "prolific", 6)
+        study = PlatformStudy(
+            study_id=site.id or 0,
+            platform="prolific",
+            external_id="st9",
+            state="draft",
+            settings={
+                "kind": "generate",
+                "reward_cents": 150,
+                "batch_items": 500,
+                "stated_minutes": 10,
+            },
+        )
+        session.add(study)
+        session.commit()
+        sid = str(study.id)
+    common = ["--platform", "prolific", "--platform-study", sid, "--database-url", db_url]
+    env = {"PROLIFIC_API_TOKEN": TOKEN, "PROLIFIC_BASE_URL": url}
+    r = _vsr("publish", *common, **env)
+    assert (
+        r.returncode == 1
+        and "the stated 10 min is shorter and needs an owner's override" in r.stderr
+    )
+    r = _vsr("override-minutes", *common, "--minutes", "10", "--reason", "   ")
+    assert r.returncode == 1 and r.stderr.strip() == "error: an override needs a reason"
+    r = _vsr("override-minutes", *common, "--minutes", "10", "--reason", "pilot was cut short")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("effective pay £9.00/h (£1.50 for 10.0 min; stated duration, ")
+    assert "overridden by owner cli:" in r.stdout and ": pilot was cut short" in r.stdout
+    with Session(engine) as session:
+        event = session.exec(
+            select(AuditEvent).where(AuditEvent.kind == AuditKind.platform_override)
+        ).one()
+        assert event.via == "cli" and event.target == f"platform study {sid}"
+    r = _vsr("publish", *common, **env)
+    assert r.returncode == 0, r.stderr
+    assert state.studies["st9"]["status"] == "ACTIVE"

@@ -196,7 +196,7 @@ def same_platform_session(entry: Entry, batch: Any) -> bool:
 # --- the session cookie ------------------------------------------------------------------
 
 
-def _scoped(request: Request, kind: str) -> str:
+def scoped(request: Request, kind: str) -> str:
     """The cookie's key for this kind of work in the request's study: consent and platform
     ids are per study ("vsr-zh/validate"); the default study keeps the bare kind, as
     cookies issued before several studies existed have it."""
@@ -212,13 +212,13 @@ def login(request: Request, worker: Worker, kind: str, entry: Entry) -> None:
         request.session.clear()  # a different person on this browser: forget the old one
     request.session["worker_id"] = worker.id
     entries = dict(request.session.get("entry") or {})
-    entries[_scoped(request, kind)] = {"source": entry.source, **entry.params}
+    entries[scoped(request, kind)] = {"source": entry.source, **entry.params}
     request.session["entry"] = entries
     csrf_token(request)
 
 
 def entry_for(request: Request, kind: str) -> dict[str, str]:
-    return dict((request.session.get("entry") or {}).get(_scoped(request, kind)) or {})
+    return dict((request.session.get("entry") or {}).get(scoped(request, kind)) or {})
 
 
 def csrf_token(request: Request) -> str:
@@ -239,21 +239,21 @@ def check_csrf(request: Request, submitted: str | None) -> None:
 
 
 def has_consented(request: Request, kind: str) -> bool:
-    return _scoped(request, kind) in (request.session.get("consent") or [])
+    return scoped(request, kind) in (request.session.get("consent") or [])
 
 
 def record_consent(request: Request, kind: str) -> None:
     kinds = set(request.session.get("consent") or [])
-    kinds.add(_scoped(request, kind))
+    kinds.add(scoped(request, kind))
     request.session["consent"] = sorted(kinds)
     times = dict(request.session.get("consent_at") or {})
-    times[_scoped(request, kind)] = utcnow().isoformat()
+    times[scoped(request, kind)] = utcnow().isoformat()
     request.session["consent_at"] = times
 
 
 def consent_time(request: Request, kind: str) -> str | None:
     """When this browser session agreed to the consent form for this kind (ISO, UTC)."""
-    value = (request.session.get("consent_at") or {}).get(_scoped(request, kind))
+    value = (request.session.get("consent_at") or {}).get(scoped(request, kind))
     return value if isinstance(value, str) else None
 
 

@@ -19,7 +19,7 @@ from vsr_core.qualification import QualState
 from vsr_core.qualification import status as qualification_status
 from vsr_core.studies.context import StudyContext
 from vsr_core.studies.settings import DEFAULT_CONSENT, load_study_config
-from webapp.crowd import batches
+from webapp.crowd import approval, batches
 from webapp.crowd.consent import render_consent, render_text
 from webapp.crowd.examples import available as example_photos
 from webapp.crowd.identity import (
@@ -139,6 +139,7 @@ def start(
             check_resume(entry, open_batch.entry)
     session.commit()
     login(request, worker, kind, entry)
+    approval.remember(request, session, study.id, kind, entry)
     if open_batch is not None:
         return redirect(task_url(kind))
     if same_platform_session(entry, batches.latest_batch(session, worker.id, kind, study.id)):
@@ -327,7 +328,13 @@ def finish_form(
     from webapp.crowd.leases import count_done
 
     return page(
-        templates, request, "finish.html", kind, batch=batch, done_count=count_done(session, batch)
+        templates,
+        request,
+        "finish.html",
+        kind,
+        batch=batch,
+        done_count=count_done(session, batch),
+        need=approval.items_needed(request, kind, batch.size),
     )
 
 

@@ -22,7 +22,7 @@ from vsr_core.models import (
 )
 from vsr_core.relations import relations_by_category
 from vsr_core.studies.settings import StudyConfig, load_study_config
-from webapp.crowd import batches
+from webapp.crowd import approval, batches
 from webapp.crowd.identity import CurrentWorker, check_csrf, csrf_token
 from webapp.crowd.lease_tokens import lease_from_token, lease_token
 from webapp.crowd.leases import LeaseStrategy, count_done, take_next
@@ -131,6 +131,7 @@ def task_page(
         batch=batch,
         lease=lease,
         done_count=count_done(session, batch),
+        need=approval.items_needed(request, KIND, batch.size),
         seconds_left=batches.seconds_left(batch),
         lease_token=_lease_token(request, worker, lease),
         client_token=secrets.token_urlsafe(16),

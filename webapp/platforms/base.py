@@ -93,3 +93,8 @@ class Platform(Protocol):
         """Whether this submission's bonus of ``cents`` shows as paid; None when the
         platform cannot tell."""
         ...
+
+    def bonuses_listed(self, study_external_id: str) -> dict[str, int] | None:
+        """Every bonus the platform paid in this study, summed per submission (minor
+        units); None when the platform documents no such listing."""
+        ...

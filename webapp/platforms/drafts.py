@@ -1,11 +1,15 @@
 """From a study's settings to a draft on a platform, and the pay check before publishing.
 
 The effective hourly pay is the reward over the time one batch of this platform study takes:
-the time per item measured on full-size completed batches (a batch ended early says nothing
-about a full one), one figure per distinct, unflagged real worker (so one fast worker or a
-handful of invented ids cannot carry it), times the batch size. It is used once at least
-MIN_MEASUREMENTS workers were measured, shown with n and the spread; before that the pay is
-unknown and publishing is refused unless the researcher states the expected duration.
+the time per item measured on completed batches as their time over the items served and
+answered in them (not the batch's nominal size: a batch cut to what the pool held is short),
+only on batches tied to a real platform submission (the batch's session is a synced
+submission of the same worker) or to an invited worker, one figure per distinct, unflagged
+worker (so one fast worker or a handful of invented ids cannot carry it), times the batch
+size. It is used once at least MIN_MEASUREMENTS workers were measured, shown with n and the
+spread; before that the pay is unknown and publishing is refused unless the researcher
+states the expected duration. A stated duration shorter than the measured one is not used
+unless an owner overrides the measurement (audited, and shown in the pay line).
 """
 
 from __future__ import annotations
@@ -15,28 +19,35 @@ import re
 import secrets
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from vsr_core import audit, standing
 from vsr_core.audit import Actor
 from vsr_core.codes import new_code
 from vsr_core.models import (
+    Assignment,
     AuditKind,
     Batch,
     BatchKind,
     BatchStatus,
     CrowdPlatform,
+    InviteToken,
+    LeaseStatus,
     PlatformStudy,
     PlatformStudyState,
+    PlatformSubmission,
     Study,
     Worker,
     WorkerSource,
 )
 from vsr_core.studies.settings import load_study_config
+from vsr_core.types import utcnow
 from webapp.platforms.base import Platform, PlatformError
+from webapp.platforms.settlement import SESSION_KEY
 
 KINDS = tuple(BatchKind)
 # Minimum hourly pay in the platform's currency (minor units per hour). Prolific's published
@@ -89,6 +100,11 @@ class Pay:
     stated: bool  # the minutes are the researcher's stated duration
     minimum_cents: int | None
     currency: str
+    # The owner's override of a measurement longer than the stated duration ({"by", "at",
+    # "minutes", "measured_minutes", "reason"}), when it is in force.
+    override: dict[str, Any] | None = None
+    # A stated duration not used: shorter than the measured one, with no override.
+    ignored_stated: float | None = None
 
     @property
     def per_hour_cents(self) -> int | None:
@@ -105,15 +121,39 @@ class Pay:
     def unknown(self) -> bool:
         return self.minutes is None
 
+    @property
+    def measured_minutes(self) -> float | None:
+        m = self.measured
+        if m.n >= MIN_MEASUREMENTS and m.median is not None:
+            return m.median * self.items / 60
+        return None
+
+    def _measurement(self) -> str:
+        m = self.measured
+        lo_hi = m.spread
+        spread = f", middle half {lo_hi[0]:.1f}-{lo_hi[1]:.1f} s" if lo_hi else ""
+        return (
+            f"{m.median:.1f} s per item x {self.items} items, median of "
+            f"{m.n} workers on the items they answered{spread}"
+        )
+
     def _basis(self) -> str:
         m = self.measured
-        if m.n >= MIN_MEASUREMENTS and not self.stated:
-            lo_hi = m.spread
-            spread = f", middle half {lo_hi[0]:.1f}-{lo_hi[1]:.1f} s" if lo_hi else ""
+        if self.override is not None:
+            o = self.override
             return (
-                f"{m.median:.1f} s per item x {self.items} items, median of "
-                f"{m.n} workers on full-size batches{spread}"
+                f"stated duration, shorter than the measured {o['measured_minutes']:.1f} min "
+                f"({self._measurement()}): overridden by owner {o['by']} at {o['at']}: "
+                f"{o['reason']}"
             )
+        if m.n >= MIN_MEASUREMENTS and not self.stated:
+            basis = self._measurement()
+            if self.ignored_stated is not None:
+                basis += (
+                    f"; the stated {self.ignored_stated:g} min is shorter and needs "
+                    "an owner's override"
+                )
+            return basis
         seen = f"{m.n} of the {MIN_MEASUREMENTS} workers needed measured"
         return f"stated duration; {seen}" if self.stated else seen
 
@@ -136,27 +176,80 @@ class Pay:
         )
 
 
+def _tied_batches(
+    session: Session, study_id: int, candidates: list[tuple[int, int, dict[str, Any], str]]
+) -> set[int]:
+    """Of (batch id, worker id, entry, worker source), the batches whose session is a synced
+    submission of the same worker in one of this study's platform studies, or whose worker
+    was made by one of this study's invites. Two statements, whatever the count."""
+    subs = {
+        (platform, external_id, worker_id)
+        for platform, external_id, worker_id in session.exec(
+            select(
+                PlatformSubmission.platform,
+                PlatformSubmission.external_id,
+                PlatformSubmission.worker_id,
+            )
+            .join(PlatformStudy, col(PlatformStudy.id) == PlatformSubmission.platform_study_id)
+            .where(
+                PlatformStudy.study_id == study_id,
+                col(PlatformSubmission.worker_id).is_not(None),
+            )
+        )
+    }
+    invited = set(
+        session.exec(
+            select(InviteToken.worker_id).where(
+                InviteToken.study_id == study_id, col(InviteToken.worker_id).is_not(None)
+            )
+        )
+    )
+    tied = set()
+    for batch_id, worker_id, entry, source in candidates:
+        if source == WorkerSource.invite:
+            if worker_id in invited:
+                tied.add(batch_id)
+            continue
+        named = entry.get(SESSION_KEY.get(source, ""))
+        if named and (source, str(named), worker_id) in subs:
+            tied.add(batch_id)
+    return tied
+
+
 def item_seconds(session: Session, study_id: int, kind: str) -> ItemTime:
-    """Seconds per item on this study's completed full-size batches of this kind, one
-    figure (the median) per distinct real, unflagged worker."""
+    """Seconds per item answered on this study's completed batches of this kind that are
+    tied to a real submission or an invited worker: each batch's time over the leases done
+    in it, one figure (the median) per distinct real, unflagged worker."""
     rows = session.exec(
-        select(Batch.worker_id, Batch.created_at, Batch.finished_at, Batch.done_count)
+        select(Batch, Worker.source)
         .join(Worker, col(Worker.id) == Batch.worker_id)
         .where(
             Batch.study_id == study_id,
             Batch.kind == kind,
             Batch.status == BatchStatus.completed,
             col(Batch.finished_at).is_not(None),
-            col(Batch.done_count) >= Batch.size,
-            Batch.size > 0,
             col(Worker.source).in_(REAL_SOURCES),
             ~standing.flagged_clause(Worker.id, study_id, on_worker=Worker.flagged),
         )
     ).all()
+    if not rows:
+        return ItemTime([])
+    tied = _tied_batches(
+        session, study_id, [(b.id or 0, b.worker_id, dict(b.entry or {}), src) for b, src in rows]
+    )
+    answered = dict(
+        session.exec(
+            select(Assignment.batch_id, func.count())
+            .where(col(Assignment.batch_id).in_(tied), Assignment.status == LeaseStatus.done)
+            .group_by(col(Assignment.batch_id))
+        ).all()
+    )
     by_worker: dict[int, list[float]] = {}
-    for worker_id, start, done, count in rows:
-        if done and start and count:
-            by_worker.setdefault(worker_id, []).append((done - start).total_seconds() / count)
+    for b, _ in rows:
+        count = answered.get(b.id or 0, 0)
+        if b.id in tied and b.finished_at and count:
+            seconds = (b.finished_at - b.created_at).total_seconds()
+            by_worker.setdefault(b.worker_id, []).append(seconds / count)
     return ItemTime(sorted(statistics.median(v) for v in by_worker.values()))
 
 
@@ -168,27 +261,82 @@ def batch_items(session: Session, study_id: int, kind: str) -> int:
 
 
 def effective_pay(session: Session, study: PlatformStudy, measured: ItemTime | None = None) -> Pay:
+    """The pay of one batch: over the measured time, or the stated one when nothing is
+    measured yet, when it is not shorter than the measurement, or when an owner overrode
+    the measurement for exactly this stated duration."""
     s = study.settings
     kind = s.get("kind", BatchKind.generate)
     items = int(s.get("batch_items") or batch_items(session, study.study_id, kind))
     m = measured if measured is not None else item_seconds(session, study.study_id, kind)
-    stated = s.get("stated_minutes")
-    if stated:
-        minutes: float | None = float(stated)
-    elif m.n >= MIN_MEASUREMENTS and m.median is not None:
-        minutes = m.median * items / 60
-    else:
-        minutes = None
     minimum = s.get("min_hourly_cents", MINIMUM_CENTS_PER_HOUR.get(study.platform))
-    return Pay(
+    pay = Pay(
         int(s.get("reward_cents", 0)),
-        minutes,
+        None,
         items,
         m,
-        bool(stated),
+        False,
         None if minimum is None else int(minimum),
         CURRENCY.get(study.platform, ""),
     )
+    stated = float(s["stated_minutes"]) if s.get("stated_minutes") else None
+    measured_minutes = pay.measured_minutes
+    override = s.get("override")
+    if stated is None:
+        return replace(pay, minutes=measured_minutes)
+    if measured_minutes is None or stated >= measured_minutes:
+        return replace(pay, minutes=stated, stated=True)
+    if isinstance(override, dict) and float(override.get("minutes", -1)) == stated:
+        shown = {**override, "measured_minutes": measured_minutes}
+        return replace(pay, minutes=stated, stated=True, override=shown)
+    return replace(pay, minutes=measured_minutes, ignored_stated=stated)
+
+
+def override_minutes(
+    session: Session, row: PlatformStudy, minutes: int, reason: str, actor: Actor
+) -> Pay:
+    """An owner states a duration shorter than the measured one and takes responsibility:
+    the platform study's stated minutes become ``minutes``, the override is recorded in the
+    audit trail and shown in the pay line. The caller checks the actor is the owner."""
+    reason = reason.strip()
+    if not 1 <= minutes <= 24 * 60:
+        raise PlatformError("the overriding minutes must be between 1 and 1440")
+    if not reason:
+        raise PlatformError("an override needs a reason")
+    if row.state != PlatformStudyState.draft:
+        raise PlatformError(f"the duration of a {row.state} study cannot change")
+    before = effective_pay(session, row)
+    measured_minutes = before.measured_minutes
+    if measured_minutes is None or minutes >= measured_minutes:
+        raise PlatformError(
+            "nothing to override: no measurement is longer than "
+            f"{minutes} min ({before.line()}); state the duration when creating the draft"
+        )
+    override = {
+        "minutes": minutes,
+        "by": actor.name,
+        "at": utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "reason": reason[:200],
+    }
+    was = {k: row.settings.get(k) for k in ("stated_minutes", "override")}
+    row.settings = {
+        **row.settings,
+        "stated_minutes": minutes,
+        "override": override,
+    }
+    session.add(row)
+    audit.record(
+        session,
+        actor,
+        AuditKind.platform_override,
+        study_id=row.study_id,
+        target=f"platform study {row.id}",
+        change={
+            **audit.changed(was, {"stated_minutes": minutes, "override": override}),
+            "measured_minutes": round(measured_minutes, 1),
+        },
+    )
+    session.commit()
+    return effective_pay(session, row)
 
 
 def entry_url(base_url: str, study: Study, kind: str, platform: str) -> str:

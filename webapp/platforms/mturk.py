@@ -212,3 +212,20 @@ class MTurkPlatform:
             token = page.get("NextToken")
             if not token or not paid:
                 return False
+
+    def bonuses_listed(self, study_external_id: str) -> dict[str, int] | None:
+        """ListBonusPayments for the HIT (all pages), in cents per assignment."""
+        out: dict[str, int] = {}
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"HITId": study_external_id, "MaxResults": 100}
+            if token:
+                params["NextToken"] = token
+            page = self._call("list_bonus_payments", **params)
+            paid = page.get("BonusPayments", [])
+            for p in paid:
+                cents = round(float(p.get("BonusAmount", 0)) * 100)
+                out[p["AssignmentId"]] = out.get(p["AssignmentId"], 0) + cents
+            token = page.get("NextToken")
+            if not token or not paid:
+                return out

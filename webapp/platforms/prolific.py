@@ -190,6 +190,9 @@ class ProlificPlatform:
     def bonus_paid(self, submission_id: str, worker_external_id: str, cents: int) -> bool | None:
         return None  # Prolific documents no listing of paid bonuses: unknown (never re-sent)
 
+    def bonuses_listed(self, study_external_id: str) -> dict[str, int] | None:
+        return None  # no listing documented (https://docs.prolific.com/api-reference/bonuses)
+
 
 def _marked(name: str, marker: str) -> str:
     return f"{name} [{marker}]".strip()[:255]

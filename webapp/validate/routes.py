@@ -28,7 +28,7 @@ from vsr_core.caption_language import concept_name
 from vsr_core.db import is_dropped_connection, make_lean_engine
 from vsr_core.models import Assignment, Batch, Example, Image, Worker
 from vsr_core.types import utcnow
-from webapp.crowd import batches
+from webapp.crowd import approval, batches
 from webapp.crowd.identity import CurrentWorker, check_csrf, csrf_token, get_current_worker
 from webapp.crowd.lease_tokens import MAX_LENGTH, lease_from_token, lease_token
 from webapp.crowd.signals import MAX_LENGTH as SIGNALS_MAX
@@ -174,6 +174,7 @@ def _task_page(
         "lease_token": token,
         "item": shown,
         "done_count": item.done,
+        "need": approval.items_needed(request, KIND, item.batch_size),
         "seconds_left": _seconds_left(item),
         "csrf": csrf_token(request),
         "frames": REFERENCE_FRAMES,

@@ -44,8 +44,11 @@ VSR_BIN = Path(sys.executable).parent / "vsr"
 # test_first_use_round2.py, where the command is run anyway.
 # Recorded and checked by their own tests: exports and downloads
 # (tests/webapp/admin/test_exports_recorded.py), CLI tokens (tests/vsr_cli/test_admin_roles.py),
-# a reviewed worker's approval (tests/webapp/admin/test_authenticity.py).
+# a reviewed worker's approval (tests/webapp/admin/test_authenticity.py), an owner's
+# override of a measured duration (tests/webapp/platforms/test_drafts.py and
+# tests/vsr_cli/test_platform.py: it needs five measured workers).
 NOT_IN_SESSION = {
+    AuditKind.platform_override,
     AuditKind.authenticity_approve,
     AuditKind.match_run,
     AuditKind.dataset_export,

@@ -28,7 +28,7 @@ from tests.support.webapp_coco import (
 )
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
 from tests.webapp.validate.test_routes import seed_examples
-from vsr_core.models import Batch, Example
+from vsr_core.models import Batch, Example, InviteToken, PlatformStudy
 from vsr_core.studies.settings import DEFAULT_CONSENT, load_study_config
 
 
@@ -103,6 +103,49 @@ def test_finish_now_with_work_done_gives_the_code(site: Any, engine: Engine) -> 
     admin = TestClient(site)
     login(admin)
     assert "completed · finished early" in admin.get(f"/admin/workers/{worker_id}").text
+
+
+def test_the_work_needed_for_approval_is_shown_before_finish_now(site: Any, engine: Engine) -> None:
+    """The task page says how many items are done and how many the submission needs to be
+    approved (the batch's own size, or the platform study's minimum), and the "Finish now"
+    page warns while fewer are done. Invited workers, paid by no platform, see none of it."""
+    # An invited worker first, while the pool is fresh.
+    with Session(engine) as s:
+        s.add(InviteToken(token="inv-min", roles=["generate"]))
+        s.commit()
+    invited = client_for(site)
+    csrf = enter(invited, "token=inv-min")
+    begin(invited, csrf)
+    page = invited.get("/generate")
+    assert page.status_code == 200 and "Pair <strong>" in page.text
+    assert 'id="need"' not in page.text
+    invited.post("/finish/generate", data={"csrf": csrf})  # hands its lease back
+    client = client_for(site)
+    start_prolific(client, "min1")  # names Prolific study "study1", none of ours: the size
+    page = client.get("/generate").text
+    assert "0 done; 2 needed to be approved and paid" in page
+    client.post("/generate", data=answer(task(client)), follow_redirects=False)
+    assert "1 done; 2 needed to be approved and paid" in client.get("/generate").text
+    confirm = client.get("/finish/generate").text
+    assert "At least <strong>2</strong> items are needed for your submission to be approved" in (
+        confirm
+    )
+    assert "you have done 1. If you finish now, it will not be approved." in confirm
+    # The platform study's own minimum, as its plan will apply it.
+    with Session(engine) as s:
+        s.add(
+            PlatformStudy(
+                platform="prolific", external_id="st", settings={"rules": {"min_items": 1}}
+            )
+        )
+        s.commit()
+    validator = client_for(site)
+    start_validate(validator, "min2")  # STUDY_ID=st
+    assert "0 done; 1 needed to be approved and paid" in validator.get("/validate").text
+    vote(validator)
+    assert "1 done; 1 needed to be approved and paid" in validator.get("/validate").text
+    confirm = validator.get("/finish/validate").text
+    assert "You have finished <strong>1</strong>" in confirm and 'id="need"' not in confirm
 
 
 def test_finish_now_with_nothing_done_has_no_code(site: Any, engine: Engine) -> None:

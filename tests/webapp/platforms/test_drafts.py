@@ -15,7 +15,20 @@ from botocore.stub import ANY, Stubber
 from sqlmodel import Session, select
 
 from tests.support.fake_prolific import TOKEN, State
-from vsr_core.models import Batch, BatchStatus, PlatformCall, PlatformStudy, Worker
+from vsr_core.audit import Actor
+from vsr_core.models import (
+    Assignment,
+    AuditEvent,
+    AuditKind,
+    Batch,
+    BatchStatus,
+    InviteToken,
+    LeaseStatus,
+    PlatformCall,
+    PlatformStudy,
+    PlatformSubmission,
+    Worker,
+)
 from vsr_core.studies.settings import save_study_config
 from vsr_core.studies.store import create_study, default_study
 from vsr_core.types import utcnow
@@ -24,10 +37,27 @@ from webapp.platforms.base import PlatformError
 from webapp.platforms.engine import CallLog
 from webapp.platforms.mturk import SANDBOX, MTurkPlatform, external_question
 from webapp.platforms.prolific import ProlificPlatform
+from webapp.platforms.settlement import SESSION_KEY
 
 ZH_FILE = Path(__file__).resolve().parents[3] / "studies" / "vsr-zh.toml"
 SITE = "https://vsr.example.org"
 SERIAL = count(1)
+
+
+def _pilot(session: Session, study_id: int, platform: str) -> int:
+    """An earlier platform study of this study whose submissions the measured batches are."""
+    row = session.exec(
+        select(PlatformStudy).where(
+            PlatformStudy.study_id == study_id, PlatformStudy.external_id == f"pilot-{platform}"
+        )
+    ).first()
+    if row is None:
+        row = PlatformStudy(
+            study_id=study_id, platform=platform, external_id=f"pilot-{platform}", state="paused"
+        )
+        session.add(row)
+        session.commit()
+    return row.id or 0
 
 
 def _batches(
@@ -39,28 +69,60 @@ def _batches(
     done: int | None = None,
     kind: str = "generate",
     flagged: bool = False,
+    tied: bool = True,
+    done_count: int | None = None,
 ) -> None:
-    """One completed batch per new worker, ``done`` of ``size`` items (all by default) at
-    these seconds per item."""
+    """One completed batch per new worker, ``done`` of ``size`` items answered (all by
+    default; a lease each) at these seconds per item. ``tied``: the batch's session is a
+    synced submission of the worker (an invited worker: made by an invite of the study).
+    ``done_count``: the batch's own counter, when it says something else."""
     for s in seconds_per_item:
         w = Worker(source=source, external_id=f"{source}{next(SERIAL)}", flagged=flagged)
         session.add(w)
         session.commit()
         n = size if done is None else done
         start = utcnow() - timedelta(hours=3)
-        session.add(
-            Batch(
-                study_id=study_id,
-                worker_id=w.id or 0,
-                kind=kind,
-                status=BatchStatus.completed,
-                size=size,
-                done_count=n,
-                created_at=start,
-                deadline=start + timedelta(hours=2),
-                finished_at=start + timedelta(seconds=s * n),
+        key = SESSION_KEY.get(source)
+        entry = {key: f"S{w.id}"} if key else {}
+        if tied and key:
+            session.add(
+                PlatformSubmission(
+                    platform_study_id=_pilot(session, study_id, source),
+                    platform=source,
+                    external_id=f"S{w.id}",
+                    worker_external_id=w.external_id,
+                    status="APPROVED",
+                    worker_id=w.id,
+                )
             )
+        elif tied and source == "invite":
+            session.add(InviteToken(token=f"t{w.id}", study_id=study_id, worker_id=w.id))
+        batch = Batch(
+            study_id=study_id,
+            worker_id=w.id or 0,
+            kind=kind,
+            status=BatchStatus.completed,
+            size=size,
+            done_count=n if done_count is None else done_count,
+            created_at=start,
+            deadline=start + timedelta(hours=2),
+            finished_at=start + timedelta(seconds=s * n),
+            entry=entry,
         )
+        session.add(batch)
+        session.commit()
+        for i in range(n):
+            session.add(
+                Assignment(
+                    batch_id=batch.id or 0,
+                    worker_id=w.id or 0,
+                    kind=kind,
+                    status=LeaseStatus.done,
+                    leased_at=start,
+                    lease_expires_at=start + timedelta(hours=2),
+                    finished_at=start + timedelta(seconds=s * (i + 1)),
+                )
+            )
     session.commit()
 
 
@@ -84,11 +146,11 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
     study = create_study(session, ZH_FILE.read_text(encoding="utf-8"), str(ZH_FILE))
     save_study_config(session, {"generate_batch_size": 12}, study.id or 0)
     # Three real workers measured: 6, 8 and 10 s per item on full 12-item batches. Imported
-    # and flagged workers, and a batch ended after 1 item, are no measurement.
+    # and flagged workers, and batches tied to no submission of ours, are no measurement.
     _batches(session, study.id or 0, [6, 8, 10], "prolific", 12)
     _batches(session, study.id or 0, [60], "imported", 12)
     _batches(session, study.id or 0, [0.1], "prolific", 12, flagged=True)
-    _batches(session, study.id or 0, [0.1, 0.1], "prolific", 12, done=1)
+    _batches(session, study.id or 0, [0.1, 0.1], "prolific", 12, tied=False)
     p = ProlificPlatform(base_url=url, token=TOKEN)
     settings = drafts.new_settings(
         session, study, "prolific", "generate", reward_cents=15, places=20, base_url=SITE
@@ -126,7 +188,7 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
     assert (pay.per_hour_cents, pay.measured.n, pay.minimum_cents) == (450, 5, 600)
     assert pay.line() == (
         "effective pay £4.50/h (£0.15 for 2.0 min; 10.0 s per item x 12 items, median of 5 "
-        "workers on full-size batches, middle half 8.0-12.0 s); platform minimum £6.00/h"
+        "workers on the items they answered, middle half 8.0-12.0 s); platform minimum £6.00/h"
     )
     with pytest.raises(PlatformError, match=r"^refused: effective pay £4.50/h"):
         drafts.publish(session, p, row)
@@ -153,8 +215,8 @@ def test_prolific_draft_pay_and_publish(session: Session, fake: tuple[str, State
 
 def test_the_2516_pounds_an_hour_case_is_refused(session: Session, fake: tuple[str, State]) -> None:
     """£1.50 for a 500-item, 90-minute validation batch: 12 batches ended after one item in
-    2.15 s each made the old median-of-batches guard show £2516.97/h and publish. Without
-    full-size measurements the pay is unknown; with them, £1.00/h; both refused."""
+    2.15 s each made the old median-of-batches guard show £2516.97/h and publish. Measured
+    on the one item each answered: 2.15 s x 500 items, £5.03/h, refused."""
     url, state = fake
     study = default_study(session)
     assert drafts.batch_items(session, study.id or 0, "validate") == 500
@@ -166,22 +228,74 @@ def test_the_2516_pounds_an_hour_case_is_refused(session: Session, fake: tuple[s
         session, study, "prolific", "validate", reward_cents=150, places=5, base_url=SITE
     )
     row = drafts.create(session, p, study, settings)
-    assert drafts.effective_pay(session, row).unknown
+    assert drafts.effective_pay(session, row).per_hour_cents == 503
+    with pytest.raises(PlatformError, match=r"^refused: effective pay £5.03/h"):
+        drafts.publish(session, p, row)
+    assert state.studies[row.external_id]["status"] == "UNPUBLISHED"
+
+
+def test_pay_guard_on_work_actually_done(session: Session, fake: tuple[str, State]) -> None:
+    """£1.50 for a 500-item validation study. Six workers on 8-item batches (cut to what the
+    pool held) at 0.044 s per item, tied to no submission, made the old guard show £217/h;
+    a stated 10 min then beat a measured 90 min. Now: only batches of real submissions or
+    invited workers are measured, per item answered; a shorter stated duration needs an
+    owner's override, which is audited and shown in the pay line."""
+    url, state = fake
+    study = default_study(session)
+    sid = study.id or 0
+    _batches(session, sid, [0.044] * 6, "prolific", 8, kind="validate", tied=False)
+    _batches(session, sid, [0.01], "invite", 8, kind="validate", tied=False)
+    p = ProlificPlatform(base_url=url, token=TOKEN)
+    settings = drafts.new_settings(
+        session, study, "prolific", "validate", reward_cents=150, places=5, base_url=SITE
+    )
+    row = drafts.create(session, p, study, settings)
+    pay = drafts.effective_pay(session, row)
+    assert pay.unknown and pay.measured.n == 0
     with pytest.raises(PlatformError, match="effective pay unknown"):
         drafts.publish(session, p, row)
-    _batches(session, study.id or 0, [10.8] * 6, "prolific", 500, kind="validate")
+    # Five real workers: three Prolific submissions, two invited; cut 6-item batches, and
+    # one whose counter says 6 done while it answered 3 (measured on the 3).
+    _batches(session, sid, [10.8] * 3, "prolific", 6, kind="validate")
+    _batches(session, sid, [10.8], "invite", 6, kind="validate")
+    _batches(session, sid, [10.8], "invite", 6, done=3, done_count=6, kind="validate")
     pay = drafts.effective_pay(session, row)
-    assert (round(pay.minutes or 0), pay.per_hour_cents) == (90, 100)
+    assert (pay.measured.n, round(pay.minutes or 0), pay.per_hour_cents) == (5, 90, 100)
     with pytest.raises(PlatformError, match=r"^refused: effective pay £1.00/h"):
         drafts.publish(session, p, row)
-    # The researcher's stated duration is used as stated (and shown as such).
+    # A stated duration shorter than the measured one is not used on its own word.
     row.settings = {**row.settings, "stated_minutes": 10}
-    assert (
-        drafts.effective_pay(session, row)
-        .line()
-        .startswith("effective pay £9.00/h (£1.50 for 10.0 min; stated duration; 6 of the 5")
-    )
+    pay = drafts.effective_pay(session, row)
+    assert pay.per_hour_cents == 100
+    assert "the stated 10 min is shorter and needs an owner's override" in pay.line()
+    with pytest.raises(PlatformError, match=r"^refused: effective pay £1.00/h"):
+        drafts.publish(session, p, row)
     assert state.studies[row.external_id]["status"] == "UNPUBLISHED"
+    owner = Actor(name="owner@lab", via="cli")
+    with pytest.raises(PlatformError, match="nothing to override"):
+        drafts.override_minutes(session, row, 95, "longer than measured", owner)
+    with pytest.raises(PlatformError, match="needs a reason"):
+        drafts.override_minutes(session, row, 10, "  ", owner)
+    pay = drafts.override_minutes(session, row, 10, "pilot batches were cut short", owner)
+    assert pay.per_hour_cents == 900 and pay.override is not None
+    assert pay.line().startswith(
+        "effective pay £9.00/h (£1.50 for 10.0 min; stated duration, shorter than the "
+        "measured 90.0 min (10.8 s per item x 500 items, median of 5 workers"
+    )
+    assert "overridden by owner owner@lab at " in pay.line()
+    assert ": pilot batches were cut short" in pay.line()
+    event = session.exec(
+        select(AuditEvent).where(AuditEvent.kind == AuditKind.platform_override)
+    ).one()
+    assert (event.actor, event.study_id, event.target) == (
+        "owner@lab",
+        sid,
+        f"platform study {row.id}",
+    )
+    assert event.change["after"]["override"]["minutes"] == 10
+    assert event.change["measured_minutes"] == 90
+    assert drafts.publish(session, p, row, actor=owner).per_hour_cents == 900
+    assert state.studies[row.external_id]["status"] == "ACTIVE"
 
 
 def test_each_platform_study_has_its_own_random_codes(
