@@ -131,7 +131,8 @@ def _median_s(ms: list[int]) -> float | None:
 
 
 def _pay_lines(session: Session, study_id: int) -> list[str]:
-    """Effective pay of each platform study (reward over the measured median batch time)."""
+    """Effective pay of each platform study (reward over the measured time per item answered,
+    ``webapp.platforms.drafts.effective_pay``)."""
     from sqlmodel import select as sql_select
 
     from webapp.platforms.drafts import effective_pay
