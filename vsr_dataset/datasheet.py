@@ -91,6 +91,17 @@ def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
             BATCH.c.study_id == study.id
         )
     ).one()
+    # The newest Example or vote: the date croissant.json publishes, so the same data gives
+    # the same document (a wall-clock date would make two builds of it differ).
+    newest = [
+        conn.execute(select(func.max(EXAMPLE.c.created_at)).where(mine)).scalar(),
+        conn.execute(
+            select(func.max(VOTE.c.created_at))
+            .join(EXAMPLE, EXAMPLE.c.id == VOTE.c.example_id)
+            .where(mine)
+        ).scalar(),
+    ]
+    newest_data = max((t for t in newest if t is not None), default=None)
     with Session(bind=conn) as session:
         config = load_study_config(session, study.id)
         pay = _pay_lines(session, study.id)
@@ -116,6 +127,7 @@ def collection_facts(conn: Connection, study: StudyContext) -> dict[str, Any]:
         "n_timed_captions": len(caption_ms),
         "first_batch": first.date().isoformat() if first else None,
         "last_batch": last.date().isoformat() if last else None,
+        "newest_data": newest_data.date().isoformat() if newest_data else None,
         "pay": pay,
         "consent_text": consent,
         "consent_sha256": hashlib.sha256(consent.encode()).hexdigest(),

@@ -827,6 +827,9 @@ def _write_card(
         license_url=researcher["license"],
         version=researcher["version"],
         cite_as=researcher["citation"],
+        creators=researcher["creators"],
+        study_name=stats["study"]["name"],
+        date_published=snap.collection.get("newest_data"),
     )
     stage.write(CROISSANT_FILE, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
 
