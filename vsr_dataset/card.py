@@ -142,6 +142,7 @@ def render_card(stats: dict[str, Any], inputs: CardInputs) -> str:
         "label_model": s.get("label_model"),
         "mc_lines": _mc_summary(s),
         "blind_rows": _blind_rows(s),
+        "bias_lines": bias_lines(s, inputs),
         # mc/ counts, when the export has any: in mc/, in mc_unvalidated/, rejected
         "mc_counts": inputs.mc_counts if inputs.mc_counts and any(inputs.mc_counts) else None,
         "figures": [
@@ -174,6 +175,94 @@ def _blind_rows(s: dict[str, Any]) -> list[str]:
                 f"{fig(*worst) if worst else '-'} | {base or '-'} |"
             )
     return rows
+
+
+LANGUAGES = {"en": "English", "zh": "Chinese"}
+
+
+def bias_lines(s: Mapping[str, Any], inputs: CardInputs) -> list[str]:
+    """The Hub template's "Bias, Risks, and Limitations": what this export's own figures
+    show (people, language, relation skew, machine-made distractors, answer-only
+    baselines), then what holds for every export."""
+    study = s.get("study") or {}
+    lang = study.get("language", "en")
+    w = s["workers"]
+    by_source = (inputs.collection or {}).get("people_by_source") or {}
+    sources = ", ".join(f"{k} {v:,}" for k, v in by_source.items()) or "not recorded"
+    out = [
+        f"- **People and language.** The captions are {LANGUAGES.get(lang, lang)} only "
+        f"(`language` {lang}), written by {_people(w['annotators'])} and judged by "
+        f"{_count(w['validators'], 'validator')} ({w['both']} did both; people by "
+        f"source: {sources}): each person's habits of wording and judging are in the data, and "
+        "results need not carry over to other languages or other people.",
+        f"- **Images:** {BIASES} Each image keeps its own Flickr licence (`image_license_id`, "
+        "COCO's list), which is not the annotations' licence.",
+        f"- **Labels:** {LIMITATIONS}",
+    ]
+    skew = _relation_skew(s.get("relations") or {})
+    if skew:
+        out.append(skew)
+    negatives = s.get("machine_negatives") or {}
+    made = negatives.get("judged", 0) + negatives.get("unjudged", 0)
+    if inputs.mc_counts and any(inputs.mc_counts):
+        validated_mc, unvalidated_mc, rejected_mc = inputs.mc_counts
+        line = (
+            "- **Machine-made distractors.** Every multiple-choice distractor was made by "
+            f"adversarial matching, not written by a person: {validated_mc:,} items have all "
+            "distractors judged False by validators"
+        )
+        if unvalidated_mc:
+            line += (
+                f"; {unvalidated_mc:,} have one nobody judged (`validated: false`; it may be "
+                "true for the image)"
+            )
+        if rejected_mc:
+            line += f"; {rejected_mc:,} were left out because validators judged a distractor true"
+        out.append(
+            line + ". Distractors follow the matching model's notion of a plausible wrong "
+            "relation, which a model can learn to spot without the image."
+        )
+    elif made:
+        out.append(
+            f"- **Machine-made captions.** {made:,} False captions were made by adversarial "
+            f"matching, not written by a person; {negatives.get('judged', 0):,} of them were "
+            "judged by validators."
+        )
+    mc = s.get("mc") or {}
+    strongest = mc.get("strongest_adversary")
+    if strongest:
+        lo, hi = strongest["ci95"]
+        chance = f", chance {mc['chance']}" if mc.get("chance") is not None else ""
+        out.append(
+            "- **Answers without the image.** The strongest answer-only adversary "
+            f"({strongest['name']}, options only) scores {strongest['accuracy']:.3f} "
+            f"(95 % CI {lo:.3f}-{hi:.3f}{chance}) on the "
+            f"{mc.get('adversaries_n_test') or 0:,} items of "
+            f"`{mc.get('measured_on', 'mc')}/test`: accuracy up to that level needs no image."
+        )
+    return out
+
+
+def _people(n: int) -> str:
+    return "1 person" if n == 1 else f"{n:,} people"
+
+
+def _relation_skew(relations: Mapping[str, Any]) -> str:
+    counts = sorted(
+        ((r["n_validated"], name) for name, r in relations.items() if r["n_validated"]),
+        reverse=True,
+    )
+    if len(counts) < 2:
+        return ""
+    total = sum(n for n, _ in counts)
+    top = ", ".join(f"`{name}` {n:,} ({100 * n / total:.1f}%)" for n, name in counts[:3])
+    rare = sum(1 for n, _ in counts if n < 10)
+    return (
+        f"- **Relation frequency skew.** Of {len(counts)} relations in the validated set the "
+        f"most frequent are {top}; {rare} {'has' if rare == 1 else 'have'} fewer than 10 "
+        "validated Examples, too few for "
+        "a per-relation accuracy to mean much (`relations` in `stats.json`)."
+    )
 
 
 def _count(n: int, noun: str) -> str:

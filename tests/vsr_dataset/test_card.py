@@ -37,6 +37,12 @@ def _stats() -> dict[str, Any]:
         "n_votes": 3980,
         "n_paired": 1150,
         "n_relations_validated": 7,
+        "relations": {
+            rel: {"n_validated": n}
+            for rel, n in zip(
+                ("on", "near", "under", "left of", "inside"), (400, 300, 200, 9, 0), strict=True
+            )
+        },
         "min_votes": 3,
         "votes_per_example": {"3": 820, "4": 360},
         "labels": {"raw": {"true": 600, "false": 600}, "validated": {"true": 460, "false": 510}},
@@ -58,17 +64,21 @@ def _stats() -> dict[str, Any]:
             "agreement_share": 1100 / 1180,
         },
         "mc": {
-            "adversaries": {},
-            "adversaries_n_test": 0,
+            "adversaries": {"p_rel_least": {"accuracy": 0.281}},
+            "adversaries_n_test": 210,
             "balance": None,
-            "chance": None,
+            "chance": 0.25,
             "items": {"train": 1},
             "items_unvalidated": {"test": 1},
             "k": None,
             "measured_on": "mc",
             "run_id": 1,
             "splits": None,
-            "strongest_adversary": None,
+            "strongest_adversary": {
+                "name": "p_rel_least",
+                "accuracy": 0.281,
+                "ci95": [0.225, 0.344],
+            },
             "validation_cost": None,
         },
         "study": {

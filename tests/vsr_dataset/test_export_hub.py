@@ -233,6 +233,7 @@ def test_datasheet_from_the_database_and_the_study_file(
             '\n[card]\nlicense = "cc-by-4.0"\n'
             'ethics_approval = "Example University, ref. 2026/042"\n'
             'contact = "lab@example.edu"\n'
+            'creators = "Jane Doe; Example University"\n'
         )
         study.definition_hash = definition_hash(study.definition)
         s.add(study)
@@ -266,6 +267,29 @@ def test_datasheet_from_the_database_and_the_study_file(
     doc = json.loads((out / "croissant.json").read_text())
     assert doc["license"] == "cc-by-4.0"
     assert "meta_data.csv" in doc["rai:annotatorDemographics"]
+    assert [c["name"] for c in doc["creator"]] == ["Jane Doe", "Example University"]
+    # The Hub template's section, with this export's own figures.
+    assert "## Bias, Risks, and Limitations" in headings
+    bias = card.split("## Bias, Risks, and Limitations\n", 1)[1].split("\n## ", 1)[0]
+    stats = json.loads((out / "stats.json").read_text())
+    w = stats["workers"]
+    writers = "1 person" if w["annotators"] == 1 else f"{w['annotators']} people"
+    assert (
+        f"English only (`language` en), written by {writers} and judged by "
+        f"{w['validators']} validators ({w['both']} did both; people by source: prolific 7)"
+    ) in bias
+    validated = {n: r["n_validated"] for n, r in stats["relations"].items() if r["n_validated"]}
+    top, n_top = max(validated.items(), key=lambda kv: (kv[1], kv[0]))
+    share = 100 * n_top / sum(validated.values())
+    assert f"Of {len(validated)} relations in the validated set" in bias
+    assert f"the most frequent are `{top}` {n_top:,} ({share:.1f}%)" in bias
+    n_mc = sum(len(read_jsonl(p)) for p in (out / "mc").glob("*.jsonl"))
+    assert n_mc and f"by a person: {n_mc:,} items have all distractors judged False" in bias
+    assert "None" not in bias
+    strongest = stats["mc"]["strongest_adversary"]
+    if strongest:
+        assert f"({strongest['name']}, options only) scores {strongest['accuracy']:.3f}" in bias
+    assert "Flickr licence (`image_license_id`" in bias and "### Recommendations" in bias
 
 
 def test_vsr_compatible_writes_the_release_types(
