@@ -58,7 +58,8 @@ measured phase and prints the share of a core it got. At the end the bench print
 process tree's peak memory (this process, the server and its workers; PSS and RSS, sampled
 from /proc: bench/load/memory.py).
 
-Environment: VSR_BENCH_PG_ADMIN_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test).
+Environment: VSR_BENCH_PG_ADMIN_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test),
+VSR_BENCH_DB_PREFIX (the names of the databases it makes; default vsr_load).
 """
 
 from __future__ import annotations
