@@ -427,11 +427,12 @@ def statements_for(dialect: str) -> Statements:
         lease_regular_machines=lease_regular_machines,
         write_vote=write_vote,
         vote_on_active=vote_on_active,
-        # The lowest open Example id, and whether a machine negative is open (then the queue
-        # mixes them in), in one statement.
+        # The lowest open Example id the queue may serve, and whether a machine negative is
+        # open (then the queue mixes them in), in one statement; both read ix_example_open,
+        # whose predicate names the votable origins.
         open_floor=sa_select(
             sa_select(func.min(col(Example.id)))
-            .where(col(Example.study_id) == STUDY_PARAM, *open_non_gold)
+            .where(col(Example.study_id) == STUDY_PARAM, *open_non_gold, votable)
             .scalar_subquery()
             .label("floor"),
             sa_select(literal(1))
