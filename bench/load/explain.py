@@ -105,7 +105,7 @@ def main() -> int:
         # An active lease of that validator, for the vote in one statement (vote_on_active).
         active = c.execute(
             select(func.max(Assignment.id)).where(
-                Assignment.worker_id == worker, Assignment.status == "active"
+                col(Assignment.worker_id) == worker, col(Assignment.status) == "active"
             )
         ).scalar()
         open_ex = (
