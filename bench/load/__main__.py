@@ -40,6 +40,7 @@ above must still hold: nothing acknowledged is lost.
     python -m bench.load --concurrency 50 --duration 10 --workers 3
     python -m bench.load --client httpx        # the measured phases through httpx
     python -m bench.load --template scale100x  # on top of a copy of an imported database
+    python -m bench.load --combined --rate 300 --busy-core   # with one core taken elsewhere
     python -m bench.load --history 10          # on top of a 10x VSR database (128,090 settled
                                                # Examples, 390,570 votes); bench/load/scale.py
                                                # compares 1x and 10x in one run
@@ -52,13 +53,20 @@ Flat out, C clients with no think time keep C round trips in flight, so by Littl
 mean latency is C / throughput (100 / 300 rt/s = 333 ms): a p99 below 150 ms at C=100 needs
 either pacing (``--rate``, as human validators who read each item) or > 670 rt/s.
 
-Environment: VSR_BENCH_PG_ADMIN_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test).
+``--busy-core`` runs a CPU-bound process beside the server from its start to the end of the
+measured phase and prints the share of a core it got. At the end the bench prints its own
+process tree's peak memory (this process, the server and its workers; PSS and RSS, sampled
+from /proc: bench/load/memory.py).
+
+Environment: VSR_BENCH_PG_ADMIN_URL (default postgresql+psycopg://postgres@127.0.0.1:5432/test),
+VSR_BENCH_DB_PREFIX (the names of the databases it makes; default vsr_load).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Coroutine
@@ -66,7 +74,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench.load.audit import check
+from bench.load.busy import BusyCore
 from bench.load.database import create_database, drop_database, import_history, seed
+from bench.load.memory import TreeMemory
 from bench.load.server import Server, free_port
 from bench.load.validators import pct, run
 
@@ -140,8 +150,21 @@ def main() -> int:
         help="copy this PostgreSQL database as the history instead of importing one "
         "(e.g. an imported 100x database: CREATE DATABASE ... TEMPLATE; it is only read)",
     )
+    ap.add_argument(
+        "--busy-core",
+        action="store_true",
+        help="run a CPU-bound process on the side from the server's start to the end of the "
+        "measured phase (the machine doing something else)",
+    )
     ap.add_argument("--keep-db", action="store_true")
     args = ap.parse_args()
+    with TreeMemory() as memory:
+        status = measure(args)
+    print(memory.peak.line())
+    return status
+
+
+def measure(args: argparse.Namespace) -> int:
 
     from migrations.runner import upgrade
 
@@ -167,9 +190,15 @@ def main() -> int:
             f"client {args.client} on {loop_name()}",
             flush=True,
         )
-        server.start()
-        base, stats, base_cpu, load_cpu = run_loop(run(args, server, seed_))
+        side: contextlib.AbstractContextManager[BusyCore | None] = (
+            BusyCore() if args.busy_core else contextlib.nullcontext()
+        )
+        with side as busy:
+            server.start()
+            base, stats, base_cpu, load_cpu = run_loop(run(args, server, seed_))
         server.stop()
+        if busy is not None:
+            print(busy.line())
         base_rate = len(base.round_trips) / args.baseline
         rate = len(stats.round_trips) / args.duration
         rts = sorted(stats.round_trips)
@@ -195,10 +224,9 @@ def main() -> int:
             print("CPU ms per round trip, validation: n/a (the server was killed and restarted)")
         else:
             print(f"CPU ms per round trip, validation: {per_rt(load_cpu, len(stats.round_trips))}")
-        busy = os.getloadavg()[0]
         print(
-            f"  (load average now {busy:.1f} on {os.cpu_count()} CPUs; other work on the "
-            "machine slows both phases alike, so compare the ratio and CPU per round trip)"
+            f"  (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; other work on "
+            "the machine slows both phases alike, so compare the ratio and CPU per round trip)"
         )
         print(
             f"  retries (server down / 5xx): {stats.retries}  errors: {dict(stats.errors)}  "

@@ -19,6 +19,8 @@ VSR_RAW = (
     / "data_files"
     / "all_vsr_raw_data.jsonl"
 )
+# The bench's databases are named "<prefix>_<pid>_<random>" (a shared server: one's own prefix).
+DB_PREFIX = os.environ.get("VSR_BENCH_DB_PREFIX", "vsr_load")
 PG_ADMIN = os.environ.get(
     "VSR_BENCH_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
@@ -38,7 +40,7 @@ def create_database(template: str | None = None) -> str:
 
     from vsr_core.db import make_engine
 
-    name = f"vsr_load_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    name = f"{DB_PREFIX}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     admin = make_engine(PG_ADMIN).execution_options(isolation_level="AUTOCOMMIT")
     copy = f' TEMPLATE "{template}"' if template else ""
     with admin.connect() as c:

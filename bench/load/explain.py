@@ -8,6 +8,10 @@ statements run inside a transaction that is rolled back.
     # (its name: psql -c "SELECT datname FROM pg_database WHERE datname LIKE 'vsr_load%'";
     #  drop it afterwards: DROP DATABASE ... WITH (FORCE))
     python -m bench.load.explain URL --plans            # the whole plans, not just the times
+    python -m bench.load.explain URL --custom           # plans made for the values
+
+The plans are the generic ones the server's connections run (vsr_core.db.GENERIC_PLANS:
+planned once per prepared statement, whatever the values), unless ``--custom``.
 """
 
 from __future__ import annotations
@@ -18,11 +22,58 @@ import sys
 from datetime import timedelta
 from typing import Any
 
+import psycopg
+
+PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+def explain(
+    c: Any, sql: str, values: dict[str, Any], types: dict[str, str], custom: bool
+) -> list[str]:
+    """EXPLAIN (ANALYZE, BUFFERS) of ``sql``. Generic: as the server's connections run it,
+    a prepared statement planned once for any values (EXPLAIN of a statement with
+    parameters plans it for their values instead); the values are passed to EXECUTE."""
+    if custom:
+        return list(
+            c.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS, SETTINGS OFF) " + sql, values)
+            .scalars()
+            .all()
+        )
+    names: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    c.exec_driver_sql("SET LOCAL plan_cache_mode = force_generic_plan")
+    numbered = PLACEHOLDER.sub(number, sql)
+    declared = ", ".join(types[n] for n in names)
+    c.exec_driver_sql(f"PREPARE bench_explain ({declared}) AS {numbered}")
+    # EXECUTE takes no bind parameters inside EXPLAIN: the values as literals (psycopg's own
+    # quoting, client side).
+    raw = c.connection.driver_connection
+    args = ", ".join(f"%({n})s" for n in names)
+    query = psycopg.ClientCursor(raw).mogrify(
+        f"EXPLAIN (ANALYZE, BUFFERS, SETTINGS OFF) EXECUTE bench_explain({args})", values
+    )
+    with raw.cursor() as cur:
+        cur.execute(query)
+        plan = [row[0] for row in cur.fetchall()]
+        cur.execute("DEALLOCATE bench_explain")
+    return plan
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("url")
     ap.add_argument("--plans", action="store_true", help="print every plan in full")
+    ap.add_argument(
+        "--custom",
+        action="store_true",
+        help="plans made for the values (by default the generic plans the server's pool "
+        "runs: vsr_core.db.GENERIC_PLANS)",
+    )
     args = ap.parse_args()
 
     from sqlalchemy import func, select, text
@@ -32,7 +83,7 @@ def main() -> int:
     from vsr_core.models import DEFAULT_STUDY_ID, Assignment, Example
     from vsr_core.studies.settings import StudyConfig
     from vsr_core.types import utcnow
-    from webapp.validate.rules import room_params
+    from webapp.validate.rules import decision_states, room_params
     from webapp.validate.statements import sibling_params, statements_for
 
     engine = make_engine(args.url)
@@ -51,6 +102,12 @@ def main() -> int:
         lease = c.execute(
             select(func.max(Assignment.id)).where(Assignment.worker_id == worker)
         ).scalar()
+        # An active lease of that validator, for the vote in one statement (vote_on_active).
+        active = c.execute(
+            select(func.max(Assignment.id)).where(
+                col(Assignment.worker_id) == worker, col(Assignment.status) == "active"
+            )
+        ).scalar()
         open_ex = (
             c.execute(
                 select(func.min(Example.id)).where(
@@ -64,7 +121,9 @@ def main() -> int:
             f"open floor {open_ex}"
         )
         now = utcnow()
-        room = room_params(StudyConfig())
+        config = StudyConfig()
+        room = room_params(config)
+        states = decision_states(config)
         params: dict[str, dict[str, Any]] = {
             "open_floor": {"q_study": DEFAULT_STUDY_ID},
             "regular": {
@@ -89,20 +148,31 @@ def main() -> int:
                 **room,
                 **sibling_params(),
             },
-            "count_vote": {"q_id": open_ex, "q_value": True, "q_release": 1},
+            "count_vote": {"q_id": open_ex, "q_value": True, "q_release": 1, **states},
+            "vote_on_active": {
+                "q_lease": active or lease,
+                "q_worker": worker,
+                "q_study": DEFAULT_STUDY_ID,
+                "q_value": True,
+                "q_now": now,
+                "v_reference_frame": None,
+                "v_duration_ms": 1200,
+                **states,
+            },
         }
         for name, p in params.items():
             stmt = getattr(st, name)
             # IN lists expanded and the bound values processed, as execution would.
-            state = stmt.compile(dialect=engine.dialect).construct_expanded_state(p)
+            compiled = stmt.compile(dialect=engine.dialect)
+            state = compiled.construct_expanded_state(p)
             sql, values = state.statement, dict(state.parameters)
+            types = {
+                compiled.bind_names[b]: b.type.compile(dialect=engine.dialect)
+                for b in compiled.binds.values()
+            }
             c.rollback()  # the writing statements' changes go with it
             try:
-                rows = (
-                    c.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS, SETTINGS OFF) " + sql, values)
-                    .scalars()
-                    .all()
-                )
+                rows = explain(c, sql, values, types, args.custom)
             finally:
                 c.rollback()
             plan = "\n".join(rows)

@@ -11,6 +11,8 @@ run also prints its own ``/healthz`` baseline, the other thing that tells noise 
     python -m bench.load.scale --factors 1 10 1 -- --combined   # flat out, 1x measured twice
     python -m bench.load.scale -- --combined --duration 30
     python -m bench.load.scale --factors 1 --repeat 5   # five runs: median and worst p99
+    python -m bench.load.scale --factors 1 100 --templates 100=scale100x -- --combined \
+        --rate 300 --busy-core     # another process keeping a core busy meanwhile
     python -m bench.load.scale --factors 1 10 100 --templates 10=scale10x 100=scale100x
                                   # 10x and 100x from copies of imported databases (seconds
                                   # to copy instead of minutes to import)
@@ -42,12 +44,17 @@ BASE_RE = re.compile(r"baseline .*?:\s+([\d.]+) rt/s")
 CPU_RE = re.compile(r"CPU ms per round trip, validation: (.*)")
 CLIENTS_RE = re.compile(r"C=(\d+)")
 ENDED_RE = re.compile(r"finished batches: (\d+)")
+MEMORY_RE = re.compile(r"bench process tree peak memory: PSS ([\d.]+) GB, RSS ([\d.]+) GB")
+BUSY_RE = re.compile(r"busy core: .*\((\d+)% of one core\)")
 
 
 def one(factor: int, extra: list[str], template: str | None = None) -> dict[str, str | float]:
+    """One bench.load run: its figures, the load average before and after it, the busy
+    process's share of a core (``--busy-core``) and the bench's peak tree memory."""
     history = ["--template", template] if template else ["--history", str(factor)]
     cmd = [sys.executable, "-m", "bench.load", *history, *extra]
-    print(f"$ {' '.join(cmd[1:])}   (load average before {os.getloadavg()[0]:.1f})", flush=True)
+    load_before = os.getloadavg()[0]
+    print(f"$ {' '.join(cmd[1:])}   (load average before {load_before:.1f})", flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     sys.stdout.write("  " + proc.stdout.replace("\n", "\n  ").rstrip() + "\n")
     if proc.returncode != 0:
@@ -60,7 +67,12 @@ def one(factor: int, extra: list[str], template: str | None = None) -> dict[str,
     if rate is None or base is None:
         sys.exit("could not read bench.load's output")
     clients, ended = CLIENTS_RE.search(proc.stdout), ENDED_RE.findall(proc.stdout)
+    memory, busy = MEMORY_RE.search(proc.stdout), BUSY_RE.search(proc.stdout)
     return {
+        "pss": float(memory.group(1)) if memory else float("nan"),
+        "rss": float(memory.group(2)) if memory else float("nan"),
+        "busy": f"{busy.group(1)}%" if busy else "-",
+        "load_before": load_before,
         "rate": float(rate.group(1)),
         "p50": float(rate.group(2)),
         "p99": float(rate.group(3)),
@@ -115,14 +127,17 @@ def main() -> int:
     print(f"\nbench.load {' '.join(extra)}; ratios against the first run ({base_factor}x)")
     print(
         f"{'history':>8s} {'rt/s':>8s} {'p50 ms':>7s} {'p99 ms':>7s} {'rt/s ratio':>10s} "
-        f"{'p99 ratio':>9s} {'healthz rt/s':>12s} {'load avg':>8s} {'ended':>5s}  CPU ms per rt"
+        f"{'p99 ratio':>9s} {'healthz rt/s':>12s} {'load avg':>13s} {'ended':>5s} "
+        f"{'busy':>4s} {'PSS GB':>6s} {'RSS GB':>6s}  CPU ms per rt"
     )
     for f, r in runs:
         print(
             f"{f:>7d}x {r['rate']:8.1f} {r['p50']:7.1f} {r['p99']:7.1f} "
             f"{float(r['rate']) / float(base['rate']):10.2f} "
             f"{float(r['p99']) / float(base['p99']):9.2f} {r['base']:12.1f} "
-            f"{r['load']:8.1f} {int(float(r['ended'])):5d}  {r['cpu']}"
+            f"{float(r['load_before']):6.1f}-{float(r['load']):<6.1f} "
+            f"{int(float(r['ended'])):5d} {r['busy']:>4s} {r['pss']:6.2f} {r['rss']:6.2f}  "
+            f"{r['cpu']}"
         )
     if args.repeat > 1:
         offered = float(extra[extra.index("--rate") + 1]) if "--rate" in extra else 0.0

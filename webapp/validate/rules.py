@@ -23,18 +23,14 @@ from sqlmodel import col
 
 from vsr_core.agreement import is_decided
 from vsr_core.models import (
+    QUEUE_ORIGINS,
     Example,
-    ExampleOrigin,
 )
 from vsr_core.studies.settings import StudyConfig
 from vsr_core.types import UTCDateTime
 
-# revalidation: fresh copies of imported Examples (vsr_core.revalidation), voted like new ones.
-VOTABLE_ORIGINS = (
-    ExampleOrigin.human.value,
-    ExampleOrigin.adversarial.value,
-    ExampleOrigin.revalidation.value,
-)
+# Also the predicate of the index the queue walks (vsr_core.models.IN_QUEUE).
+VOTABLE_ORIGINS = QUEUE_ORIGINS
 REFERENCE_FRAMES = ("intrinsic", "relative", "both")
 
 # A vote's columns and their SQL types, for the prebuilt INSERT of the hot path.

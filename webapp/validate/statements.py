@@ -296,17 +296,16 @@ def statements_for(dialect: str) -> Statements:
     example_id = bindparam("q_id", type_=Integer)
     open_non_gold = (col(Example.queue_open) == true(), col(Example.is_gold) == false())
     floor = bindparam("q_floor", type_=Integer)
-    # At or above the floor, as a filter the planner cannot estimate from the id histogram.
-    # That histogram is the whole table's: with 10x VSR settled below the open Examples,
-    # PostgreSQL took "id >= floor" to keep 2% of the open ones when it keeps all of them,
-    # expected one candidate in ~100, and read, sorted and filtered every open Example per
-    # lease (a bitmap scan; 3,000 rows, 2-11 ms) instead of walking ix_example_open in id
-    # order to the first free one (15 buffers, 0.3 ms). ``id + 0`` hides the range from the
-    # estimate (a default share instead), so the ordered walk with LIMIT wins at any size;
-    # the walk starts at the first open Example, which is the floor when it is fresh.
-    at_floor = (
-        (col(Example.id) + literal_column("0") >= floor) if postgres else (col(Example.id) >= floor)
-    )
+    # At or above the floor: the walk of ix_example_open (study_id, id) starts there. Decided
+    # Examples below it leave index entries behind until VACUUM, and while any transaction
+    # on the server is older than the votes that closed them (an import, an export, a long
+    # report in any database) they cannot even be marked dead: walking from the study's
+    # first entry read ~4,000 buffers per lease after a bench run, against ~100 from the
+    # floor (bench/load/explain.py). On PostgreSQL the hot path runs generic plans (an
+    # inequality on a parameter gets a default share), and with the votable origins in the
+    # index's predicate the plan made for the values walks it too
+    # (tests/webapp/validate/test_queue_plan.py, at 10x and 100x shapes).
+    at_floor = col(Example.id) >= floor
     # The origins are the code's own constants, written into the SQL: an IN list of bind
     # parameters is expanded anew on every execution (Python CPU), and PostgreSQL cannot
     # estimate it in a generic plan (see lease_regular).
@@ -427,11 +426,12 @@ def statements_for(dialect: str) -> Statements:
         lease_regular_machines=lease_regular_machines,
         write_vote=write_vote,
         vote_on_active=vote_on_active,
-        # The lowest open Example id, and whether a machine negative is open (then the queue
-        # mixes them in), in one statement.
+        # The lowest open Example id the queue may serve, and whether a machine negative is
+        # open (then the queue mixes them in), in one statement; both read ix_example_open,
+        # whose predicate names the votable origins.
         open_floor=sa_select(
             sa_select(func.min(col(Example.id)))
-            .where(col(Example.study_id) == STUDY_PARAM, *open_non_gold)
+            .where(col(Example.study_id) == STUDY_PARAM, *open_non_gold, votable)
             .scalar_subquery()
             .label("floor"),
             sa_select(literal(1))
