@@ -38,7 +38,7 @@ def indexes(url: str) -> list[tuple[str, str, str, bool]]:
     with engine.connect() as c:
         rows = [tuple(r) for r in c.execute(INDEXES)]
     engine.dispose()
-    return rows  # type: ignore[return-value]
+    return rows
 
 
 def sample(vsr_dir: Path, tmp_path: Path, lines: int) -> Path:
