@@ -170,17 +170,31 @@ def front_matter_configs(
     return out_configs, info
 
 
+PARQUET_ROWS = 50_000  # rows per row group: what is held in memory at once
+
+
 def write_parquet(
-    records: Sequence[Mapping[str, Any]], features: list[Feature], path: Path
+    records: Iterable[Mapping[str, Any]],
+    features: list[Feature],
+    path: Path,
+    rows_per_group: int = PARQUET_ROWS,
 ) -> None:
-    """A Parquet copy of one JSONL file, with the schema of its features."""
+    """A Parquet copy of one JSONL file, with the schema of its features, written one row
+    group at a time from the records as they come: memory holds one group, not the file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pa.schema([(f["name"], _arrow(f)) for f in features])
-    table = pa.Table.from_pylist([dict(r) for r in records], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, compression="zstd")
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        batch: list[dict[str, Any]] = []
+        for rec in records:
+            batch.append(rec if isinstance(rec, dict) else dict(rec))
+            if len(batch) >= rows_per_group:
+                writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
+                batch.clear()
+        if batch:  # with no rows at all the file still has its schema
+            writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
 
 
 def _arrow(feature: Mapping[str, Any]) -> Any:
