@@ -170,7 +170,8 @@ def front_matter_configs(
     return out_configs, info
 
 
-PARQUET_ROWS = 50_000  # rows per row group: what is held in memory at once
+PARQUET_ROWS = 50_000  # rows per row group, held as Arrow columns until written
+ARROW_BATCH = 5_000  # records converted from Python dicts at a time
 
 
 def write_parquet(
@@ -180,21 +181,38 @@ def write_parquet(
     rows_per_group: int = PARQUET_ROWS,
 ) -> None:
     """A Parquet copy of one JSONL file, with the schema of its features, written one row
-    group at a time from the records as they come: memory holds one group, not the file."""
+    group at a time from the records as they come. A record as a Python dict costs a few KB
+    (all_raw's votes are dicts too) and as Arrow columns a few hundred bytes, so records are
+    converted ARROW_BATCH at a time and only the group's Arrow batches wait for the write."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pa.schema([(f["name"], _arrow(f)) for f in features])
     path.parent.mkdir(parents=True, exist_ok=True)
+    step = min(ARROW_BATCH, rows_per_group)
     with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        batch: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
+        group: list[pa.RecordBatch] = []
+        held = 0
+
+        def convert() -> None:
+            nonlocal held
+            group.append(pa.RecordBatch.from_pylist(rows, schema=schema))
+            held += len(rows)
+            rows.clear()
+
         for rec in records:
-            batch.append(rec if isinstance(rec, dict) else dict(rec))
-            if len(batch) >= rows_per_group:
-                writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
-                batch.clear()
-        if batch:  # with no rows at all the file still has its schema
-            writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
+            rows.append(rec if isinstance(rec, dict) else dict(rec))
+            if len(rows) >= step:
+                convert()
+                if held >= rows_per_group:
+                    writer.write_table(pa.Table.from_batches(group), row_group_size=held)
+                    group.clear()
+                    held = 0
+        if rows:
+            convert()
+        if group:  # with no rows at all the file still has its schema
+            writer.write_table(pa.Table.from_batches(group), row_group_size=held)
 
 
 def _arrow(feature: Mapping[str, Any]) -> Any:
