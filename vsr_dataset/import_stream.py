@@ -25,7 +25,6 @@ from typing import IO, Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 
 from vsr_core import bulk
 from vsr_core.deferred_indexes import built_after_load, is_empty
@@ -118,6 +117,7 @@ def records(
         handle = path.open("rb")
     except OSError as exc:
         raise VsrFormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    lineno = 0
     with handle:
         for lineno, raw in enumerate(handle, start=1):
             if progress and lineno % 1000 == 0:
@@ -129,7 +129,7 @@ def records(
             summary.subj_obj_mismatches += rec.subj_obj_mismatch
             yield rec
         if progress:
-            progress(lineno % 1000 if summary.records else 0)
+            progress(lineno % 1000)
     if not summary.records:
         raise VsrFormatError(f"{path}: no records (an empty file is not a VSR release)")
 
@@ -279,7 +279,7 @@ def stream_import(
                 bulk.copy_from_file(conn, IMAGE, IMAGE_COLUMNS, spools["image"].rewound())
                 bulk.copy_from_file(conn, EXAMPLE, EXAMPLE_COLUMNS, spools["example"].rewound())
                 bulk.copy_from_file(conn, VOTE, VOTE_COLUMNS, spools["vote"].rewound())
-        except IntegrityError as exc:
+        except Exception as exc:  # the driver's own error from COPY, SQLAlchemy's from DDL
             if _violates(exc, "example_source_key_key"):
                 raise RepeatedRecords(str(path)) from None
             raise
@@ -293,6 +293,10 @@ def stream_import(
         }
 
 
-def _violates(exc: IntegrityError, constraint: str) -> bool:
-    diag = getattr(exc.orig, "diag", None)
-    return getattr(diag, "constraint_name", None) == constraint or constraint in str(exc.orig)
+def _violates(exc: Exception, constraint: str) -> bool:
+    """Whether ``exc`` is a unique violation (SQLSTATE 23505) of ``constraint``."""
+    err = getattr(exc, "orig", None) or exc
+    if getattr(err, "sqlstate", None) != "23505":
+        return False
+    diag = getattr(err, "diag", None)
+    return getattr(diag, "constraint_name", None) == constraint or constraint in str(err)

@@ -145,3 +145,54 @@ def test_the_one_pass_import_does_not_hold_the_file(pg_url: str, tmp_path: Path)
     assert streamed < whole / 4, (streamed, whole)
     assert counts(pg_url)["example"] == 0
     assert json.loads(path.read_text().splitlines()[0])  # the file itself was left as it was
+
+
+def test_an_empty_study_beside_another_one_streams_with_its_indexes_kept(
+    pg_url: str, vsr_dir: Path, tmp_path: Path
+) -> None:
+    # Another study already has an Example: the default study is still empty, so the import
+    # streams, into an example table that keeps its indexes (it is not empty).
+    from sqlmodel import Session
+
+    from tests.support.qualification import study_text
+    from vsr_core.models import Example, Image
+    from vsr_core.studies.store import create_study
+
+    engine = make_engine(pg_url)
+    with Session(engine) as s:
+        study = create_study(s, study_text(), "lab.toml")
+        image = Image(
+            coco_id=1, file_name="000000000001.jpg", coco_split="val2017", width=1, height=1
+        )
+        s.add(image)
+        s.commit()
+        assert study.id is not None and image.id is not None
+        s.add(
+            Example(
+                study_id=study.id,
+                image_id=image.id,
+                caption="The cat is on the bed.",
+                relation="on",
+                subj="cat",
+                obj="bed",
+                label=True,
+            )
+        )
+        s.commit()
+    with engine.connect() as conn:
+        assert study_is_empty(conn)
+    path = sample(vsr_dir, tmp_path, 300)
+    result = import_vsr_file(engine, path)
+    engine.dispose()
+    assert (result.examples_added, counts(pg_url)["example"]) == (300, 301)
+    assert all(valid for *_, valid in indexes(pg_url))
+    proc = vsr("import-vsr", str(path), "--database-url", pg_url, "-q")  # again: no change
+    assert proc.returncode == 0 and "+0 examples" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_an_empty_file_is_one_line_with_the_progress_bar(pg_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    proc = vsr("import-vsr", str(path), "--database-url", pg_url)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "no records" in proc.stderr
