@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 from vsr_core import bulk
 from vsr_core.deferred_indexes import built_after_load, is_empty
 from vsr_core.limits import LimitError, check_row
-from vsr_core.models import DEFAULT_STUDY_ID, ExampleOrigin
+from vsr_core.models import DEFAULT_STUDY_ID, ExampleOrigin, WorkerSource
 from vsr_core.tables import EXAMPLE, IMAGE, VOTE, WORKER
 from vsr_core.types import utcnow
 from vsr_dataset.vsr_format import FileSummary, VsrFormatError, VsrRecord, parse_record
@@ -150,7 +150,7 @@ def stream_import(
     """Write the file's records inside the caller's transaction; returns the counts added
     (``workers``, ``workers_updated``, ``images``, ``examples``, ``votes``,
     ``repeated_votes``). Raises RepeatedRecords for a file that repeats a record."""
-    source = "imported"
+    source = WorkerSource.imported.value
     workers: dict[str, int] = {}
     roles: dict[str, set[str]] = {}
     for wid, ext, had in conn.execute(
