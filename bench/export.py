@@ -190,6 +190,7 @@ class Timings:
     base: float  # seconds
     export: CliRun
     full: CliRun | None
+    parquet: CliRun | None  # build-dataset --only raw --parquet (its memory is the point)
     startup: float  # seconds of `build-dataset --help`: the command's fixed start-up cost
     load_start: str
     load_end: str
@@ -214,7 +215,7 @@ def baseline_dumps(raw_path: Path, out: Path, batch: int = 20_000) -> tuple[int,
     return n, seconds
 
 
-def measure(url: str, tmp: Path, repeat: int, full: bool = True) -> Timings:
+def measure(url: str, tmp: Path, repeat: int, full: bool = True, parquet: bool = False) -> Timings:
     """Baseline json.dumps, then ``build-dataset --only raw`` and the full ``build-dataset``
     (the user's command, a subprocess each)."""
     load_start = load()
@@ -238,9 +239,17 @@ def measure(url: str, tmp: Path, repeat: int, full: bool = True) -> Timings:
         out = tmp / "full"
         whole = run("build-dataset", "--out", str(out), "--database-url", url, "-q")
         shutil.rmtree(out, ignore_errors=True)
+    with_parquet = None
+    if parquet:
+        out = tmp / "parquet"
+        args = ("--out", str(out), "--only", "raw", "--parquet", "--database-url", url, "-q")
+        with_parquet = run("build-dataset", *args)
+        shutil.rmtree(out, ignore_errors=True)
     export = sorted(exports, key=lambda r: r.seconds)[len(exports) // 2]
     startup = run("build-dataset", "--help").seconds
-    return Timings(n, mb, statistics.median(bases), export, whole, startup, load_start, load())
+    return Timings(
+        n, mb, statistics.median(bases), export, whole, with_parquet, startup, load_start, load()
+    )
 
 
 def report(t: Timings, backend: str, repeat: int) -> None:
@@ -259,6 +268,11 @@ def report(t: Timings, backend: str, repeat: int) -> None:
         print(
             f"build-dataset (all parts, stats, card, figures): {t.full.seconds:.2f} s "
             f"(ratio {t.full.seconds / t.base:.2f}x, max RSS {t.full.rss_mb:.0f} MB)"
+        )
+    if t.parquet is not None:
+        print(
+            f"build-dataset --only raw --parquet: {t.parquet.seconds:.2f} s, "
+            f"max RSS {t.parquet.rss_mb:.0f} MB"
         )
     print(f"load average {t.load_start} -> {t.load_end}", flush=True)
 
@@ -290,6 +304,9 @@ def main() -> None:
         "--data-dir", type=Path, default=Path(tempfile.gettempdir()), help="generated releases"
     )
     ap.add_argument("--no-full", action="store_true", help="time --only raw, not the full build")
+    ap.add_argument(
+        "--parquet", action="store_true", help="also `--only raw --parquet`: seconds, max RSS"
+    )
     args = ap.parse_args()
 
     from migrations.runner import upgrade
@@ -303,7 +320,11 @@ def main() -> None:
         if not args.database_url:
             upgrade(url)
         fill(url, args.examples)
-        report(measure(url, tmp, args.repeat, not args.no_full), url.split(":", 1)[0], args.repeat)
+        report(
+            measure(url, tmp, args.repeat, not args.no_full, args.parquet),
+            url.split(":", 1)[0],
+            args.repeat,
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -344,7 +365,7 @@ def by_factor(args: argparse.Namespace, tmp: Path) -> None:
             url = fresh_database(args.database_url, tmp, name)
             print(f"{factor}x: {import_vsr_copies(url, factor, args.data_dir)}", flush=True)
         try:
-            t = measure(url, tmp, args.repeat, not args.no_full)
+            t = measure(url, tmp, args.repeat, not args.no_full, args.parquet)
         finally:
             drop_database(url)
         report(t, url.split(":", 1)[0], args.repeat)

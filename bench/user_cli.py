@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +17,24 @@ ROOT = Path(__file__).resolve().parents[1]
 @dataclass(frozen=True)
 class CliRun:
     seconds: float
-    rss_mb: float  # this process's max resident set size (from wait4, not the children's max)
+    rss_mb: float  # the command's own max resident set size (wait4 in a small launcher)
     stdout: str
+
+
+# Linux keeps a process's peak RSS across fork and exec: a command forked from this (large)
+# bench process would report at least this process's size. A fresh, small Python forks the
+# command instead and writes its seconds and peak RSS to the file named first.
+_LAUNCHER = """
+import os, sys, time
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(f"{time.perf_counter() - t0} {usage.ru_maxrss}")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def vsr(*args: str) -> CliRun:
@@ -31,17 +46,19 @@ def run(program: str, *args: str) -> CliRun:
     """One of the project's commands (``vsr``, ``build-dataset``) with ``args``."""
     exe = shutil.which(program) or sys.exit(f"{program} is not on PATH (pip install -e .)")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([exe, *args], stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile("r") as measured,
+    ):
+        launcher = [sys.executable, "-c", _LAUNCHER, measured.name, exe, *args]
+        proc = subprocess.run(launcher, stdout=out, stderr=err, env=env)
         out.seek(0)
         err.seek(0)
         if proc.returncode != 0:
             sys.exit(f"{program} {' '.join(args)} failed: {err.read().decode().strip()[-2000:]}")
-        return CliRun(seconds, usage.ru_maxrss / 1024, out.read().decode().strip())
+        seconds, maxrss_kb = measured.read().split()
+        return CliRun(float(seconds), int(maxrss_kb) / 1024, out.read().decode().strip())
 
 
 def load() -> str:

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any
+from typing import IO, Any
 
 from sqlalchemy import Table, insert, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 
 EXECUTEMANY_BATCH = 5000  # rows per executemany call on SQLite (bounded memory)
 
 
 def uses_copy(conn: Connection) -> bool:
     return conn.dialect.name == "postgresql"
+
+
+def uses_copy_engine(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
 
 
 def allocate_ids(conn: Connection, table: Table, n: int) -> list[int]:
@@ -67,3 +71,43 @@ def _copy_rows(
             copy.write_row(row)
             n += 1
     return n
+
+
+# COPY's text format: one line per row, tab between columns, \N for NULL, and a backslash
+# before the four characters that would otherwise end a field or a row.
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def copy_text_line(values: Sequence[Any]) -> str:
+    """One row in COPY's text format (str, int, bool, None, datetime)."""
+    out = []
+    for v in values:
+        if v is None:
+            out.append("\\N")
+        elif v is True:
+            out.append("t")
+        elif v is False:
+            out.append("f")
+        elif isinstance(v, str):
+            out.append(v.translate(_COPY_ESCAPES))
+        elif isinstance(v, int):
+            out.append(str(v))
+        else:  # datetime: ISO 8601 with its offset, which PostgreSQL reads as it is
+            out.append(v.isoformat())
+    return "\t".join(out) + "\n"
+
+
+def copy_from_file(
+    conn: Connection, table: Table, columns: Sequence[str], fh: IO[bytes], block: int = 1 << 20
+) -> None:
+    """``COPY table (columns) FROM STDIN`` of a file of :func:`copy_text_line` rows (UTF-8),
+    read in blocks: the rows are never all in memory. PostgreSQL only."""
+    for name in columns:
+        table.columns[name]
+    quoted = conn.dialect.identifier_preparer
+    statement = "COPY {} ({}) FROM STDIN".format(
+        quoted.format_table(table), ", ".join(quoted.quote(c) for c in columns)
+    )
+    with conn.connection.driver_connection.cursor() as cur, cur.copy(statement) as copy:  # type: ignore[union-attr]
+        while data := fh.read(block):
+            copy.write(data)

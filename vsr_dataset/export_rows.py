@@ -467,7 +467,7 @@ def _fetch(conn: Connection, stmt: Any, chunk: int = 10_000) -> Iterator[tuple[A
     dbapi = conn.connection.driver_connection
     server_side = conn.dialect.name == "postgresql" and not dbapi.autocommit  # type: ignore[union-attr]
     if server_side:
-        cur = dbapi.cursor(name=f"export_{next(_CURSOR_IDS)}")  # type: ignore[union-attr]
+        cur = dbapi.cursor(name=f"export_{next(_CURSOR_IDS)}", binary=True)  # type: ignore[union-attr]
         cur.itersize = chunk
     else:
         cur = dbapi.cursor()  # type: ignore[union-attr]

@@ -170,17 +170,49 @@ def front_matter_configs(
     return out_configs, info
 
 
+PARQUET_ROWS = 50_000  # rows per row group, held as Arrow columns until written
+ARROW_BATCH = 5_000  # records converted from Python dicts at a time
+
+
 def write_parquet(
-    records: Sequence[Mapping[str, Any]], features: list[Feature], path: Path
+    records: Iterable[Mapping[str, Any]],
+    features: list[Feature],
+    path: Path,
+    rows_per_group: int = PARQUET_ROWS,
 ) -> None:
-    """A Parquet copy of one JSONL file, with the schema of its features."""
+    """A Parquet copy of one JSONL file, with the schema of its features, written one row
+    group at a time from the records as they come. A record as a Python dict costs a few KB
+    (all_raw's votes are dicts too) and as Arrow columns a few hundred bytes, so records are
+    converted ARROW_BATCH at a time and only the group's Arrow batches wait for the write."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = pa.schema([(f["name"], _arrow(f)) for f in features])
-    table = pa.Table.from_pylist([dict(r) for r in records], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, compression="zstd")
+    step = min(ARROW_BATCH, rows_per_group)
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        rows: list[dict[str, Any]] = []
+        group: list[pa.RecordBatch] = []
+        held = 0
+
+        def convert() -> None:
+            nonlocal held
+            group.append(pa.RecordBatch.from_pylist(rows, schema=schema))
+            held += len(rows)
+            rows.clear()
+
+        for rec in records:
+            rows.append(rec if isinstance(rec, dict) else dict(rec))
+            if len(rows) >= step:
+                convert()
+                if held >= rows_per_group:
+                    writer.write_table(pa.Table.from_batches(group), row_group_size=held)
+                    group.clear()
+                    held = 0
+        if rows:
+            convert()
+        if group:  # with no rows at all the file still has its schema
+            writer.write_table(pa.Table.from_batches(group), row_group_size=held)
 
 
 def _arrow(feature: Mapping[str, Any]) -> Any:

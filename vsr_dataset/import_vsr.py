@@ -17,7 +17,10 @@ Decisions (docs/dataset.md):
 
 New rows go in through each backend's bulk path (vsr_core/bulk.py: COPY on PostgreSQL,
 executemany on SQLite) rather than the ORM unit of work: the real release (12,809 records,
-39,057 votes) imports in seconds, and 100 times it in a time proportional to its size.
+39,057 votes) imports in seconds, and 100 times it in a time proportional to its size. The
+first file into a study on PostgreSQL takes the one-pass path of vsr_dataset.import_stream
+(streamed, memory independent of the file's size, indexes built after the load); later
+files, files that repeat a record, and SQLite parse the whole file first and merge it here.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from vsr_core.limits import LimitError, check_row
 from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, ExampleOrigin, WorkerSource
 from vsr_core.tables import EXAMPLE, IMAGE, VOTE, WORKER
 from vsr_core.types import utcnow
-from vsr_dataset.vsr_format import VsrFormatError, VsrRecord, read_vsr_file
+from vsr_dataset.import_stream import RepeatedRecords, stream_import, study_is_empty
+from vsr_dataset.vsr_format import FileSummary, VsrFormatError, VsrRecord, read_vsr_file
 
 SOURCE = WorkerSource.imported.value
 CHUNK = 500  # ids per IN (...) list on SQLite: far below its parameter limit
@@ -88,27 +92,68 @@ class ImportResult:
 def import_vsr_file(
     engine: Engine, path: Path, progress: Progress | None = None, actor: Actor | None = None
 ) -> ImportResult:
-    """Parse the whole file first (so a bad line writes nothing), then import it atomically
-    (with ``actor``, and its audit record)."""
+    """Import one JSONL file atomically (with ``actor``, and its audit record).
+
+    On PostgreSQL, into a study with no Examples yet, in one streamed pass into COPY with the
+    indexes built after the load (vsr_dataset.import_stream); otherwise, or when the file
+    repeats a record, the whole file is parsed first and merged with what is there."""
+    if bulk.uses_copy_engine(engine):
+        try:
+            with engine.begin() as conn:
+                result = _streamed(conn, path, progress) if study_is_empty(conn) else None
+                if result is not None:
+                    _audit(conn, actor, path, result)
+        except RepeatedRecords:
+            result = None  # rolled back; the incremental import merges the repeats
+        if result is not None:
+            _analyze(engine, result)
+            return result
     records, summary = read_vsr_file(path, progress)
     with engine.begin() as conn:
         result = import_vsr_records(conn, records, path=str(path))
-        if actor is not None:
-            audit.record_in(
-                conn,
-                actor,
-                AuditKind.release_import,
-                study_id=DEFAULT_STUDY_ID,  # imported releases live in the default study
-                target=path.name,
-                change={
-                    "records": result.records,
-                    "examples_added": result.examples_added,
-                    "examples_updated": result.examples_updated,
-                    "votes_added": result.votes_added,
-                    "workers_added": result.workers_added,
-                    "images_added": result.images_added,
-                },
-            )
+        _audit(conn, actor, path, result)
+    _analyze(engine, result)
+    result.subj_obj_mismatches = summary.subj_obj_mismatches
+    return result
+
+
+def _streamed(conn: Connection, path: Path, progress: Progress | None) -> ImportResult:
+    summary = FileSummary(str(path))
+    added = stream_import(conn, path, summary, progress)
+    return ImportResult(
+        str(path),
+        records=summary.records,
+        examples_added=added["examples"],
+        votes_added=added["votes"],
+        workers_added=added["workers"],
+        workers_updated=added["workers_updated"],
+        images_added=added["images"],
+        repeated_votes=added["repeated_votes"],
+        subj_obj_mismatches=summary.subj_obj_mismatches,
+    )
+
+
+def _audit(conn: Connection, actor: Actor | None, path: Path, result: ImportResult) -> None:
+    if actor is None:
+        return
+    audit.record_in(
+        conn,
+        actor,
+        AuditKind.release_import,
+        study_id=DEFAULT_STUDY_ID,  # imported releases live in the default study
+        target=path.name,
+        change={
+            "records": result.records,
+            "examples_added": result.examples_added,
+            "examples_updated": result.examples_updated,
+            "votes_added": result.votes_added,
+            "workers_added": result.workers_added,
+            "images_added": result.images_added,
+        },
+    )
+
+
+def _analyze(engine: Engine, result: ImportResult) -> None:
     if engine.dialect.name == "postgresql" and (result.examples_added or result.votes_added):
         # A bulk import can grow the tables tenfold before autovacuum's next ANALYZE: until
         # then the planner works from the old row counts (at 10x VSR, nested loops over
@@ -116,8 +161,6 @@ def import_vsr_file(
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             for table in ("worker", "image", "example", "vote"):
                 conn.exec_driver_sql(f"ANALYZE {table}")
-    result.subj_obj_mismatches = summary.subj_obj_mismatches
-    return result
 
 
 def import_vsr_records(

@@ -38,7 +38,8 @@ def import_ok(url: str, *paths: Path) -> None:
 
 def contents(url: str) -> dict[str, Any]:
     """Every imported row by its natural key (ids differ between databases; timestamps are
-    the import's), plus the order of the ids (they follow the file)."""
+    the import's), plus the order of the Examples' and Votes' ids (they follow the file).
+    Images by COCO id: the one-pass import numbers them as the file first names them."""
     engine = make_engine(url)
     author = WORKER.alias("author")
     with engine.connect() as c:
@@ -55,7 +56,7 @@ def contents(url: str) -> dict[str, Any]:
             )
         )
         image_cols = [c_ for c_ in IMAGE.c if c_.name != "id"]
-        images = [tuple(r) for r in c.execute(select(*image_cols).order_by(IMAGE.c.id))]
+        images = [tuple(r) for r in c.execute(select(*image_cols).order_by(IMAGE.c.coco_id))]
         skip = {"id", "image_id", "author_id", "created_at"}
         example_cols = [c_ for c_ in EXAMPLE.c if c_.name not in skip]
         examples = [
