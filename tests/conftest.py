@@ -56,7 +56,9 @@ def _pg_reachable() -> str | None:
 
 
 def _create_pg_database() -> str:
-    name = f"vsr_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    # VSR_TEST_PG_PREFIX: on a server shared by several people, each their own names.
+    prefix = os.environ.get("VSR_TEST_PG_PREFIX", "vsr_test")
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = make_engine(PG_ADMIN_URL).execution_options(isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
         c.execute(text(f'CREATE DATABASE "{name}"'))

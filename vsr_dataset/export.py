@@ -46,6 +46,7 @@ from vsr_dataset.export_rows import (
     study_verdicts,
     worker_export_ids,
 )
+from vsr_dataset.release_splits import ReleaseSplits, load_release_splits, split_source
 from vsr_dataset.splits import (
     BINARY_ORIGINS,
     PARTS,
@@ -173,6 +174,7 @@ class _Snapshot:
     mc_published: McPublished | None = None  # every MC set and its provenance
     held_back_negatives: list[dict[str, Any]] = field(default_factory=list)  # provenance only
     authenticity_csv: str | None = None  # per-worker authenticity summary (docs/quality.md)
+    release_splits: ReleaseSplits = field(default_factory=ReleaseSplits)  # --vsr-compatible
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -250,13 +252,23 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
             "(check --database-url, or import/collect data first)"
         )
     random_parts, zeroshot = None, None
+    release = ReleaseSplits()
     published: McPublished | None = None
     if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card", "mc")):
         progress("splitting", 0.5)
-        random_parts = binary_random_split(
-            every, options.seed, options.random_ratios, options.split_unit
+        items = binary_items(every)
+        if options.vsr_compatible:
+            # The release's own parts where its split files were imported (comparable with
+            # published VSR numbers); a scheme without them is drawn below.
+            release = load_release_splits(conn, study.id, items)
+        random_parts = release.random
+        if random_parts is None:
+            random_parts = binary_random_split(
+                every, options.seed, options.random_ratios, options.split_unit
+            )
+        zeroshot = release.zeroshot or zeroshot_split(
+            items, options.seed, options.zeroshot_ratios
         )
-        zeroshot = zeroshot_split(binary_items(every), options.seed, options.zeroshot_ratios)
         if options.wants("mc"):
             check_mc_truths(conn, study.id, random_parts)
         # Before the negatives join: the MC sets follow the people's splits only.
@@ -335,6 +347,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         published if options.wants("mc") else None,
         held_back_records,
         authenticity_csv=authenticity,
+        release_splits=release,
     )
 
 
@@ -795,6 +808,15 @@ def _export_stats(snap: _Snapshot, options: BuildOptions) -> dict[str, Any]:
         stats["mc"] = snap.mc_info
     assert snap.study is not None
     stats["study"] = definition_info(snap.study)
+    if snap.random_parts is not None:
+        stats["split_source"] = split_source(
+            snap.release_splits,
+            vsr_compatible=options.vsr_compatible,
+            seed=options.seed,
+            unit=options.split_unit,
+            random_ratios=options.random_ratios,
+            zeroshot_ratios=options.zeroshot_ratios,
+        )
     return stats
 
 
