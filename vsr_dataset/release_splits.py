@@ -135,7 +135,8 @@ def load_release_splits(
         parts_of[scheme] = parts
         unassigned[scheme] = sum(1 for k in keys if k not in where)
         not_kept[scheme] = sum(1 for eid in where if eid not in keys)
-    zeroshot, shared = None, {}
+    zeroshot: ZeroShotSplit | None = None
+    shared: dict[str, list[str]] = {}
     if ReleaseScheme.zeroshot.value in parts_of:
         zeroshot, shared = _zeroshot(items, parts_of[ReleaseScheme.zeroshot.value])
     return ReleaseSplits(
@@ -204,4 +205,107 @@ def split_source(
                 "ratios": ratios(zeroshot_ratios),
             }
     out["release"] = release.facts()
+    return out
+
+
+def known_frames(conn: Connection, study_id: int, keys: Iterable[int]) -> int:
+    """How many of these Examples have a ``reference_frame`` (the release gives one only
+    on some left/right records of its validated file)."""
+    known = {
+        int(eid)
+        for (eid,) in conn.execute(
+            select(EXAMPLE.c.id).where(
+                EXAMPLE.c.study_id == study_id, EXAMPLE.c.reference_frame.is_not(None)
+            )
+        )
+    }
+    return sum(1 for k in keys if k in known)
+
+
+def card_lines(s: Mapping[str, Any]) -> dict[str, str]:
+    """The card's words on where the splits come from (stats.json's ``split_source``):
+    ``random``/``zeroshot`` replace the drawn split's line when the release's parts were
+    written; ``note`` says when a --vsr-compatible export's splits are not the release's;
+    ``frames`` explains ``reference_frame``'s nulls."""
+    src = s.get("split_source") or {}
+    splits = s.get("splits") or {}
+    release = src.get("release") or {}
+    out: dict[str, str] = {}
+    sizes = splits.get("random") or {}
+    if (src.get("random") or {}).get("source") == "release":
+        out["random"] = (
+            "- `random/`: **the VSR release's own random split** (its `splits/random/*.jsonl`, "
+            f"imported with `vsr import-vsr`): train {sizes.get('train', 0):,} / dev "
+            f"{sizes.get('dev', 0):,} / test {sizes.get('test', 0):,}, each file the same "
+            "records as the release's file of that name (the same set of (image, caption, "
+            "label), with the same relation, annotator, votes and `reference_frame`), in "
+            "Example order. It is made per Example, so the True and False halves of one "
+            "caption may sit in different parts: the other half's label in train answers many "
+            "test items without the image (the pair-opposite rule in the blind baselines)."
+            + _gaps(release, "random")
+        )
+    z = splits.get("zeroshot") or {}
+    if (src.get("zeroshot") or {}).get("source") == "release":
+        shared = release.get("zeroshot_shared_concepts") or {}
+        leak = (
+            " The release's parts share "
+            + ", ".join(f"`{c}` ({' and '.join(ps)})" for c, ps in shared.items())
+            + ': its `subj` field lost its first letters to a `.lstrip("The ")` (`orse`, '
+            "`andbag`), so those concepts were not kept apart; the parts are written as the "
+            "release has them, not repaired, and `subj`/`obj` here come from the caption."
+            if shared
+            else ""
+        )
+        out["zeroshot"] = (
+            "- `zeroshot/`: **the VSR release's own zero-shot split** (its "
+            f"`splits/zeroshot/*.jsonl`): train {z.get('train', 0):,} / dev {z.get('dev', 0):,}"
+            f" / test {z.get('test', 0):,}, the same records as the release's files; "
+            f"{splits.get('zeroshot_excluded', 0):,} validated Examples are in none of them."
+            + leak
+            + _gaps(release, "zeroshot", unassigned=False)
+        )
+    drawn = [
+        scheme
+        for scheme in ("random", "zeroshot")
+        if (src.get(scheme) or {}).get("source") == "drawn" and scheme in splits
+    ]
+    if src.get("vsr_compatible") and drawn:
+        how = []
+        for scheme in drawn:
+            d = src[scheme]
+            unit = {
+                "concept": "concepts partitioned",
+                "example": "per Example",
+            }.get(d["unit"], "per annotation (both halves together)")
+            how.append(f"`{scheme}/` {d['ratios']}, seed {d['seed']}, {unit}")
+        out["note"] = (
+            "**Re-drawn, not the release's splits.** No split file of the VSR release was "
+            f"imported for {' and '.join(f'`{x}/`' for x in drawn)}, so "
+            f"{'they are' if len(drawn) > 1 else 'it is'} drawn here ({'; '.join(how)}): "
+            "the types are the release's, the parts are not, and results on them are **not "
+            "comparable with published VSR numbers**. Import the release folder with its "
+            "`splits/` (`vsr import-vsr DIR`) to write the release's own parts."
+        )
+    frames = s.get("reference_frame_known")
+    if frames is not None:
+        out["frames"] = (
+            f"`reference_frame` is known for {frames['known']:,} of the "
+            f"{frames['validated']:,} validated Examples and null for the rest. The VSR "
+            "release gives it only in its validated file and only on some left/right records "
+            "(0, 1 or 2; the release does not say what the codes mean); importing the raw "
+            "file alone leaves it null everywhere. For captions written here it is the frame "
+            "the writer chose, when the task asked."
+        )
+    return out
+
+
+def _gaps(release: Mapping[str, Any], scheme: str, *, unassigned: bool = True) -> str:
+    """What the release's parts lack or hold beyond this export's validated set."""
+    out = ""
+    n_un = (release.get("unassigned") or {}).get(scheme, 0)
+    n_not = (release.get("not_kept") or {}).get(scheme, 0)
+    if unassigned and n_un:
+        out += f" {n_un:,} validated Examples are in none of its files (not written here)."
+    if n_not:
+        out += f" {n_not:,} Examples the release put in a part are not kept here (left out)."
     return out
