@@ -241,7 +241,9 @@ def card_lines(s: Mapping[str, Any]) -> dict[str, str]:
             "label), with the same relation, annotator, votes and `reference_frame`), in "
             "Example order. It is made per Example, so the True and False halves of one "
             "caption may sit in different parts: the other half's label in train answers many "
-            "test items without the image (the pair-opposite rule in the blind baselines)."
+            "test items without the image (the pair-opposite rule in the blind baselines"
+            + _pair_opposite(s)
+            + ")."
             + _gaps(release, "random")
         )
     z = splits.get("zeroshot") or {}
@@ -297,6 +299,16 @@ def card_lines(s: Mapping[str, Any]) -> dict[str, str]:
             "the writer chose, when the task asked."
         )
     return out
+
+
+def _pair_opposite(s: Mapping[str, Any]) -> str:
+    """The pair-opposite baseline on random/test, as the leak audit measured it."""
+    test = ((s.get("blind_baselines") or {}).get("random") or {}).get("test") or {}
+    f = (test.get("baselines") or {}).get("pair_opposite")
+    if not f:
+        return ""
+    lo, hi = f["ci95"]
+    return f": {f['accuracy']:.3f}, 95 % CI {lo:.3f}-{hi:.3f}, on `random/test`"
 
 
 def _gaps(release: Mapping[str, Any], scheme: str, *, unassigned: bool = True) -> str:
