@@ -413,7 +413,12 @@ QUALIFICATION_FIELDS: tuple[FieldDoc, ...] = (
 AUTHENTICITY_FIELDS: tuple[FieldDoc, ...] = (
     FieldDoc("worker_id", "int64", "Export id."),
     FieldDoc("score", "number", "1: nothing unusual, halved per flag."),
-    FieldDoc("flags", "string", "Space-separated signals (same_answer, canary, ...)."),
+    FieldDoc(
+        "flags",
+        "string",
+        "Space-separated signals (same_answer, low_agreement, before_image, regular_timing, "
+        "canary).",
+    ),
     FieldDoc("answers", "int64", "Answers measured.", nullable=True),
     FieldDoc("true_share", "number", "Share of True answers.", nullable=True),
     FieldDoc("answer_entropy", "number", "Entropy of the answers.", nullable=True),
@@ -517,14 +522,18 @@ FILES: tuple[FileDoc, ...] = (
     FileDoc(
         f"`{QUALIFICATION_FILE}`",
         (QUALIFICATION_FILE,),
-        "Who took the study's qualification check, and how it ended.",
+        f"`{QUALIFICATION_FILE}` says who took the study's qualification check before their "
+        "first batch of a task, and how it ended.",
         QUALIFICATION_FIELDS,
     ),
     FileDoc(
         f"`{AUTHENTICITY_FILE}`",
         (AUTHENTICITY_FILE,),
-        "How each worker who used this site's task pages answered (docs/quality.md): "
-        "counts and timings only.",
+        f"`{AUTHENTICITY_FILE}` is what was recorded about how each worker who used this "
+        "site's task pages answered (docs/quality.md of the tool; workers were told on the "
+        "consent page). Only counts and timings were recorded, never typed text or pointer "
+        "positions; a flag held a worker's submission for a person's review and rejected "
+        "nothing by itself.",
         AUTHENTICITY_FIELDS,
     ),
 )
