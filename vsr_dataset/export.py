@@ -279,7 +279,7 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
             )
         zeroshot = release.zeroshot or zeroshot_split(items, options.seed, options.zeroshot_ratios)
         if options.wants("mc"):
-            check_mc_truths(conn, study.id, random_parts)
+            check_mc_truths(conn, study.id, random_parts, release_parts=release.random is not None)
         # Before the negatives join: the MC sets follow the people's splits only.
         published = _mc_published(conn, options, threshold, study.id, random_parts, zeroshot)
         if with_negatives:
