@@ -180,7 +180,7 @@ def _run_matching_over(
         mapping = export_split_mapping(engine, threshold, request.split_seed, request.study_id)
     elif request.splits == SplitSource.RELEASE:
         try:
-            mapping = release_split_mapping(engine, threshold, request.study_id)
+            mapping = release_split_mapping(engine, threshold, request.split_seed, request.study_id)
         except SplitError as exc:
             raise MatchRunError(str(exc)) from exc
     on_milestone(f"matching within {split_words(request.splits, request.split_seed)}")

@@ -49,21 +49,34 @@ def export_split_mapping(
 
 
 def release_split_mapping(
-    engine: Engine, threshold: float, study_id: int = DEFAULT_STUDY_ID
+    engine: Engine, threshold: float, seed: int, study_id: int = DEFAULT_STUDY_ID
 ) -> dict[int, str]:
     """Example id -> part of the VSR release's own random split, for the kept Examples it
     put in one (what ``build-dataset --vsr-compatible`` writes to random/); a kept Example
     in none of the release's files is in no part, so it is matched nowhere. Fails
-    (``SplitError``, one line) when no random split file of a release was imported."""
+    (``SplitError``, one line) when no random split file of a release was imported.
+
+    The release's two schemes cross: a third of its random dev/test Examples are in its
+    zero-shot train part. Such an Example is matched nowhere either: as a truth its item
+    would be left out of mc/ (vsr_dataset.mc_publish), and as another item's distractor
+    source it would put that source in a binary train file. ``seed`` draws the zero-shot
+    split where the release's was not imported, as build-dataset does."""
     with engine.connect() as conn:
         rows = _rows(conn, threshold, study_id)
-        release = load_release_splits(conn, study_id, binary_items(rows))
+        items = binary_items(rows)
+        release = load_release_splits(conn, study_id, items)
     if release.random is None:
         raise SplitError(
             "no split of a VSR release was imported into this study: import the release "
             "folder with its splits/ (`vsr import-vsr DIR`), or match with --splits export"
         )
-    return _mapping(release.random)
+    zeroshot = release.zeroshot or zeroshot_split(items, seed)
+    zeroshot_train = set(zeroshot.parts["train"])
+    return {
+        k: part
+        for k, part in _mapping(release.random).items()
+        if part == "train" or k not in zeroshot_train
+    }
 
 
 def has_release_split(engine: Engine, study_id: int = DEFAULT_STUDY_ID) -> bool:
