@@ -86,7 +86,9 @@ def build(
         False,
         "--vsr-compatible",
         help="Write each file with the VSR release's exact types (vote lists as strings in "
-        "the split files, reference_frame as numbers) instead of the Hub-native ones.",
+        "the split files, reference_frame as numbers) instead of the Hub-native ones, and "
+        "the release's own splits where its split files were imported (else drawn, and "
+        "the card says so).",
     ),
     parquet: bool = typer.Option(
         False,

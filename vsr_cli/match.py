@@ -105,8 +105,9 @@ def match(
         "--splits",
         parser=choice(SplitSource, "--splits"),
         help="'export' (default): the random split build-dataset writes (same seed), so no "
-        "truth of mc/test is in random/train; 'image': every Example of an image in one "
-        "split (matching.records.split_of).",
+        "truth of mc/test is in random/train; 'release': the VSR release's own random split "
+        "(import the release folder first), which build-dataset --vsr-compatible writes; "
+        "'image': every Example of an image in one split (matching.records.split_of).",
     ),
     balance: Balance = typer.Option(
         PARAMS.balance,
@@ -256,6 +257,7 @@ def match(
             f"nothing was written (study {study.slug})"
         )
     if report:
+        typer.echo(f"split: {diag['split']['words']}")
         typer.echo(format_report(diag))
     if hs:
         typer.echo(format_sweep(diag["sweep"]))

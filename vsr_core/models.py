@@ -83,6 +83,19 @@ class ExampleOrigin(StrEnum):
     revalidation = "revalidation"
 
 
+class ReleaseScheme(StrEnum):
+    """A split scheme of an imported release's split files (``splits/<scheme>/<part>.jsonl``)."""
+
+    random = "random"
+    zeroshot = "zeroshot"
+
+
+class SplitPart(StrEnum):
+    train = "train"
+    dev = "dev"
+    test = "test"
+
+
 class BatchKind(StrEnum):
     generate = "generate"
     validate = "validate"
@@ -620,6 +633,16 @@ class Vote(VoteBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
     assignment_id: int | None = Field(default=None, foreign_key="assignment.id", unique=True)
     created_at: datetime = _ts()
+
+
+class ReleaseSplit(SQLModel, table=True):
+    """Which part of an imported release's split scheme an Example is in, as the release's
+    split files say (``build-dataset --vsr-compatible`` writes these splits back; see
+    docs/dataset.md). One row per (Example, scheme); Examples no split file names have none."""
+
+    example_id: int = Field(foreign_key="example.id", primary_key=True)
+    scheme: str = Field(max_length=16, primary_key=True)  # ReleaseScheme
+    part: str = Field(max_length=8)  # SplitPart
 
 
 class ItemSignal(SQLModel, table=True):

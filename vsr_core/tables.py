@@ -42,6 +42,7 @@ from vsr_core.models import (
     PlatformSubmission,
     QualificationAttempt,
     RateEvent,
+    ReleaseSplit,
     Study,
     StudyRoleGrant,
     StudySetting,
@@ -87,6 +88,7 @@ PLATFORM_STUDY = table_of(PlatformStudy)
 PLATFORM_SUBMISSION = table_of(PlatformSubmission)
 QUALIFICATION_ATTEMPT = table_of(QualificationAttempt)
 RATE_EVENT = table_of(RateEvent)
+RELEASE_SPLIT = table_of(ReleaseSplit)
 STUDY = table_of(Study)
 STUDY_ROLE_GRANT = table_of(StudyRoleGrant)
 STUDY_SETTING = table_of(StudySetting)

@@ -17,9 +17,11 @@ import yaml
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from vsr_core.relations import TABLE_1, UNUSED
+from vsr_dataset import dictionary
 from vsr_dataset.croissant import VSR_CITATION
 from vsr_dataset.datasheet import NOT_STATED
 from vsr_dataset.figures import FIGURES
+from vsr_dataset.release_splits import card_lines as release_card_lines
 
 _ENV = Environment(
     loader=PackageLoader("vsr_dataset", "templates"),
@@ -142,6 +144,10 @@ def render_card(stats: dict[str, Any], inputs: CardInputs) -> str:
         "label_model": s.get("label_model"),
         "mc_lines": _mc_summary(s),
         "blind_rows": _blind_rows(s),
+        "split_lines": release_card_lines(s),
+        "dictionary_lines": dictionary.render(
+            inputs.files, vsr_compatible=inputs.vsr_compatible, notes=dictionary.notes_from_stats(s)
+        ),
         "bias_lines": bias_lines(s, inputs),
         # mc/ counts, when the export has any: in mc/, in mc_unvalidated/, rejected
         "mc_counts": inputs.mc_counts if inputs.mc_counts and any(inputs.mc_counts) else None,

@@ -36,6 +36,12 @@ from vsr_core.agreement_db import load_item_votes
 from vsr_core.db import read_snapshot_options
 from vsr_core.studies.context import StudyContext
 from vsr_core.tables import EXAMPLE, VOTE, WORKER
+from vsr_dataset.dictionary import (
+    AUTHENTICITY_FILE,
+    INSTANCES_FILE,
+    QUALIFICATION_FILE,
+    columns,
+)
 from vsr_dataset.export_rows import (
     ExportRow,
     RecordSource,
@@ -45,6 +51,12 @@ from vsr_dataset.export_rows import (
     read_export,
     study_verdicts,
     worker_export_ids,
+)
+from vsr_dataset.release_splits import (
+    ReleaseSplits,
+    known_frames,
+    load_release_splits,
+    split_source,
 )
 from vsr_dataset.splits import (
     BINARY_ORIGINS,
@@ -66,7 +78,6 @@ if TYPE_CHECKING:  # the card, figures and Hub modules load only when an export 
     from vsr_dataset.layout import Records
     from vsr_dataset.mc_publish import McPublished
 
-INSTANCES_FILE = "instances.jsonl"
 ALL_PARTS = ("raw", "validated", "random", "zeroshot", "stats", "card", "meta", "mc")
 STREAMABLE = ("raw", "validated", *(f"{s}/{p}" for s in ("random", "zeroshot") for p in PARTS))
 Progress = Callable[[str, float], None]
@@ -173,6 +184,8 @@ class _Snapshot:
     mc_published: McPublished | None = None  # every MC set and its provenance
     held_back_negatives: list[dict[str, Any]] = field(default_factory=list)  # provenance only
     authenticity_csv: str | None = None  # per-worker authenticity summary (docs/quality.md)
+    release_splits: ReleaseSplits = field(default_factory=ReleaseSplits)  # --vsr-compatible
+    frames_known: int = 0  # validated Examples with a reference_frame
 
 
 def study_of(conn: Connection, options: BuildOptions) -> StudyContext:
@@ -250,15 +263,23 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
             "(check --database-url, or import/collect data first)"
         )
     random_parts, zeroshot = None, None
+    release = ReleaseSplits()
     published: McPublished | None = None
     if any(options.wants(p) for p in ("random", "zeroshot", "stats", "card", "mc")):
         progress("splitting", 0.5)
-        random_parts = binary_random_split(
-            every, options.seed, options.random_ratios, options.split_unit
-        )
-        zeroshot = zeroshot_split(binary_items(every), options.seed, options.zeroshot_ratios)
+        items = binary_items(every)
+        if options.vsr_compatible:
+            # The release's own parts where its split files were imported (comparable with
+            # published VSR numbers); a scheme without them is drawn below.
+            release = load_release_splits(conn, study.id, items)
+        random_parts = release.random
+        if random_parts is None:
+            random_parts = binary_random_split(
+                every, options.seed, options.random_ratios, options.split_unit
+            )
+        zeroshot = release.zeroshot or zeroshot_split(items, options.seed, options.zeroshot_ratios)
         if options.wants("mc"):
-            check_mc_truths(conn, study.id, random_parts)
+            check_mc_truths(conn, study.id, random_parts, release_parts=release.random is not None)
         # Before the negatives join: the MC sets follow the people's splits only.
         published = _mc_published(conn, options, threshold, study.id, random_parts, zeroshot)
         if with_negatives:
@@ -335,6 +356,8 @@ def _snapshot(conn: Connection, options: BuildOptions, progress: Progress) -> _S
         published if options.wants("mc") else None,
         held_back_records,
         authenticity_csv=authenticity,
+        release_splits=release,
+        frames_known=known_frames(conn, study.id, (r.id for r in validated)),
     )
 
 
@@ -795,7 +818,30 @@ def _export_stats(snap: _Snapshot, options: BuildOptions) -> dict[str, Any]:
         stats["mc"] = snap.mc_info
     assert snap.study is not None
     stats["study"] = definition_info(snap.study)
+    stats["repeated_validators"] = {
+        "raw": sum(1 for r in snap.rows if _repeats(r)),
+        "validated": sum(1 for r in snap.validated if _repeats(r)),
+    }
+    stats["reference_frame_known"] = {
+        "known": snap.frames_known,
+        "validated": len(snap.validated),
+    }
+    if snap.random_parts is not None:
+        stats["split_source"] = split_source(
+            snap.release_splits,
+            vsr_compatible=options.vsr_compatible,
+            seed=options.seed,
+            unit=options.split_unit,
+            random_ratios=options.random_ratios,
+            zeroshot_ratios=options.zeroshot_ratios,
+        )
     return stats
+
+
+def _repeats(row: ExportRow) -> bool:
+    """Whether a record's vote lists name one validator twice (as the VSR release does)."""
+    ids = row.true_ids + row.false_ids
+    return len(set(ids)) < len(ids)
 
 
 def _write_card(
@@ -971,9 +1017,6 @@ def _meta_csv(conn: Connection, study_id: int, wanted: set[int]) -> str | None:
     return buf.getvalue()
 
 
-QUALIFICATION_FILE = "qualification.csv"
-
-
 def _qualification_csv(conn: Connection, study: StudyContext) -> str | None:
     """Who took the study's qualification check and how it ended, per worker (by export id,
     as in the records' annotator and validator ids) and task; None when nobody took it."""
@@ -996,30 +1039,15 @@ def _qualification_csv(conn: Connection, study: StudyContext) -> str | None:
     ids = worker_export_ids(conn)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["worker_id", "task", "tries", "passed", "outcome"])
+    writer.writerow(columns(QUALIFICATION_FILE))
     rows = sorted((ids[wid], kind, n, str(found[wid][kind])) for (wid, kind), n in tries.items())
     for export_id, kind, n, outcome in rows:
         writer.writerow([export_id, kind, n, int(outcome == "passed"), outcome])
     return buf.getvalue()
 
 
-AUTHENTICITY_FILE = "worker_authenticity.csv"
-AUTHENTICITY_COLUMNS = (
-    "answers",
-    "true_share",
-    "answer_entropy",
-    "agreement",
-    "gold",
-    "gold_right",
-    "items_measured",
-    "median_ms",
-    "latency_cv",
-    "before_image",
-    "canary_hits",
-    "no_input_items",
-    "focus_away_items",
-    "pastes",
-)
+# The columns after worker_id, score and flags, as the data dictionary lists them.
+AUTHENTICITY_COLUMNS = tuple(columns(AUTHENTICITY_FILE)[3:])
 
 
 def _authenticity_csv(conn: Connection, study_id: int) -> str | None:
@@ -1043,7 +1071,7 @@ def _authenticity_csv(conn: Connection, study_id: int) -> str | None:
     ids = worker_export_ids(conn)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["worker_id", "score", "flags", *AUTHENTICITY_COLUMNS])
+    writer.writerow(columns(AUTHENTICITY_FILE))
     for wid in sorted(found, key=ids.__getitem__):
         a = found[wid]
         cells = [_cell(a.summary.get(c)) for c in AUTHENTICITY_COLUMNS]

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vsr_dataset.dictionary import declared_types
+
 Feature = dict[str, Any]  # one entry of a datasets YAML feature list
 
 
@@ -61,40 +63,10 @@ def _merge(a: Any, b: Any) -> Any:
     raise ValueError(f"a field has two types in one part: {a!r} and {b!r}")
 
 
-# The types of the fields the export writes, for when every value of one is null or empty
-# (an imported release has no image sizes, boxes or vote times): a part's features must not
-# change type with the data it happens to hold.
-KNOWN: dict[str, Any] = {
-    "annotator_id": "int64",
-    "reference_frame": "string",
-    "agreement": "float64",
-    "pair_id": "int64",
-    "pair_example_id": "int64",
-    "coco_image_id": "int64",
-    "image_width": "int64",
-    "image_height": "int64",
-    "image_license_id": "int64",
-    "subj_instance_id": "int64",
-    "obj_instance_id": "int64",
-    "subj_bbox": ("list", "float64"),
-    "obj_bbox": ("list", "float64"),
-    "vote_true_validator_id": ("list", "int64"),
-    "vote_false_validator_id": ("list", "int64"),
-    "votes": (
-        "list",
-        {
-            "validator_id": "int64",
-            "label": "int64",
-            "reference_frame": "string",
-            "duration_ms": "int64",
-        },
-    ),
-    "aggregate_label": "int64",
-    "aggregate_confidence": "float64",
-    "query_example_id": "int64",
-    "query_caption": "string",
-    "query_random_split": "string",
-}
+# The types of the fields the export writes (the data dictionary's), for when every value
+# of one is null or empty (an imported release has no image sizes, boxes or vote times): a
+# part's features must not change type with the data it happens to hold.
+KNOWN: dict[str, Any] = declared_types()
 
 
 def _incomplete(kind: Any) -> bool:

@@ -6,7 +6,10 @@ found by ``Example.source_key`` (a hash of image, caption, label and annotator),
 (source "imported", external id = the VSR number), Images by COCO id, Votes by
 (Example, Worker). The release's files overlap (validated and split files repeat raw
 records), so importing all of them adds each Example once and only fills in what a later
-file adds (``reference_frame`` from the validated file).
+file adds (``reference_frame`` from the validated file). A split file
+(``splits/random/dev.jsonl``) also records which part of which scheme the release put each
+of its records in (vsr_dataset.release_splits), which ``build-dataset --vsr-compatible``
+writes back.
 
 Decisions (docs/dataset.md):
 - Images that are not in the database yet get width = height = 0 ("unknown"): the release
@@ -38,10 +41,18 @@ from sqlalchemy.engine import Connection, Engine
 from vsr_core import audit, bulk
 from vsr_core.audit import Actor
 from vsr_core.limits import LimitError, check_row
-from vsr_core.models import DEFAULT_STUDY_ID, AuditKind, ExampleOrigin, WorkerSource
+from vsr_core.models import (
+    DEFAULT_STUDY_ID,
+    AuditKind,
+    ExampleOrigin,
+    ReleaseScheme,
+    SplitPart,
+    WorkerSource,
+)
 from vsr_core.tables import EXAMPLE, IMAGE, VOTE, WORKER
 from vsr_core.types import utcnow
 from vsr_dataset.import_stream import RepeatedRecords, stream_import, study_is_empty
+from vsr_dataset.release_splits import record_split, split_of_path
 from vsr_dataset.vsr_format import FileSummary, VsrFormatError, VsrRecord, read_vsr_file
 
 SOURCE = WorkerSource.imported.value
@@ -63,6 +74,8 @@ class ImportResult:
     images_added: int = 0
     repeated_votes: int = 0
     subj_obj_mismatches: int = 0
+    release_split: str | None = None  # "random/dev" for a release split file
+    split_rows_added: int = 0
 
     def line(self) -> str:
         parts = [
@@ -76,6 +89,8 @@ class ImportResult:
             parts.append(f"{self.examples_updated:,} examples updated")
         if self.workers_updated:
             parts.append(f"{self.workers_updated:,} workers updated")
+        if self.release_split is not None:
+            parts.append(f"+{self.split_rows_added:,} in the release's {self.release_split}")
         if self.repeated_votes:
             parts.append(f"{self.repeated_votes:,} repeated validator ids kept as '#n' workers")
         if self.subj_obj_mismatches:
@@ -97,7 +112,10 @@ def import_vsr_file(
     On PostgreSQL, into a study with no Examples yet, in one streamed pass into COPY with the
     indexes built after the load (vsr_dataset.import_stream); otherwise, or when the file
     repeats a record, the whole file is parsed first and merged with what is there."""
-    if bulk.uses_copy_engine(engine):
+    split = split_of_path(path)
+    # A release's split file records its parts on the incremental path, so only a plain
+    # file takes the streamed one.
+    if split is None and bulk.uses_copy_engine(engine):
         try:
             with engine.begin() as conn:
                 result = _streamed(conn, path, progress) if study_is_empty(conn) else None
@@ -110,7 +128,7 @@ def import_vsr_file(
             return result
     records, summary = read_vsr_file(path, progress)
     with engine.begin() as conn:
-        result = import_vsr_records(conn, records, path=str(path))
+        result = import_vsr_records(conn, records, path=str(path), split=split)
         _audit(conn, actor, path, result)
     _analyze(engine, result)
     result.subj_obj_mismatches = summary.subj_obj_mismatches
@@ -149,6 +167,8 @@ def _audit(conn: Connection, actor: Actor | None, path: Path, result: ImportResu
             "votes_added": result.votes_added,
             "workers_added": result.workers_added,
             "images_added": result.images_added,
+            "release_split": result.release_split,
+            "split_rows_added": result.split_rows_added,
         },
     )
 
@@ -168,13 +188,26 @@ def import_vsr_records(
     records: Sequence[VsrRecord],
     *,
     path: str = "<records>",
+    split: tuple[ReleaseScheme, SplitPart] | None = None,
 ) -> ImportResult:
-    """Write parsed records inside the caller's transaction (idempotent)."""
+    """Write parsed records inside the caller's transaction (idempotent); ``split``: the
+    release's (scheme, part) of every record (a release split file)."""
     result = ImportResult(path, records=len(records))
     worker_ids = _ensure_workers(conn, _roles_needed(records), result)
     image_ids = _ensure_images(conn, records, result)
     example_ids, old_examples = _ensure_examples(conn, records, worker_ids, image_ids, result)
     _ensure_votes(conn, records, worker_ids, example_ids, old_examples, result)
+    if split is not None:
+        scheme, part = split
+        result.release_split = f"{scheme.value}/{part.value}"
+        result.split_rows_added = record_split(
+            conn,
+            [example_ids[rec.source_key] for rec in records],
+            [rec.line for rec in records],
+            scheme,
+            part,
+            path,
+        )
     return result
 
 

@@ -12,6 +12,7 @@ from typing import Any, overload
 
 import orjson
 
+from vsr_dataset.dictionary import NEGATIVES_FILE
 from vsr_dataset.hub import Config, Feature, front_matter_configs, infer_features
 from vsr_dataset.mc_publish import (
     MC_DIRS,
@@ -22,7 +23,6 @@ from vsr_dataset.mc_publish import (
 from vsr_dataset.splits import PARTS
 from vsr_dataset.vsr_compat import compatible_record
 
-NEGATIVES_FILE = "machine_negatives.jsonl"
 CONFIG_DESCRIPTIONS = {
     "random": "random 70/10/20 split of the validated Examples (grouped by annotation)",
     "zeroshot": "zero-shot split: concepts of each part occur in no other part",

@@ -37,6 +37,22 @@ class SplitSource(StrEnum):
 
     IMAGE = "image"  # every Example of an image in one split (matching.records.split_of)
     EXPORT = "export"  # build-dataset's random split (same seed): no mc/test truth in train
+    # The VSR release's own random split (its folder imported): what build-dataset
+    # --vsr-compatible writes, so the MC sets align with the release's split files.
+    RELEASE = "release"
+
+
+SPLIT_WORDS = {
+    SplitSource.IMAGE: "every Example of an image in one part (seed {seed})",
+    SplitSource.EXPORT: "build-dataset's drawn random split (seed {seed}, per annotation, "
+    "70/10/20)",
+    SplitSource.RELEASE: "the VSR release's own random split (build-dataset --vsr-compatible)",
+}
+
+
+def split_words(source: SplitSource, seed: int) -> str:
+    """Which split a run matched within, in words (the report's first line)."""
+    return SPLIT_WORDS[source].format(seed=seed)
 
 
 @dataclass
@@ -132,10 +148,15 @@ def _run_matching_over(
     from matching.store import load_records
     from vsr_core.studies.settings import load_study_config
     from vsr_dataset.match_geometry import load_pair_shapes
-    from vsr_dataset.match_splits import export_split_mapping
+    from vsr_dataset.match_splits import (
+        export_split_mapping,
+        has_release_split,
+        release_split_mapping,
+    )
+    from vsr_dataset.splits import SplitError
 
     if request.splits not in set(SplitSource):
-        raise MatchRunError(f"splits must be image or export; got {request.splits!r}")
+        raise MatchRunError(f"splits must be image, export or release; got {request.splits!r}")
     report(0.02, "loading kept Examples")
     with Session(engine) as session:
         threshold = (
@@ -152,6 +173,22 @@ def _run_matching_over(
             f"only {len(queries)} kept True Examples: need at least {k + 1} to match "
             "(import or validate data first)"
         )
+    # The random split build-dataset writes, so no mc/test truth is in random/train; read
+    # before the models load, so a missing release split fails at once.
+    mapping: dict[int, str] | None = None
+    if request.splits == SplitSource.EXPORT:
+        mapping = export_split_mapping(engine, threshold, request.split_seed, request.study_id)
+    elif request.splits == SplitSource.RELEASE:
+        try:
+            mapping = release_split_mapping(engine, threshold, request.split_seed, request.study_id)
+        except SplitError as exc:
+            raise MatchRunError(str(exc)) from exc
+    on_milestone(f"matching within {split_words(request.splits, request.split_seed)}")
+    if request.splits == SplitSource.EXPORT and has_release_split(engine, request.study_id):
+        on_milestone(
+            "note: this study holds the VSR release's own random split, which build-dataset "
+            "--vsr-compatible writes; match with --splits release for that build"
+        )
     counts = f"{len(queries)} kept True Examples (of {len(records)}); loading models ..."
     report(0.1, counts)
     on_milestone(counts)
@@ -167,12 +204,6 @@ def _run_matching_over(
     gc.set_threshold(*MATCH_GC_THRESHOLDS)
     relevance = RelevanceModel(encoder, seed=request.params.seed)
     report(0.3, "fitting P_rel and matching (train, dev, test)")
-    # The random split build-dataset writes, so no mc/test truth is in random/train.
-    mapping = (
-        export_split_mapping(engine, threshold, request.split_seed, request.study_id)
-        if request.splits == SplitSource.EXPORT
-        else None
-    )
     try:
         result = run_matching(
             records,
@@ -194,9 +225,20 @@ def _run_matching_over(
     if mapping is not None:
         from vsr_dataset.match_splits import export_train_ids
 
-        train_ids = export_train_ids(engine, threshold, request.split_seed, request.study_id)
+        train_ids = export_train_ids(
+            engine,
+            threshold,
+            request.split_seed,
+            request.study_id,
+            release=request.splits == SplitSource.RELEASE,
+        )
         published = lambda it: it.query.id not in train_ids  # noqa: E731
     diag = diagnose(result, relevance, suite_sample=request.suite_sample, published=published)
+    diag["split"] = {
+        "source": request.splits.value,
+        "seed": request.split_seed,
+        "words": split_words(request.splits, request.split_seed),
+    }
     diag["false_caption_rejection_rate"] = false_caption_rejection_rate(records, threshold)
     diag["similarity"] = getattr(scorer, "name", request.similarity)
     diag["model"] = request.model or "all-MiniLM-L6-v2 (packaged)"

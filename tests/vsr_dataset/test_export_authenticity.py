@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
+from tests.support.data_dictionary import check_export
 from tests.vsr_dataset.test_export_studies import _records, _vote_on_everything, build
 from tests.webapp.http.test_studies import make_two_studies
 from vsr_core.models import Example, ItemSignal, Vote, Worker
@@ -58,6 +59,7 @@ def test_worker_file_and_card_carry_the_summary(
     card = (out / "README.md").read_text()
     assert "`worker_authenticity.csv` is what was recorded" in card
     assert "never typed text or pointer positions" in card
+    assert "worker_authenticity.csv" in check_export(out)  # every column described
     other = tmp_path / "zh"
     r = build("--study", "vsr-zh", "--out", str(other), "--database-url", db_url)
     assert r.returncode == 0, r.stderr

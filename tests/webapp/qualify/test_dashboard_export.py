@@ -16,6 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from tests.support.admins import create_owner
+from tests.support.data_dictionary import check_export
 from tests.support.qualification import PREFIX, known_answers, make_study, try_check
 from tests.support.webapp_coco import client_for, form_field
 from tests.webapp.admin.test_admin import PASSWORD, login, make_admin_app
@@ -126,3 +127,4 @@ def test_export_records_who_passed(
     }
     card = (out / "README.md").read_text()
     assert "  - `qualification.csv`" in card and "`qualification.csv` says who took" in card
+    assert "qualification.csv" in check_export(out)  # every column described
