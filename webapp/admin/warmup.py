@@ -51,6 +51,17 @@ class WarmUp:
         )
 
 
+def log_to_stderr() -> None:
+    """The warm-up's progress in the server's log, as uvicorn writes its own lines (the
+    root logger has no handler under uvicorn)."""
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def start(app: Any) -> WarmUp:
     """Begin warming ``app``'s figure cache in a daemon thread; the state is app.state's
     ``admin_warmup`` (read by the pages)."""
