@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from tests.support.admin_seed import read_raw, seed
 from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import login, make_admin_app
 from tests.webapp.admin.test_dashboard_pages import _values
-from vsr_core import label_fit
+from vsr_core import authenticity_db, label_fit
 from vsr_core.models import DEFAULT_STUDY_ID
 from webapp.admin import pages as admin_pages
 from webapp.admin import stats, warmup
@@ -89,6 +90,8 @@ def recounts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recounts]:
         monkeypatch.setattr(stats, name, guard(name, getattr(stats, name)))
     count = label_fit.study_vote_count
     monkeypatch.setattr(label_fit, "study_vote_count", guard("study_vote_count", count))
+    for name in ("assess_workers", "batch_assessments"):  # all of a worker's answers
+        monkeypatch.setattr(authenticity_db, name, guard(name, getattr(authenticity_db, name)))
     yield ran
 
 
@@ -143,6 +146,7 @@ def test_no_page_computes_a_whole_study_figure_and_the_warm_up_fills_them(
     assert "Computing what each keep rule would change" in said["/admin/settings"]
     worker = next(u for u in urls if u.startswith("/admin/workers/"))
     assert "Computing this worker's totals" in said[worker]
+    assert "Computing this worker's authenticity evidence" in said[worker]
 
     # The warm-up, as `vsr serve` starts it, computes them in the background; the pages say
     # how far it is meanwhile, and show the figures once it is done.
@@ -159,10 +163,19 @@ def test_no_page_computes_a_whole_study_figure_and_the_warm_up_fills_them(
     assert state.thread is not None
     state.thread.join(120)
     assert state.finished and state.done == state.total > 20
-    for url in ("/admin", "/admin/quality", "/admin/workers", "/admin/settings", worker):
+    for url in ("/admin", "/admin/quality", "/admin/workers", "/admin/settings"):
         body = client.get(url).text
         assert "Computing" not in body, url
         assert "figures in the background" not in body, url
+    # A worker's page: their totals from the warmed Workers table; their own evidence (not
+    # warmed: one per worker) is computed in the background on the first visit.
+    assert "Computing this worker's totals" not in client.get(worker).text
+    for _ in range(200):
+        body = client.get(worker).text
+        if "Computing" not in body:
+            break
+        time.sleep(0.05)
+    assert "Computing" not in body and "score " in body
     overview = client.get("/admin/api/overview.json").json()
     assert overview["examples"] > 0 and "computing_seconds" not in overview
     assert "Fleiss" in client.get("/admin/quality").text

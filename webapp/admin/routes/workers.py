@@ -10,12 +10,7 @@ from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
 from vsr_core import audit, label_fit, standing
-from vsr_core.authenticity_db import (
-    approval_target,
-    assess_workers,
-    batch_assessments,
-    held_for_review,
-)
+from vsr_core.authenticity_db import approval_target, approved_flags, assess_workers
 from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Study, Vote, Worker
 from vsr_core.qualification import outcomes
 from vsr_core.roles import owns_every_study
@@ -93,6 +88,13 @@ def workers_json(
     # While the table in this order is first computed: no rows yet, and for how long.
     busy = None if computing is None else round(computing.seconds, 1)
     return {"total": total, "page": page, "workers": rows, "computing_seconds": busy}
+
+
+def _held(session: Session, study_id: int, worker_id: int, assessed: Any) -> bool:
+    """Whether their work waits for a person (as ``held_for_review`` decides it), from the
+    cached assessment: flagged by a signal no one has cleared."""
+    cleared = approved_flags(session, study_id, [worker_id]).get(worker_id, set())
+    return bool(assessed.flagged) and not {str(f) for f in assessed.flags} <= cleared
 
 
 def _totals(
@@ -185,6 +187,13 @@ def worker_page(
     # large study computed in the background the first time (the page says so meanwhile).
     summary = _totals(request, session, cfg, study_id, worker_id)
     counting = summary if isinstance(summary, Computing) else None
+    # Their authenticity evidence reads all their votes too: through the cache, and on a
+    # large study computed in the background the first time (the page says so meanwhile).
+    found = figure(
+        request, session, figures.worker_evidence(study_id, worker_id), pending=Computing
+    )
+    evidence = None if isinstance(found, Computing) else found
+    evidence_counting = found if isinstance(found, Computing) else None
     votes = session.exec(
         select(Vote, Example)
         .join(Example, col(Example.id) == Vote.example_id)
@@ -212,9 +221,10 @@ def worker_page(
         votes=votes,
         captions=captions,
         batches=actions.open_batches(session, worker_id, study_id),
-        authenticity=assess_workers(session, study_id, [worker_id])[worker_id],
-        batch_authenticity=batch_assessments(session, study_id, worker_id),
-        held=bool(held_for_review(session, study_id, [worker_id])),
+        authenticity=None if evidence is None else evidence[0],
+        batch_authenticity={} if evidence is None else evidence[1],
+        evidence_counting=evidence_counting,
+        held=evidence is not None and _held(session, study_id, worker_id, evidence[0]),
         msg=msg,
     )
 
