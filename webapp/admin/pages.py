@@ -49,6 +49,10 @@ CACHE_SYNC_BELOW_SECONDS = 0.15
 # one has computed yet is computed in the request, as it takes milliseconds; above it, in
 # the background while the page says it is computing (webapp.admin.cache).
 IN_REQUEST_BELOW_EXAMPLES = 20_000
+# How long a request on a large study waits for a figure whose first computation it started:
+# not at all (a page has up to three such figures, and the first visit after a start-up or
+# an import meets them all at once; waiting even 0.25 s for each put pages over 500 ms).
+FIRST_WAIT_SECONDS = 0.0
 
 
 def figure_cache(request: Request) -> FigureCache:
@@ -66,6 +70,7 @@ def app_figure_cache(app: Any) -> FigureCache:
             sync_below=CACHE_SYNC_BELOW_SECONDS,
             directory=figure_cache_dir(settings),
             secret=str(settings.secret_key).encode(),
+            wait_first=FIRST_WAIT_SECONDS,
         )
         state.admin_cache = cache
     return cache
