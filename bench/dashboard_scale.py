@@ -44,6 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -59,7 +60,9 @@ FIGURES = ROOT / "var" / "image_cache" / "dashboard-figures"
 
 
 # What a page says while its figure is computed in the background (webapp.admin.cache).
-COMPUTING = re.compile(r"Computing the worker table|Computing this chart|counting the matching")
+COMPUTING = re.compile(r"Computing (the|this|what)|counting the (matching|votes since)")
+# What every page says while the start-up warm-up runs (webapp.admin.warmup).
+WARMING = "figures in the background ("
 PAGER_LINK = re.compile(r'<a[^>]*href="([^"]+)"[^>]*>\s*(?:[^<]*?)\b(last|next|previous|first)\b')
 
 
@@ -219,6 +222,11 @@ def main() -> int:
         "--forget-figures", action="store_true", help="delete the kept figures before each restart"
     )
     ap.add_argument("--only", nargs="*", default=None, help="paths starting with these")
+    ap.add_argument(
+        "--cold-shapes",
+        action="store_true",
+        help="cold: one page of each shape (route, parameter names, pager link) only",
+    )
     args = ap.parse_args()
     if args.database_url is None and args.raw is None:
         ap.error("give --database-url (a copy to write to) or --raw")
@@ -241,6 +249,12 @@ def main() -> int:
             targets.append((label, follow(dash, path, p.follow)))
             if p.follow:
                 print(f"  {label} = {targets[-1][1]}")
+        # Warm = after the start-up warm-up has computed the figures (its progress is on
+        # every page while it runs); how long it took is printed.
+        t0 = time.perf_counter()
+        while WARMING in dash.get("/admin")[2] and time.perf_counter() - t0 < 1800:
+            time.sleep(2)
+        print(f"start-up warm-up finished {time.perf_counter() - t0:.0f} s after the login")
         warm_base = _warm(dash, "/healthz", args.repeat)
         warm: dict[str, tuple[float, int]] = {}
         for label, url_ in targets:
@@ -251,7 +265,13 @@ def main() -> int:
         if not args.no_cold:
             forget = FIGURES if args.forget_figures else None
             cold_base, os_cache = _cold(dash, "/healthz", args.drop_os_cache, forget)
+            shapes: set[tuple[Any, ...]] = set()
             for label, url_ in targets:
+                if args.cold_shapes:
+                    shape = _shape(label)
+                    if shape in shapes:
+                        continue
+                    shapes.add(shape)
                 cold[label], os_cache = _cold(dash, url_, args.drop_os_cache, forget)
                 note = " (answered: computing)" if COMPUTING.search(dash.last_body) else ""
                 computing += [label] if note else []
@@ -291,6 +311,22 @@ def main() -> int:
         print(f"{len(computing)} cold pages answered at once that a figure was computing")
     print(load_note(load_start))
     return 0
+
+
+# Parameters whose values are data or an audit filter's (one of each is enough cold: the
+# same statement with another value); the others choose a branch of the handler.
+DATA_VALUES = {"relation", "concept", "origin", "q", "actor", "round", "ps", "study"}
+DATA_VALUES |= {"since", "until", "kind", "scope"}
+
+
+def _shape(label: str) -> tuple[Any, ...]:
+    """A page up to its values: its path (ids as one), its parameter names, its pager link.
+    A restart per page takes seconds; one page of each shape is every handler and branch."""
+    url, _, follow = label.partition(" -> ")
+    parts = urlsplit(url)
+    q = parse_qsl(parts.query)
+    path = re.sub(r"/\d+(?=/|$)", "/{id}", parts.path)
+    return path, follow, tuple(sorted({(k, "*" if k in DATA_VALUES else v) for k, v in q}))
 
 
 def _warm(dash: Dashboard, path: str, repeat: int) -> float:

@@ -68,6 +68,10 @@ def create_server_app() -> FastAPI:
     from webapp.http.parent_watch import watch_parent
 
     access_log.install()  # no participant ids or tokens in uvicorn's access log
+    from webapp.admin import warmup
+
+    warmup.log_to_stderr()
+    warmup.start(app)  # the dashboard's figures, computed before anyone asks for them
     watch_parent()  # a worker of `vsr serve --workers N` ends with its supervisor
     gc.collect()
     gc.freeze()

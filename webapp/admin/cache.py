@@ -18,6 +18,11 @@ With a ``directory``, every stored figure is also written there (signed with the
 secret key), so a restarted server does not count a million Examples again before its first
 page: a figure read back from the directory is treated as stale (served, and recomputed in
 the background) unless it is quick to compute, exactly like a figure whose data changed.
+
+``warm`` computes a figure in the calling thread (the start-up warm-up's): a request that
+asks for it meanwhile finds it "computing" with the warm-up's start time, never a second
+computation. ``in_background()`` is true in the threads that compute figures: what a page
+computes in its request thread is not a whole-study figure (tests hook on it).
 """
 
 from __future__ import annotations
@@ -36,6 +41,22 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger("webapp.admin.cache")
+_where = threading.local()
+
+
+def in_background() -> bool:
+    """Whether this thread is computing a figure off a request (a refresh, a first
+    computation, the warm-up)."""
+    return bool(getattr(_where, "background", False))
+
+
+def _off_request(compute: Callable[[], T]) -> T:
+    before = in_background()
+    _where.background = True
+    try:
+        return compute()
+    finally:
+        _where.background = before
 
 
 @dataclass(frozen=True)
@@ -131,7 +152,7 @@ class FigureCache:
     def _compute_first(self, key: Hashable, version: Hashable, compute: Callable[[], Any]) -> None:
         try:
             t0 = time.monotonic()
-            value = compute()
+            value = _off_request(compute)
             self._store(key, version, value, time.monotonic() - t0)
         except Exception:  # the next request starts it again
             log.warning("computing dashboard figure %r failed", key, exc_info=True)
@@ -142,12 +163,49 @@ class FigureCache:
     def _refresh(self, key: Hashable, version: Hashable, compute: Callable[[], Any]) -> None:
         try:
             t0 = time.monotonic()
-            value = compute()
+            value = _off_request(compute)
             self._store(key, version, value, time.monotonic() - t0)
         except Exception:  # keep serving the old value; the next request retries
             log.warning("refreshing dashboard figure %r failed", key, exc_info=True)
         finally:
             with self._lock:
+                self._refreshing.discard(key)
+
+    def peek(self, key: Hashable) -> Any:
+        """The value stored under ``key`` however old (None: none in memory)."""
+        with self._lock:
+            hit = self._data.get(key)
+        return None if hit is None else hit[2]
+
+    def warm(self, key: Hashable, version: Hashable, compute: Callable[[], Any]) -> bool:
+        """Compute the figure in this thread unless it is fresh or being computed already
+        (then wait for that); True when it was computed here. A request meanwhile answers
+        with its ``pending`` stand-in (or the stale value), as for any first computation."""
+        if key not in self._data and self.directory is not None:
+            self._load(key)
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None and hit[1] == version and time.monotonic() - hit[0] < self.ttl:
+                return False
+            if key in self._refreshing:
+                return False  # a request's refresh is under way; its stale value is served
+            running = self._first.get(key)
+            if running is None:
+                if hit is None:
+                    self._first[key] = (time.monotonic(), threading.current_thread())
+                else:
+                    self._refreshing.add(key)
+        if running is not None:
+            running[1].join()
+            return False
+        try:
+            t0 = time.monotonic()
+            value = _off_request(compute)
+            self._store(key, version, value, time.monotonic() - t0)
+            return True
+        finally:
+            with self._lock:
+                self._first.pop(key, None)
                 self._refreshing.discard(key)
 
     def _store(self, key: Hashable, version: Hashable, value: Any, took: float) -> None:

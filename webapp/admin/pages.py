@@ -11,14 +11,17 @@ from urllib.parse import quote, unquote
 
 from fastapi import HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from vsr_core.db import read_snapshot_options
 from vsr_core.models import DEFAULT_STUDY_ID, Study
 from vsr_core.studies.context import StudyContext
 from vsr_core.studies.settings import StudyConfig, load_study_config
 from webapp.admin import csrf
 from webapp.admin.auth import AdminSession
 from webapp.admin.cache import Computing, FigureCache
+from webapp.admin.figures import Figure
 from webapp.admin.stats import data_version
 from webapp.http.errors import TITLES
 from webapp.http.study import current_study
@@ -46,11 +49,19 @@ CACHE_SYNC_BELOW_SECONDS = 0.15
 # one has computed yet is computed in the request, as it takes milliseconds; above it, in
 # the background while the page says it is computing (webapp.admin.cache).
 IN_REQUEST_BELOW_EXAMPLES = 20_000
+# How long a request on a large study waits for a figure whose first computation it started:
+# not at all (a page has up to three such figures, and the first visit after a start-up or
+# an import meets them all at once; waiting even 0.25 s for each put pages over 500 ms).
+FIRST_WAIT_SECONDS = 0.0
 
 
 def figure_cache(request: Request) -> FigureCache:
     """One cache per app (created lazily: nothing at import time)."""
-    state = request.app.state
+    return app_figure_cache(request.app)
+
+
+def app_figure_cache(app: Any) -> FigureCache:
+    state = app.state
     cache = getattr(state, "admin_cache", None)
     if cache is None:
         settings = state.settings
@@ -59,6 +70,7 @@ def figure_cache(request: Request) -> FigureCache:
             sync_below=CACHE_SYNC_BELOW_SECONDS,
             directory=figure_cache_dir(settings),
             secret=str(settings.secret_key).encode(),
+            wait_first=FIRST_WAIT_SECONDS,
         )
         state.admin_cache = cache
     return cache
@@ -69,6 +81,19 @@ def figure_cache_dir(settings: Any) -> Path:
     scratch space), one folder per database so two databases' figures never mix."""
     digest = hashlib.sha256(str(settings.database_url).encode()).hexdigest()[:16]
     return Path(settings.image_cache_dir) / "dashboard-figures" / digest
+
+
+def reading_session(engine: Engine) -> Session:
+    """A session for computing figures off a request: it only reads, so on SQLite it begins
+    DEFERRED (no write lock held while it counts a study; WAL keeps its snapshot) and on
+    PostgreSQL it reads one snapshot."""
+    return Session(engine.execution_options(**read_snapshot_options(engine)))
+
+
+def is_large(version: tuple[Any, ...]) -> bool:
+    """Whether a figure of this data version is computed off the request (the newest
+    Example's id, read with the data version, at or above IN_REQUEST_BELOW_EXAMPLES)."""
+    return (version[1] or 0) >= IN_REQUEST_BELOW_EXAMPLES
 
 
 def cached(
@@ -84,19 +109,31 @@ def cached(
     wait for this request's own lock); background refreshes open their own. With
     ``pending`` the first computation runs in the background too, and the request gets
     ``pending(seconds computing)`` if it is not ready within a moment (a large study);
-    ``cached_or_computing`` is that with the cache's Computing as the stand-in.
+    ``cached_or_computing`` is that with the cache's Computing as the stand-in. Every
+    whole-study figure gives a ``pending``: on a large study none is computed in a request.
     """
     engine = request.app.state.engine
     name = (admin_study(request).id, name)  # figures are per study
 
     def later() -> T:
-        with Session(engine) as own:
+        with reading_session(engine) as own:
             return compute(own)
 
     version = data_version(session)
-    if (version[1] or 0) < IN_REQUEST_BELOW_EXAMPLES:
+    if not is_large(version):
         pending = None  # a small database: its figures are computed in the request, in ms
     return figure_cache(request).get(name, version, lambda: compute(session), later, pending)
+
+
+def figure(
+    request: Request,
+    session: Session,
+    fig: Figure,
+    pending: Callable[[float], T],
+) -> Any:
+    """A named figure (webapp.admin.figures) through the cache, ``pending(seconds)`` while
+    a large study's is first computed."""
+    return cached(request, session, fig.name, fig.compute, pending)
 
 
 def cached_or_computing(
@@ -131,6 +168,8 @@ def render(
         "studies": _studies(request),
         "study_unknown": getattr(request.state, "study_unknown", None),
         "csrf_token": csrf.token_for(settings.secret_key, admin.nonce),
+        # While the start-up warm-up runs (webapp.admin.warmup): how far it is.
+        "warmup_note": _warmup_note(request),
         **context,
     }
     # The flash message is only ever the one the server set (see back); a ``?msg=`` in a
@@ -143,6 +182,11 @@ def render(
     if flash:
         response.delete_cookie(FLASH_COOKIE, path="/admin")
     return response  # type: ignore[no-any-return]
+
+
+def _warmup_note(request: Request) -> str | None:
+    state = getattr(request.app.state, "admin_warmup", None)
+    return state.note() if state is not None else None
 
 
 def render_error(request: Request, status: int, message: str) -> Response | None:

@@ -15,15 +15,14 @@ from sqlmodel import Session, col, select
 from vsr_core import adjudication
 from vsr_core.limits import INT32_MAX
 from vsr_core.models import Annotation, Example, Image, ImagePair, Instance, Vote, Worker
-from webapp.admin import actions, stats
+from webapp.admin import actions, figures, stats
 from webapp.admin.auth import actor_of
 from webapp.admin.cache import Computing
 from webapp.admin.pages import (
     admin_study,
     back,
-    cached,
-    cached_or_computing,
     check_admin_study,
+    figure,
     figure_cache,
     render,
     study_config,
@@ -48,7 +47,7 @@ AGREEMENTS = ("", *stats.AGREEMENT_FILTERS)
 BARE_PAGE_LIMIT = 20
 # A filter matching at most this many Examples keeps their ids with its cached count and is
 # paged from that list (by primary key) instead of by a keyset walk of the whole study.
-FEW_MATCHES = 2_000
+FEW_MATCHES = figures.FEW_MATCHES
 
 
 def _example(session: Session, example_id: int, request: Request) -> Example:
@@ -97,16 +96,13 @@ def data_page(
         "flips": flips,
     }
     filters = stats.parse_filters(params)
-    counted = cached_or_computing(
+    # Counting a filter no one asked for yet is a pass over the study: on a large study in
+    # the background; meanwhile the rows are read by keyset and the page says "counting".
+    counted = figure(
         request,
         session,
-        ("data-matches", cfg.keep_threshold, cfg.votes_per_example, *params.values()),
-        lambda s: (
-            *stats.count_and_few(s, cfg, FEW_MATCHES, study_id=study_id, **filters),
-            time.time(),
-        ),
-        # Counting a filter no one asked for yet is a pass over the study: in the
-        # background; meanwhile the rows are read by keyset and the page says "counting".
+        figures.data_matches(study_id, cfg, figures.data_params(**params)),
+        pending=Computing,
     )
     computing = counted if isinstance(counted, Computing) else None
     total, few, counted_at = (0, None, time.time()) if isinstance(counted, Computing) else counted
@@ -158,11 +154,10 @@ def data_page(
             session, cfg, (page - 1) * PAGE, PAGE + 1, study_id=study_id, **filters
         )
         has_next, has_prev, rows = len(rows) > PAGE, True, rows[:PAGE]
-    choices = cached(
+    choices = figure(
         request,
         session,
-        "choices",
-        lambda s: stats.distinct_values(s, study_id),
+        figures.choices(study_id),
         # Until the study's values are read (four DISTINCT scans): the filter's own values.
         pending=lambda _: {
             "relations": [relation] if relation else [],

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
 from sqlmodel import Session
 
-from vsr_core.qualification import pass_rates
-from webapp.admin import charts, stats
+from webapp.admin import charts, figures
 from webapp.admin.cache import Computing
-from webapp.admin.pages import admin_study, cached, cached_or_computing, render, study_config
+from webapp.admin.pages import admin_study, cached, figure, render, study_config
 from webapp.admin.roles import ViewerDep, requires_viewer
 from webapp.http.deps import SessionDep
 
@@ -22,36 +20,14 @@ SVG = "image/svg+xml"
 CHARTS = ("relations", "concepts", "disagreement", "labels")
 
 
-def _min_examples(total: int) -> int:
-    # The paper plots relations with > 20 Examples; a young study shows every relation.
-    return 20 if total >= 1000 else 0
-
-
 def quality_data(request: Request, session: Session) -> dict[str, Any] | Computing:
     """The quality figures, or a Computing while they are first computed (a large study)."""
-    study_id = admin_study(request).id
-    cfg = study_config(session, study_id)
-
-    def compute(s: Session) -> dict[str, Any]:
-        relations = stats.relation_table(s, cfg, study_id)
-        q = stats.quality(s, cfg, relations, study_id)
-        q["relations"] = relations
-        q["concepts"] = stats.concept_counts(s, study_id=study_id)
-        q["frames"] = stats.frame_answers(s, study_id)
-        q["negatives"] = stats.negatives_check(s, cfg, study_id)
-        q["qualification"] = pass_rates(s, study_id, admin_study(request).definition)
-        q["min_examples"] = _min_examples(q["examples"])
-        q["keep_threshold"] = cfg.keep_threshold
-        q["fit"] = stats.rule_fit(s, cfg, study_id)
-        q["stamp"] = time.monotonic_ns()  # identifies this computation for the charts
-        return q
-
-    return cached_or_computing(
-        request,
-        session,
-        ("quality", cfg.keep_threshold, cfg.keep_rule, cfg.votes_per_example),
-        compute,
+    study = admin_study(request)
+    cfg = study_config(session, study.id)
+    q: dict[str, Any] | Computing = figure(
+        request, session, figures.quality(study, cfg), pending=Computing
     )
+    return q
 
 
 @router.get("/quality", include_in_schema=False)

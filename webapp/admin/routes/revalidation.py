@@ -12,11 +12,11 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session
 
 from vsr_core.revalidation import MAX_SAMPLE, RevalidationError, open_round, report
+from webapp.admin import figures
 from webapp.admin.auth import actor_of
 from webapp.admin.forms import FORM_LEVEL, field_errors
-from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, figure, figure_cache, render, study_config
 from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
-from webapp.admin.stats import distinct_values
 from webapp.http.deps import SessionDep
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
@@ -95,9 +95,13 @@ def _page(
         rounds=r["rounds"],  # the report has read them already (a scan of the Examples)
         # The data browser's cached choices of the chosen study: four DISTINCT scans of the
         # Example table took ~200 ms at 10x on every view of this page.
-        relations=cached(request, session, "choices", lambda s: distinct_values(s, study_id))[
-            "relations"
-        ],
+        # On a large study read in the background the first time (none offered meanwhile).
+        relations=figure(
+            request,
+            session,
+            figures.choices(study_id),
+            pending=lambda _: {"relations": [], "concepts": [], "origins": []},
+        )["relations"],
         values={"votes": cfg.votes_per_example, **(typed or {})},
         errors=errors or {},
         msg=msg,

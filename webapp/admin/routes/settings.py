@@ -16,10 +16,11 @@ from sqlmodel import Session, col, select
 from vsr_core import audit, label_fit
 from vsr_core.models import AuditKind, InviteToken
 from vsr_core.studies.settings import save_study_config
-from webapp.admin import stats
+from webapp.admin import figures
 from webapp.admin.auth import actor_of
+from webapp.admin.cache import Computing
 from webapp.admin.forms import FORM_LEVEL
-from webapp.admin.pages import admin_study, back, cached, figure_cache, render, study_config
+from webapp.admin.pages import admin_study, back, figure, figure_cache, render, study_config
 from webapp.admin.roles import ResearcherPostDep, ViewerDep, requires_viewer
 from webapp.admin.settings_form import (
     SHOWN_FIELD,
@@ -71,6 +72,8 @@ def _page(
     ).all()
     # The study's own links (/s/<slug>/...); the default study keeps its old, shorter ones.
     base = settings.base_url.rstrip("/") + ("" if study.is_default else study.path_prefix)
+    preview = _preview(request, session, study.id)
+    votes = figure(request, session, figures.study_votes(study.id), pending=Computing)
     return render(
         request,
         admin,
@@ -89,25 +92,28 @@ def _page(
         invites=invites,
         base=base,
         keep_rule=study_config(session, study.id).keep_rule,
-        preview=_preview(request, session, study.id),
+        preview={} if isinstance(preview, Computing) else preview,
+        preview_counting=counting(preview),
         # The fits themselves fresh (a few rows); the study's vote count, a join of every
-        # vote (~1 s at 100x), through the figure cache: "n votes since the fit" may lag.
-        fits=label_fit.fit_states(
-            session,
-            study.id,
-            cached(
-                request, session, "study_votes", lambda s: label_fit.study_vote_count(s, study.id)
-            ),
-        ),
+        # vote (~1 s at 100x), through the figure cache: "n votes since the fit" may lag,
+        # and on a large study it is counted in the background the first time.
+        fits=label_fit.fit_states(session, study.id, votes if isinstance(votes, int) else -1),
+        votes_counting=counting(votes),
     )
 
 
-def _preview(request: Request, session: Session, study_id: int) -> dict[str, dict[str, int]]:
+def counting(value: object) -> float | None:
+    """Seconds a figure has been computing (None: it is ready)."""
+    return value.seconds if isinstance(value, Computing) else None
+
+
+def _preview(
+    request: Request, session: Session, study_id: int
+) -> dict[str, dict[str, int]] | Computing:
     """What each other keep rule would change (two GROUP BYs over the Examples: through the
     figure cache, whose key changes with votes, adjudications and fits)."""
     cfg = study_config(session, study_id)
-    key = ("flips", cfg.keep_rule, cfg.keep_threshold)
-    return cached(request, session, key, lambda s: stats.flip_preview(s, cfg, study_id))
+    return figure(request, session, figures.flips(study_id, cfg), pending=Computing)  # type: ignore[no-any-return]
 
 
 @router.get("/settings", include_in_schema=False)

@@ -10,23 +10,17 @@ from fastapi.responses import Response
 from sqlmodel import Session, col, select
 
 from vsr_core import audit, label_fit, standing
-from vsr_core.authenticity_db import (
-    approval_target,
-    assess_workers,
-    batch_assessments,
-    held_for_review,
-)
+from vsr_core.authenticity_db import approval_target, approved_flags, assess_workers
 from vsr_core.models import Annotation, AuditKind, Example, ImagePair, Study, Vote, Worker
 from vsr_core.qualification import outcomes
 from vsr_core.roles import owns_every_study
-from webapp.admin import actions, stats
+from webapp.admin import actions, figures
 from webapp.admin.auth import actor_of
 from webapp.admin.cache import Computing
 from webapp.admin.pages import (
     admin_study,
     back,
-    cached,
-    cached_or_computing,
+    figure,
     figure_cache,
     render,
     study_config,
@@ -39,7 +33,7 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(requires_viewer)])
 PAGE = 50
-ORDERS = ("votes", "captions", "agreement", "gold", "id")
+ORDERS = figures.WORKER_ORDERS
 
 
 def _worker(request: Request, session: Session, worker_id: int) -> Worker:
@@ -96,6 +90,43 @@ def workers_json(
     return {"total": total, "page": page, "workers": rows, "computing_seconds": busy}
 
 
+def _held(session: Session, study_id: int, worker_id: int, assessed: Any) -> bool:
+    """Whether their work waits for a person (as ``held_for_review`` decides it), from the
+    cached assessment: flagged by a signal no one has cleared."""
+    cleared = approved_flags(session, study_id, [worker_id]).get(worker_id, set())
+    return bool(assessed.flagged) and not {str(f) for f in assessed.flags} <= cleared
+
+
+def _totals(
+    request: Request, session: Session, cfg: Any, study_id: int, worker_id: int
+) -> list[dict[str, Any]] | Computing:
+    """A worker's totals: their row of the Workers table when it is counted already (the
+    warm-up counts it at start-up), with their pace (computed once, in the background on a
+    large study); else their own figure."""
+    table = figure_cache(request).peek(
+        (study_id, figures.worker_table(study_id, cfg, figures.WORKER_ORDERS[0]).name)
+    )
+    rows = [] if not table or isinstance(table, Computing) else table[0]
+    mine = [r for r in rows if r["id"] == worker_id]
+    if mine:
+        paced: list[dict[str, Any]] = figure(
+            request,
+            session,
+            figures.worker_pace_of(study_id, cfg, mine[0]),
+            pending=lambda _: _unpaced(mine),
+        )
+        return paced
+    found: list[dict[str, Any]] | Computing = figure(
+        request, session, figures.worker_totals(study_id, cfg, worker_id), pending=Computing
+    )
+    return found
+
+
+def _unpaced(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A page's rows while their pace is computed: no medians yet."""
+    return [r | {"median_vote_s": None, "median_caption_s": None, "too_fast": None} for r in rows]
+
+
 def _table(
     request: Request, session: Session, cfg: Any, page: int, order: str
 ) -> tuple[list[dict[str, Any]], int, Computing | None]:
@@ -106,24 +137,18 @@ def _table(
     the Computing that says for how long."""
     study = admin_study(request)
     study_id = study.id
-    table = cached_or_computing(
-        request,
-        session,
-        ("workers", order, cfg.gold_accuracy_threshold),
-        lambda s: stats.worker_table(
-            s, cfg, offset=0, limit=None, order=order, study_id=study_id, paced=False
-        ),
-    )
+    table = figure(request, session, figures.worker_table(study_id, cfg, order), pending=Computing)
     if isinstance(table, Computing):
         return [], 0, table
     everyone, total = table
     rows = everyone[(page - 1) * PAGE : page * PAGE]
-    # The busiest workers' pace reads all their votes (640,000 for the first page at 100x).
-    paced = cached(
+    # The busiest workers' pace reads all their votes (640,000 for the first page at 100x):
+    # on a large study the page shows – for it until it is computed in the background.
+    paced = figure(
         request,
         session,
-        ("workers-paced", order, page, cfg.fast_vote_seconds, cfg.fast_caption_seconds),
-        lambda s: stats.add_pace(s, cfg, rows, study_id),
+        figures.worker_pace(study_id, cfg, order, page, rows),
+        pending=lambda _: _unpaced(rows),
     )
     # Per worker of the page: the qualification outcome per task, and each label model's
     # estimate at its last fit (vsr_core.label_fit).
@@ -158,15 +183,17 @@ def worker_page(
     study_id = admin_study(request).id
     cfg = study_config(session, study_id)
     # Their totals through the figure cache, like the Workers table: a pass over all their
-    # votes (12,805 for the busiest at 100x, ~30 ms and growing with their history).
-    summary = cached(
-        request,
-        session,
-        ("worker", worker_id),
-        lambda s: stats.worker_table(
-            s, cfg, offset=0, limit=1, order="id", only=worker_id, study_id=study_id
-        )[0],
+    # votes (12,805 for the busiest at 100x, ~30 ms and growing with their history); on a
+    # large study computed in the background the first time (the page says so meanwhile).
+    summary = _totals(request, session, cfg, study_id, worker_id)
+    counting = summary if isinstance(summary, Computing) else None
+    # Their authenticity evidence reads all their votes too: through the cache, and on a
+    # large study computed in the background the first time (the page says so meanwhile).
+    found = figure(
+        request, session, figures.worker_evidence(study_id, worker_id), pending=Computing
     )
+    evidence = None if isinstance(found, Computing) else found
+    evidence_counting = found if isinstance(found, Computing) else None
     votes = session.exec(
         select(Vote, Example)
         .join(Example, col(Example.id) == Vote.example_id)
@@ -189,13 +216,15 @@ def worker_page(
         worker=worker,
         standing=standing.standing(session, worker, study_id),
         everywhere=owns_every_study(session, admin.user_id),
-        summary=summary[0] if summary else None,
+        summary=summary[0] if summary and not isinstance(summary, Computing) else None,
+        counting=counting,
         votes=votes,
         captions=captions,
         batches=actions.open_batches(session, worker_id, study_id),
-        authenticity=assess_workers(session, study_id, [worker_id])[worker_id],
-        batch_authenticity=batch_assessments(session, study_id, worker_id),
-        held=bool(held_for_review(session, study_id, [worker_id])),
+        authenticity=None if evidence is None else evidence[0],
+        batch_authenticity={} if evidence is None else evidence[1],
+        evidence_counting=evidence_counting,
+        held=evidence is not None and _held(session, study_id, worker_id, evidence[0]),
         msg=msg,
     )
 

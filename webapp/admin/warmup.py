@@ -1,0 +1,118 @@
+"""The start-up warm-up: a served app computes every study's dashboard figures
+(webapp.admin.figures.start_up) in one background thread, so the first visit after a
+deploy or an import finds them instead of paying a recount.
+
+It never blocks a request: a page asked for meanwhile answers with what it has (a stale
+figure read back from disk, or "computing" with the warm-up's progress). It only reads
+(webapp.admin.pages.reading_session: no write lock on SQLite), one figure at a time, so it
+takes at most one of PostgreSQL's cores from the site. Progress goes to the log and to the
+pages (``WarmUp.note``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlmodel import col, select
+
+from vsr_core.models import Study
+from vsr_core.studies.context import StudyContext
+from webapp.admin import figures
+from webapp.admin.pages import app_figure_cache, reading_session, study_config
+from webapp.admin.stats import data_version
+
+log = logging.getLogger("webapp.admin.warmup")
+
+
+@dataclass
+class WarmUp:
+    """How far the warm-up is: figures done of the total, the one being computed."""
+
+    total: int = 0
+    done: int = 0
+    current: str = ""
+    started: float = field(default_factory=time.monotonic)
+    finished: bool = False
+    thread: threading.Thread | None = None
+
+    def note(self) -> str | None:
+        """A line for the pages while it runs (None once finished)."""
+        if self.finished:
+            return None
+        now = f": {self.current}" if self.current else ""
+        return (
+            f"The server started {time.monotonic() - self.started:.0f} s ago and is computing "
+            f"the dashboard's figures in the background ({self.done} of {self.total or '…'} "
+            f"ready{now})."
+        )
+
+
+def log_to_stderr() -> None:
+    """The warm-up's progress in the server's log, as uvicorn writes its own lines (the
+    root logger has no handler under uvicorn)."""
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def start(app: Any) -> WarmUp:
+    """Begin warming ``app``'s figure cache in a daemon thread; the state is app.state's
+    ``admin_warmup`` (read by the pages)."""
+    state = WarmUp()
+    app.state.admin_warmup = state
+    state.thread = threading.Thread(
+        target=_run, args=(app, state), name="dashboard-warmup", daemon=True
+    )
+    state.thread.start()
+    return state
+
+
+def _run(app: Any, state: WarmUp) -> None:
+    engine = app.state.engine
+    cache = app_figure_cache(app)
+    try:
+        plan: list[tuple[int, figures.Figure]] = []
+        with reading_session(engine) as s:
+            for study in s.exec(select(Study).order_by(col(Study.id))).all():
+                context = StudyContext.of(study)
+                cfg = study_config(s, context.id)
+                plan += [(context.id, f) for f in figures.start_up(context, cfg)]
+        state.total = len(plan)
+        log.info("dashboard warm-up: %d figures to compute", state.total)
+        for study_id, fig in plan:
+            state.current = fig.label
+            t0 = time.monotonic()
+            try:
+                with reading_session(engine) as s:
+                    version = data_version(s)
+
+                def compute(fig: figures.Figure = fig) -> Any:
+                    with reading_session(engine) as own:
+                        return fig.compute(own)
+
+                computed = cache.warm((study_id, fig.name), version, compute)
+            except Exception:  # one figure failing leaves the rest (and the pages) working
+                log.warning("dashboard warm-up: %s failed", fig.label, exc_info=True)
+                computed = False
+            state.done += 1
+            log.info(
+                "dashboard warm-up %d/%d: %s %s in %.1f s",
+                state.done,
+                state.total,
+                fig.label,
+                "computed" if computed else "was ready",
+                time.monotonic() - t0,
+            )
+        log.info("dashboard warm-up done in %.1f s", time.monotonic() - state.started)
+    except Exception:
+        log.warning("dashboard warm-up stopped", exc_info=True)
+    finally:
+        state.current = ""
+        state.finished = True
