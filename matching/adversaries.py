@@ -13,6 +13,8 @@ it sees only the item's options (k + 1 captions, their concepts and relations). 
   (scikit-learn), so unseen pairs that look like seen ones are scored too.
 - ``p_rel_least`` / ``p_rel_most``: pick the option P_rel (the relevance model of the
   run, trained on the train split's True captions) rates least / most plausible.
+- ``<name>_least``: every other model read the other way (the option it rates least
+  likely to be the answer wins), as ``pair_counts_least`` reads ``pair_counts``.
 
 Listwise ones, which see all the options of an item together (the models above score each
 option alone and cannot see that "on" and "touching" offered together give "touching" away):
@@ -484,10 +486,9 @@ def run_suite(
         "tfidf_pair_rel_lr": lambda: fits.full(
             "tfidf_pair_rel_lr", per_option["tfidf_pair_rel_lr"]
         ),
+        # Read the other way too (pair_counts_least, as every model below): balancing can
+        # push the truth's features below the neutral odds, which that reading exploits.
         "pair_counts": lambda: fits.full("pair_counts", per_option["pair_counts"]),
-        # The same counts read the other way: balancing can push the truth's features
-        # below the neutral odds (pair_counts under chance), which this one would exploit.
-        "pair_counts_least": lambda: -fits.full("pair_counts", per_option["pair_counts"]),
         # Listwise: models that see the four options together.
         "listwise_pairs_lr": lambda: fits.full(
             "listwise_pairs_lr", per_option["listwise_pairs_lr"]
@@ -503,19 +504,33 @@ def run_suite(
     seconds: dict[str, float] = {}
     for name, fn in suite.items():
         t0 = time.perf_counter()
-        hits = _per_item(test, fn())
+        scores = fn()
+        readings = {name: scores}
+        if not name.endswith(("_least", "_most")):
+            # The inverted reading: distractors made to look likelier than the truth would
+            # put the truth at the bottom, which "pick the least likely" exploits.
+            readings[f"{name}_least"] = -scores
+        for reading, values in readings.items():
+            hits = _per_item(test, values)
+            acc = float(np.mean(hits))
+            lo, hi = wilson(sum(hits), len(hits))
+            results[reading] = {"accuracy": round(acc, 4), "ci95": [round(lo, 4), round(hi, 4)]}
         seconds[name] = round(time.perf_counter() - t0, 2)
-        acc = float(np.mean(hits))
-        lo, hi = wilson(sum(hits), len(hits))
-        results[name] = {"accuracy": round(acc, 4), "ci95": [round(lo, 4), round(hi, 4)]}
-    worst = max(results, key=lambda n: results[n]["accuracy"])
     return {
         "n_test": len(test),
         "chance": round(float(np.mean([1 / len(it.triples) for it in test])), 4),
         "adversaries": results,
-        "strongest": {"name": worst, **results[worst]},
+        "strongest": strongest_of(results),
         "seconds": seconds,
     }
+
+
+def strongest_of(results: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The adversary with the highest accuracy (the figure a user reads is the worst one)."""
+    if not results:
+        return None
+    worst = max(results, key=lambda n: results[n]["accuracy"])
+    return {"name": worst, **results[worst]}
 
 
 def format_suite(suite: dict[str, Any]) -> list[str]:
