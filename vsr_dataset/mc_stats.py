@@ -1,11 +1,13 @@
 """What stats.json and the dataset card say about the multiple-choice items: the held-out
 answer-only adversaries (matching.adversaries) computed on exactly the items written, from
 their exported lines: ``mc/`` when it holds items, else ``mc_unvalidated/`` (and the figure
-says which). The headline is the strongest adversary. `vsr match --report` computes the same
-suite on the same items (matching.diagnostics.measured_suite)."""
+says which), fitted on train and, apart, on dev. The headline is the strongest adversary.
+`vsr match --report` computes the train-fitted suite on the same items
+(matching.diagnostics.measured_suite)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -52,17 +54,44 @@ def items_from_lines(lines: dict[str, list[bytes]]) -> dict[str, list[Item]]:
     return out
 
 
-def suite_on_lines(lines: dict[str, list[bytes]], model: str | None, seed: int) -> dict[str, Any]:
-    """The adversary suite on the exported items (train -> test), as `vsr match` runs it."""
+# Names of the adversaries fitted on dev instead of train start with this.
+DEV_FITTED = "dev_fit:"
+
+
+def suite_on_lines(
+    lines: dict[str, list[bytes]], model: str | None, seed: int, encoder: Any = None
+) -> dict[str, Any]:
+    """The adversary suite on the exported items, as `vsr match` runs it (train -> test),
+    plus the same suite fitted on dev alone (dev -> test, names ``dev_fit:...``): dev is
+    filtered like test and train is not, so a model of dev sees what the filter leaves in
+    test. ``strongest`` is over both."""
+    from matching.adversaries import strongest_of
     from matching.diagnostics import measured_suite
     from matching.relevance import load_encoder
 
     items = items_from_lines(lines)
-    train, test = items.get("train", []), items.get("test", [])
-    if not train or not test:
+    train, dev, test = (items.get(p, []) for p in ("train", "dev", "test"))
+    if not test or not (train or dev):
         return {"n_test": len(test), "adversaries": {}, "strongest": None}
-    encoder = load_encoder(None if not model or model.endswith(PACKAGED) else model)
-    return measured_suite(train, test, encoder, seed)
+    if encoder is None:
+        encoder = load_encoder(None if not model or model.endswith(PACKAGED) else model)
+    suite = (
+        measured_suite(train, test, encoder, seed)
+        if train
+        else {"n_test": len(test), "adversaries": {}, "strongest": None}
+    )
+    if dev:
+        with warnings.catch_warnings():
+            # A small dev (a few dozen items) makes scikit-learn warn about its size; the
+            # interval already says how little such a figure means.
+            warnings.simplefilter("ignore", UserWarning)
+            on_dev = measured_suite(dev, test, encoder, seed)
+        for name, figure in on_dev["adversaries"].items():
+            suite["adversaries"][DEV_FITTED + name] = figure
+        suite["chance"] = on_dev["chance"]
+        suite["n_dev"] = len(dev)
+    suite["strongest"] = strongest_of(suite["adversaries"])
+    return suite
 
 
 def votes_on_negatives(conn: Connection, run_id: int) -> int:
@@ -128,7 +157,8 @@ def mc_summary(
     measured_on, measured = "mc", lines
     if not any(lines.values()) and unvalidated and any(unvalidated.values()):
         measured_on, measured = "mc_unvalidated", unvalidated
-    suite = suite_on_lines(measured, params.get("model"), int(params.get("seed") or 0))
+    seed = int(params.get("seed") or 0)
+    suite = suite_on_lines(measured, params.get("model"), seed)
     return {
         "run_id": run_id,
         "items": {split: len(v) for split, v in sorted(lines.items())},
@@ -141,6 +171,10 @@ def mc_summary(
         "adversaries": suite.get("adversaries", {}),
         "adversaries_n_test": suite.get("n_test"),
         "strongest_adversary": suite.get("strongest"),
+        "adversaries_n_dev": suite.get("n_dev"),
+        # What the build's blind baselines fit the same suite with (vsr_dataset.mc_blind).
+        "suite_model": params.get("model"),
+        "suite_seed": seed,
         "validation_cost": cost_summary(conn, run_id, diag, sum(map(len, lines.values()))),
     }
 
@@ -159,7 +193,8 @@ def card_lines(mc: dict[str, Any]) -> list[str]:
         others = ", ".join(f"{n} {a['accuracy']:.3f}" for n, a in mc["adversaries"].items())
         out.append(
             f"  Strongest answer-only adversary (sees only the options, trained on "
-            f"{where}/train, scored on the {mc['adversaries_n_test']:,} items of "
+            f"{where}/train or, `dev_fit:`, on {where}/dev alone; every model also read "
+            f"as `_least`), scored on the {mc['adversaries_n_test']:,} items of "
             f"{where}/test{note}): {s['name']} "
             f"{s['accuracy']:.3f} (95 % CI {lo:.3f}-{hi:.3f}; chance {mc['chance']}). "
             f"All: {others}."
