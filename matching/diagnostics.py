@@ -16,6 +16,7 @@ Ties between choices count as a fair coin among the tied ones (expected accuracy
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -153,6 +154,42 @@ def measured_suite(
     return suite
 
 
+# Names of the adversaries fitted on dev instead of train start with this.
+DEV_FITTED = "dev_fit:"
+
+
+def measured_suites(
+    train: Sequence[Item],
+    dev: Sequence[Item],
+    test: Sequence[Item],
+    encoder: Any,
+    seed: int,
+    suite_sample: int | None = SUITE_SAMPLE,
+) -> dict[str, Any]:
+    """:func:`measured_suite` fitted on train, plus the same suite fitted on dev alone
+    (names ``dev_fit:...``), both scored on test: dev is filtered like test and train is
+    not, so a model of dev sees what the filter leaves in test. ``strongest`` is over both."""
+    from matching.adversaries import strongest_of
+
+    suite = (
+        measured_suite(train, test, encoder, seed, suite_sample)
+        if train
+        else {"n_test": len(test), "adversaries": {}, "strongest": None}
+    )
+    if dev and test:
+        with warnings.catch_warnings():
+            # A small dev (a few dozen items) makes scikit-learn warn about its size; the
+            # interval already says how little such a figure means.
+            warnings.simplefilter("ignore", UserWarning)
+            on_dev = measured_suite(dev, test, encoder, seed, suite_sample)
+        for name, figure in on_dev["adversaries"].items():
+            suite["adversaries"][DEV_FITTED + name] = figure
+        suite["chance"] = on_dev["chance"]
+        suite["n_dev"] = len(dev)
+        suite["strongest"] = strongest_of(suite["adversaries"])
+    return suite
+
+
 def diagnose(
     result: MatchResult,
     relevance: RelevanceModel,
@@ -162,8 +199,9 @@ def diagnose(
 ) -> dict[str, Any]:
     """All figures of a run, JSON-ready (stored in MatchRun.diagnostics). ``adversaries``:
     run the held-out answer-only suite (matching.adversaries) on train -> test, on at most
-    ``suite_sample`` items of each (None or 0: all); ``published``: which test items the
-    export writes (the suite is measured on those)."""
+    ``suite_sample`` items of each (None or 0: all); ``published``: which dev and test items
+    the export writes (the suite is fitted on those dev items and measured on those test
+    items)."""
     p = result.params
     items = result.items
     n_distractors = sum(len(it.triples) - 1 for it in items)
@@ -181,11 +219,12 @@ def diagnose(
             p_sims.append(sim_probability(truth, d))
             known = result.known_true.get(it.query.image, ())
             known_true += int(any(is_implied(kt, d) for kt in known if kt != truth))
-    train, test = result.items_in("train"), result.items_in("test")
+    train, dev, test = result.items_in("train"), result.items_in("dev"), result.items_in("test")
     if published is not None:
+        dev = [it for it in dev if published(it)]
         test = [it for it in test if published(it)]
     suite = (
-        measured_suite(train, test, relevance.encoder, p.seed, suite_sample)
+        measured_suites(train, dev, test, relevance.encoder, p.seed, suite_sample)
         if adversaries
         else {"n_test": len(test), "adversaries": {}, "strongest": None}
     )

@@ -2,12 +2,11 @@
 answer-only adversaries (matching.adversaries) computed on exactly the items written, from
 their exported lines: ``mc/`` when it holds items, else ``mc_unvalidated/`` (and the figure
 says which), fitted on train and, apart, on dev. The headline is the strongest adversary.
-`vsr match --report` computes the train-fitted suite on the same items
-(matching.diagnostics.measured_suite)."""
+`vsr match --report` computes the same suite on the same items
+(matching.diagnostics.measured_suites)."""
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -54,19 +53,12 @@ def items_from_lines(lines: dict[str, list[bytes]]) -> dict[str, list[Item]]:
     return out
 
 
-# Names of the adversaries fitted on dev instead of train start with this.
-DEV_FITTED = "dev_fit:"
-
-
 def suite_on_lines(
     lines: dict[str, list[bytes]], model: str | None, seed: int, encoder: Any = None
 ) -> dict[str, Any]:
-    """The adversary suite on the exported items, as `vsr match` runs it (train -> test),
-    plus the same suite fitted on dev alone (dev -> test, names ``dev_fit:...``): dev is
-    filtered like test and train is not, so a model of dev sees what the filter leaves in
-    test. ``strongest`` is over both."""
-    from matching.adversaries import strongest_of
-    from matching.diagnostics import measured_suite
+    """The adversary suite on the exported items, as `vsr match` runs it: fitted on train
+    and, apart, on dev (matching.diagnostics.measured_suites), scored on test."""
+    from matching.diagnostics import measured_suites
     from matching.relevance import load_encoder
 
     items = items_from_lines(lines)
@@ -75,23 +67,7 @@ def suite_on_lines(
         return {"n_test": len(test), "adversaries": {}, "strongest": None}
     if encoder is None:
         encoder = load_encoder(None if not model or model.endswith(PACKAGED) else model)
-    suite = (
-        measured_suite(train, test, encoder, seed)
-        if train
-        else {"n_test": len(test), "adversaries": {}, "strongest": None}
-    )
-    if dev:
-        with warnings.catch_warnings():
-            # A small dev (a few dozen items) makes scikit-learn warn about its size; the
-            # interval already says how little such a figure means.
-            warnings.simplefilter("ignore", UserWarning)
-            on_dev = measured_suite(dev, test, encoder, seed)
-        for name, figure in on_dev["adversaries"].items():
-            suite["adversaries"][DEV_FITTED + name] = figure
-        suite["chance"] = on_dev["chance"]
-        suite["n_dev"] = len(dev)
-    suite["strongest"] = strongest_of(suite["adversaries"])
-    return suite
+    return measured_suites(train, dev, test, encoder, seed)
 
 
 def votes_on_negatives(conn: Connection, run_id: int) -> int:
