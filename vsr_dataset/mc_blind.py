@@ -25,7 +25,8 @@ PREFIX = "answer_only:"
 STRONGEST = "answer_only_strongest"
 
 
-def _lines(root: Path, directory: str) -> dict[str, list[bytes]]:
+def read_set(root: Path, directory: str) -> dict[str, list[bytes]]:
+    """An MC set's files as written: split -> its JSONL lines (missing splits left out)."""
     out: dict[str, list[bytes]] = {}
     for split in ("train", "dev", "test"):
         path = root / directory / f"{split}.jsonl"
@@ -65,7 +66,7 @@ def _suites_of(
     from matching.relevance import load_encoder
     from vsr_dataset.mc_stats import suite_on_lines
 
-    lines = _lines(root, directory)
+    lines = read_set(root, directory)
     if not lines.get("test") and not lines.get("dev"):
         return None
     if encoder is None:
