@@ -128,6 +128,7 @@ def measured_suite(
     encoder: Any,
     seed: int,
     suite_sample: int | None = SUITE_SAMPLE,
+    hits_out: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """The held-out adversary suite (matching.adversaries) on exactly these items, as
     `vsr match --report` and build-dataset's stats.json and card compute it: P_rel fitted
@@ -144,7 +145,7 @@ def measured_suite(
     relevance = None
     if encoder is not None and train:
         relevance = RelevanceModel(encoder, seed=seed).fit([it.query for it in train])
-    suite = run_suite(suite_train, suite_test, relevance, encoder, seed)
+    suite = run_suite(suite_train, suite_test, relevance, encoder, seed, hits_out)
     if (len(suite_train), len(suite_test)) != (len(train), len(test)):
         suite["sampled_from"] = {
             "train": len(train),
@@ -169,10 +170,11 @@ def measured_suites(
     """:func:`measured_suite` fitted on train, plus the same suite fitted on dev alone
     (names ``dev_fit:...``), both scored on test: dev is filtered like test and train is
     not, so a model of dev sees what the filter leaves in test. ``strongest`` is over both."""
-    from matching.adversaries import strongest_of
+    from matching.adversaries import strongest_null, strongest_of
 
+    hits: dict[str, np.ndarray] = {}
     suite = (
-        measured_suite(train, test, encoder, seed, suite_sample)
+        measured_suite(train, test, encoder, seed, suite_sample, hits)
         if train
         else {"n_test": len(test), "adversaries": {}, "strongest": None}
     )
@@ -181,12 +183,16 @@ def measured_suites(
             # A small dev (a few dozen items) makes scikit-learn warn about its size; the
             # interval already says how little such a figure means.
             warnings.simplefilter("ignore", UserWarning)
-            on_dev = measured_suite(dev, test, encoder, seed, suite_sample)
+            dev_hits: dict[str, np.ndarray] = {}
+            on_dev = measured_suite(dev, test, encoder, seed, suite_sample, dev_hits)
         for name, figure in on_dev["adversaries"].items():
             suite["adversaries"][DEV_FITTED + name] = figure
+        hits.update({DEV_FITTED + name: m for name, m in dev_hits.items()})
         suite["chance"] = on_dev["chance"]
         suite["n_dev"] = len(dev)
         suite["strongest"] = strongest_of(suite["adversaries"])
+        pooled = len(hits) == len(suite["adversaries"])
+        suite["strongest_null"] = strongest_null(hits, seed) if pooled else None
     return suite
 
 

@@ -148,6 +148,7 @@ def mc_summary(
         "adversaries_n_test": suite.get("n_test"),
         "strongest_adversary": suite.get("strongest"),
         "adversaries_n_dev": suite.get("n_dev"),
+        "strongest_null": suite.get("strongest_null"),
         # What the build's blind baselines fit the same suite with (vsr_dataset.mc_blind).
         "suite_model": params.get("model"),
         "suite_seed": seed,
@@ -175,6 +176,13 @@ def card_lines(mc: dict[str, Any]) -> list[str]:
             f"{s['accuracy']:.3f} (95 % CI {lo:.3f}-{hi:.3f}; chance {mc['chance']}). "
             f"All: {others}."
         )
+        null = mc.get("strongest_null")
+        if null:
+            out.append(
+                f"  By chance alone (answers drawn at random), the strongest of these "
+                f"{len(mc['adversaries'])} readings would score {null['mean']:.3f} on average, "
+                f"{null['p95']:.3f} or less 95 times in 100."
+            )
     cost = mc.get("validation_cost")
     if cost:
         from matching.store import format_cost

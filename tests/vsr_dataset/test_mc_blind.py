@@ -73,3 +73,28 @@ def test_dev_fitted_adversaries_see_dev_only(tmp_path: Path) -> None:
     assert f["ci95"][0] <= f["accuracy"] <= f["ci95"][1] and f["ci95"][1] - f["ci95"][0] > 0
     assert got[STRONGEST]["accuracy"] == best["accuracy"]
     assert PREFIX + "listwise_stack_gbm_least" in blind["mc_unvalidated"]["dev"]["baselines"]
+
+
+def test_the_strongest_of_many_readings_has_its_chance_level(tmp_path: Path) -> None:
+    """No signal anywhere (answers placed at random): the strongest of the pooled readings
+    sits above 0.25 by selection alone, and strongest_null says how far."""
+    import numpy as np
+
+    from matching.adversaries import strongest_null
+
+    rng = random.Random(3)
+    for split, n in (("train", 300), ("dev", 80), ("test", 120)):
+        _write(
+            tmp_path, "mc_unvalidated", split, [_item(rng, rng.random() < 0.25) for _ in range(n)]
+        )
+    test = suites(tmp_path, None, 0)["mc_unvalidated"]["test"]
+    null = test["strongest_null"]
+    assert null is not None and 0.25 < null["mean"] < null["p95"] < 0.5
+    # One reading alone: its chance level is the plain 1/k (within the draws' noise).
+    one = {"a": np.full((200, 4), 0.25)}
+    assert strongest_null(one) == {"mean": 0.25, "p95": 0.25}
+    sharp = np.eye(4)[np.random.default_rng(0).integers(0, 4, 200)]
+    many = {str(i): np.roll(sharp, i, axis=0) for i in range(24)}
+    pooled, single = strongest_null(many), strongest_null({"0": sharp})
+    assert pooled is not None and single is not None
+    assert pooled["mean"] > single["mean"] + 0.03
