@@ -204,6 +204,13 @@ def main() -> int:
                 print(f"    {name:<20} {a['accuracy']:.3f} [{lo:.3f}, {hi:.3f}]", flush=True)
             best = s["strongest_adversary"]
             print(f"  strongest: {best['name']} {best['accuracy']:.3f} {best['ci95']}", flush=True)
+            null = s.get("strongest_null")
+            if null:
+                print(
+                    f"  strongest by chance alone: mean {null['mean']:.3f}, 95th percentile "
+                    f"{null['p95']:.3f}",
+                    flush=True,
+                )
             for line in r["cost"]:
                 print(f"  {line}", flush=True)
             print_blind(seed, r["blind"])
