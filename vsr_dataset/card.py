@@ -179,8 +179,11 @@ def _blind_rows(s: dict[str, Any]) -> list[str]:
             ]
             best = baselines.get("answer_only_strongest")
             if best:
+                null = best.get("by_chance_alone")
+                alone = f" [by chance alone {null['mean']:.3f}]" if null else ""
                 shown.append(
                     fig(f"strongest of {len(answer_only)} answer-only: {best['name']}", best)
+                    + alone
                 )
             base = "; ".join(shown)
             rows.append(

@@ -565,6 +565,7 @@ def _leak_audit(stage: _Staging, stats: dict[str, Any], options: BuildOptions) -
             mc.get("measured_on", "mc"): {
                 "adversaries": mc.get("adversaries") or {},
                 "strongest": mc.get("strongest_adversary"),
+                "strongest_null": mc.get("strongest_null"),
                 "n_test": mc.get("adversaries_n_test"),
                 "chance": mc.get("chance"),
             }

@@ -9,7 +9,9 @@ reads them (vsr_dataset.mc_stats.items_from_lines):
 - ``dev``: the suite fitted on train.
 
 Each adversary lands in ``blind_baselines[set][split]["baselines"]`` as
-``answer_only:<name>`` with its 95 % interval, plus ``answer_only_strongest``.
+``answer_only:<name>`` with its 95 % interval, plus ``answer_only_strongest`` with what
+the strongest of the readings scores by chance alone (``by_chance_alone``, mean and 95th
+percentile over random answers; matching.adversaries.strongest_null).
 """
 
 from __future__ import annotations
@@ -93,4 +95,7 @@ def add_to(blind: dict[str, Any], measured: dict[str, dict[str, dict[str, Any]]]
                 base[PREFIX + name] = {**f, "n": n, "chance": chance}
             best = suite.get("strongest")
             if best:
-                base[STRONGEST] = {**best, "n": n, "chance": chance}
+                # What the strongest of these readings scores by chance alone (a maximum
+                # sits above chance on a small set even when no reading sees anything).
+                null = suite.get("strongest_null")
+                base[STRONGEST] = {**best, "n": n, "chance": chance, "by_chance_alone": null}

@@ -72,6 +72,7 @@ def test_dev_fitted_adversaries_see_dev_only(tmp_path: Path) -> None:
     assert f["n"] == 80 and f["chance"] == 0.25
     assert f["ci95"][0] <= f["accuracy"] <= f["ci95"][1] and f["ci95"][1] - f["ci95"][0] > 0
     assert got[STRONGEST]["accuracy"] == best["accuracy"]
+    assert got[STRONGEST]["by_chance_alone"] == measured["mc_unvalidated"]["test"]["strongest_null"]
     assert PREFIX + "listwise_stack_gbm_least" in blind["mc_unvalidated"]["dev"]["baselines"]
 
 
