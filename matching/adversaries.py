@@ -13,6 +13,8 @@ it sees only the item's options (k + 1 captions, their concepts and relations). 
   (scikit-learn), so unseen pairs that look like seen ones are scored too.
 - ``p_rel_least`` / ``p_rel_most``: pick the option P_rel (the relevance model of the
   run, trained on the train split's True captions) rates least / most plausible.
+- ``<name>_least``: every other model read the other way (the option it rates least
+  likely to be the answer wins), as ``pair_counts_least`` reads ``pair_counts``.
 
 Listwise ones, which see all the options of an item together (the models above score each
 option alone and cannot see that "on" and "touching" offered together give "touching" away):
@@ -468,14 +470,48 @@ def p_rel_scores(test: Sequence[Item], relevance: RelevanceModel, sign: float) -
     return np.array(out)
 
 
+# Random answer draws behind the chance level of the strongest reading (strongest_null).
+NULL_DRAWS = 2000
+
+
+def hit_matrix(items: Sequence[Item], option_scores: np.ndarray) -> np.ndarray | None:
+    """Per item, the expected hit of a reading were option j the answer (ties shared):
+    n items x options; None when the items differ in their number of options."""
+    sizes = {len(it.triples) for it in items}
+    if len(sizes) != 1:
+        return None
+    v = np.asarray(option_scores, dtype=float).reshape(len(items), sizes.pop())
+    top = v >= v.max(axis=1, keepdims=True) - 1e-9
+    return np.asarray(top / top.sum(axis=1, keepdims=True), dtype=float)
+
+
+def strongest_null(hits: dict[str, np.ndarray], seed: int = 0) -> dict[str, float] | None:
+    """What the strongest of these readings scores by chance alone: the answers drawn at
+    random (one draw shared by every reading, so their correlations are kept), the best
+    reading's accuracy per draw; its mean and 95th percentile. The strongest of many
+    readings is a maximum and sits above chance even when none of them sees anything."""
+    mats = list(hits.values())
+    if not mats or len({m.shape for m in mats}) != 1:
+        return None
+    n, k = mats[0].shape
+    rng = np.random.default_rng([seed, n, len(mats)])
+    answers = rng.integers(0, k, size=(NULL_DRAWS, n))
+    rows = np.arange(n)[None, :]
+    best = np.max([m[rows, answers].mean(axis=1) for m in mats], axis=0)
+    return {"mean": round(float(best.mean()), 4), "p95": round(float(np.quantile(best, 0.95)), 4)}
+
+
 def run_suite(
     train: Sequence[Item],
     test: Sequence[Item],
     relevance: RelevanceModel | None = None,
     encoder: Encoder | None = None,
     seed: int = 0,
+    hits_out: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """Every adversary's accuracy on ``test`` (trained on ``train``), with the strongest."""
+    """Every adversary's accuracy on ``test`` (trained on ``train``), with the strongest
+    and the strongest's chance level (``strongest_null``). ``hits_out``: filled with each
+    reading's hit matrix (a caller pooling several suites computes their null)."""
     if not train or not test:
         return {"n_test": len(test), "adversaries": {}, "strongest": None}
     fits = _SuiteFits(train, test)  # the stack reuses the per-option models' scores
@@ -484,10 +520,9 @@ def run_suite(
         "tfidf_pair_rel_lr": lambda: fits.full(
             "tfidf_pair_rel_lr", per_option["tfidf_pair_rel_lr"]
         ),
+        # Read the other way too (pair_counts_least, as every model below): balancing can
+        # push the truth's features below the neutral odds, which that reading exploits.
         "pair_counts": lambda: fits.full("pair_counts", per_option["pair_counts"]),
-        # The same counts read the other way: balancing can push the truth's features
-        # below the neutral odds (pair_counts under chance), which this one would exploit.
-        "pair_counts_least": lambda: -fits.full("pair_counts", per_option["pair_counts"]),
         # Listwise: models that see the four options together.
         "listwise_pairs_lr": lambda: fits.full(
             "listwise_pairs_lr", per_option["listwise_pairs_lr"]
@@ -501,21 +536,43 @@ def run_suite(
         suite["p_rel_most"] = lambda: p_rel_scores(test, relevance, 1.0)
     results: dict[str, dict[str, Any]] = {}
     seconds: dict[str, float] = {}
+    hit_mats: dict[str, np.ndarray] = {}
     for name, fn in suite.items():
         t0 = time.perf_counter()
-        hits = _per_item(test, fn())
+        scores = fn()
+        readings = {name: scores}
+        if not name.endswith(("_least", "_most")):
+            # The inverted reading: distractors made to look likelier than the truth would
+            # put the truth at the bottom, which "pick the least likely" exploits.
+            readings[f"{name}_least"] = -scores
+        for reading, values in readings.items():
+            mat = hit_matrix(test, values)
+            if mat is not None:
+                hit_mats[reading] = mat
+            hits = _per_item(test, values)
+            acc = float(np.mean(hits))
+            lo, hi = wilson(sum(hits), len(hits))
+            results[reading] = {"accuracy": round(acc, 4), "ci95": [round(lo, 4), round(hi, 4)]}
         seconds[name] = round(time.perf_counter() - t0, 2)
-        acc = float(np.mean(hits))
-        lo, hi = wilson(sum(hits), len(hits))
-        results[name] = {"accuracy": round(acc, 4), "ci95": [round(lo, 4), round(hi, 4)]}
-    worst = max(results, key=lambda n: results[n]["accuracy"])
-    return {
+    out = {
         "n_test": len(test),
         "chance": round(float(np.mean([1 / len(it.triples) for it in test])), 4),
         "adversaries": results,
-        "strongest": {"name": worst, **results[worst]},
+        "strongest": strongest_of(results),
+        "strongest_null": strongest_null(hit_mats, seed) if len(hit_mats) == len(results) else None,
         "seconds": seconds,
     }
+    if hits_out is not None:
+        hits_out.update(hit_mats)
+    return out
+
+
+def strongest_of(results: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The adversary with the highest accuracy (the figure a user reads is the worst one)."""
+    if not results:
+        return None
+    worst = max(results, key=lambda n: results[n]["accuracy"])
+    return {"name": worst, **results[worst]}
 
 
 def format_suite(suite: dict[str, Any]) -> list[str]:
@@ -539,5 +596,11 @@ def format_suite(suite: dict[str, Any]) -> list[str]:
         lines.append(
             f"  STRONGEST answer-only adversary: {s['name']} {s['accuracy']:.3f} "
             f"[{lo:.3f}, {hi:.3f}] (chance {suite['chance']})"
+        )
+    null = suite.get("strongest_null")
+    if null:
+        lines.append(
+            f"  the strongest of these readings by chance alone (random answers): "
+            f"{null['mean']:.3f} on average, 95th percentile {null['p95']:.3f}"
         )
     return lines

@@ -16,6 +16,7 @@ Ties between choices count as a fair coin among the tied ones (expected accuracy
 from __future__ import annotations
 
 import math
+import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -127,6 +128,7 @@ def measured_suite(
     encoder: Any,
     seed: int,
     suite_sample: int | None = SUITE_SAMPLE,
+    hits_out: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """The held-out adversary suite (matching.adversaries) on exactly these items, as
     `vsr match --report` and build-dataset's stats.json and card compute it: P_rel fitted
@@ -143,13 +145,54 @@ def measured_suite(
     relevance = None
     if encoder is not None and train:
         relevance = RelevanceModel(encoder, seed=seed).fit([it.query for it in train])
-    suite = run_suite(suite_train, suite_test, relevance, encoder, seed)
+    suite = run_suite(suite_train, suite_test, relevance, encoder, seed, hits_out)
     if (len(suite_train), len(suite_test)) != (len(train), len(test)):
         suite["sampled_from"] = {
             "train": len(train),
             "test": len(test),
             "n_train": len(suite_train),
         }
+    return suite
+
+
+# Names of the adversaries fitted on dev instead of train start with this.
+DEV_FITTED = "dev_fit:"
+
+
+def measured_suites(
+    train: Sequence[Item],
+    dev: Sequence[Item],
+    test: Sequence[Item],
+    encoder: Any,
+    seed: int,
+    suite_sample: int | None = SUITE_SAMPLE,
+) -> dict[str, Any]:
+    """:func:`measured_suite` fitted on train, plus the same suite fitted on dev alone
+    (names ``dev_fit:...``), both scored on test: dev is filtered like test and train is
+    not, so a model of dev sees what the filter leaves in test. ``strongest`` is over both."""
+    from matching.adversaries import strongest_null, strongest_of
+
+    hits: dict[str, np.ndarray] = {}
+    suite = (
+        measured_suite(train, test, encoder, seed, suite_sample, hits)
+        if train
+        else {"n_test": len(test), "adversaries": {}, "strongest": None}
+    )
+    if dev and test:
+        with warnings.catch_warnings():
+            # A small dev (a few dozen items) makes scikit-learn warn about its size; the
+            # interval already says how little such a figure means.
+            warnings.simplefilter("ignore", UserWarning)
+            dev_hits: dict[str, np.ndarray] = {}
+            on_dev = measured_suite(dev, test, encoder, seed, suite_sample, dev_hits)
+        for name, figure in on_dev["adversaries"].items():
+            suite["adversaries"][DEV_FITTED + name] = figure
+        hits.update({DEV_FITTED + name: m for name, m in dev_hits.items()})
+        suite["chance"] = on_dev["chance"]
+        suite["n_dev"] = len(dev)
+        suite["strongest"] = strongest_of(suite["adversaries"])
+        pooled = len(hits) == len(suite["adversaries"])
+        suite["strongest_null"] = strongest_null(hits, seed) if pooled else None
     return suite
 
 
@@ -162,8 +205,9 @@ def diagnose(
 ) -> dict[str, Any]:
     """All figures of a run, JSON-ready (stored in MatchRun.diagnostics). ``adversaries``:
     run the held-out answer-only suite (matching.adversaries) on train -> test, on at most
-    ``suite_sample`` items of each (None or 0: all); ``published``: which test items the
-    export writes (the suite is measured on those)."""
+    ``suite_sample`` items of each (None or 0: all); ``published``: which dev and test items
+    the export writes (the suite is fitted on those dev items and measured on those test
+    items)."""
     p = result.params
     items = result.items
     n_distractors = sum(len(it.triples) - 1 for it in items)
@@ -181,11 +225,12 @@ def diagnose(
             p_sims.append(sim_probability(truth, d))
             known = result.known_true.get(it.query.image, ())
             known_true += int(any(is_implied(kt, d) for kt in known if kt != truth))
-    train, test = result.items_in("train"), result.items_in("test")
+    train, dev, test = result.items_in("train"), result.items_in("dev"), result.items_in("test")
     if published is not None:
+        dev = [it for it in dev if published(it)]
         test = [it for it in test if published(it)]
     suite = (
-        measured_suite(train, test, relevance.encoder, p.seed, suite_sample)
+        measured_suites(train, dev, test, relevance.encoder, p.seed, suite_sample)
         if adversaries
         else {"n_test": len(test), "adversaries": {}, "strongest": None}
     )

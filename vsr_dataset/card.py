@@ -175,7 +175,23 @@ def _blind_rows(s: dict[str, Any]) -> list[str]:
         for split, r in sorted(splits.items()):
             attacks = r.get("attacks") or {}
             worst = max(attacks.items(), key=lambda kv: kv[1]["accuracy"], default=None)
-            base = "; ".join(fig(k, v) for k, v in sorted((r.get("baselines") or {}).items()))
+            baselines = r.get("baselines") or {}
+            # The answer-only suite (a few dozen models) shows as its strongest and a count.
+            answer_only = [k for k in baselines if k.startswith("answer_only:")]
+            shown = [
+                fig(k, v)
+                for k, v in sorted(baselines.items())
+                if k not in answer_only and k != "answer_only_strongest"
+            ]
+            best = baselines.get("answer_only_strongest")
+            if best:
+                null = best.get("by_chance_alone")
+                alone = f" [by chance alone {null['mean']:.3f}]" if null else ""
+                shown.append(
+                    fig(f"strongest of {len(answer_only)} answer-only: {best['name']}", best)
+                    + alone
+                )
+            base = "; ".join(shown)
             rows.append(
                 f"| `{config}/{split}` | {r['n']:,} | {r['chance']:.2f} | "
                 f"{fig(*worst) if worst else '-'} | {base or '-'} |"

@@ -14,8 +14,9 @@ place: what a benchmark user can score on each evaluation file without looking a
 - **Blind baselines** (reported, never failing): the same look-ups by caption alone (the
   same words on another image: a caption prior); binary, the label prior of the train
   file's relation and of its concept pair, and the pair-opposite rule (the other half of a
-  caption pair is in train: predict the opposite label); multiple choice, the answer-only
-  suite (``stats.json`` ``mc``).
+  caption pair is in train: predict the opposite label) and caption-only models fitted on
+  that train file (vsr_dataset.caption_baselines); multiple choice, the answer-only suite
+  (vsr_dataset.mc_blind, added by the build).
 
 Each figure is an accuracy with its Wilson 95 % interval over the evaluation file's items,
 an unanswerable item scored at chance (a coin flip, or a guess among the options left).
@@ -32,6 +33,8 @@ from typing import Any, cast
 import orjson
 
 from vsr_core.agreement import wilson_interval
+from vsr_dataset import caption_baselines
+from vsr_dataset.caption_baselines import CaptionModels
 
 EVAL_PARTS = ("dev", "test")
 JOIN_ONLY = ("all_raw.jsonl", "all_validated.jsonl")
@@ -125,6 +128,7 @@ def audit(root: Path, files: Iterable[str]) -> dict[str, Any]:
                 captions[caption] = label
             by_caption[rel] = captions
     out: dict[str, Any] = {}
+    fitted: dict[Path, CaptionModels | None] = {}  # each train file's models, fitted once
     for rel in jsonl:
         if not _is_eval(rel):
             continue
@@ -136,7 +140,7 @@ def audit(root: Path, files: Iterable[str]) -> dict[str, Any]:
             result = _mc(records, labelled, by_caption, relation_of)
         else:
             scheme_train = f"{config}/train.jsonl"
-            result = _binary(records, labelled, by_caption, root / scheme_train)
+            result = _binary(records, labelled, by_caption, root / scheme_train, fitted)
         out.setdefault(config, {})[split] = result
     return out
 
@@ -202,9 +206,10 @@ def _binary(
     labelled: dict[str, dict[tuple[str, str], int]],
     by_caption: dict[str, dict[str, int]],
     scheme_train: Path,
+    fitted: dict[Path, CaptionModels | None],
 ) -> dict[str, Any]:
     attacks: dict[str, Figure] = {}
-    baselines = _binary_baselines(records, scheme_train)
+    baselines = _binary_baselines(records, scheme_train, fitted)
     for rel, table in labelled.items():
         if rel != "machine_negatives.jsonl" and _scheme(rel) != scheme_train.parent.name:
             # A train file of the other split scheme holds these Examples by design (random
@@ -235,9 +240,15 @@ def _scheme(rel: str) -> str:
     return "zeroshot" if "zeroshot" in rel.split("/")[0] else "random"
 
 
-def _binary_baselines(records: list[dict[str, Any]], train_path: Path) -> dict[str, Figure]:
+def _binary_baselines(
+    records: list[dict[str, Any]],
+    train_path: Path,
+    fitted: dict[Path, CaptionModels | None],
+) -> dict[str, Figure]:
     if not train_path.is_file():
         return {}
+    captions: list[str] = []
+    labels: list[int] = []
     rel_votes: dict[str, Counter[int]] = defaultdict(Counter)
     pair_votes: dict[tuple[str, str], Counter[int]] = defaultdict(Counter)
     label_of_id: dict[int, int] = {}
@@ -247,6 +258,8 @@ def _binary_baselines(records: list[dict[str, Any]], train_path: Path) -> dict[s
         rel_votes[rec["relation"]][label] += 1
         pair_votes[(rec["subj"], rec["obj"])][label] += 1
         overall[label] += 1
+        captions.append(rec["caption"])
+        labels.append(label)
         if "example_id" in rec:
             label_of_id[int(rec["example_id"])] = label
     fallback = overall.most_common(1)[0][0] if overall else 1
@@ -262,11 +275,19 @@ def _binary_baselines(records: list[dict[str, Any]], train_path: Path) -> dict[s
         other = rec.get("pair_example_id")
         seen = label_of_id.get(other) if isinstance(other, int) else None
         opposite.append(0.5 if seen is None else float(1 - seen == label))
-    return {
+    out = {
         "relation_prior": _figure(rel_scores, 0.5),
         "concept_pair_prior": _figure(pair_scores, 0.5),
         "pair_opposite": _figure(opposite, 0.5),
     }
+    if train_path not in fitted:
+        fitted[train_path] = caption_baselines.fit(captions, labels)
+    models = fitted[train_path]
+    if models is not None:
+        truth = [int(rec["label"]) for rec in records]
+        for name, pred in models.predict([rec["caption"] for rec in records]).items():
+            out[name] = _figure([float(p == t) for p, t in zip(pred, truth, strict=True)], 0.5)
+    return out
 
 
 def failures(blind: dict[str, Any]) -> list[str]:

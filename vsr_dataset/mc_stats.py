@@ -1,8 +1,9 @@
 """What stats.json and the dataset card say about the multiple-choice items: the held-out
 answer-only adversaries (matching.adversaries) computed on exactly the items written, from
 their exported lines: ``mc/`` when it holds items, else ``mc_unvalidated/`` (and the figure
-says which). The headline is the strongest adversary. `vsr match --report` computes the same
-suite on the same items (matching.diagnostics.measured_suite)."""
+says which), fitted on train and, apart, on dev. The headline is the strongest adversary.
+`vsr match --report` computes the same suite on the same items
+(matching.diagnostics.measured_suites)."""
 
 from __future__ import annotations
 
@@ -52,17 +53,21 @@ def items_from_lines(lines: dict[str, list[bytes]]) -> dict[str, list[Item]]:
     return out
 
 
-def suite_on_lines(lines: dict[str, list[bytes]], model: str | None, seed: int) -> dict[str, Any]:
-    """The adversary suite on the exported items (train -> test), as `vsr match` runs it."""
-    from matching.diagnostics import measured_suite
+def suite_on_lines(
+    lines: dict[str, list[bytes]], model: str | None, seed: int, encoder: Any = None
+) -> dict[str, Any]:
+    """The adversary suite on the exported items, as `vsr match` runs it: fitted on train
+    and, apart, on dev (matching.diagnostics.measured_suites), scored on test."""
+    from matching.diagnostics import measured_suites
     from matching.relevance import load_encoder
 
     items = items_from_lines(lines)
-    train, test = items.get("train", []), items.get("test", [])
-    if not train or not test:
+    train, dev, test = (items.get(p, []) for p in ("train", "dev", "test"))
+    if not test or not (train or dev):
         return {"n_test": len(test), "adversaries": {}, "strongest": None}
-    encoder = load_encoder(None if not model or model.endswith(PACKAGED) else model)
-    return measured_suite(train, test, encoder, seed)
+    if encoder is None:
+        encoder = load_encoder(None if not model or model.endswith(PACKAGED) else model)
+    return measured_suites(train, dev, test, encoder, seed)
 
 
 def votes_on_negatives(conn: Connection, run_id: int) -> int:
@@ -128,7 +133,8 @@ def mc_summary(
     measured_on, measured = "mc", lines
     if not any(lines.values()) and unvalidated and any(unvalidated.values()):
         measured_on, measured = "mc_unvalidated", unvalidated
-    suite = suite_on_lines(measured, params.get("model"), int(params.get("seed") or 0))
+    seed = int(params.get("seed") or 0)
+    suite = suite_on_lines(measured, params.get("model"), seed)
     return {
         "run_id": run_id,
         "items": {split: len(v) for split, v in sorted(lines.items())},
@@ -141,6 +147,11 @@ def mc_summary(
         "adversaries": suite.get("adversaries", {}),
         "adversaries_n_test": suite.get("n_test"),
         "strongest_adversary": suite.get("strongest"),
+        "adversaries_n_dev": suite.get("n_dev"),
+        "strongest_null": suite.get("strongest_null"),
+        # What the build's blind baselines fit the same suite with (vsr_dataset.mc_blind).
+        "suite_model": params.get("model"),
+        "suite_seed": seed,
         "validation_cost": cost_summary(conn, run_id, diag, sum(map(len, lines.values()))),
     }
 
@@ -159,11 +170,19 @@ def card_lines(mc: dict[str, Any]) -> list[str]:
         others = ", ".join(f"{n} {a['accuracy']:.3f}" for n, a in mc["adversaries"].items())
         out.append(
             f"  Strongest answer-only adversary (sees only the options, trained on "
-            f"{where}/train, scored on the {mc['adversaries_n_test']:,} items of "
+            f"{where}/train or, `dev_fit:`, on {where}/dev alone; every model also read "
+            f"as `_least`), scored on the {mc['adversaries_n_test']:,} items of "
             f"{where}/test{note}): {s['name']} "
             f"{s['accuracy']:.3f} (95 % CI {lo:.3f}-{hi:.3f}; chance {mc['chance']}). "
             f"All: {others}."
         )
+        null = mc.get("strongest_null")
+        if null:
+            out.append(
+                f"  By chance alone (answers drawn at random), the strongest of these "
+                f"{len(mc['adversaries'])} readings would score {null['mean']:.3f} on average, "
+                f"{null['p95']:.3f} or less 95 times in 100."
+            )
     cost = mc.get("validation_cost")
     if cost:
         from matching.store import format_cost

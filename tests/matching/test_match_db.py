@@ -44,15 +44,17 @@ def encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _suite_from_files(folder: Path, encoder_path: Path) -> dict[str, Any]:
-    """The adversary suite on exported mc JSONL files, read here line by line."""
-    from matching.diagnostics import measured_suite
+    """The adversary suite on exported mc JSONL files, read here line by line: fitted on
+    train and, apart, on dev, scored on test."""
+    from matching.diagnostics import measured_suites
     from matching.pipeline import Item
     from matching.records import Record
     from matching.relevance import load_encoder
 
     items: dict[str, list[Item]] = {}
-    for split in ("train", "test"):
-        for line in (folder / f"{split}.jsonl").read_text().splitlines():
+    for split in ("train", "dev", "test"):
+        path = folder / f"{split}.jsonl"
+        for line in path.read_text().splitlines() if path.exists() else []:
             rec = json.loads(line)
             rel = rec["relations"][rec["answer"]]
             truth = Record(
@@ -74,7 +76,8 @@ def _suite_from_files(folder: Path, encoder_path: Path) -> dict[str, Any]:
                     [],
                 )
             )
-    return measured_suite(items["train"], items["test"], load_encoder(str(encoder_path)), 0)
+    encoder = load_encoder(str(encoder_path))
+    return measured_suites(items["train"], items.get("dev", []), items["test"], encoder, 0)
 
 
 def _match(db_url: str, encoder: Path, *extra: str):  # type: ignore[no-untyped-def]

@@ -82,8 +82,10 @@ def test_a_clean_build_publishes_blind_baselines(
         assert set(config) == {"dev", "test"}
         for r in config.values():
             assert r["attacks"] and {"relation_prior", "pair_opposite"} <= set(r["baselines"])
-            for f in r["attacks"].values():
-                assert f["ci95"][0] <= f["accuracy"] <= f["ci95"][1]
+            # Caption-only models fitted on the scheme's train file, linear and not.
+            assert {"caption_tfidf_lr", "caption_tfidf_mlp"} <= set(r["baselines"])
+            for f in [*r["attacks"].values(), *r["baselines"].values()]:
+                assert f["ci95"][0] <= f["accuracy"] <= f["ci95"][1] and f["n"] == r["n"]
     assert "### Blind baselines and leak audit" in (out / "README.md").read_text()
 
 

@@ -8,6 +8,10 @@ that is empty, ``mc_unvalidated/`` (vsr_dataset.mc_stats). An export made with
 ``build-dataset --out DIR`` on the command line goes where its ``--out`` says, which the
 dashboard cannot know; without a dashboard export the page shows the latest matching run's
 figure instead, which is measured on all the run's items before any validation.
+
+The same stats.json gives the page the export's blind baselines (``blind_baselines``, the
+build's leak audit): per evaluation file, the strongest look-up or join attack and the
+strongest blind baseline, each with its 95 % interval.
 """
 
 from __future__ import annotations
@@ -41,6 +45,43 @@ def _suite(mc: dict[str, Any]) -> dict[str, Any] | None:
         "ci95": [float(x) for x in best.get("ci95") or []],
         "n_test": mc.get("adversaries_n_test"),
     }
+
+
+def _best(figures: Any, skip: str = "") -> dict[str, Any] | None:
+    """The highest-accuracy figure of a ``{name: {accuracy, ci95}}`` block, named."""
+    if not isinstance(figures, dict):
+        return None
+    named = [
+        {"name": k, "accuracy": float(v["accuracy"]), "ci95": [float(x) for x in v["ci95"]]}
+        for k, v in figures.items()
+        if k != skip and isinstance(v, dict) and v.get("accuracy") is not None and v.get("ci95")
+    ]
+    return max(named, key=lambda f: f["accuracy"], default=None)
+
+
+def blind_rows(blind: Any) -> list[dict[str, Any]]:
+    """stats.json ``blind_baselines`` as the page's table: per evaluation file, its items,
+    chance, strongest look-up or join attack and strongest blind baseline (the build's
+    answer_only_strongest summary left out: its adversary is listed under its own name)."""
+    if not isinstance(blind, dict):
+        return []
+    rows = []
+    for config, splits in sorted(blind.items()):
+        for split, r in sorted((splits or {}).items()):
+            if not isinstance(r, dict):
+                continue
+            baselines = r.get("baselines") or {}
+            rows.append(
+                {
+                    "file": f"{config}/{split}",
+                    "n": r.get("n"),
+                    "chance": r.get("chance"),
+                    "attack": _best(r.get("attacks")),
+                    "baseline": _best(baselines, skip="answer_only_strongest"),
+                    "n_baselines": len(baselines),
+                }
+            )
+    return rows
 
 
 def _read_stats(path: Path) -> dict[str, Any]:
@@ -84,6 +125,8 @@ def latest_export(session: Session, settings: Settings, study_id: int) -> dict[s
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         out["problem"] = "its zip holds no readable stats.json"
         return out
+    out["blind"] = blind_rows(stats.get("blind_baselines"))
+    out["leak_failures"] = (stats.get("leak_audit") or {}).get("failures") or []
     mc = stats.get("mc")
     if not isinstance(mc, dict):
         out["problem"] = "it has no multiple-choice items (no matching run when it was built)"

@@ -82,3 +82,29 @@ def test_pipeline_page_shows_the_figure_of_the_latest_export(
     assert "Read from that export's stats.json" in page
     assert str(RUN_FIGURE["name"]) not in page.split("Matching runs")[0]
     assert "Measured before validation" not in page
+
+    # The export's blind baselines: one row per evaluation file of its stats.json, with the
+    # strongest baseline of each as the build computed it (the caption-only models of the
+    # binary files, the answer-only suite fitted on train and on dev of the MC files).
+    stats = json.loads(zf.read("stats.json"))
+    blind = stats["blind_baselines"]
+    assert {"random", "zeroshot", "mc_unvalidated"} <= set(blind)
+    for config in ("random", "zeroshot"):
+        for r in blind[config].values():
+            assert {"caption_tfidf_lr", "caption_tfidf_mlp"} <= set(r["baselines"])
+    mc_test = blind["mc_unvalidated"]["test"]["baselines"]
+    assert any(k.startswith("answer_only:dev_fit:") for k in mc_test), sorted(mc_test)
+    assert "answer_only:listwise_stack_gbm_least" in mc_test
+    for r in (r for splits in blind.values() for r in splits.values()):
+        for f in r["baselines"].values():
+            assert f["ci95"][0] <= f["accuracy"] <= f["ci95"][1]
+    body = client.get("/admin/pipeline").text
+    assert "Blind baselines of the latest export" in body
+    for config, splits in blind.items():
+        for split, r in splits.items():
+            figures = {k: v for k, v in r["baselines"].items() if k != "answer_only_strongest"}
+            name, f = max(figures.items(), key=lambda kv: kv[1]["accuracy"])
+            row = re.search(rf'<tr data-blind="{config}/{split}">(.*?)</tr>', body, re.S)
+            assert row is not None, (config, split)
+            cells = _text(row.group(1))
+            assert f"{name} {f['accuracy']:.3f} ({f['ci95'][0]:.3f}–{f['ci95'][1]:.3f})" in cells
