@@ -9,19 +9,23 @@ wait for the figure at all, as on a study where none is ready in 0.25 s."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
+from sqlmodel import Session, col, select
 
 from tests.support.admin_seed import read_raw, seed
 from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import login, make_admin_app
-from webapp.admin import pages
+from vsr_core.models import Example
+from webapp.admin import pages, stats
 from webapp.admin.cache import FigureCache
+from webapp.admin.routes import data as data_routes
 
 
 @pytest.fixture
@@ -98,3 +102,48 @@ def test_the_quality_page_says_it_is_computing_then_shows_its_figures(
     body = _until(client, "/admin/quality", "Examples ·", gone="Computing the data quality")
     assert "Fleiss" in body
     assert "examples" in client.get("/admin/api/quality.json").json()
+
+
+def test_a_page_read_while_its_matches_are_counted_walks_a_bounded_window(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A window of 3 Examples: a page that read more (a walk through the study in search
+    # of its rows) would show rows beyond them, or no "read on" link past them.
+    monkeypatch.setattr(data_routes, "WALK_WITHIN", 3)
+    # The counts wait until the test has read its pages (the study is small: they would
+    # otherwise be ready before the second request).
+    counted_may_finish = threading.Event()
+    count_and_few = stats.count_and_few
+
+    def held_count(*args: Any, **kwargs: Any) -> Any:
+        counted_may_finish.wait(10)
+        return count_and_few(*args, **kwargs)
+
+    monkeypatch.setattr(stats, "count_and_few", held_count)
+    with Session(engine) as s:
+        ids = [i for i in s.exec(select(Example.id).order_by(col(Example.id))) if i is not None]
+    assert len(ids) > 6
+    first = client.get("/admin/data?agreement=kept")
+    assert first.status_code == 200 and "counting the matching Examples" in first.text
+    assert 'data-walked="3"' in first.text
+    shown = {int(i) for i in re.findall(r'name="ids" value="(\d+)"', first.text)}
+    assert shown and shown <= set(ids[:3])
+    # The pager reads on from where the walk stopped, and so does "last" from the end.
+    assert f"after={ids[2]}&amp;page=2" in first.text
+    second = client.get(f"/admin/data?agreement=kept&after={ids[2]}&page=2")
+    shown = {int(i) for i in re.findall(r'name="ids" value="(\d+)"', second.text)}
+    assert shown <= set(ids[3:6]) and 'data-walked="3"' in second.text
+    last = client.get("/admin/data?agreement=kept&last=1&page=2")
+    shown = {int(i) for i in re.findall(r'name="ids" value="(\d+)"', last.text)}
+    assert shown <= set(ids[-3:])
+    # A filter matching nothing says so only once counted; meanwhile: what the walk read.
+    none = client.get("/admin/data?q=no-such-caption-text")
+    assert "No Examples match." not in none.text and 'data-walked="3"' in none.text
+    assert f"after={ids[2]}&amp;page=2" in none.text
+    # A bare page number is not an OFFSET walk meanwhile either: the first page.
+    bare = client.get("/admin/data?agreement=rejected&page=5", follow_redirects=False)
+    assert bare.status_code == 303 and "agreement=rejected" in bare.headers["location"]
+    counted_may_finish.set()
+    counted = _until(client, "/admin/data?agreement=kept", "matching Examples <small")
+    assert "data-walked" not in counted
+    assert len(re.findall(r'name="ids" value="(\d+)"', counted)) == min(50, len(ids))

@@ -201,3 +201,25 @@ def test_the_warm_up_holds_no_write_lock_on_sqlite(app: Any, engine: Engine) -> 
             other.execute("COMMIT")
         finally:
             other.close()
+
+
+def test_no_page_compiles_a_template_once_the_server_started(
+    app: Any, urls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the start-up does before the server answers; a page rendered afterwards with a
+    # template it left out would compile it in the request, and fail here.
+    assert warmup.compile_templates(app) > 30
+    env = app.state.templates.env
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a template compiled in a request")
+
+    monkeypatch.setattr(env, "compile", refuse)
+    client = TestClient(app)
+    login(client)
+    # One page of each route (every template the dashboard renders).
+    routes = {u.split("?")[0].rstrip("0123456789"): u for u in urls}
+    assert len(routes) > 15
+    for url in routes.values():
+        r = client.get(url, follow_redirects=False)
+        assert r.status_code in (200, 303, 307), (url, r.status_code, r.text[:300])

@@ -48,6 +48,10 @@ BARE_PAGE_LIMIT = 20
 # A filter matching at most this many Examples keeps their ids with its cached count and is
 # paged from that list (by primary key) instead of by a keyset walk of the whole study.
 FEW_MATCHES = figures.FEW_MATCHES
+# While a filter's matches are being counted, a page reads at most this many of the study's
+# Examples (a filter matching few of 1.28 million would otherwise walk most of them, ~1 s);
+# a study this small computes its figures in the request anyway (pages.IN_REQUEST_BELOW_EXAMPLES).
+WALK_WITHIN = 20_000
 
 
 def _example(session: Session, example_id: int, request: Request) -> Example:
@@ -108,10 +112,15 @@ def data_page(
     total, few, counted_at = (0, None, time.time()) if isinstance(counted, Computing) else counted
     pages = max(1, -(-total // PAGE))
     keep = urlencode({k: v for k, v in params.items() if v})
-    if page > BARE_PAGE_LIMIT and after is None and before is None and not last:
+    # While the matches are counted, every read is a bounded walk (see _walk): a bare page
+    # number past the first would be an OFFSET walk, so it is the first page meanwhile.
+    bounded = computing is not None
+    bare = after is None and before is None and not last
+    if bare and (page > BARE_PAGE_LIMIT or (bounded and page > 1)):
         return _bare_page_redirect(keep, page, None if computing else pages)
     rows: list[dict[str, Any]] = []
     has_prev = has_next = False
+    edge: int | None = None  # where a bounded walk stopped short of a full page
     if few is not None:
         # A filter that selects a few Examples (none included): its page from the cached
         # list of matches, read by primary key, never a walk of the study in search of them.
@@ -121,33 +130,31 @@ def data_page(
                 session, cfg, limit=PAGE, study_id=study_id, ids=chosen, **filters
             )
     elif before is not None:
-        rows, has_prev = stats.browse_page(
-            session,
-            cfg,
-            direction=stats.Direction.BEFORE,
-            key=before,
-            limit=PAGE,
-            study_id=study_id,
-            **filters,
+        rows, has_prev, edge = _walk(
+            session, cfg, stats.Direction.BEFORE, before, PAGE, study_id, filters, bounded
         )
         has_next, page = True, page if has_prev else 1
     elif last:
-        rows, has_prev = stats.browse_page(
+        rows, has_prev, edge = _walk(
             session,
             cfg,
-            direction=stats.Direction.LAST,
-            limit=(total - (pages - 1) * PAGE or PAGE) if computing is None else PAGE,
-            study_id=study_id,
-            **filters,
+            stats.Direction.LAST,
+            0,
+            (total - (pages - 1) * PAGE or PAGE) if computing is None else PAGE,
+            study_id,
+            filters,
+            bounded,
         )
         page = pages if computing is None else max(page, 2 if has_prev else 1)
     elif after is not None or page == 1:
-        rows, has_next = stats.browse_page(
-            session, cfg, key=after or 0, limit=PAGE, study_id=study_id, **filters
+        rows, has_next, edge = _walk(
+            session, cfg, stats.Direction.AFTER, after or 0, PAGE, study_id, filters, bounded
         )
         # Is anything before this page? (After inserts or a hand-made link, ``page`` may not
-        # say: one keyset probe does.)
-        has_prev = bool(after) and _any_before(session, cfg, rows, after or 0, study_id, filters)
+        # say: one keyset probe does; while counting, that probe could walk to the start.)
+        has_prev = bool(after) and (
+            bounded or _any_before(session, cfg, rows, after or 0, study_id, filters)
+        )
         page = page if has_prev else 1
     else:  # a bare ?page=N up to BARE_PAGE_LIMIT (an old bookmark): read by OFFSET, once
         rows = stats.browse_offset(
@@ -165,7 +172,7 @@ def data_page(
             "origins": [origin] if origin else [],
         },
     )
-    links = _pager_links(keep, rows, page, pages, has_prev, has_next)
+    links = _pager_links(keep, rows, page, pages, has_prev, has_next, edge)
     return render(
         request,
         admin,
@@ -174,6 +181,7 @@ def data_page(
         rows=rows,
         total=total,
         computing=computing,
+        walked=WALK_WITHIN if edge is not None else None,
         counted_ago=max(0, round(time.time() - counted_at)),
         page=page,
         pages=max(pages, page),
@@ -266,6 +274,39 @@ def data_statements(
     return out
 
 
+def _walk(
+    session: Session,
+    cfg: Any,
+    direction: stats.Direction,
+    key: int,
+    limit: int,
+    study_id: int,
+    filters: dict[str, Any],
+    bounded: bool,
+) -> tuple[list[dict[str, Any]], bool, int | None]:
+    """A keyset page: (rows, more in its direction, edge). Bounded, it reads only the next
+    WALK_WITHIN Examples of the study; when they hold less than a page and the study goes
+    on, ``edge`` is the last id read (the pager goes on from there) and ``more`` is true."""
+    if not bounded:
+        rows, more = stats.browse_page(
+            session, cfg, direction=direction, key=key, limit=limit, study_id=study_id, **filters
+        )
+        return rows, more, None
+    end = stats.window_edge(session, direction, key, WALK_WITHIN, study_id)
+    rows, more = stats.browse_page(
+        session,
+        cfg,
+        direction=direction,
+        key=key,
+        limit=limit,
+        study_id=study_id,
+        id_range=stats.bounded_range(direction, key, end),
+        **filters,
+    )
+    cut = not more and end is not None
+    return rows, more or cut, end if cut else None
+
+
 def _any_before(
     session: Session,
     cfg: Any,
@@ -294,17 +335,23 @@ def _pager_links(
     pages: int,
     has_prev: bool,
     has_next: bool,
+    edge: int | None = None,
 ) -> dict[str, str]:
-    """The keyset pager's hrefs: first, previous, next, last (those that lead somewhere)."""
+    """The keyset pager's hrefs: first, previous, next, last (those that lead somewhere).
+    ``edge``: where a bounded walk stopped (its side's link goes on from there)."""
     base = "/admin/data?" + (keep + "&" if keep else "")
     links: dict[str, str] = {}
     if has_prev:
         links["first"] = base.rstrip("?&")
         # An empty page (past the end) still leads back: before what it was after.
         start = rows[0]["id"] if rows else INT32_MAX
+        if edge is not None and (not rows or edge < start):
+            start = edge
         links["previous"] = f"{base}before={start}&page={max(1, page - 1)}"
     if has_next:
         end = rows[-1]["id"] if rows else 0  # an empty page before the start: from the start
+        if edge is not None and edge > end:
+            end = edge
         links["next"] = f"{base}after={end}&page={page + 1}"
         links["last"] = f"{base}last=1&page={max(pages, page + 1)}"
     return links

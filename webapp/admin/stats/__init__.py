@@ -14,6 +14,7 @@ from webapp.admin.stats.data import (
     AGREEMENT_FILTERS,
     FLIP_RULES,
     Direction,
+    bounded_range,
     browse_examples,
     browse_offset,
     browse_page,
@@ -26,6 +27,7 @@ from webapp.admin.stats.data import (
     page_statement,
     parse_filters,
     validators_left,
+    window_edge,
 )
 from webapp.admin.stats.label_models import flip_preview, rule_fit
 from webapp.admin.stats.overview import (
@@ -71,7 +73,9 @@ __all__ = [
     "Direction",
     "browse_examples",
     "browse_offset",
+    "bounded_range",
     "browse_page",
+    "window_edge",
     "count_examples",
     "count_and_few",
     "count_statement",

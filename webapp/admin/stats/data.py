@@ -11,6 +11,7 @@ from sqlalchemy.sql import Subquery
 from sqlmodel import Session
 
 from vsr_core.kept import EXCLUDED, model_of
+from vsr_core.limits import INT32_MAX
 from vsr_core.models import DEFAULT_STUDY_ID
 from vsr_core.standing import blocked_clause, study_members
 from vsr_core.studies.settings import StudyConfig
@@ -67,11 +68,15 @@ def example_filters(
     study_id: int = DEFAULT_STUDY_ID,
     flips: str | None = None,
     ids: list[int] | None = None,
+    id_range: tuple[int, int] | None = None,
 ) -> tuple[Subquery, list[Any]]:
     # Conditions on the Example itself go inside the agreement subquery, so only the matching
     # Examples' votes are grouped; conditions on the agreement apply to its rows.
     # ``ids``: only these Examples (a page of a filter's cached matches: read by primary key).
     rows: list[Any] = [] if ids is None else [EXAMPLE.c.id.in_(ids)]
+    # ``id_range``: only Examples with ids in it, both ends included (a bounded walk).
+    if id_range is not None:
+        rows.append(EXAMPLE.c.id.between(*id_range))
     if relation:
         rows.append(EXAMPLE.c.relation == relation)
     if concept:
@@ -232,6 +237,33 @@ def page_statement(
     else:
         stmt = base.order_by(ea.c.id.desc())
     return stmt.limit(limit + 1)
+
+
+def window_edge(
+    session: Session, direction: Direction, key: int, within: int, study_id: int
+) -> int | None:
+    """The id of the ``within``-th of the study's Examples from ``key`` in ``direction``
+    (after it, before it, or from the end), None when there are fewer: the far end of a
+    bounded walk, read from the primary key (``within`` rows, whatever the filters)."""
+    mine = EXAMPLE.c.study_id == study_id
+    if direction is Direction.AFTER:
+        stmt = select(EXAMPLE.c.id).where(mine, EXAMPLE.c.id > key).order_by(EXAMPLE.c.id)
+    elif direction is Direction.BEFORE:
+        stmt = select(EXAMPLE.c.id).where(mine, EXAMPLE.c.id < key).order_by(EXAMPLE.c.id.desc())
+    else:
+        stmt = select(EXAMPLE.c.id).where(mine).order_by(EXAMPLE.c.id.desc())
+    edge = session.connection().execute(stmt.offset(within - 1).limit(1)).scalar()
+    return None if edge is None else int(edge)
+
+
+def bounded_range(direction: Direction, key: int, edge: int | None) -> tuple[int, int]:
+    """The ids a bounded walk may read: from ``key`` (exclusive) to ``edge`` (inclusive);
+    no edge: to the end of the study in that direction."""
+    if direction is Direction.AFTER:
+        return key, INT32_MAX if edge is None else edge
+    if direction is Direction.BEFORE:
+        return 0 if edge is None else edge, key
+    return 0 if edge is None else edge, INT32_MAX
 
 
 def distinct_values(session: Session, study_id: int = DEFAULT_STUDY_ID) -> dict[str, list[str]]:
