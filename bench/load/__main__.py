@@ -195,6 +195,7 @@ def measure(args: argparse.Namespace) -> int:
         )
         with side as busy:
             server.start()
+            print(f"  start-up warm-up finished after {server.wait_warmed():.1f} s", flush=True)
             base, stats, base_cpu, load_cpu = run_loop(run(args, server, seed_))
         server.stop()
         if busy is not None:

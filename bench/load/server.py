@@ -27,6 +27,7 @@ def free_port() -> int:
 class Server:
     def __init__(self, url: str, port: int, workers: int, log: Path) -> None:
         self.url, self.port, self.workers, self.log = url, port, workers, log
+        self.log_from = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -59,6 +60,7 @@ class Server:
             "--backlog",
             "4096",
         ]
+        self.log_from = self.log.stat().st_size if self.log.exists() else 0
         # Own process group: SIGKILL must take the master and every worker at once.
         self.proc = subprocess.Popen(
             cmd,
@@ -79,6 +81,22 @@ class Server:
                 sys.exit("server exited:\n" + self.log.read_text()[-3000:])
             time.sleep(0.1)
         sys.exit("server did not become healthy in 60 s")
+
+    def wait_warmed(self, timeout: float = 1200) -> float:
+        """Seconds until the server's start-up warm-up of the dashboard's figures finished
+        (webapp.admin.warmup logs it): a run measures the site as it serves once started,
+        not the recount a start pays on a large database."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            with self.log.open("rb") as fh:
+                fh.seek(self.log_from)
+                text = fh.read().decode(errors="replace")
+            if "dashboard warm-up done" in text or "dashboard warm-up stopped" in text:
+                return time.monotonic() - t0
+            if self.proc is not None and self.proc.poll() is not None:
+                sys.exit("server exited:\n" + text[-3000:])
+            time.sleep(0.5)
+        sys.exit(f"the server's warm-up did not finish in {timeout:.0f} s")
 
     def kill(self) -> None:
         assert self.proc is not None

@@ -6,15 +6,22 @@ It never blocks a request: a page asked for meanwhile answers with what it has (
 figure read back from disk, or "computing" with the warm-up's progress). It only reads
 (webapp.admin.pages.reading_session: no write lock on SQLite), one figure at a time, so it
 takes at most one of PostgreSQL's cores from the site. Progress goes to the log and to the
-pages (``WarmUp.note``).
+pages (``WarmUp.note``). One process per server warms up: the worker processes of one
+``vsr serve --workers N`` share the figures' folder, and a lock there lets the first one in
+compute while the others skip (they read its figures back from disk when asked), so a start
+does not cost the database N recounts at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlmodel import col, select
@@ -86,7 +93,38 @@ def start(app: Any) -> WarmUp:
     return state
 
 
+@contextlib.contextmanager
+def _only_process(directory: Path | None) -> Iterator[bool]:
+    """True while this process holds the server's warm-up lock (a file lock in the figures'
+    folder, released by the kernel if the process dies); False when another process has it.
+    No folder: every process warms its own figures."""
+    if directory is None:
+        yield True
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "warmup.lock").open("a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _run(app: Any, state: WarmUp) -> None:
+    cache = app_figure_cache(app)
+    with _only_process(cache.directory) as mine:
+        if mine:
+            _warm_all(app, state)
+        else:
+            log.info("dashboard warm-up: another process of this server computes the figures")
+            state.finished = True
+
+
+def _warm_all(app: Any, state: WarmUp) -> None:
     engine = app.state.engine
     cache = app_figure_cache(app)
     try:

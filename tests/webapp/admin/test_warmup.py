@@ -12,6 +12,7 @@ lock: a write goes through while one is open.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import sqlite3
 import threading
@@ -223,3 +224,23 @@ def test_no_page_compiles_a_template_once_the_server_started(
     for url in routes.values():
         r = client.get(url, follow_redirects=False)
         assert r.status_code in (200, 303, 307), (url, r.status_code, r.text[:300])
+
+
+def test_one_process_of_a_server_warms_up_the_others_skip(app: Any) -> None:
+    """The worker processes of one server share the figures' folder: while one holds the
+    warm-up lock (another process: an open file description of its own), a second warm-up
+    computes nothing; once the lock is free, a warm-up computes the figures."""
+    folder = admin_pages.app_figure_cache(app).directory
+    assert folder is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "warmup.lock").open("a") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        skipped = warmup.start(app)
+        assert skipped.thread is not None
+        skipped.thread.join(30)
+        assert skipped.finished and skipped.total == 0 and skipped.done == 0
+        fcntl.flock(other, fcntl.LOCK_UN)
+    ran = warmup.start(app)
+    assert ran.thread is not None
+    ran.thread.join(120)
+    assert ran.finished and ran.done == ran.total > 0
