@@ -96,9 +96,13 @@ class FigureCache:
         compute_now: Callable[[], T],
         compute_later: Callable[[], T],
         pending: Callable[[float], T] | None = None,
+        small: bool = False,
     ) -> T:
         """The cached value; ``compute_now`` when there is none, else a stale value while
-        ``compute_later`` (which must open its own DB session) runs in a thread. With
+        ``compute_later`` (which must open its own DB session) runs in a thread. A
+        ``small`` study's figure is never stale: it is recomputed now once the data changed,
+        however long its last computation took (that time says more about the machine's
+        load than about a study of a few Examples). With
         ``pending``, a figure there is none of yet is computed by ``compute_later`` in a
         thread too, and ``pending(seconds it has been computing)`` is answered once
         ``wait_first`` has passed without it."""
@@ -111,7 +115,7 @@ class FigureCache:
                 at, ver, value, took = hit
                 if ver == version and now - at < self.ttl:
                     return value  # type: ignore[no-any-return]
-                hit = None if took < self.sync_below else hit
+                hit = None if small or took < self.sync_below else hit
             if hit is not None:
                 if key not in self._refreshing:
                     self._refreshing.add(key)

@@ -11,6 +11,7 @@ from urllib.parse import quote, unquote
 
 from fastapi import HTTPException, Request
 from fastapi.responses import RedirectResponse, Response
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -18,6 +19,7 @@ from vsr_core.db import read_snapshot_options
 from vsr_core.models import DEFAULT_STUDY_ID, Study
 from vsr_core.studies.context import StudyContext
 from vsr_core.studies.settings import StudyConfig, load_study_config
+from vsr_core.tables import EXAMPLE
 from webapp.admin import csrf
 from webapp.admin.auth import AdminSession
 from webapp.admin.cache import Computing, FigureCache
@@ -90,10 +92,28 @@ def reading_session(engine: Engine) -> Session:
     return Session(engine.execution_options(**read_snapshot_options(engine)))
 
 
-def is_large(version: tuple[Any, ...]) -> bool:
-    """Whether a figure of this data version is computed off the request (the newest
-    Example's id, read with the data version, at or above IN_REQUEST_BELOW_EXAMPLES)."""
-    return (version[1] or 0) >= IN_REQUEST_BELOW_EXAMPLES
+def is_large(request: Request, session: Session, version: tuple[Any, ...]) -> bool:
+    """Whether the admin's study has at least IN_REQUEST_BELOW_EXAMPLES Examples, so that its
+    figures are computed off the request. The newest Example's id (read with the data
+    version) rules most cases out for free; past it, a count that stops at the bound (at most
+    that many index entries of the study) decides, once per study and newest Example (votes
+    do not change a study's size): ids grow with every study of the database, so a new
+    small study beside a large one is not large."""
+    if (version[1] or 0) < IN_REQUEST_BELOW_EXAMPLES:
+        return False
+    study_id = admin_study(request).id
+    known: dict[tuple[int, Any], bool] | None = getattr(request.app.state, "admin_large", None)
+    if known is None:
+        known = request.app.state.admin_large = {}
+    key = (study_id, version[1])
+    if key not in known:
+        mine = select(EXAMPLE.c.id).where(EXAMPLE.c.study_id == study_id)
+        bounded = mine.limit(IN_REQUEST_BELOW_EXAMPLES).subquery()
+        n = session.connection().execute(select(func.count()).select_from(bounded)).scalar_one()
+        if len(known) > 1_000:
+            known.clear()  # one entry per study and newest Example: older ones are dead
+        known[key] = int(n) >= IN_REQUEST_BELOW_EXAMPLES
+    return known[key]
 
 
 def cached(
@@ -120,9 +140,12 @@ def cached(
             return compute(own)
 
     version = data_version(session)
-    if not is_large(version):
-        pending = None  # a small database: its figures are computed in the request, in ms
-    return figure_cache(request).get(name, version, lambda: compute(session), later, pending)
+    small = not is_large(request, session, version)
+    if small:
+        pending = None  # a small study: its figures are computed in the request, in ms
+    return figure_cache(request).get(
+        name, version, lambda: compute(session), later, pending, small=small
+    )
 
 
 def figure(

@@ -17,6 +17,7 @@ from tests.support.admin_seed import Seeded, read_raw, seed
 from tests.support.admins import create_owner
 from tests.webapp.admin.test_admin import login, make_admin_app
 from vsr_core.models import Example
+from webapp.admin import pages
 from webapp.admin.cache import FigureCache
 
 
@@ -30,8 +31,6 @@ def server(db_url: str, engine: Engine, tmp_path: Path, **cache: Any) -> tuple[T
     app = make_admin_app(db_url, engine, tmp_path)
     if cache:  # the app's own cache class, tuned so a test can see a stale figure
         settings = app.state.settings
-        from webapp.admin import pages
-
         app.state.admin_cache = FigureCache(
             directory=pages.figure_cache_dir(settings),
             secret=settings.secret_key.encode(),
@@ -42,7 +41,7 @@ def server(db_url: str, engine: Engine, tmp_path: Path, **cache: Any) -> tuple[T
 
 
 def test_kept_figures_survive_a_restart_and_forged_ones_are_ignored(
-    db_url: str, engine: Engine, tmp_path: Path, seeded: Seeded
+    db_url: str, engine: Engine, tmp_path: Path, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with Session(engine) as s:
         create_owner(s, "alice", "correct horse battery")
@@ -59,7 +58,10 @@ def test_kept_figures_survive_a_restart_and_forged_ones_are_ignored(
         s.commit()
     # ... a restarted server that never recounts in the request (as for a large study)
     # answers with the kept count at once and counts again behind it.
-    # (The data page's count: logging in visits the overview, not it.)
+    # (The data page's count: logging in visits the overview, not it.) A small study's
+    # figures are recounted in the request once the data changed, so this one is set up as
+    # a large study is.
+    monkeypatch.setattr(pages, "IN_REQUEST_BELOW_EXAMPLES", 0)
     again, _ = server(db_url, engine, tmp_path, sync_below=0.0)
     page = again.get("/admin/data").text
     assert f"{n} matching Examples" in page and "counted" in page
@@ -70,7 +72,7 @@ def test_kept_figures_survive_a_restart_and_forged_ones_are_ignored(
     # A file the server did not sign (tampered, or another key) is not read: counted anew.
     for f in folder.rglob("*.fig"):
         f.write_bytes(b"\0" * 32 + f.read_bytes()[32:])
-    forged, token = server(db_url, engine, tmp_path, sync_below=0.0)
+    forged, token = server(db_url, engine, tmp_path, sync_below=0.0, wait_first=60.0)
     assert f"{n + 1} matching Examples" in forged.get("/admin/data").text
     # An admin action forgets the kept figures along with the ones in memory.
     r = forged.post(

@@ -147,3 +147,32 @@ def test_a_page_read_while_its_matches_are_counted_walks_a_bounded_window(
     counted = _until(client, "/admin/data?agreement=kept", "matching Examples <small")
     assert "data-walked" not in counted
     assert len(re.findall(r'name="ids" value="(\d+)"', counted)) == min(50, len(ids))
+
+
+def test_a_small_study_in_a_database_of_high_ids_computes_in_the_request(
+    db_url: str, engine: Engine, tmp_path: Path, vsr_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ids grow with every study of a database (and never go back), so the newest id alone
+    would call a study of a few Examples large once other studies pushed the ids past the
+    bound: its overview would say "computing" for figures that take milliseconds. The
+    study's own size decides."""
+    seed(engine, read_raw(vsr_dir, every=80))
+    with Session(engine) as s:
+        mine = s.exec(select(Example)).all()
+        n = len(mine)
+        last = max(e.id or 0 for e in mine)
+        first = mine[0]
+        s.add(Example(**first.model_dump(exclude={"id", "source_key"}), id=last + 10 * n + 1000))
+        create_owner(s, "alice", "correct horse battery")
+        s.commit()
+    monkeypatch.setattr(pages, "IN_REQUEST_BELOW_EXAMPLES", n + 2)  # above the study's n + 1
+    app = make_admin_app(db_url, engine, tmp_path)
+    c = TestClient(app)
+    login(c)
+    j = c.get("/admin/api/overview.json").json()
+    assert "computing_seconds" not in j and j["examples"] >= n
+    monkeypatch.setattr(pages, "IN_REQUEST_BELOW_EXAMPLES", n + 1)  # now the study is large
+    app.state.admin_large = {}
+    app.state.admin_cache = FigureCache(wait_first=0.0)
+    j = c.get("/admin/api/overview.json").json()
+    assert "computing_seconds" in j
