@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.load.memory import rss_pss_kb, tree
+
 ROOT = Path(__file__).resolve().parents[1]
 RELEASE = ROOT.parent / "shared/vsr/data/data_files/all_vsr_raw_data.jsonl"
 SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
@@ -118,33 +120,11 @@ def _exists(db: str) -> bool:
         engine.dispose()
 
 
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its descendants now (Linux /proc)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    todo.extend(int(c) for c in fh.read().split())
-        except OSError:
-            continue
-    return out
-
-
 def tree_pss_gb(pid: int) -> float:
     """The memory of ``pid``'s process tree as PSS: each page divided among the processes
     that share it, so forked workers' pages shared with the parent count once (RSS counts
     them in every process). 0 where /proc has no smaps_rollup."""
-    kb = 0
-    for p in _tree(pid):
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as fh:
-                kb += sum(int(ln.split()[1]) for ln in fh if ln.startswith("Pss:"))
-        except (OSError, ValueError, IndexError):
-            continue
-    return kb / 1024**2
+    return sum(rss_pss_kb(p)[1] for p in tree(pid)) / 1024**2
 
 
 def timed(cmd: list[str], timeout: float | None = None) -> dict[str, Any]:
