@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import event
 
-from bench.dashboard_scale import ADMIN, PAGER_LINK, PASSWORD, describe, prepare
+from bench.dashboard_scale import ADMIN, PASSWORD, describe, pager_target, prepare
 from bench.loadavg import load_note
 
 # A statement a page sends that reads (the session's own bookkeeping writes are not pages').
@@ -63,17 +63,6 @@ def _client(url: str, tmp: Path) -> Any:
     if r.status_code != 303:
         sys.exit(f"login failed: HTTP {r.status_code}")
     return client
-
-
-def _follow(client: Any, path: str, links: str | None) -> str:
-    for link in (links or "").split():
-        body = client.get(path).text
-        found = {n: str(h).replace("&amp;", "&") for h, n in PAGER_LINK.findall(body)}
-        if link not in found:
-            return path
-        href = found[link]
-        path = href if href.startswith("/") else path.split("?")[0] + href
-    return path
 
 
 def _explain(engine: Any, statement: str, params: Any) -> tuple[float, int]:
@@ -127,7 +116,7 @@ def main() -> int:
 
     rows: list[tuple[str, int, int, float, int, float]] = []
     for p in listed:
-        path = _follow(client, p.path.format(**values), p.follow)
+        path = pager_target(lambda u: client.get(u).text, p.path.format(**values), p.follow)
         label = p.path.format(**values) + (f" -> {p.follow}" if p.follow else "")
         client.get(path, follow_redirects=False)  # its figures, if any still missing
         seen.clear()

@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -107,16 +108,21 @@ class Dashboard:
             return (time.perf_counter() - t0) * 1000, r.status_code, r.text
 
 
-def follow(dash: Dashboard, path: str, links: str | None) -> str:
-    """The URL a user reaches from ``path`` by its pager's ``links`` in turn ("last")."""
+def pager_target(body_of: Callable[[str], str], path: str, links: str | None) -> str:
+    """The URL a user reaches from ``path`` by its pager's ``links`` in turn ("last"),
+    reading each page's body with ``body_of``."""
     for link in (links or "").split():
-        _, status, body = dash.get(path)
-        found = {n: str(h).replace("&amp;", "&") for h, n in PAGER_LINK.findall(body)}
+        found = {n: str(h).replace("&amp;", "&") for h, n in PAGER_LINK.findall(body_of(path))}
         if link not in found:
             return path  # a single page: no pager
         href = found[link]
         path = href if href.startswith("/") else path.split("?")[0] + href
     return path
+
+
+def follow(dash: Dashboard, path: str, links: str | None) -> str:
+    """The URL a user reaches from ``path`` by its pager's ``links``, over HTTP."""
+    return pager_target(lambda p: dash.get(p)[2], path, links)
 
 
 def drop_os_cache() -> str:
