@@ -214,7 +214,8 @@ def test_import_vsr_checks_limits_before_writing(engine: Engine, tmp_path: Path)
     """A caption whose subject is 300 characters does not fit Example.caption (300): one
     line naming the file and line, nothing imported (was a DataError quoting the INSERT on
     PostgreSQL)."""
-    from tests.vsr_dataset.test_import_vsr import GOOD, _write, counts
+    from tests.support.vsr_record import GOOD
+    from tests.vsr_dataset.test_import_vsr import _write, counts
     from vsr_dataset.import_vsr import import_vsr_file
     from vsr_dataset.vsr_format import VsrFormatError
 

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
+from tests.support.vsr_record import GOOD
 from vsr_core.models import Example, Image, Vote, Worker
 from vsr_dataset.import_vsr import import_meta_csv, import_vsr_file, release_files
 from vsr_dataset.vsr_format import VsrFormatError, parse_record
@@ -83,18 +84,6 @@ def test_zeroshot_split_file_subj_corruption_is_not_trusted(engine: Engine, vsr_
     assert "horse" in concepts or "handbag" in concepts
     assert not concepts & {"orse", "lephant", "ot dog", "andbag"}
     assert result.records == 340
-
-
-GOOD = {
-    "image": "000000419052.jpg",
-    "image_link": "http://images.cocodataset.org/train2017/000000419052.jpg",
-    "caption": "The hot dog is on the dining table.",
-    "label": 1,
-    "relation": "on",
-    "annotator_id": 3,
-    "vote_true_validator_id": [1, 2],
-    "vote_false_validator_id": "[5]",
-}
 
 
 def _write(path: Path, records: list[object]) -> Path:

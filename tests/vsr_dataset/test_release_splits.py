@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Engine
 
+from tests.support.vsr_record import GOOD
 from vsr_dataset.import_vsr import import_vsr_file
 from vsr_dataset.vsr_format import VsrFormatError
 
@@ -118,18 +119,6 @@ def test_raw_file_only_redraws_and_says_so(db_url: str, vsr_dir: Path, tmp_path:
     release = {_key(r, "random") for r in _records(vsr_dir / "data/splits/random/test.jsonl")}
     ours = {_key(r, "random") for r in _records(out / "random" / "test.jsonl")}
     assert ours != release
-
-
-GOOD = {
-    "image": "000000419052.jpg",
-    "image_link": "http://images.cocodataset.org/train2017/000000419052.jpg",
-    "caption": "The hot dog is on the dining table.",
-    "label": 1,
-    "relation": "on",
-    "annotator_id": 3,
-    "vote_true_validator_id": [1, 2],
-    "vote_false_validator_id": "[5]",
-}
 
 
 def _split_file(root: Path, scheme: str, part: str) -> Path:
