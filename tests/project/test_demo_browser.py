@@ -24,6 +24,7 @@ from tests.support.browser import (
     launch_chromium,
     require_chromium,
     running_site,
+    screenshot,
     watch_errors,
 )
 from vsr_core.db import make_engine
@@ -48,22 +49,6 @@ def _write(page: Any, relation: str) -> None:
     page.locator(".chip", has_text=relation).first.click()
     page.locator(".photo").nth(0).click()
     page.get_by_role("button", name="Submit").click()
-
-
-def _shot(page: Any, path: Path, full_page: bool = False) -> None:
-    """A screenshot to look at afterwards. Headless Chromium now and then answers a capture
-    with "Unable to capture screenshot" while it composites (seen once in a full run); the
-    capture is retried then, nothing the test asserts is."""
-    from playwright.sync_api import Error
-
-    for attempt in range(3):
-        try:
-            page.screenshot(path=str(path), full_page=full_page)
-            return
-        except Error as exc:
-            if "Unable to capture screenshot" not in str(exc) or attempt == 2:
-                raise
-            page.wait_for_timeout(500)
 
 
 def test_the_readme_walk_through_in_chromium(tmp_path: Path) -> None:
@@ -106,20 +91,20 @@ def test_the_readme_walk_through_in_chromium(tmp_path: Path) -> None:
 
         # 1. Write captions; "Finish now" after two; a second batch from the done page.
         _start(page, annotator, "Write spatial captions: instructions")
-        _shot(page, shots / "desktop_write.png")
+        screenshot(page, shots / "desktop_write.png")
         for relation in RELATIONS[:2]:
             _write(page, relation)
             expect(page.locator("#caption-preview, #completion-code").first).to_be_visible()
         page.get_by_role("link", name="Finish now").click()
         page.get_by_role("button", name="Yes, finish and get my code").click()
         expect(page.locator("#more-work")).to_be_visible()
-        _shot(page, shots / "desktop_finished.png")
+        screenshot(page, shots / "desktop_finished.png")
         page.locator("#more-work button").click()
         # Consent and instructions were given in this session: straight to the task page.
         if page.get_by_role("button", name="Start the batch").count():
             page.get_by_role("button", name="Start the batch").click()
         expect(page.locator("#caption-preview")).to_be_attached()
-        _shot(page, shots / "desktop_second_batch.png")
+        screenshot(page, shots / "desktop_second_batch.png")
         _write(page, RELATIONS[2])
 
         engine = make_engine(db_url)
@@ -145,7 +130,7 @@ def test_the_readme_walk_through_in_chromium(tmp_path: Path) -> None:
                         arg=shown,
                     )
                 elif page.locator("#more-work").count() and n < 2 * len(RELATIONS):
-                    _shot(page, shots / "desktop_validate_done.png")
+                    screenshot(page, shots / "desktop_validate_done.png")
                     page.locator("#more-work button").click()
                     page.wait_for_load_state("load")
                 else:
@@ -163,7 +148,7 @@ def test_the_readme_walk_through_in_chromium(tmp_path: Path) -> None:
         page.get_by_role("button", name="Log in").click()
         # Every Example kept: each validator agreed with the writer.
         expect(page.locator("body")).to_contain_text(re.compile(rf"kept\s*{2 * len(RELATIONS)}\b"))
-        _shot(page, shots / "desktop_overview.png", full_page=True)
+        screenshot(page, shots / "desktop_overview.png", full_page=True)
 
         # The same pages on a phone: a third writing batch and the overview.
         phone = browser.new_context(viewport={"width": 390, "height": 844})
@@ -174,11 +159,11 @@ def test_the_readme_walk_through_in_chromium(tmp_path: Path) -> None:
         small.goto(annotator)
         start = small.get_by_role("button", name="Start the batch")
         expect(start.or_(small.locator("#caption-preview"))).to_be_attached()
-        _shot(small, shots / "phone_instructions.png", full_page=True)
+        screenshot(small, shots / "phone_instructions.png", full_page=True)
         if start.count():
             start.click()
         expect(small.locator("#caption-preview")).to_be_attached()
-        _shot(small, shots / "phone_write.png", full_page=True)
+        screenshot(small, shots / "phone_write.png", full_page=True)
         width = small.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, width  # nothing wider than the screen
         browser.close()

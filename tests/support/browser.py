@@ -30,6 +30,22 @@ def launch_chromium(playwright: Any) -> Any:
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+def screenshot(page: Any, path: Path, full_page: bool = False) -> None:
+    """A screenshot to look at afterwards. Headless Chromium now and then answers a capture
+    with "Unable to capture screenshot" while it composites (seen once in a full run of the
+    demo walk-through); the capture is retried then, nothing a test asserts is."""
+    from playwright.sync_api import Error
+
+    for attempt in range(3):
+        try:
+            page.screenshot(path=str(path), full_page=full_page)
+            return
+        except Error as exc:
+            if "Unable to capture screenshot" not in str(exc) or attempt == 2:
+                raise
+            page.wait_for_timeout(500)
+
+
 def watch_errors(page: Any) -> list[str]:
     """Collect the page's script errors and Content-Security-Policy violations (a page whose
     own scripts the policy blocks), for the test to assert the list stays empty."""
