@@ -128,8 +128,10 @@ def test_a_page_read_while_its_matches_are_counted_walks_a_bounded_window(
     assert 'data-walked="3"' in first.text
     shown = {int(i) for i in re.findall(r'name="ids" value="(\d+)"', first.text)}
     assert shown and shown <= set(ids[:3])
-    # The pager reads on from where the walk stopped, and so does "last" from the end.
+    # The pager reads on from where the walk stopped, and so does "last" from the end; it
+    # names no page count it does not know yet.
     assert f"after={ids[2]}&amp;page=2" in first.text
+    assert '<span class="muted">page 1</span>' in first.text
     second = client.get(f"/admin/data?agreement=kept&after={ids[2]}&page=2")
     shown = {int(i) for i in re.findall(r'name="ids" value="(\d+)"', second.text)}
     assert shown <= set(ids[3:6]) and 'data-walked="3"' in second.text
